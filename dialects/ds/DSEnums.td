@@ -1,0 +1,18 @@
+//===- DSEnums.td - enums of the ds dialect ----------------*- tablegen -*-===//
+#ifndef DS_ENUMS_TD
+#define DS_ENUMS_TD
+
+include "dialects/ds/DSDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+def DS_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how GELU is computed", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Tanh", 1, "tanh">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_GeluApproximationAttr : EnumAttr<DS_Dialect, DS_GeluApproximation, "gelu_approximation">;
+
+#endif // DS_ENUMS_TD

@@ -1,0 +1,505 @@
+//===- DSOps.cpp - ops of the ds dialect ----------------------------------===//
+//
+// Type inference, verifiers and folders. Each verifier checks exactly the
+// **Constraints:** list of its op's description in DSOps.td.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/ds/DSOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>>
+mlir::ds::broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes) {
+  size_t rank = 0;
+  for (auto s : shapes)
+    rank = std::max(rank, s.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (auto s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[rank - s.size() + i];
+      int64_t d = s[i];
+      if (d == o || d == 1)
+        continue;
+      if (o != 1)
+        return failure();
+      o = d;
+    }
+  }
+  return out;
+}
+
+static RankedTensorType rankedType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleave(shape, os, "x");
+  os << "]";
+  return s;
+}
+
+/// Axes must be sorted, unique and in [0, bound).
+static LogicalResult checkAxes(std::optional<Location> loc, ArrayRef<int64_t> axes,
+                               int64_t bound, StringRef what) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= bound)
+      return emitOptionalError(loc, what, " axis ", axes[i],
+                               " is out of range [0, ", bound, ")");
+    if (i > 0 && axes[i] <= axes[i - 1])
+      return emitOptionalError(loc, what, " axes must be sorted and unique");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and parameters
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ParameterOp::verify() {
+  if (getSymName().empty())
+    return emitOpError("needs a non-empty name");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}
+
+static LogicalResult inferBinary(std::optional<Location> loc, ValueRange operands,
+                                 bool boolResult,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto lhs = rankedType(operands[0]), rhs = rankedType(operands[1]);
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "operands have different element types: ",
+                             lhs.getElementType(), " and ", rhs.getElementType());
+  auto shape = broadcastShapes({lhs.getShape(), rhs.getShape()});
+  if (failed(shape))
+    return emitOptionalError(loc, "operand shapes ", shapeStr(lhs.getShape()),
+                             " and ", shapeStr(rhs.getShape()),
+                             " do not broadcast");
+  Type elem = boolResult ? IntegerType::get(lhs.getContext(), 1)
+                         : lhs.getElementType();
+  inferred.push_back(RankedTensorType::get(*shape, elem));
+  return success();
+}
+
+#define DS_INFER_BINARY(OP, BOOL_RESULT)                                       \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr, OpaqueProperties, RegionRange,                           \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferBinary(loc, operands, BOOL_RESULT, inferred);                  \
+  }
+DS_INFER_BINARY(AddOp, false)
+DS_INFER_BINARY(SubOp, false)
+DS_INFER_BINARY(MulOp, false)
+DS_INFER_BINARY(DivOp, false)
+DS_INFER_BINARY(PowOp, false)
+DS_INFER_BINARY(MinOp, false)
+DS_INFER_BINARY(MaxOp, false)
+DS_INFER_BINARY(EqualOp, true)
+DS_INFER_BINARY(LessOp, true)
+DS_INFER_BINARY(GreaterOp, true)
+DS_INFER_BINARY(LessEqualOp, true)
+DS_INFER_BINARY(GreaterEqualOp, true)
+DS_INFER_BINARY(AndOp, true)
+DS_INFER_BINARY(OrOp, true)
+DS_INFER_BINARY(XorOp, true)
+#undef DS_INFER_BINARY
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        ValueRange operands, DictionaryAttr,
+                                        OpaqueProperties, RegionRange,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto c = rankedType(operands[0]), t = rankedType(operands[1]),
+       f = rankedType(operands[2]);
+  if (t.getElementType() != f.getElementType())
+    return emitOptionalError(loc, "branches have different element types: ",
+                             t.getElementType(), " and ", f.getElementType());
+  auto shape = broadcastShapes({c.getShape(), t.getShape(), f.getShape()});
+  if (failed(shape))
+    return emitOptionalError(loc, "operand shapes ", shapeStr(c.getShape()), ", ",
+                             shapeStr(t.getShape()), " and ",
+                             shapeStr(f.getShape()), " do not broadcast");
+  inferred.push_back(RankedTensorType::get(*shape, t.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr,
+                                         OpaqueProperties, RegionRange,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto a = rankedType(operands[0]), b = rankedType(operands[1]);
+  if (a.getElementType() != b.getElementType())
+    return emitOptionalError(loc, "operands have different element types");
+  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape();
+  if (as.empty() || bs.empty())
+    return emitOptionalError(loc, "operands must have rank >= 1");
+  int64_t k = as.back();
+  int64_t kb = bs.size() == 1 ? bs[0] : bs[bs.size() - 2];
+  if (k != kb)
+    return emitOptionalError(loc, "contraction dimensions differ: ", shapeStr(as),
+                             " x ", shapeStr(bs));
+  ArrayRef<int64_t> aBatch = as.size() > 2 ? as.drop_back(2) : ArrayRef<int64_t>();
+  ArrayRef<int64_t> bBatch = bs.size() > 2 ? bs.drop_back(2) : ArrayRef<int64_t>();
+  auto batch = broadcastShapes({aBatch, bBatch});
+  if (failed(batch))
+    return emitOptionalError(loc, "batch dimensions of ", shapeStr(as), " and ",
+                             shapeStr(bs), " do not broadcast");
+  SmallVector<int64_t> shape = *batch;
+  if (as.size() >= 2)
+    shape.push_back(as[as.size() - 2]);
+  if (bs.size() >= 2)
+    shape.push_back(bs.back());
+  inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalization
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult inferReduce(std::optional<Location> loc, ValueRange operands,
+                                 DictionaryAttr attrs, OpaqueProperties props,
+                                 RegionRange regions, SmallVectorImpl<Type> &inferred) {
+  typename ReduceOp::Adaptor adaptor(operands, attrs, props, regions);
+  auto t = rankedType(operands[0]);
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  if (failed(checkAxes(loc, axes, t.getRank(), "reduction")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (!llvm::is_contained(axes, d))
+      shape.push_back(t.getDimSize(d));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+#define DS_REDUCE(OP)                                                          \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,       \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferReduce<OP>(loc, operands, attrs, props, regions, inferred);    \
+  }                                                                            \
+  OpFoldResult OP::fold(FoldAdaptor) {                                         \
+    if (getAxes().empty() && getOperand().getType() == getType())              \
+      return getOperand();                                                     \
+    return {};                                                                 \
+  }
+DS_REDUCE(ReduceSumOp)
+DS_REDUCE(ReduceMeanOp)
+DS_REDUCE(ReduceMaxOp)
+DS_REDUCE(ReduceMinOp)
+DS_REDUCE(ReduceProdOp)
+#undef DS_REDUCE
+
+template <typename SoftmaxOp> static LogicalResult verifySoftmax(SoftmaxOp op) {
+  int64_t rank = op.getOperand().getType().getRank();
+  if (rank < 1)
+    return op.emitOpError("needs an operand of rank >= 1");
+  if (op.getAxis() < 0 || op.getAxis() >= rank)
+    return op.emitOpError("axis ") << op.getAxis() << " is out of range [0, "
+                                   << rank << ")";
+  return success();
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+
+LogicalResult LayerNormOp::verify() {
+  auto t = getOperand().getType();
+  int64_t rank = t.getRank();
+  if (rank < 1)
+    return emitOpError("needs an operand of rank >= 1");
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  ArrayRef<int64_t> norm = t.getShape().drop_front(getAxis());
+  for (auto [v, name] : {std::pair<Value, StringRef>{getScale(), "scale"},
+                         std::pair<Value, StringRef>{getBias(), "bias"}}) {
+    if (!v)
+      continue;
+    auto vt = rankedType(v);
+    if (vt.getShape() != norm || vt.getElementType() != t.getElementType())
+      return emitOpError() << name << " must be " << shapeStr(norm) << " of "
+                           << t.getElementType() << ", got " << vt;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type from ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << in << " (" << in.getNumElements() << " elements) to " << out << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOperand()))
+    return dense.reshape(getType());
+  // reshape(reshape(x)) = reshape(x)
+  if (auto inner = getOperand().getDefiningOp<ReshapeOp>()) {
+    getOperandMutable().assign(inner.getOperand());
+    return getResult();
+  }
+  return {};
+}
+
+static LogicalResult inferSqueezeLike(std::optional<Location> loc, RankedTensorType t,
+                                      ArrayRef<int64_t> axes, bool squeeze,
+                                      SmallVectorImpl<Type> &inferred) {
+  SmallVector<int64_t> shape;
+  if (squeeze) {
+    if (failed(checkAxes(loc, axes, t.getRank(), "squeeze")))
+      return failure();
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      bool drop = llvm::is_contained(axes, d);
+      if (drop && t.getDimSize(d) != 1)
+        return emitOptionalError(loc, "cannot squeeze dimension ", d, " of extent ",
+                                 t.getDimSize(d));
+      if (!drop)
+        shape.push_back(t.getDimSize(d));
+    }
+  } else {
+    int64_t outRank = t.getRank() + static_cast<int64_t>(axes.size());
+    if (failed(checkAxes(loc, axes, outRank, "unsqueeze")))
+      return failure();
+    auto src = t.getShape().begin();
+    for (int64_t d = 0; d < outRank; ++d)
+      shape.push_back(llvm::is_contained(axes, d) ? 1 : *src++);
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          ValueRange operands, DictionaryAttr attrs,
+                                          OpaqueProperties props, RegionRange regions,
+                                          SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  return inferSqueezeLike(loc, rankedType(operands[0]), adaptor.getAxes(), true, inferred);
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attrs,
+                                            OpaqueProperties props, RegionRange regions,
+                                            SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  return inferSqueezeLike(loc, rankedType(operands[0]), adaptor.getAxes(), false,
+                          inferred);
+}
+
+namespace {
+/// squeeze and unsqueeze are reshapes with a checked story; after import
+/// only the reshape remains, so later passes see one op.
+template <typename OpTy> struct AxesReshapeToReshape : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getOperand());
+    return success();
+  }
+};
+} // namespace
+
+void SqueezeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *ctx) {
+  results.add<AxesReshapeToReshape<SqueezeOp>>(ctx);
+}
+void UnsqueezeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *ctx) {
+  results.add<AxesReshapeToReshape<UnsqueezeOp>>(ctx);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attrs,
+                                            OpaqueProperties props, RegionRange regions,
+                                            SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto t = rankedType(operands[0]);
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != t.getRank())
+    return emitOptionalError(loc, "permutation has ", perm.size(),
+                             " entries for an operand of rank ", t.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= t.getRank() || seen[p])
+      return emitOptionalError(loc, "permutation is not a permutation of [0, ",
+                               t.getRank(), ")");
+    seen[p] = true;
+    shape.push_back(t.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, p] : llvm::enumerate(getPermutation()))
+    if (static_cast<int64_t>(i) != p)
+      return {};
+  return getOperand();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  int64_t rank = in.getRank();
+  if (static_cast<int64_t>(getStarts().size()) != rank ||
+      static_cast<int64_t>(getSteps().size()) != rank)
+    return emitOpError("needs one start and one step per dimension (rank ")
+           << rank << ")";
+  if (out.getRank() != rank || out.getElementType() != in.getElementType())
+    return emitOpError("result must have the operand's rank and element type");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d], n = out.getDimSize(d);
+    if (step == 0)
+      return emitOpError("step of dimension ") << d << " is zero";
+    if (n == 0)
+      continue;
+    int64_t last = start + (n - 1) * step;
+    if (start < 0 || start >= in.getDimSize(d) || last < 0 || last >= in.getDimSize(d))
+      return emitOpError("dimension ")
+             << d << " reads indices " << start << " to " << last
+             << ", outside [0, " << in.getDimSize(d) << ")";
+  }
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getOperand().getType() != getType())
+    return {};
+  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
+    if (start != 0 || step != 1)
+      return {};
+  return getOperand();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange regions,
+                                         SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  if (operands.empty())
+    return emitOptionalError(loc, "needs at least one operand");
+  auto first = rankedType(operands[0]);
+  int64_t rank = first.getRank(), axis = adaptor.getAxis();
+  if (rank < 1)
+    return emitOptionalError(loc, "operands must have rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "axis ", axis, " is out of range [0, ", rank, ")");
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : operands) {
+    auto t = rankedType(v);
+    if (t.getElementType() != first.getElementType() || t.getRank() != rank)
+      return emitOptionalError(loc, "operands must share element type and rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "operands ", shapeStr(first.getShape()), " and ",
+                                 shapeStr(t.getShape()), " differ off axis ", axis);
+    shape[axis] += t.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = getOperand().getType();
+  int64_t rank = in.getRank(), axis = getAxis();
+  if (getNumResults() == 0)
+    return emitOpError("needs at least one result");
+  if (rank < 1)
+    return emitOpError("needs an operand of rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range [0, " << rank << ")";
+  int64_t sum = 0;
+  for (Value r : getResults()) {
+    auto t = rankedType(r);
+    if (t.getElementType() != in.getElementType() || t.getRank() != rank)
+      return emitOpError("results must share the operand's element type and rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && t.getDimSize(d) != in.getDimSize(d))
+        return emitOpError("result ") << t << " differs from the operand off axis " << axis;
+    sum += t.getDimSize(axis);
+  }
+  if (sum != in.getDimSize(axis))
+    return emitOpError("result extents add up to ")
+           << sum << " along axis " << axis << ", not " << in.getDimSize(axis);
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange regions,
+                                         SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto data = rankedType(operands[0]), idx = rankedType(operands[1]);
+  int64_t rank = data.getRank(), axis = adaptor.getAxis();
+  if (rank < 1)
+    return emitOptionalError(loc, "data must have rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "axis ", axis, " is out of range [0, ", rank, ")");
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, idx.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  auto b = broadcastShapes({in.getShape(), out.getShape()});
+  if (failed(b) || ArrayRef<int64_t>(*b) != out.getShape())
+    return emitOpError("cannot broadcast ") << in << " to " << out;
+  return success();
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}
+
+#define GET_OP_CLASSES
+#include "dialects/ds/DSOps.cpp.inc"

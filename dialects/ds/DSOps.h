@@ -1,0 +1,27 @@
+//===- DSOps.h - ops of the ds dialect --------------------------*- C++ -*-===//
+#ifndef DS_DIALECTS_DS_DSOPS_H
+#define DS_DIALECTS_DS_DSOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/ds/DSDialect.h"
+#include "dialects/ds/DSEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/ds/DSAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/ds/DSOps.h.inc"
+
+namespace mlir::ds {
+/// Numpy broadcast of static shapes; failure when incompatible.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes);
+} // namespace mlir::ds
+
+#endif // DS_DIALECTS_DS_DSOPS_H

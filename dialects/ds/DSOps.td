@@ -1,0 +1,432 @@
+//===- DSOps.td - ops of the ds dialect --------------------*- tablegen -*-===//
+//
+// Every description ends with a **Constraints:** list; the verifier (ODS
+// type constraints, traits, or verify()) checks exactly that list, and each
+// item has an expected-error case in test/Dialect/ds/*_verification.mlir.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_OPS_TD
+#define DS_OPS_TD
+
+include "dialects/ds/DSDialect.td"
+include "dialects/ds/DSEnums.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def DS_ElementType : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8]>;
+def DS_Tensor : StaticShapeTensorOf<[DS_ElementType]>;
+def DS_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
+def DS_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16, I32, I64]>;
+def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
+def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// Constants and parameters
+//===----------------------------------------------------------------------===//
+
+def DS_ConstantOp : DS_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A tensor known at compile time that is not a trainable parameter:
+    folded shape arithmetic, ONNX `Constant` nodes, masks.
+
+    ```mlir
+    %0 = ds.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+
+    **Constraints:**
+    - `value` has the result type.
+  }];
+  let arguments = (ins TypedAttrInterface:$value);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def DS_ParameterOp : DS_Op<"parameter",
+    [Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a named model parameter (an ONNX initializer)";
+  let description = [{
+    A weight of the model. Its name is the ONNX initializer's, so plans,
+    checkpoints and exported models can refer back to it. Large values are
+    held as `dense_resource` blobs.
+
+    ```mlir
+    %w = ds.parameter "fc1.weight" = dense_resource<fc1.weight> : tensor<16x8xf32>
+    ```
+
+    **Constraints:**
+    - `sym_name` is not empty.
+    - `value` has the result type.
+  }];
+  let arguments = (ins StrAttr:$sym_name, TypedAttrInterface:$value);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$sym_name `=` $value attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class DS_UnaryOp<string mnemonic, Type T, string desc, list<Trait> traits = []>
+    : DS_Op<mnemonic, traits # [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise " # mnemonic;
+  let description = desc # [{
+
+    **Constraints:**
+    - operand and result have the same type.
+  }];
+  let arguments = (ins T:$operand);
+  let results = (outs T:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+def DS_SqrtOp : DS_UnaryOp<"sqrt", DS_FloatTensor, "`sqrt(x)`">;
+def DS_ReciprocalOp : DS_UnaryOp<"reciprocal", DS_FloatTensor, "`1 / x`">;
+def DS_ExpOp : DS_UnaryOp<"exp", DS_FloatTensor, "`e^x`">;
+def DS_LogOp : DS_UnaryOp<"log", DS_FloatTensor, "natural logarithm">;
+def DS_ErfOp : DS_UnaryOp<"erf", DS_FloatTensor, "the error function">;
+def DS_TanhOp : DS_UnaryOp<"tanh", DS_FloatTensor, "hyperbolic tangent">;
+def DS_SigmoidOp : DS_UnaryOp<"sigmoid", DS_FloatTensor, "`1 / (1 + e^-x)`">;
+def DS_ReluOp : DS_UnaryOp<"relu", DS_NumericTensor, "`max(x, 0)`">;
+def DS_NegOp : DS_UnaryOp<"neg", DS_NumericTensor, "`-x`">;
+def DS_AbsOp : DS_UnaryOp<"abs", DS_NumericTensor, "`|x|`">;
+def DS_NotOp : DS_UnaryOp<"not", DS_BoolTensor, "logical negation">;
+
+def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x/2 * (1 + erf(x/sqrt(2)))`, or with `approximate = tanh`
+    `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`, as in
+    `torch.nn.GELU`.
+
+    **Constraints:**
+    - operand and result have the same floating-point tensor type.
+  }];
+  let arguments = (ins DS_FloatTensor:$operand,
+                   DefaultValuedAttr<DS_GeluApproximationAttr,
+                                     "GeluApproximation::None">:$approximate);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "elementwise conversion to another element type";
+  let description = [{
+    Float to integer conversion truncates toward zero and saturates; any
+    non-zero value converts to `true` (i1).
+
+    **Constraints:**
+    - operand and result have the same shape.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary, numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+class DS_BinaryOp<string mnemonic, Type T, Type R, string desc,
+                  list<Trait> traits = []>
+    : DS_Op<mnemonic, traits # [Pure,
+        DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "elementwise " # mnemonic # " with broadcasting";
+  let description = desc # [{
+
+    Operands broadcast like numpy: shapes are aligned at the right and a
+    dimension of 1 stretches.
+
+    **Constraints:**
+    - operands have the same element type.
+    - operand shapes broadcast; the result has the broadcast shape.
+  }];
+  let arguments = (ins T:$lhs, T:$rhs);
+  let results = (outs R:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+class DS_ArithOp<string mnemonic, string desc, list<Trait> traits = []>
+    : DS_BinaryOp<mnemonic, DS_NumericTensor, DS_NumericTensor, desc, traits>;
+class DS_CompareOp<string mnemonic, string desc>
+    : DS_BinaryOp<mnemonic, DS_Tensor, DS_BoolTensor, desc # " (result i1)">;
+class DS_LogicalOp<string mnemonic, string desc>
+    : DS_BinaryOp<mnemonic, DS_BoolTensor, DS_BoolTensor, desc, [Commutative]>;
+
+def DS_AddOp : DS_ArithOp<"add", "`lhs + rhs`", [Commutative]>;
+def DS_SubOp : DS_ArithOp<"sub", "`lhs - rhs`">;
+def DS_MulOp : DS_ArithOp<"mul", "`lhs * rhs`", [Commutative]>;
+def DS_DivOp : DS_ArithOp<"div", "`lhs / rhs`; integer division truncates">;
+def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`">;
+def DS_MinOp : DS_ArithOp<"min", "the smaller operand; NaN propagates", [Commutative]>;
+def DS_MaxOp : DS_ArithOp<"max", "the larger operand; NaN propagates", [Commutative]>;
+def DS_EqualOp : DS_CompareOp<"equal", "`lhs == rhs`">;
+def DS_LessOp : DS_CompareOp<"less", "`lhs < rhs`">;
+def DS_GreaterOp : DS_CompareOp<"greater", "`lhs > rhs`">;
+def DS_LessEqualOp : DS_CompareOp<"less_equal", "`lhs <= rhs`">;
+def DS_GreaterEqualOp : DS_CompareOp<"greater_equal", "`lhs >= rhs`">;
+def DS_AndOp : DS_LogicalOp<"and", "logical and">;
+def DS_OrOp : DS_LogicalOp<"or", "logical or">;
+def DS_XorOp : DS_LogicalOp<"xor", "logical exclusive or">;
+
+def DS_WhereOp : DS_Op<"where",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "elementwise select with broadcasting";
+  let description = [{
+    `condition ? on_true : on_false`, all three broadcast together.
+
+    **Constraints:**
+    - `on_true` and `on_false` have the same element type.
+    - the three operand shapes broadcast; the result has the broadcast shape
+      and the branches' element type.
+  }];
+  let arguments = (ins DS_BoolTensor:$condition, DS_Tensor:$on_true,
+                   DS_Tensor:$on_false);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def DS_MatmulOp : DS_Op<"matmul",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "matrix product with numpy batch broadcasting";
+  let description = [{
+    `numpy.matmul` semantics: the last two dimensions multiply, leading
+    (batch) dimensions broadcast; a rank-1 left operand is a row vector and
+    a rank-1 right operand a column vector, their unit dimension dropped
+    from the result. ONNX `Gemm` is imported as `matmul` plus `add`.
+
+    ```mlir
+    %y = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+    ```
+
+    **Constraints:**
+    - operands are floating-point tensors of rank >= 1 with the same element type.
+    - the contraction dimensions agree.
+    - batch dimensions broadcast; the result has the numpy.matmul shape.
+  }];
+  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalization
+//===----------------------------------------------------------------------===//
+
+class DS_ReduceOp<string mnemonic, string desc>
+    : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = desc # " over axes";
+  let description = [{
+    Reduces `operand` over `axes`. With `keepdims` the reduced dimensions
+    stay as 1, otherwise they are dropped. Empty `axes` reduce nothing.
+
+    **Constraints:**
+    - `axes` are sorted, unique, and in [0, rank).
+    - the result shape is the operand's with the axes reduced per `keepdims`.
+  }];
+  let arguments = (ins DS_NumericTensor:$operand, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs DS_NumericTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def DS_ReduceSumOp : DS_ReduceOp<"reduce_sum", "sum">;
+def DS_ReduceMeanOp : DS_ReduceOp<"reduce_mean", "arithmetic mean">;
+def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max", "maximum">;
+def DS_ReduceMinOp : DS_ReduceOp<"reduce_min", "minimum">;
+def DS_ReduceProdOp : DS_ReduceOp<"reduce_prod", "product">;
+
+class DS_SoftmaxLikeOp<string mnemonic, string desc>
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = desc;
+  let description = desc # [{ along one axis (numerically stable: the
+    maximum is subtracted first).
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+  }];
+  let arguments = (ins DS_FloatTensor:$operand, I64Attr:$axis);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "softmax">;
+def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "log of softmax">;
+
+def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AllTypesMatch<["operand", "result"]>]> {
+  let summary = "layer normalization over the trailing dimensions";
+  let description = [{
+    Normalizes over dimensions `[axis, rank)`:
+    `(x - mean) / sqrt(var + epsilon) * scale + bias` with the biased
+    variance, as `torch.nn.LayerNorm` and ONNX `LayerNormalization`.
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+    - `scale` (and `bias`, if present) has shape `operand.shape[axis:]` and
+      the operand's element type.
+  }];
+  let arguments = (ins DS_FloatTensor:$operand, DS_FloatTensor:$scale,
+                   Optional<DS_FloatTensor>:$bias, I64Attr:$axis,
+                   F32Attr:$epsilon);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
+  let summary = "the same elements in another shape";
+  let description = [{
+    Row-major reinterpretation. ONNX `Reshape`, `Flatten` and shape chains
+    folded at import all become this op with a static result type.
+
+    **Constraints:**
+    - operand and result have the same element type and element count.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+class DS_AxesReshapeOp<string mnemonic, string desc>
+    : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = desc;
+  let description = desc # [{ at `axes` (positions in the
+    result for unsqueeze, in the operand for squeeze).
+
+    **Constraints:**
+    - `axes` are sorted, unique and in range.
+    - for squeeze, every axis has extent 1.
+  }];
+  let arguments = (ins DS_Tensor:$operand, DenseI64ArrayAttr:$axes);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasCanonicalizer = 1;
+}
+
+def DS_SqueezeOp : DS_AxesReshapeOp<"squeeze", "removes unit dimensions">;
+def DS_UnsqueezeOp : DS_AxesReshapeOp<"unsqueeze", "inserts unit dimensions">;
+
+def DS_TransposeOp : DS_Op<"transpose",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    `result.shape[i] = operand.shape[permutation[i]]`.
+
+    **Constraints:**
+    - `permutation` is a permutation of [0, rank).
+  }];
+  let arguments = (ins DS_Tensor:$operand, DenseI64ArrayAttr:$permutation);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def DS_SliceOp : DS_Op<"slice", [Pure]> {
+  let summary = "a strided window of a tensor";
+  let description = [{
+    `result[i...] = operand[starts + i * steps ...]`, per dimension, with
+    the result shape giving the counts. Steps may be negative (reversal).
+    ONNX `Slice` starts/ends/axes/steps are normalized at import.
+
+    **Constraints:**
+    - `starts` and `steps` have one entry per dimension; steps are non-zero.
+    - operand and result have the same rank and element type.
+    - every index a non-empty dimension touches lies inside the operand.
+  }];
+  let arguments = (ins DS_Tensor:$operand, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def DS_ConcatOp : DS_Op<"concat",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "joins tensors along an axis";
+  let description = [{
+    **Constraints:**
+    - at least one operand; all share element type and rank >= 1.
+    - `axis` is in [0, rank); the operands agree off the axis.
+  }];
+  let arguments = (ins Variadic<DS_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def DS_SplitOp : DS_Op<"split", [Pure]> {
+  let summary = "cuts a tensor into pieces along an axis";
+  let description = [{
+    The result types give the piece sizes.
+
+    **Constraints:**
+    - at least one result; the operand has rank >= 1 and `axis` in [0, rank).
+    - results share the operand's element type and rank, agree with it off
+      the axis, and their extents along the axis add up to the operand's.
+  }];
+  let arguments = (ins DS_Tensor:$operand, I64Attr:$axis);
+  let results = (outs Variadic<DS_Tensor>:$results);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_GatherOp : DS_Op<"gather",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "selects slices along an axis by index (embedding lookup)";
+  let description = [{
+    `result = data[:axis] ++ indices.shape ++ data[axis+1:]`, as ONNX
+    `Gather`; negative indices count from the end. Indices out of range
+    are a run-time error.
+
+    **Constraints:**
+    - `data` has rank >= 1 and `axis` is in [0, rank).
+  }];
+  let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def DS_ExpandOp : DS_Op<"expand", [Pure]> {
+  let summary = "broadcasts a tensor to a larger shape";
+  let description = [{
+    **Constraints:**
+    - operand and result have the same element type.
+    - the operand broadcasts to the result shape (numpy rules).
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+#endif // DS_OPS_TD

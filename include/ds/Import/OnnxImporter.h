@@ -1,0 +1,35 @@
+//===- OnnxImporter.h - ONNX to the ds dialect ------------------*- C++ -*-===//
+#ifndef DS_IMPORT_ONNXIMPORTER_H
+#define DS_IMPORT_ONNXIMPORTER_H
+
+#include <string>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::ds {
+
+struct ImportOptions {
+  /// Static shapes for graph inputs with symbolic or unknown dimensions.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Results up to this many elements are folded at import when all
+  /// operands are constants (shape arithmetic, masks).
+  int64_t foldLimit = 65536;
+  /// Initializers at least this large become dense_resource blobs.
+  int64_t resourceThresholdBytes = 1024;
+};
+
+/// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.
+bool parseInputShapeSpec(llvm::StringRef spec, ImportOptions &options, std::string &error);
+
+/// Imports an ONNX model file (binary, ONNX text or protobuf JSON) into a
+/// module with one function, `main`. Errors are emitted as diagnostics and
+/// name the node, its op, domain and opset; the result is null then.
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context, const std::string &path,
+                                     const ImportOptions &options);
+
+} // namespace mlir::ds
+
+#endif // DS_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,39 @@
+//===- KernelBridge.h - ds ops as runtime kernel steps ----------*- C++ -*-===//
+//
+// The one place that knows how a ds op becomes a runtime step (kernel name
+// and attributes). The plan emitter uses it to write plans, and constant
+// folding uses it to run the runtime's own CPU kernels at compile time, so
+// folded constants are bit-identical to what ds-run would compute.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_PLAN_KERNELBRIDGE_H
+#define DS_PLAN_KERNELBRIDGE_H
+
+#include <vector>
+
+#include "mlir/IR/Operation.h"
+#include "runtime/proto/plan.pb.h"
+
+namespace mlir::ds {
+
+/// The plan element type of an MLIR element type.
+FailureOr<::ds::plan::DType> planDType(Type type, Location loc);
+
+/// Little-endian bytes of a dense or dense_resource constant (i1 as one
+/// byte per element).
+FailureOr<std::vector<uint8_t>> constantBytes(Attribute value, Location loc);
+
+/// A DenseElementsAttr of `type` from bytes laid out as constantBytes does.
+DenseElementsAttr denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes);
+
+/// Kernel name and attributes of a ds op; fails for ops with no kernel.
+LogicalResult describeStep(Operation *op, ::ds::plan::Step &step);
+
+/// Runs `op` on the CPU kernels with constant operands and returns one
+/// value per result.
+FailureOr<SmallVector<DenseElementsAttr>>
+evaluateOnHost(Operation *op, ArrayRef<Attribute> operands);
+
+} // namespace mlir::ds
+
+#endif // DS_PLAN_KERNELBRIDGE_H

@@ -1,0 +1,24 @@
+//===- Passes.h - tensor-level ds passes ------------------------*- C++ -*-===//
+#ifndef DS_TRANSFORMS_PASSES_H
+#define DS_TRANSFORMS_PASSES_H
+
+#include "dialects/ds/DSDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::ds {
+
+#define GEN_PASS_DECL
+#include "ds/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "ds/Transforms/Passes.h.inc"
+
+/// Replaces `op` by constants when all its operands are ds.constant and its
+/// results hold at most `maxElements` elements; returns the constants (the
+/// op is erased) or nullopt when it was left alone.
+std::optional<SmallVector<Value>> tryFoldWithKernels(Operation *op, int64_t maxElements);
+
+} // namespace mlir::ds
+
+#endif // DS_TRANSFORMS_PASSES_H

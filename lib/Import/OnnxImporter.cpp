@@ -1,0 +1,1203 @@
+//===- OnnxImporter.cpp - ONNX to the ds dialect --------------------------===//
+//
+// One pass over the graph in node order. Every ONNX value maps to an SSA
+// value; values computable at compile time (shape arithmetic, masks) are
+// folded as soon as their node is imported, by running the runtime's CPU
+// kernels (ds/Transforms/Passes.h: foldWithKernels), so inputs that decide
+// shapes (Reshape's shape, Slice's starts, ...) are known when needed.
+//
+// Errors name the node, its op, domain and opset through the node's
+// location, and never assert: the model is untrusted input.
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Import/OnnxImporter.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "dialects/ds/DSOps.h"
+#include "ds/Import/OnnxModelFile.h"
+#include "ds/Plan/KernelBridge.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+
+class OnnxImporter;
+using Handler = LogicalResult (OnnxImporter::*)(const onnx::NodeProto &);
+
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext *ctx, const ImportOptions &opts, std::string path)
+      : ctx_(ctx), b_(ctx), opts_(opts), path_(std::move(path)) {
+    dir_ = llvm::sys::path::parent_path(path_).str();
+    if (dir_.empty()) dir_ = ".";
+  }
+
+  OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
+
+private:
+  // ---- diagnostics ---------------------------------------------------------
+  InFlightDiagnostic fileError() { return emitError(FileLineColLoc::get(ctx_, path_, 0, 0)); }
+  InFlightDiagnostic nodeError(const onnx::NodeProto &) { return emitError(loc_); }
+
+  // ---- values ----------------------------------------------------------------
+  Value input(const onnx::NodeProto &n, int i) {
+    if (i >= n.input_size() || n.input(i).empty()) return nullptr;
+    auto it = values_.find(n.input(i));
+    return it == values_.end() ? nullptr : it->second;
+  }
+  FailureOr<Value> required(const onnx::NodeProto &n, int i) {
+    Value v = input(n, i);
+    if (!v) {
+      nodeError(n) << "needs input " << i;
+      return failure();
+    }
+    return v;
+  }
+  void setOutput(const onnx::NodeProto &n, int i, Value v) {
+    if (i < n.output_size() && !n.output(i).empty()) values_[n.output(i)] = v;
+  }
+  RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+  /// The constant behind `v`, if import-time folding produced one.
+  DenseElementsAttr constantOf(Value v) {
+    if (!v) return nullptr;
+    if (auto c = v.getDefiningOp<ConstantOp>()) return dyn_cast<DenseElementsAttr>(c.getValue());
+    return nullptr;
+  }
+  /// Integer values of an input that must be known at compile time.
+  FailureOr<SmallVector<int64_t>> constantInts(const onnx::NodeProto &n, int i,
+                                               StringRef what) {
+    Value v = input(n, i);
+    DenseElementsAttr c = constantOf(v);
+    if (!c || !isa<IntegerType>(c.getElementType())) {
+      nodeError(n) << "input '" << what << "' must be a constant integer tensor known at "
+                   << "compile time (fix dynamic input dimensions with --input-shape)";
+      return failure();
+    }
+    SmallVector<int64_t> out;
+    for (const APInt &x : c.getValues<APInt>()) out.push_back(x.getSExtValue());
+    return out;
+  }
+
+  Value constant(DenseElementsAttr value) {
+    return ConstantOp::create(b_, loc_, value).getResult();
+  }
+  Value scalar(Type elem, double v) {
+    auto t = RankedTensorType::get({}, elem);
+    if (isa<FloatType>(elem))
+      return constant(DenseElementsAttr::get(t, b_.getFloatAttr(elem, v)));
+    return constant(DenseElementsAttr::get(t, b_.getIntegerAttr(elem, static_cast<int64_t>(v))));
+  }
+  Value i64Tensor(ArrayRef<int64_t> v) {
+    auto t = RankedTensorType::get({static_cast<int64_t>(v.size())}, b_.getI64Type());
+    return constant(DenseElementsAttr::get(t, v));
+  }
+
+  // ---- building ops with checked inference -----------------------------------
+  /// Creates a ds op whose result types are inferred; inference failures
+  /// are reported at the node instead of aborting.
+  template <typename OpTy>
+  FailureOr<Value> build(ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+    typename OpTy::Properties props;
+    DictionaryAttr dict = b_.getDictionaryAttr(attrs);
+    if (failed(OpTy::setPropertiesFromAttr(props, dict, [&] { return emitError(loc_); })))
+      return failure();
+    SmallVector<Type> types;
+    if (failed(OpTy::inferReturnTypes(ctx_, loc_, operands, dict, OpaqueProperties(&props),
+                                      {}, types)))
+      return failure();
+    return buildTyped<OpTy>(types, operands, attrs);
+  }
+  template <typename OpTy>
+  FailureOr<Value> buildTyped(TypeRange types, ValueRange operands,
+                              ArrayRef<NamedAttribute> attrs = {}) {
+    auto op = OpTy::create(b_, loc_, types, operands, attrs);
+    if (failed(mlir::verify(op))) {
+      op->erase();
+      return failure();
+    }
+    // Values computable now are folded now: later nodes may need them as
+    // compile-time constants (shapes, axes).
+    if (auto folded = tryFoldWithKernels(op, opts_.foldLimit))
+      return (*folded)[0];
+    return op->getResult(0);
+  }
+  NamedAttribute attr(StringRef name, Attribute a) { return b_.getNamedAttr(name, a); }
+  NamedAttribute i64Attr(StringRef name, int64_t v) {
+    return attr(name, b_.getI64IntegerAttr(v));
+  }
+  NamedAttribute arrAttr(StringRef name, ArrayRef<int64_t> v) {
+    return attr(name, b_.getDenseI64ArrayAttr(v));
+  }
+  FailureOr<Value> reshape(Value v, ArrayRef<int64_t> shape) {
+    auto t = RankedTensorType::get(shape, typeOf(v).getElementType());
+    if (t == v.getType()) return v;
+    return buildTyped<ReshapeOp>(t, v);
+  }
+
+  // ---- attributes ----------------------------------------------------------------
+  const onnx::AttributeProto *findAttr(const onnx::NodeProto &n, StringRef name) {
+    for (const auto &a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  FailureOr<int64_t> intAttr(const onnx::NodeProto &n, StringRef name,
+                             std::optional<int64_t> dflt = std::nullopt) {
+    const auto *a = findAttr(n, name);
+    if (!a) {
+      if (dflt) return *dflt;
+      nodeError(n) << "needs attribute '" << name << "'";
+      return failure();
+    }
+    if (a->type() != onnx::AttributeProto_AttributeType_INT) {
+      nodeError(n) << "attribute '" << name << "' must be an int";
+      return failure();
+    }
+    return a->i();
+  }
+  FailureOr<float> floatAttr(const onnx::NodeProto &n, StringRef name, float dflt) {
+    const auto *a = findAttr(n, name);
+    if (!a) return dflt;
+    if (a->type() != onnx::AttributeProto_AttributeType_FLOAT) {
+      nodeError(n) << "attribute '" << name << "' must be a float";
+      return failure();
+    }
+    return a->f();
+  }
+  FailureOr<std::string> stringAttr(const onnx::NodeProto &n, StringRef name,
+                                    StringRef dflt) {
+    const auto *a = findAttr(n, name);
+    if (!a) return dflt.str();
+    if (a->type() != onnx::AttributeProto_AttributeType_STRING) {
+      nodeError(n) << "attribute '" << name << "' must be a string";
+      return failure();
+    }
+    return a->s();
+  }
+  FailureOr<std::optional<SmallVector<int64_t>>> intsAttr(const onnx::NodeProto &n,
+                                                          StringRef name) {
+    const auto *a = findAttr(n, name);
+    if (!a) return std::optional<SmallVector<int64_t>>();
+    if (a->type() != onnx::AttributeProto_AttributeType_INTS) {
+      nodeError(n) << "attribute '" << name << "' must be a list of ints";
+      return failure();
+    }
+    return std::optional<SmallVector<int64_t>>(
+        SmallVector<int64_t>(a->ints().begin(), a->ints().end()));
+  }
+  /// Axes from an attribute (older opsets) or the given input (newer).
+  FailureOr<std::optional<SmallVector<int64_t>>> axesOf(const onnx::NodeProto &n,
+                                                        int inputIndex) {
+    if (input(n, inputIndex)) {
+      auto v = constantInts(n, inputIndex, "axes");
+      if (failed(v)) return failure();
+      return std::optional<SmallVector<int64_t>>(*v);
+    }
+    return intsAttr(n, "axes");
+  }
+  LogicalResult normalizeAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank) {
+    if (axis < -rank || axis >= rank)
+      return nodeError(n) << "axis " << axis << " is out of range for rank " << rank;
+    if (axis < 0) axis += rank;
+    return success();
+  }
+  LogicalResult normalizeAxes(const onnx::NodeProto &n, SmallVector<int64_t> &axes,
+                              int64_t rank) {
+    for (int64_t &a : axes)
+      if (failed(normalizeAxis(n, a, rank))) return failure();
+    llvm::sort(axes);
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      return nodeError(n) << "axes repeat";
+    return success();
+  }
+
+  // ---- types and tensors ------------------------------------------------------------
+  FailureOr<Type> elementType(int32_t onnxType) {
+    switch (onnxType) {
+    case onnx::TensorProto_DataType_FLOAT: return b_.getF32Type();
+    case onnx::TensorProto_DataType_DOUBLE: return b_.getF64Type();
+    case onnx::TensorProto_DataType_FLOAT16: return b_.getF16Type();
+    case onnx::TensorProto_DataType_BFLOAT16: return b_.getBF16Type();
+    case onnx::TensorProto_DataType_INT8: return b_.getIntegerType(8);
+    case onnx::TensorProto_DataType_INT16: return b_.getIntegerType(16);
+    case onnx::TensorProto_DataType_INT32: return b_.getI32Type();
+    case onnx::TensorProto_DataType_INT64: return b_.getI64Type();
+    case onnx::TensorProto_DataType_UINT8: return b_.getIntegerType(8, false);
+    case onnx::TensorProto_DataType_BOOL: return b_.getI1Type();
+    default: return failure();
+    }
+  }
+  /// A tensor proto as an attribute: dense_resource when large (weights),
+  /// dense otherwise.
+  FailureOr<TypedAttr> tensorAttr(const onnx::TensorProto &t, Location loc) {
+    auto payload = readTensorPayload(t, dir_);
+    if (!payload) {
+      emitError(loc) << llvm::toString(payload.takeError());
+      return failure();
+    }
+    FailureOr<Type> elem = elementType(payload->dataType);
+    if (failed(elem)) {
+      emitError(loc) << "tensor '" << t.name() << "' has unsupported element type "
+                     << onnxTypeName(payload->dataType);
+      return failure();
+    }
+    auto type = RankedTensorType::get(payload->shape, *elem);
+    if (static_cast<int64_t>(payload->bytes.size()) >= opts_.resourceThresholdBytes &&
+        !elem->isInteger(1)) {
+      std::string key = t.name().empty() ? "tensor" : t.name();
+      return cast<TypedAttr>(DenseResourceElementsAttr::get(
+          type, key,
+          HeapAsmResourceBlob::allocateAndCopyWithAlign(payload->bytes, alignof(uint64_t))));
+    }
+    ArrayRef<uint8_t> bytes(reinterpret_cast<const uint8_t *>(payload->bytes.data()),
+                            payload->bytes.size());
+    return cast<TypedAttr>(denseFromBytes(type, bytes));
+  }
+
+  // ---- graph ------------------------------------------------------------------------
+  LogicalResult importGraph(const onnx::GraphProto &g, func::FuncOp &func);
+  LogicalResult importNode(const onnx::NodeProto &n, int index);
+  Location nodeLocation(const onnx::NodeProto &n, int index);
+
+  // ---- op handlers --------------------------------------------------------------------
+  template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult binary(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult variadic(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult reduce(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult softmax(const onnx::NodeProto &n);
+  LogicalResult identity(const onnx::NodeProto &n);
+  LogicalResult dropout(const onnx::NodeProto &n);
+  LogicalResult constantNode(const onnx::NodeProto &n);
+  LogicalResult pow(const onnx::NodeProto &n);
+  LogicalResult mean(const onnx::NodeProto &n);
+  LogicalResult gelu(const onnx::NodeProto &n);
+  LogicalResult castNode(const onnx::NodeProto &n);
+  LogicalResult castLike(const onnx::NodeProto &n);
+  LogicalResult where(const onnx::NodeProto &n);
+  LogicalResult matmul(const onnx::NodeProto &n);
+  LogicalResult gemm(const onnx::NodeProto &n);
+  LogicalResult layerNorm(const onnx::NodeProto &n);
+  LogicalResult reshapeNode(const onnx::NodeProto &n);
+  LogicalResult flatten(const onnx::NodeProto &n);
+  LogicalResult transpose(const onnx::NodeProto &n);
+  LogicalResult slice(const onnx::NodeProto &n);
+  LogicalResult split(const onnx::NodeProto &n);
+  LogicalResult concat(const onnx::NodeProto &n);
+  LogicalResult gather(const onnx::NodeProto &n);
+  LogicalResult expand(const onnx::NodeProto &n);
+  LogicalResult squeeze(const onnx::NodeProto &n);
+  LogicalResult unsqueeze(const onnx::NodeProto &n);
+  LogicalResult shape(const onnx::NodeProto &n);
+  LogicalResult size(const onnx::NodeProto &n);
+  LogicalResult constantOfShape(const onnx::NodeProto &n);
+  LogicalResult range(const onnx::NodeProto &n);
+
+  static const llvm::StringMap<Handler> &handlers();
+
+  MLIRContext *ctx_;
+  OpBuilder b_;
+  const ImportOptions &opts_;
+  std::string path_, dir_;
+  int64_t opset_ = 0;
+  Location loc_ = UnknownLoc::get(ctx_);
+  llvm::StringMap<Value> values_;
+};
+
+//===----------------------------------------------------------------------===//
+// Model and graph
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
+  bool haveDefault = false;
+  for (const auto &os : model.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      opset_ = os.version();
+      haveDefault = true;
+    }
+  }
+  if (!haveDefault) {
+    fileError() << "the model imports no opset of the default domain (ai.onnx)";
+    return nullptr;
+  }
+  if (opset_ < kMinOpset || opset_ > kMaxOpset) {
+    fileError() << "opset " << opset_ << " of domain ai.onnx is not supported (ds reads opsets "
+                << kMinOpset << " to " << kMaxOpset << "); convert the model with "
+                << "onnx.version_converter";
+    return nullptr;
+  }
+  if (!model.has_graph()) {
+    fileError() << "the model has no graph";
+    return nullptr;
+  }
+  OwningOpRef<ModuleOp> module = ModuleOp::create(FileLineColLoc::get(ctx_, path_, 0, 0));
+  (*module)->setAttr("ds.source", b_.getStringAttr(llvm::sys::path::filename(path_)));
+  (*module)->setAttr("ds.opset", b_.getI64IntegerAttr(opset_));
+  b_.setInsertionPointToEnd(module->getBody());
+  func::FuncOp func;
+  if (failed(importGraph(model.graph(), func)))
+    return nullptr;
+  if (failed(mlir::verify(*module)))
+    return nullptr;
+  return module;
+}
+
+Location OnnxImporter::nodeLocation(const onnx::NodeProto &n, int index) {
+  std::string name = n.name().empty() ? (n.op_type() + "_" + std::to_string(index)) : n.name();
+  std::string domain = n.domain().empty() ? "ai.onnx" : n.domain();
+  return NameLoc::get(b_.getStringAttr(llvm::formatv("node '{0}' ({1}, domain {2}, opset {3})",
+                                                     name, n.op_type(), domain, opset_)
+                                           .str()));
+}
+
+LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp &func) {
+  llvm::StringSet<> defined;
+  auto define = [&](const std::string &name, Location loc) -> LogicalResult {
+    if (name.empty()) return success();
+    if (!defined.insert(name).second)
+      return emitError(loc) << "value '" << name << "' is defined more than once";
+    return success();
+  };
+
+  // Graph inputs that are not initializers become function arguments.
+  llvm::StringSet<> initializerNames;
+  for (const auto &t : g.initializer()) initializerNames.insert(t.name());
+  if (g.sparse_initializer_size() > 0)
+    return fileError() << "sparse initializers are not supported";
+
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  llvm::StringSet<> usedShapeSpecs;
+  for (const auto &vi : g.input()) {
+    if (initializerNames.contains(vi.name())) continue;
+    Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
+    if (!vi.type().has_tensor_type())
+      return emitError(loc) << "is not a tensor";
+    const auto &tt = vi.type().tensor_type();
+    FailureOr<Type> elem = elementType(tt.elem_type());
+    if (failed(elem))
+      return emitError(loc) << "has unsupported element type " << onnxTypeName(tt.elem_type());
+    SmallVector<int64_t> shape;
+    auto spec = opts_.inputShapes.find(vi.name());
+    if (spec != opts_.inputShapes.end()) {
+      usedShapeSpecs.insert(vi.name());
+      shape = spec->second;
+      if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size()))
+        return emitError(loc) << "has rank " << tt.shape().dim_size()
+                              << " but --input-shape gives " << shape.size() << " dimensions";
+      if (tt.has_shape())
+        for (int i = 0; i < tt.shape().dim_size(); ++i)
+          if (tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() != shape[i])
+            return emitError(loc) << "dimension " << i << " is fixed at "
+                                  << tt.shape().dim(i).dim_value()
+                                  << " by the model but --input-shape gives " << shape[i];
+    } else {
+      if (!tt.has_shape())
+        return emitError(loc) << "has no shape; give one with --input-shape " << vi.name()
+                              << "=d0,d1,...";
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto &d = tt.shape().dim(i);
+        if (!d.has_dim_value() || d.dim_value() < 0)
+          return emitError(loc) << "dimension " << i
+                                << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
+                                << " is dynamic; fix it at compile time with --input-shape "
+                                << vi.name() << "=d0,d1,...";
+        shape.push_back(d.dim_value());
+      }
+    }
+    if (shape.size() > kMaxTensorRank)
+      return emitError(loc) << "has rank over 1024";
+    argTypes.push_back(RankedTensorType::get(shape, *elem));
+    argNames.push_back(vi.name());
+    if (failed(define(vi.name(), loc))) return failure();
+  }
+  for (const auto &kv : opts_.inputShapes)
+    if (!usedShapeSpecs.contains(kv.getKey()))
+      return fileError() << "--input-shape names '" << kv.getKey()
+                         << "', which is not an input of the graph";
+
+  func = func::FuncOp::create(b_, FileLineColLoc::get(ctx_, path_, 0, 0), "main",
+                              b_.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(i, "ds.name", b_.getStringAttr(name));
+    values_[name] = body->getArgument(i);
+  }
+  b_.setInsertionPointToEnd(body);
+
+  // Initializers: float tensors are parameters (weights); the rest are
+  // constants (index tables, shapes) that folding may use.
+  for (const auto &t : g.initializer()) {
+    Location loc = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "'"));
+    if (t.name().empty()) return emitError(loc) << "has no name";
+    if (failed(define(t.name(), loc))) return failure();
+    loc_ = loc;
+    FailureOr<TypedAttr> value = tensorAttr(t, loc);
+    if (failed(value)) return failure();
+    Type elem = cast<ShapedType>(value->getType()).getElementType();
+    if (isa<FloatType>(elem))
+      values_[t.name()] = ParameterOp::create(b_, loc, t.name(), *value).getResult();
+    else
+      values_[t.name()] = ConstantOp::create(b_, loc, *value).getResult();
+  }
+
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto &n = g.node(i);
+    loc_ = nodeLocation(n, i);
+    for (const auto &in : n.input())
+      if (!in.empty() && !values_.count(in))
+        return emitError(loc_) << "input '" << in << "' is not defined before the node "
+                               << "(undefined, or the graph is not topologically sorted / "
+                               << "has a cycle)";
+    for (const auto &out : n.output())
+      if (failed(define(out, loc_))) return failure();
+    if (failed(importNode(n, i))) return failure();
+  }
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &vi : g.output()) {
+    auto it = values_.find(vi.name());
+    Location loc = NameLoc::get(b_.getStringAttr("graph output '" + vi.name() + "'"));
+    if (it == values_.end())
+      return emitError(loc) << "is not produced by any node";
+    Value v = it->second;
+    if (vi.type().has_tensor_type()) {
+      FailureOr<Type> elem = elementType(vi.type().tensor_type().elem_type());
+      if (succeeded(elem) && *elem != typeOf(v).getElementType())
+        return emitError(loc) << "is declared " << *elem << " but computes "
+                              << typeOf(v).getElementType();
+    }
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  func::ReturnOp::create(b_, func.getLoc(), results);
+  func.setFunctionType(b_.getFunctionType(argTypes, resultTypes));
+  for (auto [i, vi] : llvm::enumerate(g.output()))
+    func.setResultAttr(i, "ds.name", b_.getStringAttr(vi.name()));
+  return success();
+}
+
+LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return emitError(loc_) << "domain '" << n.domain() << "' is not supported";
+  for (const auto &a : n.attribute())
+    if (a.type() == onnx::AttributeProto_AttributeType_GRAPH ||
+        a.type() == onnx::AttributeProto_AttributeType_GRAPHS)
+      return emitError(loc_) << "subgraph attributes (If/Loop/Scan) are not supported";
+  const auto &table = handlers();
+  auto it = table.find(n.op_type());
+  if (it == table.end())
+    return emitError(loc_) << "op '" << n.op_type() << "' is not supported";
+  if (failed((this->*(it->second))(n)))
+    return failure();
+  for (int i = 0; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && !values_.count(n.output(i)))
+      return emitError(loc_) << "output " << i << " ('" << n.output(i)
+                             << "') is not supported by ds";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Op handlers
+//===----------------------------------------------------------------------===//
+
+#define DS_TRY(lhs, expr)                                                      \
+  auto lhs##OrFail = (expr);                                                   \
+  if (failed(lhs##OrFail))                                                     \
+    return failure();                                                          \
+  auto lhs = *lhs##OrFail
+
+template <typename OpTy> LogicalResult OnnxImporter::unary(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(y, buildTyped<OpTy>(x.getType(), x));
+  setOutput(n, 0, y);
+  return success();
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::binary(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(c, required(n, 1));
+  DS_TRY(y, build<OpTy>({a, c}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+/// Min, Max, Sum: a left fold of the binary op over all inputs.
+template <typename OpTy> LogicalResult OnnxImporter::variadic(const onnx::NodeProto &n) {
+  DS_TRY(acc, required(n, 0));
+  for (int i = 1; i < n.input_size(); ++i) {
+    DS_TRY(x, required(n, i));
+    DS_TRY(next, build<OpTy>({acc, x}));
+    acc = next;
+  }
+  setOutput(n, 0, acc);
+  return success();
+}
+
+LogicalResult OnnxImporter::mean(const onnx::NodeProto &n) {
+  if (failed(variadic<AddOp>(n))) return failure();
+  Value sum = values_[n.output(0)];
+  Type elem = typeOf(sum).getElementType();
+  if (!isa<FloatType>(elem)) return nodeError(n) << "Mean needs floating-point inputs";
+  DS_TRY(y, build<DivOp>({sum, scalar(elem, n.input_size())}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::pow(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(e, required(n, 1));
+  // ONNX lets the exponent's type differ from the base's.
+  if (typeOf(e).getElementType() != typeOf(x).getElementType()) {
+    auto t = RankedTensorType::get(typeOf(e).getShape(), typeOf(x).getElementType());
+    DS_TRY(ce, buildTyped<CastOp>(t, e));
+    e = ce;
+  }
+  DS_TRY(y, build<PowOp>({x, e}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::identity(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  setOutput(n, 0, x);
+  return success();
+}
+
+LogicalResult OnnxImporter::dropout(const onnx::NodeProto &n) {
+  // Inference: the identity, and an all-true mask if anyone asks for it.
+  DS_TRY(x, required(n, 0));
+  setOutput(n, 0, x);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    auto t = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
+    setOutput(n, 1, constant(DenseElementsAttr::get(t, true)));
+  }
+  return success();
+}
+
+LogicalResult OnnxImporter::constantNode(const onnx::NodeProto &n) {
+  if (n.attribute_size() != 1)
+    return nodeError(n) << "needs exactly one value attribute";
+  const auto &a = n.attribute(0);
+  const std::string &name = a.name();
+  if (name == "value") {
+    if (a.type() != onnx::AttributeProto_AttributeType_TENSOR)
+      return nodeError(n) << "attribute 'value' must be a tensor";
+    FailureOr<TypedAttr> v = tensorAttr(a.t(), loc_);
+    if (failed(v)) return failure();
+    setOutput(n, 0, ConstantOp::create(b_, loc_, *v).getResult());
+    return success();
+  }
+  if (name == "value_float" && a.type() == onnx::AttributeProto_AttributeType_FLOAT) {
+    setOutput(n, 0, scalar(b_.getF32Type(), a.f()));
+    return success();
+  }
+  if (name == "value_int" && a.type() == onnx::AttributeProto_AttributeType_INT) {
+    setOutput(n, 0, scalar(b_.getI64Type(), static_cast<double>(a.i())));
+    if (a.i() != static_cast<int64_t>(static_cast<double>(a.i())))
+      setOutput(n, 0, constant(DenseElementsAttr::get(
+                          RankedTensorType::get({}, b_.getI64Type()), APInt(64, a.i()))));
+    return success();
+  }
+  if (name == "value_floats" && a.type() == onnx::AttributeProto_AttributeType_FLOATS) {
+    SmallVector<float> v(a.floats().begin(), a.floats().end());
+    auto t = RankedTensorType::get({static_cast<int64_t>(v.size())}, b_.getF32Type());
+    setOutput(n, 0, constant(DenseElementsAttr::get(t, ArrayRef<float>(v))));
+    return success();
+  }
+  if (name == "value_ints" && a.type() == onnx::AttributeProto_AttributeType_INTS) {
+    SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+    setOutput(n, 0, i64Tensor(v));
+    return success();
+  }
+  return nodeError(n) << "attribute '" << name << "' of this type is not supported";
+}
+
+LogicalResult OnnxImporter::gelu(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(approx, stringAttr(n, "approximate", "none"));
+  auto kind = symbolizeGeluApproximation(approx);
+  if (!kind) return nodeError(n) << "unknown approximation '" << approx << "'";
+  DS_TRY(y, buildTyped<GeluOp>(x.getType(), x,
+                               {attr("approximate", GeluApproximationAttr::get(ctx_, *kind))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::castNode(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(to, intAttr(n, "to"));
+  FailureOr<Type> elem = elementType(static_cast<int32_t>(to));
+  if (failed(elem))
+    return nodeError(n) << "cannot cast to " << onnxTypeName(static_cast<int32_t>(to));
+  DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(typeOf(x).getShape(), *elem), x));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::castLike(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(like, required(n, 1));
+  DS_TRY(y, buildTyped<CastOp>(
+                RankedTensorType::get(typeOf(x).getShape(), typeOf(like).getElementType()), x));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::where(const onnx::NodeProto &n) {
+  DS_TRY(c, required(n, 0));
+  DS_TRY(x, required(n, 1));
+  DS_TRY(y, required(n, 2));
+  DS_TRY(r, build<WhereOp>({c, x, y}));
+  setOutput(n, 0, r);
+  return success();
+}
+
+LogicalResult OnnxImporter::matmul(const onnx::NodeProto &n) { return binary<MatmulOp>(n); }
+
+LogicalResult OnnxImporter::gemm(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(bm, required(n, 1));
+  DS_TRY(alpha, floatAttr(n, "alpha", 1.0f));
+  DS_TRY(beta, floatAttr(n, "beta", 1.0f));
+  DS_TRY(transA, intAttr(n, "transA", 0));
+  DS_TRY(transB, intAttr(n, "transB", 0));
+  if (typeOf(a).getRank() != 2 || typeOf(bm).getRank() != 2)
+    return nodeError(n) << "Gemm needs 2-D operands";
+  auto transposed = [&](Value v) -> FailureOr<Value> {
+    // A transposed weight is stored transposed: done once here, not per run.
+    if (auto p = v.getDefiningOp<ParameterOp>()) {
+      auto t = RankedTensorType::get({typeOf(v).getDimSize(1), typeOf(v).getDimSize(0)},
+                                     typeOf(v).getElementType());
+      auto tr = TransposeOp::create(b_, loc_, t, v, b_.getDenseI64ArrayAttr({1, 0}));
+      FailureOr<SmallVector<DenseElementsAttr>> folded =
+          evaluateOnHost(tr, {p.getValue()});
+      tr->erase();
+      if (failed(folded)) return failure();
+      auto np = ParameterOp::create(b_, loc_, (p.getSymName() + ".T").str(), (*folded)[0]);
+      np->setAttr("ds.transpose_of", b_.getStringAttr(p.getSymName()));
+      return np.getResult();
+    }
+    return build<TransposeOp>({v}, {arrAttr("permutation", {1, 0})});
+  };
+  if (transA) {
+    DS_TRY(t, transposed(a));
+    a = t;
+  }
+  if (transB) {
+    DS_TRY(t, transposed(bm));
+    bm = t;
+  }
+  DS_TRY(y, build<MatmulOp>({a, bm}));
+  Type elem = typeOf(y).getElementType();
+  if (alpha != 1.0f) {
+    DS_TRY(s, build<MulOp>({y, scalar(elem, alpha)}));
+    y = s;
+  }
+  if (Value c = input(n, 2)) {
+    if (beta != 1.0f) {
+      DS_TRY(s, build<MulOp>({c, scalar(elem, beta)}));
+      c = s;
+    }
+    DS_TRY(s, build<AddOp>({y, c}));
+    if (typeOf(s).getShape() != typeOf(y).getShape())
+      return nodeError(n) << "C does not broadcast to the [M, N] result";
+    y = s;
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(keepdims, intAttr(n, "keepdims", 1));
+  DS_TRY(noop, intAttr(n, "noop_with_empty_axes", 0));
+  // ReduceSum takes axes as an input from opset 13, the others from 18.
+  bool axesAsInput = std::is_same_v<OpTy, ReduceSumOp> || opset_ >= 18;
+  FailureOr<std::optional<SmallVector<int64_t>>> axesOr =
+      axesAsInput ? axesOf(n, 1) : intsAttr(n, "axes");
+  if (failed(axesOr)) return failure();
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> axes;
+  if (*axesOr && !(*axesOr)->empty()) {
+    axes = **axesOr;
+    if (failed(normalizeAxes(n, axes, rank))) return failure();
+  } else if (!noop) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  DS_TRY(y, build<OpTy>({x}, {arrAttr("axes", axes),
+                              attr("keepdims", b_.getBoolAttr(keepdims != 0))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::softmax(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  DS_TRY(y, buildTyped<OpTy>(x.getType(), x, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::layerNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  Value bias = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  if (n.output_size() > 1 && (!n.output(1).empty() || (n.output_size() > 2 && !n.output(2).empty())))
+    return nodeError(n) << "the Mean and InvStdDev outputs are not supported";
+  ArrayRef<int64_t> norm = typeOf(x).getShape().drop_front(axis);
+  // Scale and bias may be given broadcastable; ds wants them exact.
+  auto fit = [&](Value v) -> FailureOr<Value> {
+    if (typeOf(v).getShape() == norm) return v;
+    auto t = RankedTensorType::get(norm, typeOf(v).getElementType());
+    return buildTyped<ExpandOp>(t, v);
+  };
+  DS_TRY(s, fit(scale));
+  SmallVector<Value> operands{x, s};
+  if (bias) {
+    DS_TRY(bb, fit(bias));
+    operands.push_back(bb);
+  }
+  DS_TRY(y, buildTyped<LayerNormOp>(x.getType(), operands,
+                                    {i64Attr("axis", axis),
+                                     attr("epsilon", b_.getF32FloatAttr(eps))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::reshapeNode(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(spec, constantInts(n, 1, "shape"));
+  DS_TRY(allowzero, intAttr(n, "allowzero", 0));
+  ArrayRef<int64_t> in = typeOf(x).getShape();
+  SmallVector<int64_t> shape;
+  int64_t inferAt = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(spec)) {
+    if (d == 0 && !allowzero) {
+      if (i >= in.size()) return nodeError(n) << "shape copies dimension " << i << ", which the input lacks";
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferAt >= 0) return nodeError(n) << "shape has more than one -1";
+      inferAt = static_cast<int64_t>(i);
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 0) return nodeError(n) << "shape has a negative dimension " << d;
+    shape.push_back(d);
+    if (d != 0 && known > std::numeric_limits<int64_t>::max() / d)
+      return nodeError(n) << "shape overflows";
+    known *= d;
+  }
+  int64_t total = typeOf(x).getNumElements();
+  if (inferAt >= 0) {
+    if (known == 0 || total % known != 0)
+      return nodeError(n) << "cannot infer the -1 dimension of " << total << " elements";
+    shape[inferAt] = total / known;
+  }
+  DS_TRY(y, reshape(x, shape));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::flatten(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", 1));
+  int64_t rank = typeOf(x).getRank();
+  if (axis < -rank || axis > rank) return nodeError(n) << "axis " << axis << " is out of range";
+  if (axis < 0) axis += rank;
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= s[d];
+  DS_TRY(y, reshape(x, {outer, inner}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::transpose(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(permOpt, intsAttr(n, "perm"));
+  SmallVector<int64_t> perm;
+  if (permOpt) perm = *permOpt;
+  else
+    for (int64_t d = typeOf(x).getRank() - 1; d >= 0; --d) perm.push_back(d);
+  DS_TRY(y, build<TransposeOp>({x}, {arrAttr("permutation", perm)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::slice(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(starts, constantInts(n, 1, "starts"));
+  DS_TRY(ends, constantInts(n, 2, "ends"));
+  ArrayRef<int64_t> in = typeOf(x).getShape();
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> axes, steps;
+  if (input(n, 3)) {
+    DS_TRY(a, constantInts(n, 3, "axes"));
+    axes = a;
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (input(n, 4)) {
+    DS_TRY(st, constantInts(n, 4, "steps"));
+    steps = st;
+  } else {
+    steps.assign(starts.size(), 1);
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return nodeError(n) << "starts, ends, axes and steps differ in length";
+  SmallVector<int64_t> outStarts(rank, 0), outSteps(rank, 1), shape(in);
+  llvm::SmallSet<int64_t, 8> seen;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t axis = axes[i];
+    if (failed(normalizeAxis(n, axis, rank))) return failure();
+    if (!seen.insert(axis).second) return nodeError(n) << "axis " << axis << " repeats";
+    int64_t dim = in[axis], step = steps[i];
+    if (step == 0) return nodeError(n) << "step is zero";
+    // ONNX clamping, done in a width that cannot overflow.
+    __int128 s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    int64_t count;
+    if (step > 0) {
+      s = std::clamp<__int128>(s, 0, dim);
+      e = std::clamp<__int128>(e, 0, dim);
+      count = e > s ? static_cast<int64_t>((e - s + step - 1) / step) : 0;
+    } else {
+      s = std::clamp<__int128>(s, 0, dim - 1);
+      e = std::clamp<__int128>(e, -1, dim - 1);
+      count = s > e ? static_cast<int64_t>((s - e + (-step) - 1) / (-step)) : 0;
+    }
+    outStarts[axis] = count > 0 ? static_cast<int64_t>(s) : 0;
+    outSteps[axis] = step;
+    shape[axis] = count;
+  }
+  auto t = RankedTensorType::get(shape, typeOf(x).getElementType());
+  DS_TRY(y, buildTyped<SliceOp>(t, x, {arrAttr("starts", outStarts), arrAttr("steps", outSteps)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::split(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  int64_t rank = typeOf(x).getRank();
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  int64_t dim = typeOf(x).getDimSize(axis);
+  int64_t outputs = n.output_size();
+  SmallVector<int64_t> sizes;
+  if (input(n, 1)) {
+    DS_TRY(s, constantInts(n, 1, "split"));
+    sizes = s;
+  } else if (findAttr(n, "split")) {
+    DS_TRY(s, intsAttr(n, "split"));
+    sizes = *s;
+  } else {
+    DS_TRY(num, intAttr(n, "num_outputs", outputs));
+    if (num <= 0 || num != outputs) return nodeError(n) << "num_outputs disagrees with the outputs";
+    int64_t chunk = (dim + num - 1) / num;
+    for (int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  if (static_cast<int64_t>(sizes.size()) != outputs)
+    return nodeError(n) << "split gives " << sizes.size() << " sizes for " << outputs << " outputs";
+  SmallVector<Type> types;
+  for (int64_t sz : sizes) {
+    SmallVector<int64_t> shape(typeOf(x).getShape());
+    shape[axis] = sz;
+    types.push_back(RankedTensorType::get(shape, typeOf(x).getElementType()));
+  }
+  auto op = SplitOp::create(b_, loc_, types, x, b_.getI64IntegerAttr(axis));
+  if (failed(mlir::verify(op))) {
+    op->erase();
+    return failure();
+  }
+  SmallVector<Value> results(op->getResults());
+  if (auto folded = tryFoldWithKernels(op, opts_.foldLimit)) results = *folded;
+  for (int64_t i = 0; i < outputs; ++i) setOutput(n, i, results[i]);
+  return success();
+}
+
+LogicalResult OnnxImporter::concat(const onnx::NodeProto &n) {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < n.input_size(); ++i) {
+    DS_TRY(v, required(n, i));
+    inputs.push_back(v);
+  }
+  if (inputs.empty()) return nodeError(n) << "needs at least one input";
+  DS_TRY(axis, intAttr(n, "axis"));
+  if (failed(normalizeAxis(n, axis, typeOf(inputs[0]).getRank()))) return failure();
+  DS_TRY(y, build<ConcatOp>(inputs, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::gather(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  DS_TRY(y, build<GatherOp>({data, idx}, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::expand(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(spec, constantInts(n, 1, "shape"));
+  for (int64_t d : spec)
+    if (d < 0) return nodeError(n) << "shape has a negative dimension";
+  // ONNX Expand broadcasts both ways: the result is broadcast(x, shape).
+  auto shape = broadcastShapes({typeOf(x).getShape(), spec});
+  if (failed(shape)) return nodeError(n) << "input does not broadcast to the given shape";
+  DS_TRY(y, buildTyped<ExpandOp>(RankedTensorType::get(*shape, typeOf(x).getElementType()), x));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::squeeze(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axesOpt, axesOf(n, 1));
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> axes;
+  if (axesOpt) {
+    axes = *axesOpt;
+    if (failed(normalizeAxes(n, axes, rank))) return failure();
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      if (typeOf(x).getDimSize(d) == 1) axes.push_back(d);
+  }
+  DS_TRY(y, build<SqueezeOp>({x}, {arrAttr("axes", axes)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::unsqueeze(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axesOpt, axesOf(n, 1));
+  if (!axesOpt) return nodeError(n) << "needs axes";
+  SmallVector<int64_t> axes = *axesOpt;
+  if (failed(normalizeAxes(n, axes, typeOf(x).getRank() + static_cast<int64_t>(axes.size()))))
+    return failure();
+  DS_TRY(y, build<UnsqueezeOp>({x}, {arrAttr("axes", axes)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::shape(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  int64_t rank = static_cast<int64_t>(s.size());
+  DS_TRY(start, intAttr(n, "start", 0));
+  DS_TRY(end, intAttr(n, "end", rank));
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  setOutput(n, 0, i64Tensor(end > start ? s.slice(start, end - start) : ArrayRef<int64_t>()));
+  return success();
+}
+
+LogicalResult OnnxImporter::size(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  setOutput(n, 0, constant(DenseElementsAttr::get(RankedTensorType::get({}, b_.getI64Type()),
+                                                  APInt(64, typeOf(x).getNumElements()))));
+  return success();
+}
+
+LogicalResult OnnxImporter::constantOfShape(const onnx::NodeProto &n) {
+  DS_TRY(spec, constantInts(n, 0, "input"));
+  for (int64_t d : spec)
+    if (d < 0) return nodeError(n) << "shape has a negative dimension";
+  Attribute fill = b_.getF32FloatAttr(0.0f);
+  Type elem = b_.getF32Type();
+  if (const auto *a = findAttr(n, "value")) {
+    if (a->type() != onnx::AttributeProto_AttributeType_TENSOR)
+      return nodeError(n) << "attribute 'value' must be a tensor";
+    FailureOr<TypedAttr> v = tensorAttr(a->t(), loc_);
+    if (failed(v)) return failure();
+    auto dense = dyn_cast<DenseElementsAttr>(*v);
+    if (!dense || dense.getNumElements() != 1)
+      return nodeError(n) << "attribute 'value' must hold one element";
+    elem = dense.getElementType();
+    fill = dense.getSplatValue<Attribute>();
+  }
+  auto t = RankedTensorType::get(spec, elem);
+  setOutput(n, 0, constant(DenseElementsAttr::get(t, fill)));
+  return success();
+}
+
+LogicalResult OnnxImporter::range(const onnx::NodeProto &n) {
+  SmallVector<DenseElementsAttr> c;
+  for (int i = 0; i < 3; ++i) {
+    DenseElementsAttr a = constantOf(input(n, i));
+    if (!a || a.getNumElements() != 1)
+      return nodeError(n) << "start, limit and delta must be scalars known at compile time";
+    c.push_back(a);
+  }
+  Type elem = c[0].getElementType();
+  auto t = [&](int64_t count) { return RankedTensorType::get({count}, elem); };
+  if (isa<FloatType>(elem)) {
+    double s = c[0].getSplatValue<APFloat>().convertToDouble(),
+           l = c[1].getSplatValue<APFloat>().convertToDouble(),
+           d = c[2].getSplatValue<APFloat>().convertToDouble();
+    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+      return nodeError(n) << "delta must be non-zero and the bounds finite";
+    double cnt = std::max(std::ceil((l - s) / d), 0.0);
+    if (cnt > opts_.foldLimit) return nodeError(n) << "range of " << cnt << " elements is too long";
+    SmallVector<Attribute> v;
+    for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i)
+      v.push_back(b_.getFloatAttr(elem, s + i * d));
+    setOutput(n, 0, constant(DenseElementsAttr::get(t(v.size()), v)));
+    return success();
+  }
+  int64_t s = c[0].getSplatValue<APInt>().getSExtValue(),
+          l = c[1].getSplatValue<APInt>().getSExtValue(),
+          d = c[2].getSplatValue<APInt>().getSExtValue();
+  if (d == 0) return nodeError(n) << "delta must be non-zero";
+  __int128 span = static_cast<__int128>(l) - s;
+  __int128 cnt = span / d + ((span % d) != 0 && ((span > 0) == (d > 0)) ? 1 : 0);
+  if (cnt < 0) cnt = 0;
+  if (cnt > opts_.foldLimit) return nodeError(n) << "range is too long to fold";
+  SmallVector<Attribute> v;
+  for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i)
+    v.push_back(b_.getIntegerAttr(elem, s + i * d));
+  setOutput(n, 0, constant(DenseElementsAttr::get(t(v.size()), v)));
+  return success();
+}
+
+const llvm::StringMap<Handler> &OnnxImporter::handlers() {
+  static const llvm::StringMap<Handler> table = {
+      {"Identity", &OnnxImporter::identity},
+      {"Dropout", &OnnxImporter::dropout},
+      {"Constant", &OnnxImporter::constantNode},
+      {"Add", &OnnxImporter::binary<AddOp>},
+      {"Sub", &OnnxImporter::binary<SubOp>},
+      {"Mul", &OnnxImporter::binary<MulOp>},
+      {"Div", &OnnxImporter::binary<DivOp>},
+      {"Pow", &OnnxImporter::pow},
+      {"Equal", &OnnxImporter::binary<EqualOp>},
+      {"Less", &OnnxImporter::binary<LessOp>},
+      {"Greater", &OnnxImporter::binary<GreaterOp>},
+      {"LessOrEqual", &OnnxImporter::binary<LessEqualOp>},
+      {"GreaterOrEqual", &OnnxImporter::binary<GreaterEqualOp>},
+      {"And", &OnnxImporter::binary<AndOp>},
+      {"Or", &OnnxImporter::binary<OrOp>},
+      {"Xor", &OnnxImporter::binary<XorOp>},
+      {"Min", &OnnxImporter::variadic<MinOp>},
+      {"Max", &OnnxImporter::variadic<MaxOp>},
+      {"Sum", &OnnxImporter::variadic<AddOp>},
+      {"Mean", &OnnxImporter::mean},
+      {"Sqrt", &OnnxImporter::unary<SqrtOp>},
+      {"Reciprocal", &OnnxImporter::unary<ReciprocalOp>},
+      {"Exp", &OnnxImporter::unary<ExpOp>},
+      {"Log", &OnnxImporter::unary<LogOp>},
+      {"Erf", &OnnxImporter::unary<ErfOp>},
+      {"Tanh", &OnnxImporter::unary<TanhOp>},
+      {"Sigmoid", &OnnxImporter::unary<SigmoidOp>},
+      {"Relu", &OnnxImporter::unary<ReluOp>},
+      {"Neg", &OnnxImporter::unary<NegOp>},
+      {"Abs", &OnnxImporter::unary<AbsOp>},
+      {"Not", &OnnxImporter::unary<NotOp>},
+      {"Gelu", &OnnxImporter::gelu},
+      {"Cast", &OnnxImporter::castNode},
+      {"CastLike", &OnnxImporter::castLike},
+      {"Where", &OnnxImporter::where},
+      {"MatMul", &OnnxImporter::matmul},
+      {"Gemm", &OnnxImporter::gemm},
+      {"ReduceMean", &OnnxImporter::reduce<ReduceMeanOp>},
+      {"ReduceSum", &OnnxImporter::reduce<ReduceSumOp>},
+      {"ReduceMax", &OnnxImporter::reduce<ReduceMaxOp>},
+      {"ReduceMin", &OnnxImporter::reduce<ReduceMinOp>},
+      {"ReduceProd", &OnnxImporter::reduce<ReduceProdOp>},
+      {"Softmax", &OnnxImporter::softmax<SoftmaxOp>},
+      {"LogSoftmax", &OnnxImporter::softmax<LogSoftmaxOp>},
+      {"LayerNormalization", &OnnxImporter::layerNorm},
+      {"Reshape", &OnnxImporter::reshapeNode},
+      {"Flatten", &OnnxImporter::flatten},
+      {"Transpose", &OnnxImporter::transpose},
+      {"Slice", &OnnxImporter::slice},
+      {"Split", &OnnxImporter::split},
+      {"Concat", &OnnxImporter::concat},
+      {"Gather", &OnnxImporter::gather},
+      {"Expand", &OnnxImporter::expand},
+      {"Squeeze", &OnnxImporter::squeeze},
+      {"Unsqueeze", &OnnxImporter::unsqueeze},
+      {"Shape", &OnnxImporter::shape},
+      {"Size", &OnnxImporter::size},
+      {"ConstantOfShape", &OnnxImporter::constantOfShape},
+      {"Range", &OnnxImporter::range},
+  };
+  return table;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+bool mlir::ds::parseInputShapeSpec(StringRef spec, ImportOptions &options,
+                                   std::string &error) {
+  auto [name, dims] = spec.split('=');
+  if (name.empty() || !spec.contains('=')) {
+    error = "--input-shape expects NAME=d0,d1,... (got '" + spec.str() + "')";
+    return false;
+  }
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  if (!dims.empty()) dims.split(parts, ',');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.trim().getAsInteger(10, d) || d < 0) {
+      error = "--input-shape " + name.str() + ": '" + p.str() + "' is not a dimension";
+      return false;
+    }
+    shape.push_back(d);
+  }
+  options.inputShapes[name] = shape;
+  return true;
+}
+
+OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::string &path,
+                                               const ImportOptions &options) {
+  context->loadDialect<DSDialect, func::FuncDialect>();
+  auto model = readModelFile(path);
+  if (!model) {
+    emitError(FileLineColLoc::get(context, path, 0, 0)) << llvm::toString(model.takeError());
+    return nullptr;
+  }
+  OnnxImporter importer(context, options, path);
+  OwningOpRef<ModuleOp> module = importer.run(*model);
+  if (!module) return nullptr;
+  // Constants used only to compute shapes, and parameters nothing reads.
+  SmallVector<Operation *> dead;
+  module->walk([&](Operation *op) {
+    if (isa<ConstantOp, ParameterOp>(op) && op->use_empty()) dead.push_back(op);
+  });
+  for (Operation *op : dead) op->erase();
+  return module;
+}

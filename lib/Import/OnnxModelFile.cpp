@@ -1,0 +1,331 @@
+//===- OnnxModelFile.cpp - reading ONNX files safely ----------------------===//
+#include "ds/Import/OnnxModelFile.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/util/json_util.h>
+#include <onnx/defs/parser.h>
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir::ds;
+using llvm::createStringError;
+
+namespace {
+
+llvm::Error err(const llvm::Twine &msg) {
+  return createStringError(std::make_error_code(std::errc::invalid_argument), msg);
+}
+
+/// An fd that closes itself.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+};
+
+llvm::Expected<std::string> readWholeFile(int fd, const std::string &path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return err("cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return err(path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxModelFileBytes)
+    return err(llvm::formatv("{0} is {1} bytes, over the 2 GiB - 1 protobuf limit; "
+                             "store large weights as external data",
+                             path, st.st_size)
+                   .str());
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return err("reading " + path + " failed");
+    got += static_cast<size_t>(n);
+  }
+  return data;
+}
+
+} // namespace
+
+llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0)
+    return err("cannot open " + path + ": " + std::strerror(errno));
+  auto data = readWholeFile(fd.fd, path);
+  if (!data) return data.takeError();
+  onnx::ModelProto model;
+  llvm::StringRef p(path);
+  if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext")) {
+    auto status = onnx::OnnxParser::Parse(model, data->c_str());
+    if (!status.IsOK())
+      return err(path + ": not valid ONNX text: " + status.ErrorMessage());
+    return model;
+  }
+  if (p.ends_with(".json")) {
+    auto status = google::protobuf::util::JsonStringToMessage(*data, &model);
+    if (!status.ok())
+      return err(path + ": not a valid ONNX model in protobuf JSON: " +
+                 std::string(status.message()));
+    return model;
+  }
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t *>(data->data()), static_cast<int>(data->size()));
+  in.SetTotalBytesLimit(static_cast<int>(data->size()));
+  // The default recursion limit (100) stays: it bounds nested subgraphs.
+  if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return err(path + ": not a valid ONNX model (protobuf does not parse)");
+  return model;
+}
+
+size_t mlir::ds::onnxElementBytes(int32_t t) {
+  switch (t) {
+  case onnx::TensorProto_DataType_FLOAT: return 4;
+  case onnx::TensorProto_DataType_DOUBLE: return 8;
+  case onnx::TensorProto_DataType_FLOAT16: return 2;
+  case onnx::TensorProto_DataType_BFLOAT16: return 2;
+  case onnx::TensorProto_DataType_INT8: return 1;
+  case onnx::TensorProto_DataType_UINT8: return 1;
+  case onnx::TensorProto_DataType_INT16: return 2;
+  case onnx::TensorProto_DataType_INT32: return 4;
+  case onnx::TensorProto_DataType_INT64: return 8;
+  case onnx::TensorProto_DataType_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+std::string mlir::ds::onnxTypeName(int32_t t) {
+  if (onnx::TensorProto_DataType_IsValid(t))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t));
+  return "type #" + std::to_string(t);
+}
+
+namespace {
+
+/// Strict unsigned decimal: digits only, no sign, no overflow.
+bool parseDecimal(const std::string &s, uint64_t &out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  out = v;
+  return true;
+}
+
+/// Opens `rel` strictly beneath `dir`, refusing symlinks anywhere on the
+/// way. openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) where the kernel
+/// has it, else a component-by-component O_NOFOLLOW walk.
+llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) {
+  Fd dirfd(::open(dir.empty() ? "." : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dirfd.fd < 0)
+    return err("cannot open the model's directory " + dir + ": " + std::strerror(errno));
+  struct open_how how;
+  std::memset(&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, dirfd.fd, rel.c_str(), &how, sizeof how);
+  if (fd >= 0) return static_cast<int>(fd);
+  if (errno != ENOSYS && errno != EPERM)
+    return err("cannot open external data '" + rel + "': " + std::strerror(errno) +
+               (errno == ELOOP || errno == EXDEV ? " (symlinks and paths leaving the "
+                                                   "model's directory are refused)"
+                                                 : ""));
+  // Fallback for kernels without openat2 (or seccomp filters refusing it).
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(rel).split(parts, '/', -1, false);
+  int cur = ::dup(dirfd.fd);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    bool last = i + 1 == parts.size();
+    std::string part = parts[i].str();
+    int next = ::openat(cur, part.c_str(),
+                        last ? (O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                             : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    int saved = errno;
+    ::close(cur);
+    if (next < 0)
+      return err("cannot open external data '" + rel + "': " + std::strerror(saved));
+    cur = next;
+  }
+  return cur;
+}
+
+llvm::Expected<std::vector<char>> readExternal(const onnx::TensorProto &t,
+                                               const std::string &modelDir,
+                                               uint64_t wantBytes) {
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  bool haveLength = false;
+  for (const auto &kv : t.external_data()) {
+    const std::string &k = kv.key(), &v = kv.value();
+    if (k == "location") {
+      location = v;
+    } else if (k == "offset") {
+      if (!parseDecimal(v, offset))
+        return err("external data offset '" + v + "' is not a plain decimal number");
+    } else if (k == "length") {
+      if (!parseDecimal(v, length))
+        return err("external data length '" + v + "' is not a plain decimal number");
+      haveLength = true;
+    } else if (k == "checksum") {
+      return err("external data 'checksum' is not supported yet; remove it or inline the tensor");
+    } else {
+      return err("unknown external data key '" + k +
+                 "' (allowed: location, offset, length, checksum)");
+    }
+  }
+  if (location.empty())
+    return err("external data has no location");
+  if (location.find('\0') != std::string::npos || location.front() == '/')
+    return err("external data location '" + location + "' must be a relative path");
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(location).split(parts, '/', -1, false);
+  for (llvm::StringRef part : parts)
+    if (part == "..")
+      return err("external data location '" + location + "' may not contain '..'");
+  auto fdOr = openBeneath(modelDir, location);
+  if (!fdOr) return fdOr.takeError();
+  Fd fd(*fdOr);
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return err("external data '" + location + "' is not a regular file");
+  if (st.st_nlink != 1)
+    return err("external data '" + location + "' has " + std::to_string(st.st_nlink) +
+               " hard links; only files with one link are read");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset > size)
+    return err(llvm::formatv("external data offset {0} is past the end of '{1}' ({2} bytes)",
+                             offset, location, size).str());
+  if (!haveLength) length = size - offset;
+  if (length > size - offset)
+    return err(llvm::formatv("external data range {0}+{1} exceeds '{2}' ({3} bytes)", offset,
+                             length, location, size).str());
+  if (length != wantBytes)
+    return err(llvm::formatv("external data length {0} differs from the tensor's {1} bytes",
+                             length, wantBytes).str());
+  std::vector<char> out(length);
+  uint64_t got = 0;
+  while (got < length) {
+    ssize_t n = ::pread(fd.fd, out.data() + got, length - got, offset + got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return err("short read of external data '" + location + "'");
+    got += static_cast<uint64_t>(n);
+  }
+  return out;
+}
+
+template <typename Src, typename Dst>
+void appendAs(std::vector<char> &out, const Src &values) {
+  for (auto v : values) {
+    Dst d = static_cast<Dst>(v);
+    const char *p = reinterpret_cast<const char *>(&d);
+    out.insert(out.end(), p, p + sizeof(Dst));
+  }
+}
+
+} // namespace
+
+llvm::Expected<TensorPayload> mlir::ds::readTensorPayload(const onnx::TensorProto &t,
+                                                          const std::string &modelDir) {
+  TensorPayload p;
+  p.dataType = t.data_type();
+  size_t eb = onnxElementBytes(p.dataType);
+  if (eb == 0)
+    return err("tensor '" + t.name() + "' has unsupported element type " +
+               onnxTypeName(p.dataType));
+  if (t.dims_size() > static_cast<int>(kMaxTensorRank))
+    return err("tensor '" + t.name() + "' has rank " + std::to_string(t.dims_size()) +
+               ", over the limit of 1024");
+  uint64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return err("tensor '" + t.name() + "' has a negative dimension");
+    if (d != 0 && n > (uint64_t(1) << 62) / static_cast<uint64_t>(d))
+      return err("tensor '" + t.name() + "' has an element count that overflows");
+    n *= static_cast<uint64_t>(d);
+    p.shape.push_back(d);
+  }
+  if (n > (uint64_t(1) << 62) / eb)
+    return err("tensor '" + t.name() + "' is too large");
+  uint64_t want = n * eb;
+  if (t.has_data_location() && t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    auto bytes = readExternal(t, modelDir, want);
+    if (!bytes)
+      return err("tensor '" + t.name() + "': " + llvm::toString(bytes.takeError()));
+    p.bytes = std::move(*bytes);
+    return p;
+  }
+  if (t.external_data_size() > 0)
+    return err("tensor '" + t.name() + "' has external_data but is not marked EXTERNAL");
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != want)
+      return err(llvm::formatv("tensor '{0}' has {1} bytes of raw_data but its shape and "
+                               "type need {2}",
+                               t.name(), t.raw_data().size(), want).str());
+    p.bytes.assign(t.raw_data().begin(), t.raw_data().end());
+    if (p.dataType == onnx::TensorProto_DataType_BOOL)
+      for (char &c : p.bytes) c = c ? 1 : 0;
+    return p;
+  }
+  auto count = [&](int have) -> llvm::Error {
+    if (static_cast<uint64_t>(have) != n)
+      return err(llvm::formatv("tensor '{0}' holds {1} values but its shape needs {2}",
+                               t.name(), have, n).str());
+    return llvm::Error::success();
+  };
+  p.bytes.reserve(want);
+  switch (p.dataType) {
+  case onnx::TensorProto_DataType_FLOAT:
+    if (auto e = count(t.float_data_size())) return std::move(e);
+    appendAs<decltype(t.float_data()), float>(p.bytes, t.float_data());
+    break;
+  case onnx::TensorProto_DataType_DOUBLE:
+    if (auto e = count(t.double_data_size())) return std::move(e);
+    appendAs<decltype(t.double_data()), double>(p.bytes, t.double_data());
+    break;
+  case onnx::TensorProto_DataType_INT64:
+    if (auto e = count(t.int64_data_size())) return std::move(e);
+    appendAs<decltype(t.int64_data()), int64_t>(p.bytes, t.int64_data());
+    break;
+  case onnx::TensorProto_DataType_INT32:
+    if (auto e = count(t.int32_data_size())) return std::move(e);
+    appendAs<decltype(t.int32_data()), int32_t>(p.bytes, t.int32_data());
+    break;
+  case onnx::TensorProto_DataType_INT16:
+  case onnx::TensorProto_DataType_FLOAT16:
+  case onnx::TensorProto_DataType_BFLOAT16:
+    if (auto e = count(t.int32_data_size())) return std::move(e);
+    appendAs<decltype(t.int32_data()), uint16_t>(p.bytes, t.int32_data());
+    break;
+  case onnx::TensorProto_DataType_INT8:
+  case onnx::TensorProto_DataType_UINT8:
+    if (auto e = count(t.int32_data_size())) return std::move(e);
+    appendAs<decltype(t.int32_data()), uint8_t>(p.bytes, t.int32_data());
+    break;
+  case onnx::TensorProto_DataType_BOOL:
+    if (auto e = count(t.int32_data_size())) return std::move(e);
+    for (int32_t v : t.int32_data()) p.bytes.push_back(v ? 1 : 0);
+    break;
+  default:
+    return err("tensor '" + t.name() + "' has unsupported element type " +
+               onnxTypeName(p.dataType));
+  }
+  return p;
+}

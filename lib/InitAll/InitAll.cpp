@@ -1,0 +1,20 @@
+//===- InitAll.cpp - register everything ds provides ----------------------===//
+#include "ds/InitAll.h"
+
+#include "dialects/ds/DSDialect.h"
+#include "ds/Plan/Passes.h"
+#include "ds/Plan/Pipelines.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+void mlir::ds::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<DSDialect, func::FuncDialect>();
+}
+
+void mlir::ds::registerAllPasses() {
+  registerDSTransformsPasses();
+  registerDSPlanPasses();
+  registerTransformsPasses(); // canonicalize, cse, ...
+  registerPipelines();
+}

@@ -1,0 +1,179 @@
+//===- KernelBridge.cpp - ds ops as runtime kernel steps ------------------===//
+#include "ds/Plan/KernelBridge.h"
+
+#include "dialects/ds/DSOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/plan/DType.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace plan = ::ds::plan;
+namespace rt = ::ds::rt;
+
+FailureOr<plan::DType> mlir::ds::planDType(Type t, Location loc) {
+  if (t.isF32()) return plan::F32;
+  if (t.isF64()) return plan::F64;
+  if (t.isF16()) return plan::F16;
+  if (t.isBF16()) return plan::BF16;
+  if (t.isInteger(1)) return plan::BOOL;
+  if (t.isUnsignedInteger(8)) return plan::U8;
+  if (t.isSignlessInteger(8)) return plan::I8;
+  if (t.isSignlessInteger(16)) return plan::I16;
+  if (t.isSignlessInteger(32)) return plan::I32;
+  if (t.isSignlessInteger(64)) return plan::I64;
+  return emitError(loc) << "element type " << t << " has no plan dtype";
+}
+
+static int64_t elementBytes(Type e) {
+  return e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+FailureOr<std::vector<uint8_t>> mlir::ds::constantBytes(Attribute attr, Location loc) {
+  auto typed = dyn_cast<TypedAttr>(attr);
+  auto type = typed ? dyn_cast<ShapedType>(typed.getType()) : ShapedType();
+  if (!type)
+    return emitError(loc) << "constant " << attr << " is not a shaped value";
+  Type e = type.getElementType();
+  int64_t n = type.getNumElements();
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob)
+      return emitError(loc) << "resource '" << res.getRawHandle().getKey()
+                            << "' has no data (was it elided when printing?)";
+    ArrayRef<char> data = blob->getData();
+    if (static_cast<int64_t>(data.size()) != n * elementBytes(e))
+      return emitError(loc) << "resource '" << res.getRawHandle().getKey() << "' holds "
+                            << data.size() << " bytes, its type needs " << n * elementBytes(e);
+    return std::vector<uint8_t>(data.begin(), data.end());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return emitError(loc) << "unsupported constant attribute kind";
+  std::vector<uint8_t> out;
+  if (e.isInteger(1)) {
+    out.reserve(n);
+    for (bool v : dense.getValues<bool>()) out.push_back(v ? 1 : 0);
+    return out;
+  }
+  size_t eb = elementBytes(e);
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    out.resize(n * eb);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(out.data() + i * eb, raw.data(), eb);
+  } else {
+    out.assign(raw.begin(), raw.end());
+  }
+  return out;
+}
+
+DenseElementsAttr mlir::ds::denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes) {
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> bits(bytes.begin(), bytes.end());
+    return DenseElementsAttr::get(type, bits);
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+}
+
+static void setInts(plan::Step &s, const char *name, ArrayRef<int64_t> v) {
+  auto *list = (*s.mutable_attrs())[name].mutable_ints();
+  for (int64_t x : v) list->add_values(x);
+}
+static void setInt(plan::Step &s, const char *name, int64_t v) {
+  (*s.mutable_attrs())[name].set_i(v);
+}
+
+LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
+  if (isa<ConstantOp, ParameterOp>(op) || !isa<DSDialect>(op->getDialect()))
+    return op->emitError("has no runtime kernel");
+  // Kernels are named after their op unless listed here.
+  s.set_kernel(op->getName().stripDialect().str());
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([&](auto) {
+        s.set_kernel("copy");
+        return success();
+      })
+      .Case<GeluOp>([&](GeluOp g) {
+        (*s.mutable_attrs())["approximate"].set_s(
+            stringifyGeluApproximation(g.getApproximate()).str());
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>(
+          [&](auto r) {
+            setInts(s, "axes", r.getAxes());
+            return success();
+          })
+      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp>([&](auto o) {
+        setInt(s, "axis", o.getAxis());
+        return success();
+      })
+      .Case<LayerNormOp>([&](LayerNormOp l) {
+        setInt(s, "axis", l.getAxis());
+        (*s.mutable_attrs())["epsilon"].set_f(l.getEpsilon().convertToFloat());
+        return success();
+      })
+      .Case<TransposeOp>([&](TransposeOp t) {
+        setInts(s, "perm", t.getPermutation());
+        return success();
+      })
+      .Case<SliceOp>([&](SliceOp sl) {
+        setInts(s, "starts", sl.getStarts());
+        setInts(s, "steps", sl.getSteps());
+        return success();
+      })
+      .Default([&](Operation *) { return success(); });
+}
+
+FailureOr<SmallVector<DenseElementsAttr>>
+mlir::ds::evaluateOnHost(Operation *op, ArrayRef<Attribute> operands) {
+  plan::Step step;
+  if (failed(describeStep(op, step)))
+    return failure();
+  auto fn = rt::cpu::cpuKernels().find(step.kernel());
+  if (!fn)
+    return op->emitError("no CPU kernel '") << step.kernel() << "' to fold with";
+  auto toView = [&](Type type, std::vector<uint8_t> &storage) -> FailureOr<rt::TensorView> {
+    auto t = cast<RankedTensorType>(type);
+    FailureOr<plan::DType> dt = planDType(t.getElementType(), op->getLoc());
+    if (failed(dt)) return failure();
+    rt::TensorView v;
+    v.dtype = *dt;
+    v.shape.assign(t.getShape().begin(), t.getShape().end());
+    v.numel = t.getNumElements();
+    if (storage.empty())
+      storage.resize(std::max<size_t>(1, v.numel * rt::dtypeSize(*dt)));
+    v.data = storage.data();
+    return v;
+  };
+  std::vector<std::vector<uint8_t>> inBytes(operands.size()), outBytes(op->getNumResults());
+  std::vector<rt::TensorView> ins, outs;
+  for (auto [i, attr] : llvm::enumerate(operands)) {
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(attr, op->getLoc());
+    if (failed(bytes)) return failure();
+    inBytes[i] = std::move(*bytes);
+    FailureOr<rt::TensorView> v = toView(op->getOperand(i).getType(), inBytes[i]);
+    if (failed(v)) return failure();
+    ins.push_back(*v);
+  }
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    FailureOr<rt::TensorView> v = toView(r.getType(), outBytes[i]);
+    if (failed(v)) return failure();
+    outs.push_back(*v);
+  }
+  rt::cpu::KernelContext ctx{step, ins, outs};
+  auto prepared = fn(ctx);
+  if (!prepared.ok())
+    return op->emitError("cannot fold: ") << std::string(prepared.status().message());
+  absl::Status st = (*prepared)();
+  if (!st.ok())
+    return op->emitError("cannot fold: ") << std::string(st.message());
+  SmallVector<DenseElementsAttr> results;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto t = cast<RankedTensorType>(r.getType());
+    size_t n = t.getNumElements() * elementBytes(t.getElementType());
+    results.push_back(denseFromBytes(t, ArrayRef<uint8_t>(outBytes[i].data(), n)));
+  }
+  return results;
+}

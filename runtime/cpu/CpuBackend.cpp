@@ -1,0 +1,57 @@
+#include "runtime/cpu/CpuBackend.h"
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <omp.h>
+
+#include "absl/strings/str_join.h"
+#include "runtime/cpu/KernelRegistry.h"
+
+namespace ds::rt::cpu {
+
+CpuBackend::CpuBackend(const BackendOptions &opts) {
+  if (opts.threads > 0) {
+    omp_set_num_threads(opts.threads);
+    openblas_set_num_threads(opts.threads);
+  }
+}
+
+absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace) {
+  // Round up so aligned_alloc's size rule holds; a zero-byte request still
+  // gets a valid, distinct pointer.
+  uint64_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void *p = std::aligned_alloc(64, rounded);
+  if (!p)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of host memory allocating ", bytes, " bytes"));
+  return p;
+}
+
+void CpuBackend::release(void *ptr, plan::MemorySpace) { std::free(ptr); }
+
+absl::Status CpuBackend::copyFromHost(void *dst, const void *src, uint64_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::copyToHost(void *dst, const void *src, uint64_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreparedStep>
+CpuBackend::prepare(const plan::Step &step, const std::vector<TensorView> &inputs,
+                    const std::vector<TensorView> &outputs) {
+  KernelPrepareFn fn = cpuKernels().find(step.kernel());
+  if (!fn)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown kernel '", step.kernel(), "'",
+        step.location().empty() ? "" : absl::StrCat(" at ", step.location()),
+        "; the cpu backend has: ", absl::StrJoin(cpuKernels().names(), ", ")));
+  KernelContext ctx{step, inputs, outputs};
+  return fn(ctx);
+}
+
+} // namespace ds::rt::cpu

@@ -1,0 +1,24 @@
+// The CPU backend: host memory, kernels from the CPU registry, OpenMP
+// threads for kernels and OpenBLAS threads for GEMM.
+#pragma once
+
+#include "runtime/backend/Backend.h"
+
+namespace ds::rt::cpu {
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(const BackendOptions &opts);
+  std::string name() const override { return "cpu"; }
+  bool sharesHostMemory() const override { return true; }
+  absl::StatusOr<void *> allocate(uint64_t bytes, plan::MemorySpace space) override;
+  void release(void *ptr, plan::MemorySpace space) override;
+  absl::Status copyFromHost(void *dst, const void *src, uint64_t bytes) override;
+  absl::Status copyToHost(void *dst, const void *src, uint64_t bytes) override;
+  absl::StatusOr<PreparedStep> prepare(const plan::Step &step,
+                                       const std::vector<TensorView> &inputs,
+                                       const std::vector<TensorView> &outputs) override;
+  absl::Status synchronize() override { return absl::OkStatus(); }
+};
+
+} // namespace ds::rt::cpu

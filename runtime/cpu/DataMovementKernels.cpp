@@ -1,0 +1,323 @@
+// Kernels that move bytes without arithmetic: copy (reshape, squeeze,
+// unsqueeze, identity), transpose, slice, concat, split, gather, expand.
+// They work on element sizes, so every dtype is covered by one code path.
+#include <cstring>
+
+#include "runtime/cpu/KernelRegistry.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+absl::Status expectSameDType(const KernelContext &c) {
+  for (const auto &t : c.in)
+    if (t.dtype != c.out[0].dtype)
+      return c.error(absl::StrCat("operands must be ", dtypeName(c.out[0].dtype),
+                                  ", got ", dtypeName(t.dtype)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreparedStep> prepareCopy(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  if (c.in[0].numel != c.out[0].numel)
+    return c.error(absl::StrCat("cannot reshape [", shapeToString(c.in[0].shape),
+                                "] to [", shapeToString(c.out[0].shape), "]"));
+  const void *src = c.in[0].data;
+  void *dst = c.out[0].data;
+  uint64_t bytes = c.out[0].bytes();
+  return PreparedStep([=] {
+    if (dst != src && bytes) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  });
+}
+
+// Strided gather of whole elements: out is dense over `dims`, the source
+// advances by `strides` (in elements, may be negative) from `base`.
+template <typename T>
+void stridedCopy(const T *base, T *out, const std::vector<int64_t> &dims,
+                 const std::vector<int64_t> &strides) {
+  const size_t r = dims.size();
+  const int64_t inner = r ? dims.back() : 1;
+  const int64_t innerStride = r ? strides.back() : 0;
+  const int64_t rows = product(dims, 0, r ? r - 1 : 0);
+  parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t row = lo; row < hi; ++row) {
+                  int64_t off = 0, rem = row;
+                  for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+                    off += (rem % dims[d]) * strides[d];
+                    rem /= dims[d];
+                  }
+                  const T *src = base + off;
+                  T *dst = out + row * inner;
+                  if (innerStride == 1) std::memcpy(dst, src, inner * sizeof(T));
+                  else
+                    for (int64_t i = 0; i < inner; ++i) dst[i] = src[i * innerStride];
+                }
+              });
+}
+
+template <typename F> absl::StatusOr<PreparedStep> bySize(const KernelContext &c, F f) {
+  switch (dtypeSize(c.out[0].dtype)) {
+  case 1: return f(uint8_t());
+  case 2: return f(uint16_t());
+  case 4: return f(uint32_t());
+  case 8: return f(uint64_t());
+  default: return c.error("unsupported element size");
+  }
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &s) {
+  std::vector<int64_t> st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+absl::StatusOr<PreparedStep> prepareTranspose(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> perm, c.intsAttr("perm"));
+  const auto &s = c.in[0].shape;
+  if (perm.size() != s.size())
+    return c.error("perm length differs from the operand's rank");
+  std::vector<bool> seen(s.size(), false);
+  std::vector<int64_t> outShape, strides;
+  auto inStrides = contiguousStrides(s);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(s.size()) || seen[p])
+      return c.error("perm is not a permutation");
+    seen[p] = true;
+    outShape.push_back(s[p]);
+    strides.push_back(inStrides[p]);
+  }
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], outShape, "result"));
+  return bySize(c, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    using T = decltype(tag);
+    const T *src = c.in[0].as<T>();
+    T *dst = c.out[0].as<T>();
+    return PreparedStep([=] {
+      stridedCopy<T>(src, dst, outShape, strides);
+      return absl::OkStatus();
+    });
+  });
+}
+
+// slice: per-dimension start and step (normalized by the compiler; steps may
+// be negative), the result shape gives the counts. Every touched index is
+// checked against the operand here.
+absl::StatusOr<PreparedStep> prepareSlice(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.intsAttr("starts"));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> steps, c.intsAttr("steps"));
+  const auto &s = c.in[0].shape;
+  const auto &o = c.out[0].shape;
+  if (starts.size() != s.size() || steps.size() != s.size() || o.size() != s.size())
+    return c.error("starts, steps and result must match the operand's rank");
+  auto inStrides = contiguousStrides(s);
+  int64_t base = 0;
+  std::vector<int64_t> strides(s.size());
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (o[d] == 0) continue;
+    int64_t last = starts[d] + (o[d] - 1) * steps[d];
+    if (starts[d] < 0 || starts[d] >= s[d] || last < 0 || last >= s[d] || steps[d] == 0)
+      return c.error(absl::StrCat("slice of dimension ", d, " (start ", starts[d],
+                                  ", step ", steps[d], ", count ", o[d],
+                                  ") leaves the operand's extent ", s[d]));
+    base += starts[d] * inStrides[d];
+    strides[d] = steps[d] * inStrides[d];
+  }
+  if (c.out[0].numel == 0)
+    return PreparedStep([] { return absl::OkStatus(); });
+  return bySize(c, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    using T = decltype(tag);
+    const T *src = c.in[0].as<T>() + base;
+    T *dst = c.out[0].as<T>();
+    return PreparedStep([=] {
+      stridedCopy<T>(src, dst, o, strides);
+      return absl::OkStatus();
+    });
+  });
+}
+
+// concat and split share the [outer, axis-chunk] layout.
+struct Chunking {
+  int64_t outer;
+  std::vector<uint64_t> chunkBytes; // per piece, per outer index
+  uint64_t totalBytes;
+};
+
+absl::StatusOr<Chunking> chunking(const KernelContext &c, const TensorView &whole,
+                                  const std::vector<TensorView> &pieces) {
+  const int64_t rank = whole.rank();
+  if (rank == 0)
+    return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  Chunking k;
+  k.outer = product(whole.shape, 0, axis);
+  int64_t inner = product(whole.shape, axis + 1, rank);
+  int64_t sum = 0;
+  for (const auto &p : pieces) {
+    if (p.rank() != rank)
+      return c.error("pieces must have the whole's rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && p.shape[d] != whole.shape[d])
+        return c.error(absl::StrCat("piece [", shapeToString(p.shape),
+                                    "] differs from [", shapeToString(whole.shape),
+                                    "] off the axis"));
+    sum += p.shape[axis];
+    k.chunkBytes.push_back(static_cast<uint64_t>(p.shape[axis] * inner) *
+                           dtypeSize(whole.dtype));
+  }
+  if (sum != whole.shape[axis])
+    return c.error(absl::StrCat("pieces add up to ", sum, " along the axis, not ",
+                                whole.shape[axis]));
+  k.totalBytes = static_cast<uint64_t>(whole.shape[axis] * inner) * dtypeSize(whole.dtype);
+  return k;
+}
+
+absl::StatusOr<PreparedStep> prepareConcat(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, SIZE_MAX, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  DS_ASSIGN_OR_RETURN(Chunking k, chunking(c, c.out[0], c.in));
+  std::vector<const uint8_t *> srcs;
+  for (const auto &t : c.in) srcs.push_back(static_cast<const uint8_t *>(t.data));
+  auto *dst = static_cast<uint8_t *>(c.out[0].data);
+  return PreparedStep([=] {
+    parallelFor(k.outer, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        uint8_t *d = dst + o * k.totalBytes;
+        for (size_t p = 0; p < srcs.size(); ++p) {
+          if (k.chunkBytes[p]) std::memcpy(d, srcs[p] + o * k.chunkBytes[p], k.chunkBytes[p]);
+          d += k.chunkBytes[p];
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareSplit(const KernelContext &c) {
+  if (c.in.size() != 1 || c.out.empty())
+    return c.error("takes one input and at least one output");
+  for (const auto &t : c.out)
+    if (t.dtype != c.in[0].dtype)
+      return c.error("outputs must share the input's element type");
+  DS_ASSIGN_OR_RETURN(Chunking k, chunking(c, c.in[0], c.out));
+  auto *src = static_cast<const uint8_t *>(c.in[0].data);
+  std::vector<uint8_t *> dsts;
+  for (const auto &t : c.out) dsts.push_back(static_cast<uint8_t *>(t.data));
+  return PreparedStep([=] {
+    parallelFor(k.outer, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const uint8_t *s = src + o * k.totalBytes;
+        for (size_t p = 0; p < dsts.size(); ++p) {
+          if (k.chunkBytes[p]) std::memcpy(dsts[p] + o * k.chunkBytes[p], s, k.chunkBytes[p]);
+          s += k.chunkBytes[p];
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// gather(data, indices) along axis; indices are checked at run time (they
+// are data), negative ones count from the end as in ONNX.
+template <typename I>
+PreparedStep makeGather(const KernelContext &c, int64_t axis) {
+  const auto &s = c.in[0].shape;
+  int64_t outer = product(s, 0, axis), dim = s[axis];
+  uint64_t innerBytes = static_cast<uint64_t>(product(s, axis + 1, s.size())) *
+                        dtypeSize(c.in[0].dtype);
+  int64_t nIdx = c.in[1].numel;
+  const auto *data = static_cast<const uint8_t *>(c.in[0].data);
+  const I *idx = c.in[1].as<I>();
+  auto *out = static_cast<uint8_t *>(c.out[0].data);
+  std::string where(c.error("").message());
+  return [=]() -> absl::Status {
+    for (int64_t j = 0; j < nIdx; ++j) {
+      int64_t v = static_cast<int64_t>(idx[j]);
+      if (v < -dim || v >= dim)
+        return absl::OutOfRangeError(absl::StrCat(where, "index ", v, " at position ", j,
+                                                  " is out of range for a dimension of ",
+                                                  dim));
+    }
+    parallelFor(outer * nIdx, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        int64_t o = t / nIdx, j = t % nIdx;
+        int64_t v = static_cast<int64_t>(idx[j]);
+        if (v < 0) v += dim;
+        if (innerBytes)
+          std::memcpy(out + t * innerBytes, data + (o * dim + v) * innerBytes, innerBytes);
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareGather(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  const auto &s = c.in[0].shape;
+  if (s.empty())
+    return c.error("data must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", c.in[0].rank()));
+  std::vector<int64_t> expect(s.begin(), s.begin() + axis);
+  expect.insert(expect.end(), c.in[1].shape.begin(), c.in[1].shape.end());
+  expect.insert(expect.end(), s.begin() + axis + 1, s.end());
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], expect, "result"));
+  if (c.in[1].dtype == plan::I64) return makeGather<int64_t>(c, axis);
+  if (c.in[1].dtype == plan::I32) return makeGather<int32_t>(c, axis);
+  return c.error(absl::StrCat("indices must be i32 or i64, got ", dtypeName(c.in[1].dtype)));
+}
+
+absl::StatusOr<PreparedStep> prepareExpand(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  auto ix = makeBroadcastIndexer(c.out[0].shape, {c.in[0].shape});
+  if (!ix.ok())
+    return c.error(std::string(ix.status().message()));
+  return bySize(c, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    using T = decltype(tag);
+    const T *src = c.in[0].as<T>();
+    T *dst = c.out[0].as<T>();
+    return PreparedStep([ix = *ix, src, dst] {
+      const int64_t inner = ix.inner(), st = ix.strides[0].back();
+      parallelFor(ix.rows(), std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                  [&](int64_t lo, int64_t hi) {
+                    int64_t off;
+                    for (int64_t r = lo; r < hi; ++r) {
+                      ix.rowOffsets(r, &off);
+                      T *d = dst + r * inner;
+                      if (st == 0) std::fill(d, d + inner, src[off]);
+                      else std::memcpy(d, src + off, inner * sizeof(T));
+                    }
+                  });
+      return absl::OkStatus();
+    });
+  });
+}
+
+} // namespace
+
+void registerDataMovementKernels(KernelRegistry &r) {
+  r.add("copy", prepareCopy);
+  r.add("transpose", prepareTranspose);
+  r.add("slice", prepareSlice);
+  r.add("concat", prepareConcat);
+  r.add("split", prepareSplit);
+  r.add("gather", prepareGather);
+  r.add("expand", prepareExpand);
+}
+
+} // namespace ds::rt::cpu

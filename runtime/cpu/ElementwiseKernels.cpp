@@ -1,0 +1,343 @@
+// Elementwise kernels: binary arithmetic and comparisons with numpy
+// broadcasting, unary math, where, cast. Inner loops are contiguous (the
+// broadcast indexer collapses dimensions) so the compiler vectorizes them.
+#include <cstring>
+#include <limits>
+
+#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/kernels/ElementMath.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+// Applies out[i] = op(a[i], b[i]) over a broadcast.
+template <typename In, typename Out, typename Op>
+PreparedStep makeBinary(BroadcastIndexer ix, const TensorView a, const TensorView b,
+                        const TensorView o) {
+  return [ix = std::move(ix), pa = a.as<In>(), pb = b.as<In>(),
+          po = o.as<Out>()]() -> absl::Status {
+    Op op;
+    const int64_t inner = ix.inner();
+    const int64_t sa = ix.strides[0].back(), sb = ix.strides[1].back();
+    auto runRow = [&](int64_t row, int64_t from, int64_t to) {
+      int64_t off[2];
+      ix.rowOffsets(row, off);
+      const In *x = pa + off[0];
+      const In *y = pb + off[1];
+      Out *z = po + row * inner;
+      if (sa == 1 && sb == 1) {
+#pragma omp simd
+        for (int64_t i = from; i < to; ++i) z[i] = op(x[i], y[i]);
+      } else if (sa == 0 && sb == 1) {
+        const In xv = x[0];
+#pragma omp simd
+        for (int64_t i = from; i < to; ++i) z[i] = op(xv, y[i]);
+      } else if (sa == 1 && sb == 0) {
+        const In yv = y[0];
+#pragma omp simd
+        for (int64_t i = from; i < to; ++i) z[i] = op(x[i], yv);
+      } else {
+        for (int64_t i = from; i < to; ++i) z[i] = op(x[i * sa], y[i * sb]);
+      }
+    };
+    const int64_t rows = ix.rows();
+    if (rows == 1) {
+      parallelFor(inner, 16384, [&](int64_t lo, int64_t hi) { runRow(0, lo, hi); });
+    } else {
+      parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t r = lo; r < hi; ++r) runRow(r, 0, inner);
+                  });
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<BroadcastIndexer> checkBinary(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  if (c.in[0].dtype != c.in[1].dtype)
+    return c.error(absl::StrCat("operands differ in type: ", dtypeName(c.in[0].dtype),
+                                " and ", dtypeName(c.in[1].dtype)));
+  auto bshape = broadcastShapes(c.in[0].shape, c.in[1].shape);
+  if (!bshape || *bshape != c.out[0].shape)
+    return c.error(absl::StrCat("operands [", shapeToString(c.in[0].shape), "] and [",
+                                shapeToString(c.in[1].shape),
+                                "] do not broadcast to the result [",
+                                shapeToString(c.out[0].shape), "]"));
+  auto ix = makeBroadcastIndexer(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
+  if (!ix.ok())
+    return c.error(std::string(ix.status().message()));
+  return ix;
+}
+
+template <typename Op, bool kIntegers, bool kFloats>
+absl::StatusOr<PreparedStep> prepareArith(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(BroadcastIndexer ix, checkBinary(c));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  const TensorView a = c.in[0], b = c.in[1], o = c.out[0];
+  switch (a.dtype) {
+  case plan::F32: if (kFloats) return makeBinary<float, float, Op>(ix, a, b, o); break;
+  case plan::F64: if (kFloats) return makeBinary<double, double, Op>(ix, a, b, o); break;
+  case plan::I32: if (kIntegers) return makeBinary<int32_t, int32_t, Op>(ix, a, b, o); break;
+  case plan::I64: if (kIntegers) return makeBinary<int64_t, int64_t, Op>(ix, a, b, o); break;
+  default: break;
+  }
+  return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
+}
+
+// Integer Div wraps the generic loop with a check of the divisor.
+template <typename T>
+PreparedStep makeIntDiv(const KernelContext &c, BroadcastIndexer ix) {
+  PreparedStep inner = makeBinary<T, T, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
+  const TensorView a = c.in[0], b = c.in[1];
+  std::string where = std::string(c.error("").message());
+  return [inner, a, b, where]() -> absl::Status {
+    const T *pb = b.as<T>();
+    for (int64_t i = 0; i < b.numel; ++i) {
+      if (pb[i] == 0)
+        return absl::InvalidArgumentError(where + "integer division by zero");
+      if (pb[i] == T(-1)) {
+        const T *pa = a.as<T>();
+        for (int64_t j = 0; j < a.numel; ++j)
+          if (pa[j] == std::numeric_limits<T>::min())
+            return absl::InvalidArgumentError(where + "integer division overflows");
+      }
+    }
+    return inner();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareDiv(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(BroadcastIndexer ix, checkBinary(c));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeBinary<float, float, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::F64: return makeBinary<double, double, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::I32: return makeIntDiv<int32_t>(c, ix);
+  case plan::I64: return makeIntDiv<int64_t>(c, ix);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
+template <typename Op>
+absl::StatusOr<PreparedStep> prepareCompare(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(BroadcastIndexer ix, checkBinary(c));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::BOOL, "result"));
+  const TensorView a = c.in[0], b = c.in[1], o = c.out[0];
+  switch (a.dtype) {
+  case plan::F32: return makeBinary<float, uint8_t, Op>(ix, a, b, o);
+  case plan::F64: return makeBinary<double, uint8_t, Op>(ix, a, b, o);
+  case plan::I32: return makeBinary<int32_t, uint8_t, Op>(ix, a, b, o);
+  case plan::I64: return makeBinary<int64_t, uint8_t, Op>(ix, a, b, o);
+  case plan::BOOL: return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
+  }
+}
+
+template <typename Op>
+absl::StatusOr<PreparedStep> prepareLogical(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(BroadcastIndexer ix, checkBinary(c));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::BOOL, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::BOOL, "result"));
+  return makeBinary<uint8_t, uint8_t, Op>(ix, c.in[0], c.in[1], c.out[0]);
+}
+
+template <typename T, typename Op>
+PreparedStep makeUnary(const TensorView x, const TensorView o) {
+  return [px = x.as<T>(), po = o.as<T>(), n = o.numel]() -> absl::Status {
+    Op op;
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) po[i] = op(px[i]);
+    });
+    return absl::OkStatus();
+  };
+}
+
+template <typename Op, bool kIntegers>
+absl::StatusOr<PreparedStep> prepareUnary(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeUnary<float, Op>(c.in[0], c.out[0]);
+  case plan::F64: return makeUnary<double, Op>(c.in[0], c.out[0]);
+  case plan::I32: if (kIntegers) return makeUnary<int32_t, Op>(c.in[0], c.out[0]); break;
+  case plan::I64: if (kIntegers) return makeUnary<int64_t, Op>(c.in[0], c.out[0]); break;
+  default: break;
+  }
+  return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+}
+
+absl::StatusOr<PreparedStep> prepareGelu(const KernelContext &c) {
+  std::string approx = "none";
+  if (c.hasAttr("approximate")) {
+    DS_ASSIGN_OR_RETURN(approx, c.stringAttr("approximate"));
+  }
+  if (approx == "none")
+    return prepareUnary<math::Gelu, false>(c);
+  if (approx == "tanh")
+    return prepareUnary<math::GeluTanh, false>(c);
+  return c.error(absl::StrCat("unknown approximation '", approx, "'"));
+}
+
+absl::StatusOr<PreparedStep> prepareNot(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::BOOL, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::BOOL, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  return makeUnary<uint8_t, math::Not>(c.in[0], c.out[0]);
+}
+
+// where(cond, x, y): a byte-level select, so any element type works.
+template <typename T>
+PreparedStep makeWhere(BroadcastIndexer ix, const KernelContext &c) {
+  return [ix = std::move(ix), pc = c.in[0].as<uint8_t>(), px = c.in[1].as<T>(),
+          py = c.in[2].as<T>(), po = c.out[0].as<T>()]() -> absl::Status {
+    const int64_t inner = ix.inner();
+    const int64_t sc = ix.strides[0].back(), sx = ix.strides[1].back(),
+                  sy = ix.strides[2].back();
+    parallelFor(ix.rows(), std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  int64_t off[3];
+                  for (int64_t r = lo; r < hi; ++r) {
+                    ix.rowOffsets(r, off);
+                    const uint8_t *cc = pc + off[0];
+                    const T *x = px + off[1];
+                    const T *y = py + off[2];
+                    T *z = po + r * inner;
+                    for (int64_t i = 0; i < inner; ++i)
+                      z[i] = cc[i * sc] ? x[i * sx] : y[i * sy];
+                  }
+                });
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareWhere(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::BOOL, "condition"));
+  if (c.in[1].dtype != c.in[2].dtype || c.out[0].dtype != c.in[1].dtype)
+    return c.error("branches and result must share one element type");
+  auto s = broadcastShapes(c.in[0].shape, c.in[1].shape);
+  if (s) s = broadcastShapes(*s, c.in[2].shape);
+  if (!s || *s != c.out[0].shape)
+    return c.error(absl::StrCat("operands do not broadcast to the result [",
+                                shapeToString(c.out[0].shape), "]"));
+  auto ix = makeBroadcastIndexer(c.out[0].shape,
+                                 {c.in[0].shape, c.in[1].shape, c.in[2].shape});
+  if (!ix.ok())
+    return c.error(std::string(ix.status().message()));
+  switch (dtypeSize(c.out[0].dtype)) {
+  case 1: return makeWhere<uint8_t>(*ix, c);
+  case 2: return makeWhere<uint16_t>(*ix, c);
+  case 4: return makeWhere<uint32_t>(*ix, c);
+  case 8: return makeWhere<uint64_t>(*ix, c);
+  default: return c.error("unsupported element size");
+  }
+}
+
+// ---- cast --------------------------------------------------------------------
+template <typename From, typename To, bool kToBool = false>
+PreparedStep makeCast(const TensorView x, const TensorView o) {
+  return [px = x.as<From>(), po = o.as<To>(), n = o.numel]() -> absl::Status {
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        if constexpr (kToBool)
+          po[i] = px[i] != From(0);
+        else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+          // Out-of-range and NaN float->int casts are UB in C++; saturate.
+          From v = px[i];
+          if (!(v == v)) po[i] = 0;
+          else if (v >= static_cast<From>(std::numeric_limits<To>::max())) po[i] = std::numeric_limits<To>::max();
+          else if (v <= static_cast<From>(std::numeric_limits<To>::min())) po[i] = std::numeric_limits<To>::min();
+          else po[i] = static_cast<To>(v);
+        } else
+          po[i] = static_cast<To>(px[i]);
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+template <typename From>
+absl::StatusOr<PreparedStep> castFrom(const KernelContext &c) {
+  const TensorView x = c.in[0], o = c.out[0];
+  switch (o.dtype) {
+  case plan::F32: return makeCast<From, float>(x, o);
+  case plan::F64: return makeCast<From, double>(x, o);
+  case plan::I8: return makeCast<From, int8_t>(x, o);
+  case plan::I16: return makeCast<From, int16_t>(x, o);
+  case plan::I32: return makeCast<From, int32_t>(x, o);
+  case plan::I64: return makeCast<From, int64_t>(x, o);
+  case plan::U8: return makeCast<From, uint8_t>(x, o);
+  case plan::BOOL: return makeCast<From, uint8_t, true>(x, o);
+  default: return c.error(absl::StrCat("cannot cast to ", dtypeName(o.dtype)));
+  }
+}
+
+absl::StatusOr<PreparedStep> prepareCast(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return castFrom<float>(c);
+  case plan::F64: return castFrom<double>(c);
+  case plan::I8: return castFrom<int8_t>(c);
+  case plan::I16: return castFrom<int16_t>(c);
+  case plan::I32: return castFrom<int32_t>(c);
+  case plan::I64: return castFrom<int64_t>(c);
+  case plan::U8:
+  case plan::BOOL: {
+    // Bool and u8 sources are numeric 0/1 (or 0-255), not truthiness.
+    const TensorView x = c.in[0], o = c.out[0];
+    switch (o.dtype) {
+    case plan::F32: return makeCast<uint8_t, float>(x, o);
+    case plan::F64: return makeCast<uint8_t, double>(x, o);
+    case plan::I32: return makeCast<uint8_t, int32_t>(x, o);
+    case plan::I64: return makeCast<uint8_t, int64_t>(x, o);
+    case plan::U8: return makeCast<uint8_t, uint8_t>(x, o);
+    case plan::BOOL: return makeCast<uint8_t, uint8_t, true>(x, o);
+    default: break;
+    }
+    return c.error(absl::StrCat("cannot cast to ", dtypeName(o.dtype)));
+  }
+  default:
+    return c.error(absl::StrCat("cannot cast from ", dtypeName(c.in[0].dtype)));
+  }
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &r) {
+  r.add("add", prepareArith<math::Add, true, true>);
+  r.add("sub", prepareArith<math::Sub, true, true>);
+  r.add("mul", prepareArith<math::Mul, true, true>);
+  r.add("div", prepareDiv);
+  r.add("pow", prepareArith<math::Pow, true, true>);
+  r.add("min", prepareArith<math::Min, true, true>);
+  r.add("max", prepareArith<math::Max, true, true>);
+  r.add("equal", prepareCompare<math::Equal>);
+  r.add("less", prepareCompare<math::Less>);
+  r.add("greater", prepareCompare<math::Greater>);
+  r.add("less_equal", prepareCompare<math::LessEqual>);
+  r.add("greater_equal", prepareCompare<math::GreaterEqual>);
+  r.add("and", prepareLogical<math::And>);
+  r.add("or", prepareLogical<math::Or>);
+  r.add("xor", prepareLogical<math::Xor>);
+  r.add("not", prepareNot);
+  r.add("neg", prepareUnary<math::Neg, true>);
+  r.add("abs", prepareUnary<math::Abs, true>);
+  r.add("relu", prepareUnary<math::Relu, true>);
+  r.add("sqrt", prepareUnary<math::Sqrt, false>);
+  r.add("reciprocal", prepareUnary<math::Reciprocal, false>);
+  r.add("exp", prepareUnary<math::Exp, false>);
+  r.add("log", prepareUnary<math::Log, false>);
+  r.add("erf", prepareUnary<math::Erf, false>);
+  r.add("tanh", prepareUnary<math::Tanh, false>);
+  r.add("sigmoid", prepareUnary<math::Sigmoid, false>);
+  r.add("gelu", prepareGelu);
+  r.add("where", prepareWhere);
+  r.add("cast", prepareCast);
+}
+
+} // namespace ds::rt::cpu

@@ -1,0 +1,205 @@
+#include "runtime/cpu/KernelRegistry.h"
+
+#include <omp.h>
+
+#include "absl/strings/str_join.h"
+
+namespace ds::rt::cpu {
+
+absl::Status KernelContext::error(const std::string &msg) const {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel '", step.kernel(), "'",
+      step.location().empty() ? "" : absl::StrCat(" at ", step.location()), ": ",
+      msg));
+}
+
+absl::Status KernelContext::expectArity(size_t minIn, size_t maxIn,
+                                        size_t nOut) const {
+  if (in.size() < minIn || in.size() > maxIn)
+    return error(absl::StrCat("takes ", minIn == maxIn ? absl::StrCat(minIn)
+                                                        : absl::StrCat(minIn, "-", maxIn),
+                              " inputs, got ", in.size()));
+  if (out.size() != nOut)
+    return error(absl::StrCat("produces ", nOut, " outputs, got ", out.size()));
+  return absl::OkStatus();
+}
+
+absl::Status KernelContext::expectDType(const TensorView &t, DType want,
+                                        const char *what) const {
+  if (t.dtype != want)
+    return error(absl::StrCat(what, " must be ", dtypeName(want), ", got ",
+                              dtypeName(t.dtype)));
+  return absl::OkStatus();
+}
+
+absl::Status KernelContext::expectShape(const TensorView &t,
+                                        const std::vector<int64_t> &want,
+                                        const char *what) const {
+  if (t.shape != want)
+    return error(absl::StrCat(what, " must have shape [", shapeToString(want),
+                              "], got [", shapeToString(t.shape), "]"));
+  return absl::OkStatus();
+}
+
+namespace {
+const plan::Attribute *findAttr(const plan::Step &s, const std::string &n) {
+  auto it = s.attrs().find(n);
+  return it == s.attrs().end() ? nullptr : &it->second;
+}
+} // namespace
+
+absl::StatusOr<int64_t> KernelContext::intAttr(const std::string &name) const {
+  const auto *a = findAttr(step, name);
+  if (!a || a->value_case() != plan::Attribute::kI)
+    return error(absl::StrCat("needs an integer attribute '", name, "'"));
+  return a->i();
+}
+absl::StatusOr<double> KernelContext::floatAttr(const std::string &name) const {
+  const auto *a = findAttr(step, name);
+  if (!a || a->value_case() != plan::Attribute::kF)
+    return error(absl::StrCat("needs a float attribute '", name, "'"));
+  return a->f();
+}
+absl::StatusOr<std::string> KernelContext::stringAttr(const std::string &name) const {
+  const auto *a = findAttr(step, name);
+  if (!a || a->value_case() != plan::Attribute::kS)
+    return error(absl::StrCat("needs a string attribute '", name, "'"));
+  return a->s();
+}
+absl::StatusOr<std::vector<int64_t>>
+KernelContext::intsAttr(const std::string &name) const {
+  const auto *a = findAttr(step, name);
+  if (!a || a->value_case() != plan::Attribute::kInts)
+    return error(absl::StrCat("needs an integer-list attribute '", name, "'"));
+  return std::vector<int64_t>(a->ints().values().begin(), a->ints().values().end());
+}
+absl::StatusOr<int64_t> KernelContext::axisAttr(const std::string &name,
+                                                int64_t rank) const {
+  DS_ASSIGN_OR_RETURN(int64_t axis, intAttr(name));
+  if (axis < -rank || axis >= rank)
+    return error(absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<std::string> KernelRegistry::names() const {
+  std::vector<std::string> n;
+  for (auto &kv : table_) n.push_back(kv.first);
+  return n;
+}
+
+const KernelRegistry &cpuKernels() {
+  static const KernelRegistry *registry = [] {
+    auto *r = new KernelRegistry();
+    registerElementwiseKernels(*r);
+    registerLinalgKernels(*r);
+    registerNormalizationKernels(*r);
+    registerDataMovementKernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &f) {
+  if (n <= 0)
+    return;
+  int threads = omp_get_max_threads();
+  if (grain < 1)
+    grain = 1;
+  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  if (chunks <= 1) {
+    f(0, n);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    f(begin, end);
+  }
+}
+
+int64_t BroadcastIndexer::rows() const {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) r *= dims[i];
+  return r;
+}
+
+void BroadcastIndexer::rowOffsets(int64_t row, int64_t *offsets) const {
+  for (size_t k = 0; k < strides.size(); ++k) offsets[k] = 0;
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 2; d >= 0 && row > 0; --d) {
+    int64_t idx = row % dims[d];
+    row /= dims[d];
+    for (size_t k = 0; k < strides.size(); ++k) offsets[k] += idx * strides[k][d];
+  }
+}
+
+std::optional<std::vector<int64_t>> broadcastShapes(const std::vector<int64_t> &a,
+                                                    const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+absl::StatusOr<BroadcastIndexer>
+makeBroadcastIndexer(const std::vector<int64_t> &out,
+                     const std::vector<std::vector<int64_t>> &inputs) {
+  const size_t r = out.size();
+  const size_t n = inputs.size();
+  // Full-rank strides per input (0 along broadcast dims).
+  std::vector<std::vector<int64_t>> full(n, std::vector<int64_t>(r, 0));
+  for (size_t k = 0; k < n; ++k) {
+    const auto &s = inputs[k];
+    if (s.size() > r)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input of shape [", shapeToString(s), "] has higher rank than the output [",
+          shapeToString(out), "]"));
+    int64_t stride = 1;
+    for (size_t j = s.size(); j-- > 0;) {
+      size_t d = j + (r - s.size());
+      if (s[j] == out[d]) {
+        full[k][d] = out[d] == 1 ? 0 : stride;
+      } else if (s[j] == 1) {
+        full[k][d] = 0;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "shape [", shapeToString(s), "] does not broadcast to [",
+            shapeToString(out), "]"));
+      }
+      stride *= s[j];
+    }
+  }
+  // Drop size-1 dims, then merge neighbours every input steps through alike.
+  BroadcastIndexer ix;
+  ix.strides.assign(n, {});
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !ix.dims.empty();
+    for (size_t k = 0; merge && k < n; ++k) {
+      int64_t prev = ix.strides[k].back();
+      int64_t cur = full[k][d];
+      merge = (prev == 0 && cur == 0) || (cur != 0 && prev == cur * out[d]);
+    }
+    if (merge) {
+      ix.dims.back() *= out[d];
+      for (size_t k = 0; k < n; ++k) ix.strides[k].back() = full[k][d];
+    } else {
+      ix.dims.push_back(out[d]);
+      for (size_t k = 0; k < n; ++k) ix.strides[k].push_back(full[k][d]);
+    }
+  }
+  if (ix.dims.empty()) {
+    ix.dims.push_back(1);
+    for (size_t k = 0; k < n; ++k) ix.strides[k].push_back(0);
+  }
+  return ix;
+}
+
+} // namespace ds::rt::cpu

@@ -1,0 +1,82 @@
+// CPU kernels are looked up by the plan's kernel name. Each entry checks its
+// step (arity, dtypes, shapes, attributes) against the bound buffers and
+// returns a closure; nothing unchecked reaches the inner loops.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/Backend.h"
+
+namespace ds::rt::cpu {
+
+struct KernelContext {
+  const plan::Step &step;
+  const std::vector<TensorView> &in;
+  const std::vector<TensorView> &out;
+
+  /// An InvalidArgument error that names the kernel and the step's location.
+  absl::Status error(const std::string &msg) const;
+  absl::Status expectArity(size_t minIn, size_t maxIn, size_t nOut) const;
+  absl::Status expectDType(const TensorView &t, DType want, const char *what) const;
+  absl::Status expectShape(const TensorView &t, const std::vector<int64_t> &want,
+                           const char *what) const;
+  bool hasAttr(const std::string &name) const { return step.attrs().count(name) != 0; }
+  absl::StatusOr<int64_t> intAttr(const std::string &name) const;
+  absl::StatusOr<double> floatAttr(const std::string &name) const;
+  absl::StatusOr<std::string> stringAttr(const std::string &name) const;
+  absl::StatusOr<std::vector<int64_t>> intsAttr(const std::string &name) const;
+  /// Normalizes an axis attribute against `rank` (negative counts from the end).
+  absl::StatusOr<int64_t> axisAttr(const std::string &name, int64_t rank) const;
+};
+
+using KernelPrepareFn = absl::StatusOr<PreparedStep> (*)(const KernelContext &);
+
+class KernelRegistry {
+public:
+  void add(const std::string &name, KernelPrepareFn fn) { table_[name] = fn; }
+  KernelPrepareFn find(const std::string &name) const {
+    auto it = table_.find(name);
+    return it == table_.end() ? nullptr : it->second;
+  }
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, KernelPrepareFn> table_;
+};
+
+void registerElementwiseKernels(KernelRegistry &r);
+void registerLinalgKernels(KernelRegistry &r);
+void registerNormalizationKernels(KernelRegistry &r);
+void registerDataMovementKernels(KernelRegistry &r);
+
+/// The registry with every CPU kernel.
+const KernelRegistry &cpuKernels();
+
+/// Runs f(begin, end) over [0, n) in chunks of at least `grain` on the
+/// backend's threads (OpenMP).
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &f);
+
+/// Numpy broadcasting of `inputs` to `out`, with dimensions collapsed so the
+/// innermost loop is as long as possible. Strides are in elements.
+struct BroadcastIndexer {
+  std::vector<int64_t> dims;                 // collapsed output dims (>= 1 dim)
+  std::vector<std::vector<int64_t>> strides; // per input, per collapsed dim
+
+  int64_t inner() const { return dims.back(); }
+  int64_t rows() const;
+  /// Element offsets of each input at the start of output row `row`.
+  void rowOffsets(int64_t row, int64_t *offsets) const;
+};
+/// Fails when an input does not broadcast to `out`.
+absl::StatusOr<BroadcastIndexer>
+makeBroadcastIndexer(const std::vector<int64_t> &out,
+                     const std::vector<std::vector<int64_t>> &inputs);
+/// The numpy broadcast of two shapes, or nullopt when incompatible.
+std::optional<std::vector<int64_t>> broadcastShapes(const std::vector<int64_t> &a,
+                                                    const std::vector<int64_t> &b);
+
+} // namespace ds::rt::cpu

@@ -1,0 +1,127 @@
+// matmul with numpy batch broadcasting, on BLAS (OpenBLAS; see
+// docs/dependencies.md for why). Shapes are checked here, so BLAS never sees
+// a leading dimension or a pointer the plan did not pay for.
+#include <cblas.h>
+
+#include "runtime/cpu/KernelRegistry.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+struct MatmulGeometry {
+  int64_t m = 0, k = 0, n = 0;
+  std::vector<int64_t> batch;          // broadcast batch shape of the result
+  std::vector<int64_t> aBatch, bBatch; // operand batch shapes
+};
+
+absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
+  const auto &a = c.in[0].shape, &b = c.in[1].shape;
+  if (a.empty() || b.empty())
+    return c.error("operands must have rank >= 1");
+  MatmulGeometry g;
+  bool aVec = a.size() == 1, bVec = b.size() == 1;
+  g.m = aVec ? 1 : a[a.size() - 2];
+  g.k = a.back();
+  int64_t kb = bVec ? b[0] : b[b.size() - 2];
+  g.n = bVec ? 1 : b.back();
+  if (g.k != kb)
+    return c.error(absl::StrCat("contraction dimensions differ: [", shapeToString(a),
+                                "] x [", shapeToString(b), "]"));
+  if (!aVec) g.aBatch.assign(a.begin(), a.end() - 2);
+  if (!bVec) g.bBatch.assign(b.begin(), b.end() - 2);
+  auto batch = broadcastShapes(g.aBatch, g.bBatch);
+  if (!batch)
+    return c.error(absl::StrCat("batch dimensions of [", shapeToString(a), "] and [",
+                                shapeToString(b), "] do not broadcast"));
+  g.batch = *batch;
+  std::vector<int64_t> expect = g.batch;
+  if (!aVec) expect.push_back(g.m);
+  if (!bVec) expect.push_back(g.n);
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], expect, "result"));
+  return g;
+}
+
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
+                n, 0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
+                n, 0.0, c, n);
+}
+
+template <typename T>
+absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g) {
+  const T *pa = c.in[0].as<T>();
+  const T *pb = c.in[1].as<T>();
+  T *po = c.out[0].as<T>();
+  int64_t batches = 1;
+  for (int64_t d : g.batch) batches *= d;
+  int64_t bBatches = 1;
+  for (int64_t d : g.bBatch) bBatches *= d;
+  if (g.k == 0 || batches == 0 || g.m == 0 || g.n == 0) {
+    int64_t n = c.out[0].numel;
+    return PreparedStep([po, n] {
+      std::fill(po, po + n, T(0));
+      return absl::OkStatus();
+    });
+  }
+  // A shared right operand and a full left batch fold into one tall GEMM:
+  // the common [B, T, K] x [K, N] projection.
+  if (bBatches == 1 && g.aBatch == g.batch) {
+    int64_t rows = batches * g.m;
+    return PreparedStep([=] {
+      gemm<T>(rows, g.n, g.k, pa, pb, po);
+      return absl::OkStatus();
+    });
+  }
+  DS_ASSIGN_OR_RETURN(BroadcastIndexer ix,
+                      [&]() -> absl::StatusOr<BroadcastIndexer> {
+                        auto r = makeBroadcastIndexer(g.batch.empty() ? std::vector<int64_t>{1} : g.batch,
+                                                      {g.aBatch, g.bBatch});
+                        if (!r.ok()) return c.error(std::string(r.status().message()));
+                        return r;
+                      }());
+  return PreparedStep([=] {
+    const int64_t aMat = g.m * g.k, bMat = g.k * g.n, oMat = g.m * g.n;
+    const int64_t inner = ix.inner();
+    const int64_t sa = ix.strides[0].back(), sb = ix.strides[1].back();
+    auto one = [&](int64_t batch) {
+      int64_t off[2];
+      ix.rowOffsets(batch / inner, off);
+      int64_t i = batch % inner;
+      gemm<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat,
+              pb + (off[1] + i * sb) * bMat, po + batch * oMat);
+    };
+    // Small per-batch products (attention scores) parallelize over batches;
+    // big ones leave the threads to BLAS.
+    if (g.m * g.n * g.k < (1 << 18)) {
+      parallelFor(batches, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) one(b);
+      });
+    } else {
+      for (int64_t b = 0; b < batches; ++b) one(b);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  if (c.in[0].dtype != c.in[1].dtype || c.out[0].dtype != c.in[0].dtype)
+    return c.error("operands and result must share one element type");
+  DS_ASSIGN_OR_RETURN(MatmulGeometry g, matmulGeometry(c));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeMatmul<float>(c, std::move(g));
+  case plan::F64: return makeMatmul<double>(c, std::move(g));
+  default:
+    return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
+} // namespace
+
+void registerLinalgKernels(KernelRegistry &r) { r.add("matmul", prepareMatmul); }
+
+} // namespace ds::rt::cpu

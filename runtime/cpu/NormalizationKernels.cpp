@@ -1,0 +1,233 @@
+// Reductions (sum, mean, max, min, prod over axes), softmax and layer_norm.
+// Each views its operand as [outer, reduced, inner] so the loops are flat.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/cpu/KernelRegistry.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+enum class ReduceKind { Sum, Mean, Max, Min, Prod };
+
+template <typename T, ReduceKind K> struct Reducer {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  static Acc init() {
+    if constexpr (K == ReduceKind::Max) return std::numeric_limits<T>::lowest();
+    else if constexpr (K == ReduceKind::Min) return std::numeric_limits<T>::max();
+    else if constexpr (K == ReduceKind::Prod) return Acc(1);
+    else return Acc(0);
+  }
+  static Acc step(Acc a, T x) {
+    if constexpr (K == ReduceKind::Max) return (x > a || x != x) ? Acc(x) : a;
+    else if constexpr (K == ReduceKind::Min) return (x < a || x != x) ? Acc(x) : a;
+    else if constexpr (K == ReduceKind::Prod) return a * x;
+    else return a + x;
+  }
+};
+
+// out[o, i] = reduce_r in[o, r, i]
+template <typename T, ReduceKind K>
+void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
+  using R = Reducer<T, K>;
+  using Acc = typename R::Acc;
+  parallelFor(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(r, 1)),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t idx = lo; idx < hi; ++idx) {
+                  int64_t o = idx / inner, i = idx % inner;
+                  const T *p = in + o * r * inner + i;
+                  Acc acc = R::init();
+                  for (int64_t j = 0; j < r; ++j) acc = R::step(acc, p[j * inner]);
+                  if constexpr (K == ReduceKind::Mean)
+                    acc = r ? acc / static_cast<Acc>(r) : std::numeric_limits<T>::quiet_NaN();
+                  out[idx] = static_cast<T>(acc);
+                }
+              });
+}
+
+template <typename T, ReduceKind K>
+absl::StatusOr<PreparedStep> makeReduce(const KernelContext &c,
+                                        std::vector<int64_t> axes) {
+  const std::vector<int64_t> shape = c.in[0].shape;
+  const T *pin = c.in[0].as<T>();
+  T *pout = c.out[0].as<T>();
+  // Group the axes into maximal contiguous runs, reduced last to first;
+  // every run is one [outer, r, inner] pass through a temporary.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t a : axes) {
+    if (!runs.empty() && runs.back().second == a) runs.back().second = a + 1;
+    else runs.push_back({a, a + 1});
+  }
+  return PreparedStep([=]() -> absl::Status {
+    std::vector<int64_t> cur = shape;
+    std::vector<T> tmpA, tmpB;
+    const T *src = pin;
+    for (size_t k = runs.size(); k-- > 0;) {
+      auto [from, to] = runs[k];
+      int64_t outer = product(cur, 0, from), r = product(cur, from, to),
+              inner = product(cur, to, cur.size());
+      T *dst;
+      if (k == 0) {
+        dst = pout;
+      } else {
+        auto &buf = (src == tmpA.data() && !tmpA.empty()) ? tmpB : tmpA;
+        buf.assign(outer * inner, T());
+        dst = buf.data();
+      }
+      reduceBlock<T, K>(src, dst, outer, r, inner);
+      for (int64_t d = from; d < to; ++d) cur[d] = 1;
+      src = dst;
+    }
+    if (runs.empty())
+      std::copy(pin, pin + product(shape, 0, shape.size()), pout);
+    return absl::OkStatus();
+  });
+}
+
+template <ReduceKind K>
+absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  const auto &shape = c.in[0].shape;
+  const int64_t rank = c.in[0].rank();
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.intsAttr("axes"));
+  for (int64_t &a : axes) {
+    if (a < -rank || a >= rank)
+      return c.error(absl::StrCat("axis ", a, " is out of range for rank ", rank));
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return c.error("axes repeat");
+  std::vector<int64_t> kept, squeezed;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool red = std::binary_search(axes.begin(), axes.end(), d);
+    kept.push_back(red ? 1 : shape[d]);
+    if (!red) squeezed.push_back(shape[d]);
+  }
+  if (c.out[0].shape != kept && c.out[0].shape != squeezed)
+    return c.error(absl::StrCat("result shape [", shapeToString(c.out[0].shape),
+                                "] does not match reducing [", shapeToString(shape),
+                                "] over the axes"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeReduce<float, K>(c, axes);
+  case plan::F64: return makeReduce<double, K>(c, axes);
+  case plan::I32: return makeReduce<int32_t, K>(c, axes);
+  case plan::I64: return makeReduce<int64_t, K>(c, axes);
+  default:
+    return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
+template <bool kLog>
+absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0)
+    return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  const auto &s = c.in[0].shape;
+  int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  return PreparedStep([=] {
+    parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t idx = lo; idx < hi; ++idx) {
+                    int64_t o = idx / inner, i = idx % inner;
+                    const float *px = x + o * n * inner + i;
+                    float *py = y + o * n * inner + i;
+                    float mx = -std::numeric_limits<float>::infinity();
+                    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, px[j * inner]);
+                    double sum = 0;
+                    for (int64_t j = 0; j < n; ++j) {
+                      float e = std::exp(px[j * inner] - mx);
+                      if (!kLog) py[j * inner] = e;
+                      sum += e;
+                    }
+                    if (kLog) {
+                      float ls = static_cast<float>(std::log(sum));
+                      for (int64_t j = 0; j < n; ++j) py[j * inner] = px[j * inner] - mx - ls;
+                    } else {
+                      float inv = static_cast<float>(1.0 / sum);
+                      for (int64_t j = 0; j < n; ++j) py[j * inner] *= inv;
+                    }
+                  }
+                });
+    return absl::OkStatus();
+  });
+}
+
+// layer_norm(x, scale[, bias]) over dims [axis, rank).
+absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
+  for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const auto &s = c.in[0].shape;
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0)
+    return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("epsilon"));
+  std::vector<int64_t> norm(s.begin() + axis, s.end());
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], norm, "scale"));
+  if (c.in.size() == 3)
+    DS_RETURN_IF_ERROR(c.expectShape(c.in[2], norm, "bias"));
+  int64_t outer = product(s, 0, axis), n = product(s, axis, s.size());
+  const float *x = c.in[0].as<float>(), *g = c.in[1].as<float>();
+  const float *b = c.in.size() == 3 ? c.in[2].as<float>() : nullptr;
+  float *y = c.out[0].as<float>();
+  float epsf = static_cast<float>(eps);
+  return PreparedStep([=] {
+    parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t o = lo; o < hi; ++o) {
+                    const float *px = x + o * n;
+                    float *py = y + o * n;
+                    double sum = 0;
+                    for (int64_t j = 0; j < n; ++j) sum += px[j];
+                    float mean = static_cast<float>(sum / n);
+                    double var = 0;
+                    for (int64_t j = 0; j < n; ++j) {
+                      double d = px[j] - mean;
+                      var += d * d;
+                    }
+                    float rstd = static_cast<float>(1.0 / std::sqrt(var / n + epsf));
+                    if (b) {
+#pragma omp simd
+                      for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j] + b[j];
+                    } else {
+#pragma omp simd
+                      for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j];
+                    }
+                  }
+                });
+    return absl::OkStatus();
+  });
+}
+
+} // namespace
+
+void registerNormalizationKernels(KernelRegistry &r) {
+  r.add("reduce_sum", prepareReduce<ReduceKind::Sum>);
+  r.add("reduce_mean", prepareReduce<ReduceKind::Mean>);
+  r.add("reduce_max", prepareReduce<ReduceKind::Max>);
+  r.add("reduce_min", prepareReduce<ReduceKind::Min>);
+  r.add("reduce_prod", prepareReduce<ReduceKind::Prod>);
+  r.add("softmax", prepareSoftmax<false>);
+  r.add("log_softmax", prepareSoftmax<true>);
+  r.add("layer_norm", prepareLayerNorm);
+}
+
+} // namespace ds::rt::cpu

@@ -1,0 +1,262 @@
+#include "runtime/io/Npy.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <zip.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ds::rt {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr uint64_t kMaxArrayBytes = uint64_t(1) << 40;
+
+struct DescrMap { const char *descr; DType dtype; };
+constexpr DescrMap kDescrs[] = {
+    {"<f4", plan::F32}, {"<f8", plan::F64}, {"<f2", plan::F16}, {"<i4", plan::I32},
+    {"<i8", plan::I64}, {"<i2", plan::I16}, {"|i1", plan::I8},  {"|u1", plan::U8},
+    {"|b1", plan::BOOL},
+};
+
+// Extracts the value text after 'key': in a numpy header dict.
+absl::StatusOr<std::string> dictValue(const std::string &h, const std::string &key,
+                                      const std::string &what) {
+  std::string k = "'" + key + "'";
+  size_t p = h.find(k);
+  if (p == std::string::npos)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
+  p = h.find(':', p + k.size());
+  if (p == std::string::npos)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy header"));
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  size_t end;
+  if (p < h.size() && h[p] == '(') {
+    end = h.find(')', p);
+    if (end == std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy shape"));
+    ++end;
+  } else if (p < h.size() && h[p] == '\'') {
+    end = h.find('\'', p + 1);
+    if (end == std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy header"));
+    ++end;
+  } else {
+    end = h.find_first_of(",}", p);
+    if (end == std::string::npos) end = h.size();
+  }
+  return h.substr(p, end - p);
+}
+
+} // namespace
+
+absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::string &what) {
+  if (size < 10 || std::memcmp(data, kMagic, 6) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not a .npy array (bad magic)"));
+  uint8_t major = data[6];
+  size_t headerLen, headerStart;
+  if (major == 1) {
+    headerLen = data[8] | (size_t(data[9]) << 8);
+    headerStart = 10;
+  } else if (major == 2 || major == 3) {
+    if (size < 12)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
+    headerLen = data[8] | (size_t(data[9]) << 8) | (size_t(data[10]) << 16) |
+                (size_t(data[11]) << 24);
+    headerStart = 12;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": unsupported .npy version ", int(major)));
+  }
+  if (headerLen > size - headerStart || headerLen > (1u << 20))
+    return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
+  std::string h(reinterpret_cast<const char *>(data + headerStart), headerLen);
+
+  DS_ASSIGN_OR_RETURN(std::string descr, dictValue(h, "descr", what));
+  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
+  HostArray a;
+  bool found = false;
+  for (const auto &d : kDescrs)
+    if (descr == d.descr || (descr[0] == '=' && descr.substr(1) == std::string(d.descr).substr(1))) {
+      a.dtype = d.dtype;
+      found = true;
+    }
+  if (!found)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": unsupported dtype '", descr,
+        "' (supported: float32, float64, float16, int8/16/32/64, uint8, bool; little-endian)"));
+  DS_ASSIGN_OR_RETURN(std::string fortran, dictValue(h, "fortran_order", what));
+  if (absl::StripAsciiWhitespace(fortran) != "False")
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": fortran-order arrays are not supported; save np.ascontiguousarray(x)"));
+  DS_ASSIGN_OR_RETURN(std::string shapeText, dictValue(h, "shape", what));
+  shapeText = std::string(absl::StripSuffix(absl::StripPrefix(shapeText, "("), ")"));
+  for (absl::string_view part : absl::StrSplit(shapeText, ',', absl::SkipWhitespace())) {
+    int64_t d;
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) continue;
+    if (!absl::SimpleAtoi(part, &d) || d < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": bad dimension '", part, "' in .npy shape"));
+    a.shape.push_back(d);
+  }
+  auto bytes = checkedByteSize(a.shape, a.dtype);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.status().message()));
+  size_t dataStart = headerStart + headerLen;
+  if (*bytes > kMaxArrayBytes || size - dataStart != *bytes)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": .npy holds ", size - dataStart, " data bytes but its shape (",
+        shapeToString(a.shape), ") and dtype need ", *bytes));
+  a.data.assign(data + dataStart, data + size);
+  if (a.dtype == plan::F16)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": float16 arrays are not supported yet"));
+  return a;
+}
+
+std::vector<uint8_t> serializeNpy(const HostArray &a) {
+  const char *descr = "<f4";
+  for (const auto &d : kDescrs)
+    if (d.dtype == a.dtype) descr = d.descr;
+  std::string shape = a.shape.size() == 1 ? absl::StrCat(a.shape[0], ",")
+                                          : absl::StrJoin(a.shape, ", ");
+  std::string h = absl::StrCat("{'descr': '", descr,
+                               "', 'fortran_order': False, 'shape': (", shape, "), }");
+  size_t total = 10 + h.size() + 1;
+  h.append((64 - total % 64) % 64, ' ');
+  h.push_back('\n');
+  std::vector<uint8_t> out(kMagic, kMagic + 6);
+  out.push_back(1);
+  out.push_back(0);
+  out.push_back(static_cast<uint8_t>(h.size() & 0xff));
+  out.push_back(static_cast<uint8_t>(h.size() >> 8));
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), a.data.begin(), a.data.end());
+  return out;
+}
+
+namespace {
+absl::StatusOr<std::vector<uint8_t>> readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+absl::Status writeFileAtomically(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f)
+      return absl::InvalidArgumentError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+    f.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    if (!f)
+      return absl::InternalError(absl::StrCat("writing ", tmp, " failed"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::InternalError(absl::StrCat("rename to ", path, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+} // namespace
+
+absl::StatusOr<HostArray> readNpy(const std::string &path) {
+  DS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, readFile(path));
+  return parseNpy(bytes.data(), bytes.size(), path);
+}
+
+absl::Status writeNpy(const std::string &path, const HostArray &a) {
+  return writeFileAtomically(path, serializeNpy(a));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std::string &path) {
+  int err = 0;
+  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
+  if (!z) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    std::string msg = zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, " as .npz: ", msg));
+  }
+  std::vector<std::pair<std::string, HostArray>> out;
+  absl::Status status;
+  zip_int64_t n = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < n && status.ok(); ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(z, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+        !(st.valid & ZIP_STAT_SIZE)) {
+      status = absl::InvalidArgumentError(absl::StrCat(path, ": unreadable entry ", i));
+      break;
+    }
+    std::string name = st.name;
+    std::string what = absl::StrCat(path, "[", name, "]");
+    if (!absl::EndsWith(name, ".npy")) {
+      status = absl::InvalidArgumentError(absl::StrCat(what, ": not an .npy entry"));
+      break;
+    }
+    if (st.size > kMaxArrayBytes + (1u << 20)) {
+      status = absl::InvalidArgumentError(absl::StrCat(what, ": entry too large"));
+      break;
+    }
+    std::vector<uint8_t> buf(st.size);
+    zip_file_t *f = zip_fopen_index(z, i, 0);
+    zip_int64_t got = f ? zip_fread(f, buf.data(), st.size) : -1;
+    if (f) zip_fclose(f);
+    if (got < 0 || static_cast<zip_uint64_t>(got) != st.size) {
+      status = absl::InvalidArgumentError(absl::StrCat(what, ": truncated or corrupt entry"));
+      break;
+    }
+    auto arr = parseNpy(buf.data(), buf.size(), what);
+    if (!arr.ok()) {
+      status = arr.status();
+      break;
+    }
+    out.emplace_back(name.substr(0, name.size() - 4), std::move(*arr));
+  }
+  zip_discard(z);
+  if (!status.ok())
+    return status;
+  return out;
+}
+
+absl::Status writeNpz(const std::string &path,
+                      const std::vector<std::pair<std::string, HostArray>> &arrays) {
+  std::string tmp = path + ".tmp";
+  std::remove(tmp.c_str());
+  int err = 0;
+  zip_t *z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  if (!z)
+    return absl::InvalidArgumentError(absl::StrCat("cannot create ", tmp));
+  std::vector<std::vector<uint8_t>> keep; // libzip reads sources at close
+  keep.reserve(arrays.size());
+  for (const auto &[name, arr] : arrays) {
+    keep.push_back(serializeNpy(arr));
+    zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
+    zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
+    if (idx < 0) {
+      if (src) zip_source_free(src);
+      zip_discard(z);
+      return absl::InternalError(absl::StrCat("cannot add ", name, " to ", path));
+    }
+    zip_set_file_compression(z, idx, ZIP_CM_STORE, 0);
+  }
+  if (zip_close(z) != 0) {
+    std::string msg = zip_strerror(z);
+    zip_discard(z);
+    return absl::InternalError(absl::StrCat("writing ", path, ": ", msg));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::InternalError(absl::StrCat("rename to ", path, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+} // namespace ds::rt

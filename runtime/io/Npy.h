@@ -1,0 +1,28 @@
+// NumPy .npy and .npz files: the data format of ds-run's --inputs/--outputs
+// (and of training data). Reading is strict: a malformed header, an
+// unsupported dtype, fortran order, or a size that disagrees with the shape
+// is an error naming the file (and the array inside an .npz).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/Tensor.h"
+#include "runtime/plan/Status.h"
+
+namespace ds::rt {
+
+absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::string &what);
+std::vector<uint8_t> serializeNpy(const HostArray &a);
+
+absl::StatusOr<HostArray> readNpy(const std::string &path);
+absl::Status writeNpy(const std::string &path, const HostArray &a);
+
+/// Arrays of an .npz in archive order, keyed by name (".npy" dropped).
+absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std::string &path);
+/// Writes an uncompressed .npz (what numpy.savez writes), atomically.
+absl::Status writeNpz(const std::string &path,
+                      const std::vector<std::pair<std::string, HostArray>> &arrays);
+
+} // namespace ds::rt

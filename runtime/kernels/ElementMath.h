@@ -1,0 +1,97 @@
+// Element-level math shared by every backend: the CPU kernels instantiate
+// these functors in their loops and the CUDA kernels in theirs, so the CPU
+// tests cover the arithmetic the GPU runs.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define DS_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define DS_HOST_DEVICE inline
+#endif
+
+namespace ds::math {
+
+// ---- binary arithmetic -----------------------------------------------------
+struct Add { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a * b; } };
+/// Integer division truncates toward zero (C, onnxruntime). Division by zero
+/// and INT_MIN / -1 are caught by the kernel before they reach this functor.
+struct Div { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a / b; } };
+struct Min {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a) return a; // NaN propagates, as in numpy.minimum
+      if (b != b) return b;
+    }
+    return b < a ? b : a;
+  }
+};
+struct Max {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a) return a;
+      if (b != b) return b;
+    }
+    return a < b ? b : a;
+  }
+};
+struct Pow {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else {
+      if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+      T r = 1;
+      while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+      return r;
+    }
+  }
+};
+
+// ---- comparisons (result is bool stored as uint8) ------------------------
+struct Equal { template <class T> DS_HOST_DEVICE uint8_t operator()(T a, T b) const { return a == b; } };
+struct Less { template <class T> DS_HOST_DEVICE uint8_t operator()(T a, T b) const { return a < b; } };
+struct Greater { template <class T> DS_HOST_DEVICE uint8_t operator()(T a, T b) const { return a > b; } };
+struct LessEqual { template <class T> DS_HOST_DEVICE uint8_t operator()(T a, T b) const { return a <= b; } };
+struct GreaterEqual { template <class T> DS_HOST_DEVICE uint8_t operator()(T a, T b) const { return a >= b; } };
+struct And { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { return a && b; } };
+struct Or { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { return a || b; } };
+struct Xor { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) != (b != 0); } };
+
+// ---- unary -----------------------------------------------------------------
+struct Neg { template <class T> DS_HOST_DEVICE T operator()(T x) const { return -x; } };
+struct Abs { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x < 0 ? -x : x; } };
+struct Relu { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x > 0 ? x : T(0); } };
+struct Sqrt { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sqrt(x); } };
+struct Reciprocal { template <class T> DS_HOST_DEVICE T operator()(T x) const { return T(1) / x; } };
+struct Exp { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::exp(x); } };
+struct Log { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::log(x); } };
+struct Erf { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::erf(x); } };
+struct Tanh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::tanh(x); } };
+struct Sigmoid {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const {
+    return T(1) / (T(1) + std::exp(-x));
+  }
+};
+/// GELU, exact form: x/2 * (1 + erf(x / sqrt(2))) (torch.nn.GELU()).
+struct Gelu {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+/// GELU, tanh form (torch.nn.GELU(approximate="tanh")).
+struct GeluTanh {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const {
+    const T k = T(0.79788456080286535588); // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+};
+struct Not { DS_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; } };
+
+} // namespace ds::math

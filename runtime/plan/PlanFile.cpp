@@ -1,0 +1,446 @@
+#include "runtime/plan/PlanFile.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <limits>
+#include <map>
+#include <set>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <zlib.h>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ds::rt {
+namespace {
+
+constexpr uint32_t kHeaderBytes = 64;
+
+uint32_t crc32Of(const void *data, uint64_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto *p = static_cast<const Bytef *>(data);
+  // zlib takes uInt lengths; feed large buffers in chunks.
+  while (size > 0) {
+    uInt chunk = static_cast<uInt>(std::min<uint64_t>(size, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    size -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+template <typename T> void putLE(uint8_t *dst, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    dst[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+template <typename T> T getLE(const uint8_t *src) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<uint64_t>(src[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+absl::Status writeAll(int fd, const void *data, uint64_t size,
+                      const std::string &path) {
+  const auto *p = static_cast<const uint8_t *>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, std::min<uint64_t>(size, 1u << 30));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return absl::InternalError(
+          absl::StrCat("writing ", path, ": ", std::strerror(errno)));
+    }
+    p += n;
+    size -= static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+void PlanWriter::addWeight(plan::Buffer &buffer, const void *bytes,
+                           uint64_t size) {
+  uint64_t offset = alignUp(weights_.size(), kWeightAlignment);
+  weights_.resize(offset + size);
+  if (size)
+    std::memcpy(weights_.data() + offset, bytes, size);
+  buffer.set_offset(offset);
+  buffer.set_size_bytes(size);
+  buffer.set_crc32(crc32Of(bytes, size));
+}
+
+absl::Status PlanWriter::write(const std::string &path) {
+  plan_.set_schema_version(kSchemaVersion);
+  plan_.set_weight_bytes(weights_.size());
+  std::string proto;
+  if (!plan_.SerializeToString(&proto))
+    return absl::InternalError("plan message failed to serialize (over 2 GiB?)");
+
+  uint8_t header[kHeaderBytes] = {};
+  std::memcpy(header, kPlanMagic, 8);
+  putLE<uint32_t>(header + 8, kFormatVersion);
+  putLE<uint32_t>(header + 12, kHeaderBytes);
+  putLE<uint64_t>(header + 16, kHeaderBytes);
+  putLE<uint64_t>(header + 24, proto.size());
+  putLE<uint32_t>(header + 32, crc32Of(proto.data(), proto.size()));
+  uint64_t weightsOffset = alignUp(kHeaderBytes + proto.size(), kWeightAlignment);
+  putLE<uint64_t>(header + 40, weightsOffset);
+  putLE<uint64_t>(header + 48, weights_.size());
+
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  std::vector<uint8_t> pad(weightsOffset - kHeaderBytes - proto.size(), 0);
+  absl::Status st = writeAll(fd, header, kHeaderBytes, tmp);
+  if (st.ok()) st = writeAll(fd, proto.data(), proto.size(), tmp);
+  if (st.ok()) st = writeAll(fd, pad.data(), pad.size(), tmp);
+  if (st.ok()) st = writeAll(fd, weights_.data(), weights_.size(), tmp);
+  if (st.ok() && ::fsync(fd) != 0)
+    st = absl::InternalError(absl::StrCat("fsync ", tmp, ": ", std::strerror(errno)));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = absl::InternalError(absl::StrCat("rename ", tmp, " to ", path, ": ",
+                                          std::strerror(errno)));
+  if (!st.ok())
+    ::unlink(tmp.c_str());
+  return st;
+}
+
+LoadedPlan::~LoadedPlan() {
+  if (mapping_)
+    ::munmap(mapping_, mappingSize_);
+}
+
+const plan::Program *LoadedPlan::findProgram(const std::string &name) const {
+  for (const auto &prog : plan_.programs())
+    if (prog.name() == name)
+      return &prog;
+  return nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<LoadedPlan>>
+LoadedPlan::open(const std::string &path) {
+  std::unique_ptr<LoadedPlan> lp(new LoadedPlan());
+  lp->path_ = path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat("cannot open plan ", path, ": ", std::strerror(errno)));
+  struct stat stbuf;
+  if (::fstat(fd, &stbuf) != 0 || !S_ISREG(stbuf.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan ", path, " is not a regular file"));
+  }
+  uint64_t size = static_cast<uint64_t>(stbuf.st_size);
+  if (size < kHeaderBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan ", path, " is truncated: ", size, " bytes, less than the ",
+        kHeaderBytes, "-byte header"));
+  }
+  void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED)
+    return absl::InternalError(
+        absl::StrCat("cannot map plan ", path, ": ", std::strerror(errno)));
+  lp->mapping_ = m;
+  lp->mappingSize_ = size;
+  absl::Status st = lp->parse(static_cast<const uint8_t *>(m), size);
+  if (!st.ok())
+    return absl::Status(st.code(), absl::StrCat("plan ", path, ": ", st.message()));
+  return lp;
+}
+
+absl::StatusOr<std::unique_ptr<LoadedPlan>>
+LoadedPlan::fromBytes(std::vector<uint8_t> bytes, const std::string &name) {
+  std::unique_ptr<LoadedPlan> lp(new LoadedPlan());
+  lp->path_ = name;
+  lp->owned_ = std::move(bytes);
+  absl::Status st = lp->parse(lp->owned_.data(), lp->owned_.size());
+  if (!st.ok())
+    return absl::Status(st.code(), absl::StrCat("plan ", name, ": ", st.message()));
+  return lp;
+}
+
+absl::Status LoadedPlan::parse(const uint8_t *data, uint64_t size) {
+  if (size < kHeaderBytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncated: ", size, " bytes, smaller than the header"));
+  if (std::memcmp(data, kPlanMagic, 8) != 0)
+    return absl::InvalidArgumentError("not a ds plan (bad magic)");
+  uint32_t version = getLE<uint32_t>(data + 8);
+  if (version != kFormatVersion)
+    return absl::InvalidArgumentError(
+        absl::StrCat("container format version ", version,
+                     " is not supported (this ds-run reads version ",
+                     kFormatVersion, ")"));
+  if (getLE<uint32_t>(data + 12) != kHeaderBytes ||
+      getLE<uint64_t>(data + 16) != kHeaderBytes)
+    return absl::InvalidArgumentError("corrupt header (header size)");
+  uint64_t protoBytes = getLE<uint64_t>(data + 24);
+  uint32_t protoCrc = getLE<uint32_t>(data + 32);
+  uint64_t weightsOffset = getLE<uint64_t>(data + 40);
+  uint64_t weightsBytes = getLE<uint64_t>(data + 48);
+  if (protoBytes > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
+      protoBytes > size - kHeaderBytes)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncated or corrupt: plan message of ", protoBytes,
+        " bytes does not fit in a file of ", size, " bytes"));
+  if (weightsOffset % kWeightAlignment != 0 ||
+      weightsOffset < kHeaderBytes + protoBytes || weightsOffset > size ||
+      weightsBytes != size - weightsOffset)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncated or corrupt: weight section at ", weightsOffset, " of ",
+        weightsBytes, " bytes does not end at the file's end (", size,
+        " bytes)"));
+  if (crc32Of(data + kHeaderBytes, protoBytes) != protoCrc)
+    return absl::DataLossError("plan message checksum mismatch (corrupt file)");
+
+  google::protobuf::io::CodedInputStream in(data + kHeaderBytes,
+                                            static_cast<int>(protoBytes));
+  in.SetTotalBytesLimit(static_cast<int>(protoBytes));
+  if (!plan_.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return absl::InvalidArgumentError("plan message does not parse");
+  if (plan_.schema_version() != kSchemaVersion)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan schema version ", plan_.schema_version(),
+        " is not supported (this ds-run reads version ", kSchemaVersion, ")"));
+  if (plan_.weight_bytes() != weightsBytes)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan says its weights take ", plan_.weight_bytes(),
+        " bytes but the file holds ", weightsBytes));
+  weights_ = data + weightsOffset;
+  weightsSize_ = weightsBytes;
+  return validate();
+}
+
+absl::Status LoadedPlan::validate() {
+  DS_RETURN_IF_ERROR(validatePlanStructure(plan_, weightsSize_));
+  for (const auto &b : plan_.buffers()) {
+    if (b.kind() != plan::Buffer::WEIGHT)
+      continue;
+    if (crc32Of(weights_ + b.offset(), b.size_bytes()) != b.crc32())
+      return absl::DataLossError(absl::StrCat(
+          "checksum mismatch in weight buffer ", b.id(), " (", b.debug_name(),
+          "): the weight section is corrupt"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
+  const int n = p.buffers_size();
+  std::set<std::string> inputNames, outputNames;
+  for (int i = 0; i < n; ++i) {
+    const plan::Buffer &b = p.buffers(i);
+    std::string what = absl::StrCat("buffer ", i, " (", b.debug_name(), ")");
+    if (b.id() != static_cast<uint32_t>(i))
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has id ", b.id(), "; ids must equal positions"));
+    if (!plan::DType_IsValid(b.dtype()) || dtypeSize(b.dtype()) == 0)
+      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid dtype"));
+    if (!plan::MemorySpace_IsValid(b.space()))
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has an invalid memory space"));
+    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    auto bytes = checkedByteSize(shape, b.dtype());
+    if (!bytes.ok())
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.status().message()));
+    if (*bytes != b.size_bytes())
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " declares ", b.size_bytes(), " bytes but its shape [",
+          shapeToString(shape), "] of ", dtypeName(b.dtype()), " needs ", *bytes));
+    switch (b.kind()) {
+    case plan::Buffer::ARENA:
+      if (b.offset() > p.arena_bytes() || b.size_bytes() > p.arena_bytes() - b.offset())
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " at arena offset ", b.offset(), " (", b.size_bytes(),
+            " bytes) lies outside the ", p.arena_bytes(), "-byte arena"));
+      if (b.offset() % dtypeSize(b.dtype()) != 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " is misaligned in the arena"));
+      break;
+    case plan::Buffer::WEIGHT:
+      if (b.offset() > weightBytes || b.size_bytes() > weightBytes - b.offset())
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " at weight offset ", b.offset(), " (", b.size_bytes(),
+            " bytes) lies outside the ", weightBytes, "-byte weight section"));
+      if (b.offset() % dtypeSize(b.dtype()) != 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " is misaligned in the weight section"));
+      break;
+    case plan::Buffer::INPUT:
+    case plan::Buffer::OUTPUT: {
+      if (b.io_name().empty())
+        return absl::InvalidArgumentError(absl::StrCat(what, " has no io_name"));
+      auto &names = b.kind() == plan::Buffer::INPUT ? inputNames : outputNames;
+      if (!names.insert(b.io_name()).second)
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": two buffers are named '", b.io_name(), "'"));
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid kind"));
+    }
+  }
+
+  for (const auto &prog : p.programs()) {
+    std::string pw = absl::StrCat("program '", prog.name(), "'");
+    auto checkId = [&](uint32_t id, const std::string &where) -> absl::Status {
+      if (id >= static_cast<uint32_t>(n))
+        return absl::InvalidArgumentError(absl::StrCat(
+            pw, ", ", where, ": buffer id ", id, " is out of range (", n,
+            " buffers)"));
+      return absl::OkStatus();
+    };
+    for (uint32_t id : prog.inputs()) {
+      DS_RETURN_IF_ERROR(checkId(id, "inputs"));
+      if (p.buffers(id).kind() != plan::Buffer::INPUT)
+        return absl::InvalidArgumentError(
+            absl::StrCat(pw, ": input ", id, " is not an INPUT buffer"));
+    }
+    for (uint32_t id : prog.outputs()) {
+      DS_RETURN_IF_ERROR(checkId(id, "outputs"));
+      if (p.buffers(id).kind() != plan::Buffer::OUTPUT)
+        return absl::InvalidArgumentError(
+            absl::StrCat(pw, ": output ", id, " is not an OUTPUT buffer"));
+    }
+    // Live range of every arena buffer: first write to last access.
+    std::map<uint32_t, std::pair<int, int>> live;
+    for (int s = 0; s < prog.steps_size(); ++s) {
+      const plan::Step &step = prog.steps(s);
+      std::string sw = absl::StrCat(pw, ", step ", s, " (", step.kernel(), " at ",
+                                    step.location(), ")");
+      for (uint32_t id : step.inputs()) {
+        DS_RETURN_IF_ERROR(checkId(id, sw));
+        if (p.buffers(id).kind() == plan::Buffer::ARENA) {
+          auto it = live.find(id);
+          if (it == live.end())
+            return absl::InvalidArgumentError(absl::StrCat(
+                sw, " reads arena buffer ", id, " before anything writes it"));
+          it->second.second = s;
+        }
+      }
+      for (uint32_t id : step.outputs()) {
+        DS_RETURN_IF_ERROR(checkId(id, sw));
+        auto kind = p.buffers(id).kind();
+        if (kind == plan::Buffer::WEIGHT || kind == plan::Buffer::INPUT)
+          return absl::InvalidArgumentError(
+              absl::StrCat(sw, " writes read-only buffer ", id));
+        if (kind == plan::Buffer::ARENA) {
+          auto [it, fresh] = live.emplace(id, std::make_pair(s, s));
+          if (!fresh)
+            it->second.second = s;
+        }
+      }
+    }
+    // Arena buffers that share bytes must never be live at the same time.
+    struct Interval { uint64_t lo, hi; int from, to; uint32_t id; };
+    std::vector<Interval> iv;
+    for (auto &[id, range] : live) {
+      const auto &b = p.buffers(id);
+      if (b.size_bytes() > 0)
+        iv.push_back({b.offset(), b.offset() + b.size_bytes(), range.first,
+                      range.second, id});
+    }
+    std::sort(iv.begin(), iv.end(),
+              [](const Interval &a, const Interval &b) { return a.lo < b.lo; });
+    for (size_t i = 0; i < iv.size(); ++i)
+      for (size_t j = i + 1; j < iv.size() && iv[j].lo < iv[i].hi; ++j)
+        if (iv[i].from <= iv[j].to && iv[j].from <= iv[i].to)
+          return absl::InvalidArgumentError(absl::StrCat(
+              pw, ": arena buffers ", iv[i].id, " and ", iv[j].id,
+              " overlap in memory while both are live (steps ", iv[i].from, "-",
+              iv[i].to, " and ", iv[j].from, "-", iv[j].to, ")"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+std::string attrToString(const plan::Attribute &a) {
+  switch (a.value_case()) {
+  case plan::Attribute::kI: return absl::StrCat(a.i());
+  case plan::Attribute::kF: return absl::StrCat(a.f());
+  case plan::Attribute::kS: return absl::StrCat("\"", a.s(), "\"");
+  case plan::Attribute::kInts: return absl::StrCat("[", absl::StrJoin(a.ints().values(), ","), "]");
+  case plan::Attribute::kFloats: return absl::StrCat("[", absl::StrJoin(a.floats().values(), ","), "]");
+  default: return "?";
+  }
+}
+const char *kindName(plan::Buffer::Kind k) {
+  switch (k) {
+  case plan::Buffer::INPUT: return "input";
+  case plan::Buffer::OUTPUT: return "output";
+  case plan::Buffer::ARENA: return "arena";
+  case plan::Buffer::WEIGHT: return "weight";
+  default: return "?";
+  }
+}
+} // namespace
+
+std::string dumpPlan(const plan::Plan &p) {
+  std::string out;
+  absl::StrAppend(&out, "plan schema ", p.schema_version(), ", produced by ",
+                  p.producer(), " from ", p.source(), "\n");
+  absl::StrAppend(&out, "world size ", p.world_size(), ", arena ", p.arena_bytes(),
+                  " bytes, weights ", p.weight_bytes(), " bytes, ",
+                  p.buffers_size(), " buffers\n\nbuffers:\n");
+  for (const auto &b : p.buffers()) {
+    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    absl::StrAppend(&out, absl::StrFormat("  %%%-4u %-6s %-5s %-16s", b.id(),
+                                          kindName(b.kind()), dtypeName(b.dtype()),
+                                          shapeToString(shape)));
+    if (b.kind() == plan::Buffer::ARENA || b.kind() == plan::Buffer::WEIGHT)
+      absl::StrAppend(&out, " @", b.offset(), " +", b.size_bytes());
+    if (!b.io_name().empty())
+      absl::StrAppend(&out, " \"", b.io_name(), "\"");
+    if (!b.debug_name().empty())
+      absl::StrAppend(&out, "  ; ", b.debug_name());
+    absl::StrAppend(&out, "\n");
+  }
+  for (const auto &prog : p.programs()) {
+    absl::StrAppend(&out, "\nprogram ", prog.name(), "(",
+                    absl::StrJoin(prog.inputs(), ", ",
+                                  [](std::string *o, uint32_t id) { absl::StrAppend(o, "%", id); }),
+                    ") -> (",
+                    absl::StrJoin(prog.outputs(), ", ",
+                                  [](std::string *o, uint32_t id) { absl::StrAppend(o, "%", id); }),
+                    "):\n");
+    for (const auto &s : prog.steps()) {
+      auto ids = [](const auto &v) {
+        return absl::StrJoin(v, ", ", [](std::string *o, uint32_t id) {
+          absl::StrAppend(o, "%", id);
+        });
+      };
+      absl::StrAppend(&out, "  ", ids(s.outputs()), " = ", s.kernel(), "(",
+                      ids(s.inputs()), ")");
+      if (!s.attrs().empty()) {
+        std::map<std::string, plan::Attribute> sorted(s.attrs().begin(), s.attrs().end());
+        absl::StrAppend(&out, " {",
+                        absl::StrJoin(sorted, ", ",
+                                      [](std::string *o, const auto &kv) {
+                                        absl::StrAppend(o, kv.first, "=", attrToString(kv.second));
+                                      }),
+                        "}");
+      }
+      if (!s.location().empty())
+        absl::StrAppend(&out, "  ; ", s.location());
+      absl::StrAppend(&out, "\n");
+    }
+  }
+  return out;
+}
+
+} // namespace ds::rt

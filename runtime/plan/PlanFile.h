@@ -1,0 +1,91 @@
+// The .dsplan container: header, serialized ds.plan.Plan, weight section.
+//
+//   offset 0   magic "DSPLAN\x1a\n" (8 bytes; \x1a\n catch text-mode mangling)
+//          8   u32 format_version (kFormatVersion)   12  u32 header_bytes (64)
+//         16   u64 proto_offset (64)                 24  u64 proto_bytes
+//         32   u32 proto_crc32                       36  u32 reserved (0)
+//         40   u64 weights_offset (64-aligned)       48  u64 weights_bytes
+//         56   u64 reserved (0)
+//   [proto bytes] [zero padding] [weights: each weight 64-byte aligned]
+//
+// All integers little-endian. The weight section is mapped, not copied, so a
+// loaded plan's weights are zero-copy views into the file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/plan/DType.h"
+#include "runtime/plan/Status.h"
+#include "runtime/proto/plan.pb.h"
+
+namespace ds::rt {
+
+constexpr char kPlanMagic[8] = {'D', 'S', 'P', 'L', 'A', 'N', '\x1a', '\n'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kSchemaVersion = 1;
+constexpr uint64_t kWeightAlignment = 64;
+constexpr uint64_t kArenaAlignment = 64;
+
+/// Builds a plan file: the compiler adds weights, fills in the message, then
+/// writes. Weight offsets and checksums are computed here, not by callers.
+class PlanWriter {
+public:
+  plan::Plan &plan() { return plan_; }
+  /// Appends `bytes` to the weight section and returns its (aligned) offset;
+  /// also fills the buffer's offset, size and crc32.
+  void addWeight(plan::Buffer &buffer, const void *bytes, uint64_t size);
+  /// Writes atomically: to `path.tmp`, then rename.
+  absl::Status write(const std::string &path);
+
+private:
+  plan::Plan plan_;
+  std::vector<uint8_t> weights_;
+};
+
+/// A loaded, validated plan. Weights point into a read-only mapping.
+class LoadedPlan {
+public:
+  ~LoadedPlan();
+  LoadedPlan(const LoadedPlan &) = delete;
+  LoadedPlan &operator=(const LoadedPlan &) = delete;
+
+  const plan::Plan &plan() const { return plan_; }
+  const std::string &path() const { return path_; }
+  /// Bytes of a WEIGHT buffer (already bounds- and checksum-checked).
+  const uint8_t *weightData(const plan::Buffer &b) const {
+    return weights_ + b.offset();
+  }
+  const plan::Program *findProgram(const std::string &name) const;
+
+  /// Opens, maps and validates `path`. Every failure names the file and what
+  /// is wrong with it.
+  static absl::StatusOr<std::unique_ptr<LoadedPlan>> open(const std::string &path);
+  /// Same checks on bytes already in memory (used by the fuzzer and tests).
+  static absl::StatusOr<std::unique_ptr<LoadedPlan>>
+  fromBytes(std::vector<uint8_t> bytes, const std::string &name);
+
+private:
+  LoadedPlan() = default;
+  absl::Status parse(const uint8_t *data, uint64_t size);
+  absl::Status validate();
+
+  std::string path_;
+  plan::Plan plan_;
+  void *mapping_ = nullptr;
+  uint64_t mappingSize_ = 0;
+  std::vector<uint8_t> owned_;
+  const uint8_t *weights_ = nullptr;
+  uint64_t weightsSize_ = 0;
+};
+
+/// Structural checks that need nothing but the message: ids, kinds, sizes,
+/// arena bounds, and that arena buffers sharing bytes are never live at once.
+absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes);
+
+/// Human-readable listing of a plan (ds-run --dump).
+std::string dumpPlan(const plan::Plan &p);
+
+} // namespace ds::rt

@@ -1,0 +1,130 @@
+//===- ds-opt.cpp - the ds compiler driver --------------------------------===//
+//
+//   ds-opt model.onnx -o model.dsplan            import, default pipeline, plan
+//   ds-opt model.onnx --emit=mlir                imported ds IR
+//   ds-opt model.onnx --mlir-print-ir-after-all -o m.dsplan
+//   ds-opt some.mlir --ds-plan-memory            mlir-opt behaviour for .mlir
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Import/OnnxImporter.h"
+#include "ds/InitAll.h"
+#include "ds/Plan/EmitPlan.h"
+#include "ds/Plan/Pipelines.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory dsCategory("ds-opt options");
+
+static llvm::cl::opt<std::string>
+    emitKind("emit",
+             llvm::cl::desc("what to write: 'mlir' (IR) or 'plan' (.dsplan); default: "
+                            "plan when the output ends in .dsplan, else mlir"),
+             llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
+static llvm::cl::list<std::string>
+    inputShapes("input-shape",
+                llvm::cl::desc("fix a graph input's shape at compile time: NAME=d0,d1,... "
+                               "(repeatable)"),
+                llvm::cl::cat(dsCategory));
+
+static bool isOnnxFile(llvm::StringRef path) {
+  return path.ends_with(".onnx") || path.ends_with(".onnxtxt") ||
+         path.ends_with(".onnxtext") || path.ends_with(".json");
+}
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "ds-opt: error: " << msg << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  mlir::ds::registerAllDialects(registry);
+  mlir::ds::registerAllPasses();
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
+
+  std::string emit = emitKind;
+  if (emit.empty())
+    emit = llvm::StringRef(outputFilename).ends_with(".dsplan") ? "plan" : "mlir";
+  if (emit != "mlir" && emit != "plan")
+    return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
+  bool onnx = isOnnxFile(inputFilename);
+
+  // .mlir in, IR out: exactly mlir-opt (split-input-file, verify-diagnostics...).
+  if (!onnx && emit == "mlir")
+    return asMainReturnCode(MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+
+  if (emit == "plan" && outputFilename == "-")
+    return fail("a plan is binary: name the output with -o FILE.dsplan");
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  OwningOpRef<ModuleOp> module;
+  if (onnx) {
+    mlir::ds::ImportOptions options;
+    for (const std::string &spec : inputShapes) {
+      std::string error;
+      if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error);
+    }
+    module = mlir::ds::importOnnxFile(&context, inputFilename, options);
+    if (!module) return fail("cannot import " + inputFilename);
+  } else {
+    if (!inputShapes.empty())
+      return fail("--input-shape applies to ONNX inputs only");
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    std::string error;
+    auto file = openInputFile(inputFilename, &error);
+    if (!file) return fail(error);
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module) return 1;
+  }
+
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  DefaultTimingManager tm;
+  applyDefaultTimingManagerCLOptions(tm);
+  TimingScope timing = tm.getRootScope();
+  pm.enableTiming(timing);
+  if (failed(config.setupPassPipeline(pm)))
+    return fail("bad pass pipeline");
+  // A plan needs the inference pipeline unless the user spelled passes out.
+  if (emit == "plan" && pm.size() == 0)
+    mlir::ds::buildInferencePipeline(pm, mlir::ds::InferencePipelineOptions());
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (emit == "mlir") {
+    std::string error;
+    auto out = openOutputFile(outputFilename, &error);
+    if (!out) return fail(error);
+    module->print(out->os());
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  }
+  ::ds::rt::PlanWriter writer;
+  mlir::ds::EmitPlanOptions emitOptions;
+  emitOptions.source = inputFilename;
+  if (failed(mlir::ds::emitPlan(*module, emitOptions, writer)))
+    return 1;
+  absl::Status st = writer.write(outputFilename);
+  if (!st.ok()) return fail(std::string(st.message()));
+  return 0;
+}

@@ -1,0 +1,145 @@
+// ds-run: loads a .dsplan, checks it, and executes it on a backend.
+//
+//   ds-run model.dsplan --inputs in.npz --outputs out.npz
+//   ds-run model.dsplan --dump
+//   ds-run model.dsplan --inputs in.npz --benchmark 50
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/exec/Session.h"
+#include "runtime/io/Npy.h"
+#include "runtime/plan/PlanFile.h"
+
+ABSL_FLAG(std::string, inputs, "", "input arrays: an .npz keyed by the model's input names, or an .npy for a one-input model");
+ABSL_FLAG(std::string, outputs, "", "where to write the outputs: .npz keyed by output names (or .npy for a one-output model)");
+ABSL_FLAG(bool, dump, false, "print the plan readably and exit");
+ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
+ABSL_FLAG(int, threads, 0, "threads for kernels and GEMM (0: all cores)");
+ABSL_FLAG(std::string, program, "forward", "program of the plan to run");
+ABSL_FLAG(int, benchmark, 0, "run N timed iterations after 2 warm-up runs and print latency as JSON");
+ABSL_FLAG(bool, profile, false, "print the time of each step (slowest first)");
+
+namespace {
+
+using namespace ds::rt;
+
+int fail(const absl::Status &st) {
+  std::fprintf(stderr, "ds-run: error: %s\n", std::string(st.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::map<std::string, HostArray>> loadInputs(const std::string &path,
+                                                            const Session &session,
+                                                            const ds::plan::Plan &p) {
+  std::map<std::string, HostArray> inputs;
+  if (path.empty()) {
+    if (session.program().inputs_size() != 0)
+      return absl::InvalidArgumentError("the model has inputs: pass --inputs FILE.npz");
+    return inputs;
+  }
+  if (absl::EndsWith(path, ".npy")) {
+    if (session.program().inputs_size() != 1)
+      return absl::InvalidArgumentError(
+          "an .npy file can only feed a one-input model; use an .npz keyed by input names");
+    DS_ASSIGN_OR_RETURN(HostArray a, readNpy(path));
+    inputs.emplace(p.buffers(session.program().inputs(0)).io_name(), std::move(a));
+    return inputs;
+  }
+  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(path));
+  for (auto &[name, arr] : arrays) inputs.emplace(name, std::move(arr));
+  return inputs;
+}
+
+absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
+  if (absl::EndsWith(path, ".npy")) {
+    if (outs.size() != 1)
+      return absl::InvalidArgumentError("the model has several outputs: write an .npz");
+    return writeNpy(path, outs[0].second);
+  }
+  return writeNpz(path, outs);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  absl::SetProgramUsageMessage(
+      "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
+      "Executes a plan compiled by ds-opt.");
+  std::vector<char *> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "usage: ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n");
+    return 2;
+  }
+  auto loaded = LoadedPlan::open(args[1]);
+  if (!loaded.ok()) return fail(loaded.status());
+  const ds::plan::Plan &p = (*loaded)->plan();
+  if (absl::GetFlag(FLAGS_dump)) {
+    std::fputs(dumpPlan(p).c_str(), stdout);
+    return 0;
+  }
+  if (p.world_size() > 1)
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "plan was compiled for ", p.world_size(), " ranks; launch it with mpirun -np ",
+        p.world_size())));
+  BackendOptions opts;
+  opts.threads = absl::GetFlag(FLAGS_threads);
+  auto backend = createBackend(absl::GetFlag(FLAGS_backend), opts);
+  if (!backend.ok()) return fail(backend.status());
+  auto session = Session::create(**loaded, **backend, absl::GetFlag(FLAGS_program));
+  if (!session.ok()) return fail(session.status());
+  auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), **session, p);
+  if (!inputs.ok()) return fail(inputs.status());
+
+  int iters = absl::GetFlag(FLAGS_benchmark);
+  if (iters > 0) {
+    for (int i = 0; i < 2; ++i) {
+      auto r = (*session)->run(*inputs);
+      if (!r.ok()) return fail(r.status());
+    }
+    std::vector<double> ms;
+    for (int i = 0; i < iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = (*session)->run(*inputs);
+      if (!r.ok()) return fail(r.status());
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double mean = 0;
+    for (double v : ms) mean += v;
+    mean /= ms.size();
+    std::printf("{\"iterations\": %d, \"median_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f}\n",
+                iters, ms[ms.size() / 2], mean, ms.front());
+  }
+
+  (*session)->setProfiling(absl::GetFlag(FLAGS_profile));
+  auto outs = (*session)->run(*inputs);
+  if (!outs.ok()) return fail(outs.status());
+  if (absl::GetFlag(FLAGS_profile)) {
+    auto prof = (*session)->lastProfile();
+    std::sort(prof.begin(), prof.end(),
+              [](const StepTiming &a, const StepTiming &b) { return a.seconds > b.seconds; });
+    for (const auto &t : prof)
+      std::fprintf(stderr, "%10.3f ms  %-14s %s\n", t.seconds * 1e3, t.kernel.c_str(),
+                   t.location.c_str());
+  }
+  std::string outPath = absl::GetFlag(FLAGS_outputs);
+  if (!outPath.empty()) {
+    absl::Status st = writeOutputs(outPath, *outs);
+    if (!st.ok()) return fail(st);
+  } else if (iters == 0) {
+    for (const auto &[name, arr] : *outs)
+      std::printf("%s: %s [%s]\n", name.c_str(), dtypeName(arr.dtype).c_str(),
+                  shapeToString(arr.shape).c_str());
+  }
+  return 0;
+}

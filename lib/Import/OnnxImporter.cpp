@@ -381,9 +381,16 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
   if (g.sparse_initializer_size() > 0)
     return fileError() << "sparse initializers are not supported";
 
+  llvm::StringSet<> inputNames;
+  for (const auto &vi : g.input())
+    if (!initializerNames.contains(vi.name())) inputNames.insert(vi.name());
+  for (const auto &kv : opts_.inputShapes)
+    if (!inputNames.contains(kv.getKey()))
+      return fileError() << "--input-shape names '" << kv.getKey()
+                         << "', which is not an input of the graph";
+
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
-  llvm::StringSet<> usedShapeSpecs;
   for (const auto &vi : g.input()) {
     if (initializerNames.contains(vi.name())) continue;
     Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
@@ -396,7 +403,6 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
     SmallVector<int64_t> shape;
     auto spec = opts_.inputShapes.find(vi.name());
     if (spec != opts_.inputShapes.end()) {
-      usedShapeSpecs.insert(vi.name());
       shape = spec->second;
       if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size()))
         return emitError(loc) << "has rank " << tt.shape().dim_size()
@@ -427,10 +433,6 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
     argNames.push_back(vi.name());
     if (failed(define(vi.name(), loc))) return failure();
   }
-  for (const auto &kv : opts_.inputShapes)
-    if (!usedShapeSpecs.contains(kv.getKey()))
-      return fileError() << "--input-shape names '" << kv.getKey()
-                         << "', which is not an input of the graph";
 
   func = func::FuncOp::create(b_, FileLineColLoc::get(ctx_, path_, 0, 0), "main",
                               b_.getFunctionType(argTypes, {}));

@@ -45,7 +45,7 @@ public:
   void runOnOperation() override {
     if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
       getOperation().emitError("ds-plan-memory: alignment must be a power of two, got ")
-          << alignment;
+          << alignment.getValue();
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())

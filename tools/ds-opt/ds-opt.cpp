@@ -43,6 +43,26 @@ static bool isOnnxFile(llvm::StringRef path) {
          path.ends_with(".onnxtext") || path.ends_with(".json");
 }
 
+/// "where: error: message" for diagnostics from the importer and passes run
+/// on ONNX input, where locations are node names rather than source lines.
+static void printDiagnostic(Diagnostic &diag) {
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  Location loc = diag.getLocation();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << name.getName().getValue();
+  else if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << file.getFilename().getValue()
+       << (file.getLine() ? ":" + std::to_string(file.getLine()) : std::string());
+  else
+    loc.print(os);
+  const char *kind = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                     : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                         : "note";
+  llvm::errs() << where << ": " << kind << ": " << diag.str() << "\n";
+  for (Diagnostic &note : diag.getNotes()) printDiagnostic(note);
+}
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "ds-opt: error: " << msg << "\n";
   return 1;
@@ -74,6 +94,10 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module;
   if (onnx) {
+    context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+      printDiagnostic(diag);
+      return success();
+    });
     mlir::ds::ImportOptions options;
     for (const std::string &spec : inputShapes) {
       std::string error;

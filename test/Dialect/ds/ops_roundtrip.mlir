@@ -1,0 +1,128 @@
+// Every ds op prints and parses back to itself, and round-trips through the
+// generic form.
+// RUN: ds-opt %s | ds-opt | FileCheck %s
+// RUN: ds-opt %s --mlir-print-op-generic | ds-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1>,
+                       %i: tensor<4xi64>) -> tensor<2x3xf32> {
+  // CHECK: ds.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %0 = ds.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.sub
+  %1 = ds.sub %0, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.mul
+  %2 = ds.mul %1, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.div
+  %3 = ds.div %2, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.pow
+  %4 = ds.pow %3, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.min
+  %5 = ds.min %4, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.max
+  %6 = ds.max %5, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.equal {{.*}} -> tensor<2x3xi1>
+  %e = ds.equal %6, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: ds.less
+  %l = ds.less %6, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: ds.greater
+  %g = ds.greater %6, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: ds.less_equal
+  %le = ds.less_equal %6, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: ds.greater_equal
+  %ge = ds.greater_equal %6, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: ds.and
+  %and = ds.and %e, %l : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  // CHECK: ds.or
+  %or = ds.or %and, %g : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  // CHECK: ds.xor
+  %xor = ds.xor %or, %le : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>
+  // CHECK: ds.not
+  %not = ds.not %xor : tensor<2x3xi1>
+  // CHECK: ds.where
+  %w = ds.where %not, %6, %a : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: ds.sqrt
+  %u0 = ds.sqrt %w : tensor<2x3xf32>
+  // CHECK: ds.reciprocal
+  %u1 = ds.reciprocal %u0 : tensor<2x3xf32>
+  // CHECK: ds.exp
+  %u2 = ds.exp %u1 : tensor<2x3xf32>
+  // CHECK: ds.log
+  %u3 = ds.log %u2 : tensor<2x3xf32>
+  // CHECK: ds.erf
+  %u4 = ds.erf %u3 : tensor<2x3xf32>
+  // CHECK: ds.tanh
+  %u5 = ds.tanh %u4 : tensor<2x3xf32>
+  // CHECK: ds.sigmoid
+  %u6 = ds.sigmoid %u5 : tensor<2x3xf32>
+  // CHECK: ds.relu
+  %u7 = ds.relu %u6 : tensor<2x3xf32>
+  // CHECK: ds.neg
+  %u8 = ds.neg %u7 : tensor<2x3xf32>
+  // CHECK: ds.abs
+  %u9 = ds.abs %u8 : tensor<2x3xf32>
+  // CHECK: ds.gelu %{{.*}} : tensor<2x3xf32>
+  %g0 = ds.gelu %u9 : tensor<2x3xf32>
+  // CHECK: ds.gelu %{{.*}} {approximate = #ds<gelu_approximation tanh>} : tensor<2x3xf32>
+  %g1 = ds.gelu %g0 {approximate = #ds<gelu_approximation tanh>} : tensor<2x3xf32>
+  // CHECK: ds.cast %{{.*}} : tensor<4xi64> -> tensor<4xf32>
+  %f = ds.cast %i : tensor<4xi64> -> tensor<4xf32>
+  return %g1 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @linalg_and_reductions
+func.func @linalg_and_reductions(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
+                                 %g: tensor<32xf32>) -> tensor<2x8x32xf32> {
+  // CHECK: ds.matmul %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+  %0 = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: ds.reduce_sum %{{.*}} {axes = array<i64: 2>} : (tensor<2x8x32xf32>) -> tensor<2x8x1xf32>
+  %1 = ds.reduce_sum %0 {axes = array<i64: 2>} : (tensor<2x8x32xf32>) -> tensor<2x8x1xf32>
+  // CHECK: ds.reduce_mean %{{.*}} {axes = array<i64: 0, 2>, keepdims = false}
+  %2 = ds.reduce_mean %0 {axes = array<i64: 0, 2>, keepdims = false} : (tensor<2x8x32xf32>) -> tensor<8xf32>
+  // CHECK: ds.reduce_max
+  %3 = ds.reduce_max %0 {axes = array<i64: 1>} : (tensor<2x8x32xf32>) -> tensor<2x1x32xf32>
+  // CHECK: ds.reduce_min
+  %4 = ds.reduce_min %0 {axes = array<i64: 1>} : (tensor<2x8x32xf32>) -> tensor<2x1x32xf32>
+  // CHECK: ds.reduce_prod
+  %5 = ds.reduce_prod %0 {axes = array<i64: 1>} : (tensor<2x8x32xf32>) -> tensor<2x1x32xf32>
+  // CHECK: ds.softmax %{{.*}} {axis = 2 : i64} : tensor<2x8x32xf32>
+  %6 = ds.softmax %0 {axis = 2 : i64} : tensor<2x8x32xf32>
+  // CHECK: ds.log_softmax
+  %7 = ds.log_softmax %6 {axis = 2 : i64} : tensor<2x8x32xf32>
+  // CHECK: ds.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+  %8 = ds.layer_norm %7, %g, %g {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: ds.layer_norm %{{.*}}, %{{.*}} {axis = 2 : i64
+  %9 = ds.layer_norm %8, %g {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return %9 : tensor<2x8x32xf32>
+}
+
+// CHECK-LABEL: func.func @shapes
+func.func @shapes(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>) -> tensor<2x5x4xf32> {
+  // CHECK: ds.reshape %{{.*}} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %0 = ds.reshape %x : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  // CHECK: ds.squeeze %{{.*}} {axes = array<i64: 0>} : (tensor<1x6x4xf32>) -> tensor<6x4xf32>
+  %u = ds.unsqueeze %0 {axes = array<i64: 0>} : (tensor<6x4xf32>) -> tensor<1x6x4xf32>
+  %s = ds.squeeze %u {axes = array<i64: 0>} : (tensor<1x6x4xf32>) -> tensor<6x4xf32>
+  // CHECK: ds.transpose %{{.*}} {permutation = array<i64: 1, 0>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %t = ds.transpose %s {permutation = array<i64: 1, 0>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  // CHECK: ds.slice %{{.*}} {starts = array<i64: 3, 5>, steps = array<i64: -1, -2>} : (tensor<4x6xf32>) -> tensor<4x3xf32>
+  %sl = ds.slice %t {starts = array<i64: 3, 5>, steps = array<i64: -1, -2>} : (tensor<4x6xf32>) -> tensor<4x3xf32>
+  // CHECK: ds.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>) -> tensor<4x9xf32>
+  %c = ds.concat %sl, %t {axis = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>) -> tensor<4x9xf32>
+  // CHECK: ds.split %{{.*}} {axis = 1 : i64} : (tensor<4x9xf32>) -> (tensor<4x2xf32>, tensor<4x7xf32>)
+  %p:2 = ds.split %c {axis = 1 : i64} : (tensor<4x9xf32>) -> (tensor<4x2xf32>, tensor<4x7xf32>)
+  // CHECK: ds.gather %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<5xi64>) -> tensor<2x5x4xf32>
+  %g = ds.gather %x, %i {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<5xi64>) -> tensor<2x5x4xf32>
+  // CHECK: ds.expand %{{.*}} : (tensor<4x1xf32>) -> tensor<4x5xf32>
+  %col = ds.slice %p#0 {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<4x2xf32>) -> tensor<4x1xf32>
+  %e = ds.expand %col : (tensor<4x1xf32>) -> tensor<4x5xf32>
+  return %g : tensor<2x5x4xf32>
+}
+
+// CHECK-LABEL: func.func @values
+func.func @values() -> (tensor<2xf32>, tensor<3xi64>) {
+  // CHECK: ds.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %c = ds.constant dense<[1, 2, 3]> : tensor<3xi64>
+  // CHECK: ds.parameter "fc.bias" = dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+  %p = ds.parameter "fc.bias" = dense<[0.5, 0.25]> : tensor<2xf32>
+  return %p, %c : tensor<2xf32>, tensor<3xi64>
+}

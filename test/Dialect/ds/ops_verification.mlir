@@ -1,0 +1,349 @@
+// Each **Constraints:** item of DSOps.td, provoked once.
+// RUN: ds-opt %s -split-input-file -verify-diagnostics
+
+// Binary operands must share an element type.
+func.func @binary_element_types(%a: tensor<2xf32>, %b: tensor<2xf64>) {
+  // expected-error@+2 {{operands have different element types}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.add %a, %b : (tensor<2xf32>, tensor<2xf64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Binary operand shapes must broadcast.
+func.func @binary_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error@+2 {{do not broadcast}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.mul %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// The result must have the broadcast shape.
+func.func @binary_result_shape(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.sub %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Comparisons produce i1.
+func.func @compare_result(%a: tensor<2xf32>) {
+  // expected-error@+1 {{result #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = ds.less %a, %a : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// where's branches share an element type.
+func.func @where_branches(%c: tensor<2xi1>, %a: tensor<2xf32>, %b: tensor<2xi64>) {
+  // expected-error@+2 {{branches have different element types}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.where %c, %a, %b : (tensor<2xi1>, tensor<2xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// where's operands broadcast together.
+func.func @where_broadcast(%c: tensor<3xi1>, %a: tensor<2xf32>) {
+  // expected-error@+2 {{do not broadcast}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.where %c, %a, %a : (tensor<3xi1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Unary ops keep their type.
+func.func @unary_type(%a: tensor<2xf32>) {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "ds.exp"(%a) : (tensor<2xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// cast keeps the shape.
+func.func @cast_shape(%a: tensor<2xf32>) {
+  // expected-error@+1 {{same shape}}
+  %0 = ds.cast %a : tensor<2xf32> -> tensor<3xi64>
+  return
+}
+
+// -----
+
+// matmul contraction dimensions agree.
+func.func @matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error@+2 {{contraction dimensions differ}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// matmul batch dimensions broadcast.
+func.func @matmul_batch(%a: tensor<2x4x3xf32>, %b: tensor<3x3x5xf32>) {
+  // expected-error@+2 {{batch dimensions}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.matmul %a, %b : (tensor<2x4x3xf32>, tensor<3x3x5xf32>) -> tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+// matmul operands are floating point.
+func.func @matmul_float(%a: tensor<2x3xi64>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of}}
+  %0 = ds.matmul %a, %a : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi64>
+  return
+}
+
+// -----
+
+// Reduction axes are in range.
+func.func @reduce_range(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{reduction axis 2 is out of range [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.reduce_sum %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Reduction axes are sorted and unique.
+func.func @reduce_sorted(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{reduction axes must be sorted and unique}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.reduce_mean %a {axes = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<1x1xf32>
+  return
+}
+
+// -----
+
+// The reduced shape follows keepdims.
+func.func @reduce_keepdims(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{incompatible with return type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.reduce_max %a {axes = array<i64: 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+// softmax's axis is in range.
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{axis 2 is out of range [0, 2)}}
+  %0 = ds.softmax %a {axis = 2 : i64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// softmax needs rank >= 1.
+func.func @softmax_rank(%a: tensor<f32>) {
+  // expected-error@+1 {{needs an operand of rank >= 1}}
+  %0 = ds.softmax %a {axis = 0 : i64} : tensor<f32>
+  return
+}
+
+// -----
+
+// layer_norm's axis is in range.
+func.func @layer_norm_axis(%a: tensor<2x3xf32>, %g: tensor<3xf32>) {
+  // expected-error@+1 {{axis 5 is out of range}}
+  %0 = ds.layer_norm %a, %g {axis = 5 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// layer_norm's scale has the normalized shape.
+func.func @layer_norm_scale(%a: tensor<2x3xf32>, %g: tensor<2xf32>) {
+  // expected-error@+1 {{scale must be [3] of 'f32'}}
+  %0 = ds.layer_norm %a, %g {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// layer_norm's bias has the normalized shape.
+func.func @layer_norm_bias(%a: tensor<2x3xf32>, %g: tensor<3xf32>, %b: tensor<1xf32>) {
+  // expected-error@+1 {{bias must be [3]}}
+  %0 = ds.layer_norm %a, %g, %b {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<1xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// reshape keeps the element count.
+func.func @reshape_count(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{cannot reshape}}
+  %0 = ds.reshape %a : (tensor<2x3xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+// reshape keeps the element type.
+func.func @reshape_type(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{changes the element type}}
+  %0 = ds.reshape %a : (tensor<2x3xf32>) -> tensor<6xf64>
+  return
+}
+
+// -----
+
+// squeeze removes only unit dimensions.
+func.func @squeeze_extent(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{cannot squeeze dimension 0 of extent 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.squeeze %a {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// unsqueeze axes are in the result's range.
+func.func @unsqueeze_range(%a: tensor<2xf32>) {
+  // expected-error@+2 {{unsqueeze axis 3 is out of range [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.unsqueeze %a {axes = array<i64: 3>} : (tensor<2xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+// transpose needs a permutation.
+func.func @transpose_perm(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{is not a permutation}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.transpose %a {permutation = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// slice needs one start and step per dimension.
+func.func @slice_arity(%a: tensor<4xf32>) {
+  // expected-error@+1 {{needs one start and one step per dimension}}
+  %0 = ds.slice %a {starts = array<i64: 0, 0>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// slice steps are non-zero.
+func.func @slice_step(%a: tensor<4xf32>) {
+  // expected-error@+1 {{step of dimension 0 is zero}}
+  %0 = ds.slice %a {starts = array<i64: 0>, steps = array<i64: 0>} : (tensor<4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// slice stays inside the operand.
+func.func @slice_bounds(%a: tensor<4xf32>) {
+  // expected-error@+1 {{dimension 0 reads indices 2 to 6, outside [0, 4)}}
+  %0 = ds.slice %a {starts = array<i64: 2>, steps = array<i64: 2>} : (tensor<4xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// slice keeps rank and element type.
+func.func @slice_rank(%a: tensor<4xf32>) {
+  // expected-error@+1 {{result must have the operand's rank and element type}}
+  %0 = ds.slice %a {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// concat operands agree off the axis.
+func.func @concat_shapes(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error@+2 {{differ off axis 1}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// concat's axis is in range.
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error@+2 {{axis 2 is out of range [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.concat %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// split pieces add up to the operand.
+func.func @split_sum(%a: tensor<2x5xf32>) {
+  // expected-error@+1 {{result extents add up to 4 along axis 1, not 5}}
+  %0:2 = ds.split %a {axis = 1 : i64} : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+// split pieces agree with the operand off the axis.
+func.func @split_shape(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{differs from the operand off axis 1}}
+  %0:2 = ds.split %a {axis = 1 : i64} : (tensor<2x4xf32>) -> (tensor<3x2xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+// gather's axis is in range.
+func.func @gather_axis(%a: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error@+2 {{axis 2 is out of range [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.gather %a, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+// gather indices are i32 or i64.
+func.func @gather_indices(%a: tensor<2x3xf32>, %i: tensor<4xf32>) {
+  // expected-error@+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer}}
+  %0 = ds.gather %a, %i {axis = 0 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// expand broadcasts to the result.
+func.func @expand_broadcast(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{cannot broadcast}}
+  %0 = ds.expand %a : (tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Parameters are named.
+func.func @parameter_name() {
+  // expected-error@+1 {{needs a non-empty name}}
+  %0 = ds.parameter "" = dense<1.0> : tensor<2xf32>
+  return
+}
+
+// -----
+
+// Values have static shapes.
+func.func @dynamic(%a: tensor<?xf32>) {
+  // expected-error@+1 {{must be statically shaped tensor}}
+  %0 = ds.exp %a : tensor<?xf32>
+  return
+}

@@ -1,0 +1,52 @@
+// ds-plan-memory packs intermediates into one arena by liveness.
+// RUN: ds-opt %s --ds-plan-memory -split-input-file | FileCheck %s
+// RUN: ds-opt %s --ds-plan-memory=alignment=16 -split-input-file | FileCheck %s --check-prefix=A16
+// RUN: not ds-opt %s --ds-plan-memory=alignment=3 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A chain needs two slots: each value dies once its successor is computed.
+// The returned value lives in an output buffer, not the arena.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: ds.arena_bytes = 80
+// CHECK: ds.exp %{{.*}} {ds.arena_offsets = array<i64: 0>}
+// CHECK: ds.exp %{{.*}} {ds.arena_offsets = array<i64: 64>}
+// CHECK: ds.exp %{{.*}} {ds.arena_offsets = array<i64: 0>}
+// CHECK: ds.exp %{{.*}} {ds.arena_offsets = array<i64: -1>}
+// A16-LABEL: func.func @chain
+// A16-SAME: ds.arena_bytes = 32
+// BAD: alignment must be a power of two, got 3
+func.func @chain(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = ds.exp %x : tensor<4xf32>
+  %1 = ds.exp %0 : tensor<4xf32>
+  %2 = ds.exp %1 : tensor<4xf32>
+  %3 = ds.exp %2 : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+
+// -----
+
+// A value used late keeps its slot; the big one is placed first.
+// CHECK-LABEL: func.func @long_lived
+// CHECK-SAME: ds.arena_bytes = 592
+// CHECK: %[[A:.+]] = ds.exp %{{.*}} {ds.arena_offsets = array<i64: 512>} : tensor<4xf32>
+// CHECK: %[[B:.+]] = ds.expand %[[A]] {ds.arena_offsets = array<i64: 0>}
+// CHECK: ds.reduce_sum %[[B]] {axes = array<i64: 0>, ds.arena_offsets = array<i64: 576>}
+func.func @long_lived(%x: tensor<4xf32>) -> tensor<1x4xf32> {
+  %a = ds.exp %x : tensor<4xf32>
+  %b = ds.expand %a : (tensor<4xf32>) -> tensor<32x4xf32>
+  %c = ds.reduce_sum %b {axes = array<i64: 0>} : (tensor<32x4xf32>) -> tensor<1x4xf32>
+  %d = ds.add %c, %a : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+  return %d : tensor<1x4xf32>
+}
+
+// -----
+
+// Constants and parameters take no arena space.
+// CHECK-LABEL: func.func @weights
+// CHECK-SAME: ds.arena_bytes = 0
+// CHECK: ds.parameter "w"
+// CHECK-NOT: ds.arena_offsets = array<i64: 0>
+func.func @weights(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %w = ds.parameter "w" = dense<[1.0, 2.0]> : tensor<2xf32>
+  %0 = ds.mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

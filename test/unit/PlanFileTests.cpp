@@ -1,0 +1,155 @@
+// The plan container and its validation: everything a corrupted or
+// malicious plan could do is refused with a message.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/plan/PlanFile.h"
+
+using namespace ds::rt;
+namespace plan = ds::plan;
+
+namespace {
+
+plan::Buffer *addBuffer(plan::Plan &p, plan::Buffer::Kind kind, std::vector<int64_t> shape,
+                        uint64_t offset = 0, const std::string &io = "") {
+  auto *b = p.add_buffers();
+  b->set_id(p.buffers_size() - 1);
+  b->set_kind(kind);
+  b->set_dtype(plan::F32);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    b->add_shape(d);
+    n *= d;
+  }
+  b->set_size_bytes(n * 4);
+  b->set_offset(offset);
+  b->set_io_name(io);
+  return b;
+}
+
+/// x -> exp -> t (arena) -> exp -> y, with a weight.
+std::vector<uint8_t> validPlanBytes(std::string *pathOut = nullptr) {
+  PlanWriter w;
+  auto &p = w.plan();
+  p.set_arena_bytes(64);
+  addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+  addBuffer(p, plan::Buffer::ARENA, {4}, 0);
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+  float wv[4] = {1, 2, 3, 4};
+  w.addWeight(*addBuffer(p, plan::Buffer::WEIGHT, {4}), wv, sizeof wv);
+  auto *prog = p.add_programs();
+  prog->set_name("forward");
+  prog->add_inputs(0);
+  prog->add_outputs(2);
+  auto *s0 = prog->add_steps();
+  s0->set_kernel("exp");
+  s0->add_inputs(0);
+  s0->add_outputs(1);
+  auto *s1 = prog->add_steps();
+  s1->set_kernel("mul");
+  s1->add_inputs(1);
+  s1->add_inputs(3);
+  s1->add_outputs(2);
+  std::string path = testing::TempDir() + "/valid.dsplan";
+  EXPECT_TRUE(w.write(path).ok());
+  if (pathOut) *pathOut = path;
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(PlanFile, RoundTrips) {
+  std::string path;
+  validPlanBytes(&path);
+  auto lp = LoadedPlan::open(path);
+  ASSERT_TRUE(lp.ok()) << lp.status().message();
+  const auto &b = (*lp)->plan().buffers(3);
+  const float *w = reinterpret_cast<const float *>((*lp)->weightData(b));
+  EXPECT_EQ(w[2], 3.0f);
+  EXPECT_NE(dumpPlan((*lp)->plan()).find("exp"), std::string::npos);
+}
+
+TEST(PlanFile, EveryTruncationIsRefused) {
+  auto bytes = validPlanBytes();
+  for (size_t len = 0; len < bytes.size(); len += 7) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + len);
+    EXPECT_FALSE(LoadedPlan::fromBytes(cut, "cut").ok()) << "length " << len;
+  }
+}
+
+TEST(PlanFile, BitFlipsAreCaught) {
+  auto bytes = validPlanBytes();
+  // Header, message and weights are all covered by a check.
+  for (size_t pos : {size_t(3), size_t(9), size_t(70), bytes.size() - 3}) {
+    auto bad = bytes;
+    bad[pos] ^= 0x40;
+    auto lp = LoadedPlan::fromBytes(bad, "flipped");
+    EXPECT_FALSE(lp.ok()) << "flip at " << pos;
+  }
+}
+
+TEST(PlanFile, WeightChecksumMismatchNamesTheBuffer) {
+  auto bytes = validPlanBytes();
+  bytes[bytes.size() - 1] ^= 1;
+  auto lp = LoadedPlan::fromBytes(bytes, "w");
+  ASSERT_FALSE(lp.ok());
+  EXPECT_NE(lp.status().message().find("checksum mismatch in weight buffer 3"), std::string::npos)
+      << lp.status().message();
+}
+
+TEST(PlanStructure, OverlappingLiveArenaBuffersAreRefused) {
+  plan::Plan p;
+  p.set_arena_bytes(64);
+  addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+  addBuffer(p, plan::Buffer::ARENA, {4}, 0);
+  addBuffer(p, plan::Buffer::ARENA, {4}, 8); // shares bytes with buffer 1
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+  auto *prog = p.add_programs();
+  auto step = [&](const char *k, std::vector<uint32_t> in, uint32_t out) {
+    auto *s = prog->add_steps();
+    s->set_kernel(k);
+    for (uint32_t i : in) s->add_inputs(i);
+    s->add_outputs(out);
+  };
+  step("exp", {0}, 1);
+  step("exp", {0}, 2);
+  step("add", {1, 2}, 3); // both live here
+  auto st = validatePlanStructure(p, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("overlap in memory while both are live"), std::string::npos);
+}
+
+TEST(PlanStructure, BoundsAndKindsAreChecked) {
+  plan::Plan p;
+  p.set_arena_bytes(8);
+  addBuffer(p, plan::Buffer::ARENA, {4}, 0); // 16 bytes in an 8-byte arena
+  EXPECT_FALSE(validatePlanStructure(p, 0).ok());
+  plan::Plan q;
+  addBuffer(q, plan::Buffer::WEIGHT, {4}, 0);
+  EXPECT_FALSE(validatePlanStructure(q, 8).ok()); // past the weight section
+  plan::Plan r;
+  auto *b = addBuffer(r, plan::Buffer::INPUT, {4}, 0, "x");
+  b->set_size_bytes(12); // disagrees with the shape
+  EXPECT_FALSE(validatePlanStructure(r, 0).ok());
+  plan::Plan s;
+  auto *neg = addBuffer(s, plan::Buffer::INPUT, {4}, 0, "x");
+  neg->set_shape(0, -4);
+  EXPECT_FALSE(validatePlanStructure(s, 0).ok());
+  plan::Plan t;
+  addBuffer(t, plan::Buffer::WEIGHT, {1}, 0);
+  auto *prog = t.add_programs();
+  auto *step = prog->add_steps();
+  step->set_kernel("exp");
+  step->add_inputs(0);
+  step->add_outputs(0); // writes a weight
+  t.set_weight_bytes(4);
+  EXPECT_FALSE(validatePlanStructure(t, 4).ok());
+  plan::Plan u;
+  auto *prog2 = u.add_programs();
+  prog2->add_steps()->add_inputs(7); // no such buffer
+  EXPECT_FALSE(validatePlanStructure(u, 0).ok());
+}
+
+} // namespace

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs ds's dependencies on Debian 12 (by package name), then configures
+# and builds into ./build with CMake + Ninja (ccache when present).
+# Safe to re-run: packages already present are not fetched again and the
+# build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Why each dependency is here: docs/dependencies.md.
+PACKAGES=(
+  cmake ninja-build g++ ccache pkg-config
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  libprotobuf-dev protobuf-compiler libabsl-dev libonnx-dev
+  libopenblas-dev zlib1g-dev libzip-dev
+  libopenmpi-dev openmpi-bin liburing-dev
+  libgtest-dev libbenchmark-dev
+  python3-onnx python3-numpy python3-torch
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA toolkit is not a Debian package; when it is installed at
+# /usr/local/cuda the CUDA backend is built too (DS_ENABLE_CUDA).
+CMAKE_ARGS=(-G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release)
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  CMAKE_ARGS+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+fi
+if [ ! -f build/build.ninja ]; then
+  cmake "${CMAKE_ARGS[@]}"
+fi
+# Two cores: keep the job count at the core count.
+cmake --build build -j "$(nproc)"

@@ -80,9 +80,9 @@ class DS_UnaryOp<string mnemonic, Type T, string desc, list<Trait> traits = []>
   let summary = "elementwise " # mnemonic;
   let description = desc # [{
 
-    **Constraints:**
-    - operand and result have the same type.
-  }];
+**Constraints:**
+- operand and result have the same type.
+}];
   let arguments = (ins T:$operand);
   let results = (outs T:$result);
   let assemblyFormat = "$operand attr-dict `:` type($result)";
@@ -143,13 +143,13 @@ class DS_BinaryOp<string mnemonic, Type T, Type R, string desc,
   let summary = "elementwise " # mnemonic # " with broadcasting";
   let description = desc # [{
 
-    Operands broadcast like numpy: shapes are aligned at the right and a
-    dimension of 1 stretches.
+Operands broadcast like numpy: shapes are aligned at the right and a
+dimension of 1 stretches.
 
-    **Constraints:**
-    - operands have the same element type.
-    - operand shapes broadcast; the result has the broadcast shape.
-  }];
+**Constraints:**
+- operands have the same element type.
+- operand shapes broadcast; the result has the broadcast shape.
+}];
   let arguments = (ins T:$lhs, T:$rhs);
   let results = (outs R:$result);
   let assemblyFormat = [{
@@ -260,11 +260,11 @@ class DS_SoftmaxLikeOp<string mnemonic, string desc>
     : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = desc;
   let description = desc # [{ along one axis (numerically stable: the
-    maximum is subtracted first).
+maximum is subtracted first).
 
-    **Constraints:**
-    - the operand has rank >= 1 and `axis` is in [0, rank).
-  }];
+**Constraints:**
+- the operand has rank >= 1 and `axis` is in [0, rank).
+}];
   let arguments = (ins DS_FloatTensor:$operand, I64Attr:$axis);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$operand attr-dict `:` type($result)";
@@ -320,12 +320,12 @@ class DS_AxesReshapeOp<string mnemonic, string desc>
     : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = desc;
   let description = desc # [{ at `axes` (positions in the
-    result for unsqueeze, in the operand for squeeze).
+result for unsqueeze, in the operand for squeeze).
 
-    **Constraints:**
-    - `axes` are sorted, unique and in range.
-    - for squeeze, every axis has extent 1.
-  }];
+**Constraints:**
+- `axes` are sorted, unique and in range.
+- for squeeze, every axis has extent 1.
+}];
   let arguments = (ins DS_Tensor:$operand, DenseI64ArrayAttr:$axes);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";

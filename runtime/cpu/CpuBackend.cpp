@@ -11,10 +11,11 @@
 namespace ds::rt::cpu {
 
 CpuBackend::CpuBackend(const BackendOptions &opts) {
-  if (opts.threads > 0) {
+  if (opts.threads > 0)
     omp_set_num_threads(opts.threads);
-    openblas_set_num_threads(opts.threads);
-  }
+  // Kernels parallelize on OpenMP, GEMM included (LinalgKernels.cpp splits
+  // it); BLAS's own pthreads would spin against OpenMP's for the cores.
+  openblas_set_num_threads(1);
 }
 
 absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace) {

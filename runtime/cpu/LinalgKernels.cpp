@@ -2,6 +2,7 @@
 // docs/dependencies.md for why). Shapes are checked here, so BLAS never sees
 // a leading dimension or a pointer the plan did not pay for.
 #include <cblas.h>
+#include <omp.h>
 
 #include "runtime/cpu/KernelRegistry.h"
 
@@ -42,13 +43,35 @@ absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
 }
 
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
+void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b,
+               int64_t ldb, T *c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
-                n, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+                0.0f, c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
-                n, 0.0, c, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb,
+                0.0, c, ldc);
+}
+
+/// C = A x B on the backend's OpenMP threads. BLAS itself runs one thread
+/// per call (CpuBackend sets it so): one thread pool for every kernel means
+/// no spinning BLAS workers stealing cores from the next elementwise step.
+/// Rows are split when there are enough, else columns.
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
+  const int64_t work = m * n * k;
+  const int64_t threads = omp_get_max_threads();
+  if (work < (1 << 16) || threads == 1) {
+    gemmBlock<T>(m, n, k, a, k, b, n, c, n);
+  } else if (m >= 8 * threads) {
+    parallelFor(m, 8, [&](int64_t lo, int64_t hi) {
+      gemmBlock<T>(hi - lo, n, k, a + lo * k, k, b, n, c + lo * n, n);
+    });
+  } else {
+    parallelFor(n, 16, [&](int64_t lo, int64_t hi) {
+      gemmBlock<T>(m, hi - lo, k, a, k, b + lo, n, c + lo, n);
+    });
+  }
 }
 
 template <typename T>
@@ -94,11 +117,17 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
       gemm<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat,
               pb + (off[1] + i * sb) * bMat, po + batch * oMat);
     };
-    // Small per-batch products (attention scores) parallelize over batches;
-    // big ones leave the threads to BLAS.
-    if (g.m * g.n * g.k < (1 << 18)) {
+    // Many small products (attention scores) parallelize over batches,
+    // each a one-thread BLAS call; few big ones split inside gemm().
+    if (batches >= omp_get_max_threads()) {
       parallelFor(batches, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t b = lo; b < hi; ++b) one(b);
+        for (int64_t b = lo; b < hi; ++b) {
+          int64_t off[2];
+          ix.rowOffsets(b / inner, off);
+          int64_t i = b % inner;
+          gemmBlock<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat, g.k,
+                       pb + (off[1] + i * sb) * bMat, g.n, po + b * oMat, g.n);
+        }
       });
     } else {
       for (int64_t b = 0; b < batches; ++b) one(b);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt::cpu {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/VectorMath.h"
 
 namespace ds::rt::cpu {
 namespace {
@@ -126,6 +127,15 @@ absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
   }
 }
 
+/// exp(d) for d <= 0 (a logit minus the row maximum). Masked logits are
+/// -inf or very negative; they would send libmvec's vector expf to its slow
+/// scalar path, so anything below expf's normal range is exactly 0 here.
+inline float expShifted(float d) {
+  constexpr float kLow = -87.0f;
+  float e = std::exp(d < kLow ? kLow : d);
+  return d < kLow ? 0.0f : e;
+}
+
 template <bool kLog>
 absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
@@ -141,6 +151,37 @@ absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   const float *x = c.in[0].as<float>();
   float *y = c.out[0].as<float>();
   return PreparedStep([=] {
+    if (inner == 1) {
+      // Rows are contiguous: three vectorized passes (max, exp + sum, scale).
+      parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t o = lo; o < hi; ++o) {
+                      const float *px = x + o * n;
+                      float *py = y + o * n;
+                      float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+                      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, px[j]);
+                      float sum = 0;
+                      if (kLog) {
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t j = 0; j < n; ++j) sum += expShifted(px[j] - mx);
+                        const float ls = std::log(sum);
+#pragma omp simd
+                        for (int64_t j = 0; j < n; ++j) py[j] = px[j] - mx - ls;
+                      } else {
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t j = 0; j < n; ++j) {
+                          py[j] = expShifted(px[j] - mx);
+                          sum += py[j];
+                        }
+                        const float inv = 1.0f / sum;
+#pragma omp simd
+                        for (int64_t j = 0; j < n; ++j) py[j] *= inv;
+                      }
+                    }
+                  });
+      return absl::OkStatus();
+    }
     parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t idx = lo; idx < hi; ++idx) {

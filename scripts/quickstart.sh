@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 EX=examples/gpt
 mkdir -p build/example
-echo "+ ds-opt $EX/tiny_gpt.onnx -o build/example/tiny_gpt.dsplan"
-build/bin/ds-opt "$EX/tiny_gpt.onnx" -o build/example/tiny_gpt.dsplan
+echo "+ ds-opt $EX/tiny_gpt.onnx -o build/example/tiny_gpt.dsplan --report"
+build/bin/ds-opt "$EX/tiny_gpt.onnx" -o build/example/tiny_gpt.dsplan --report
 echo "+ ds-run build/example/tiny_gpt.dsplan --inputs $EX/input.npz --outputs build/example/output.npz"
 build/bin/ds-run build/example/tiny_gpt.dsplan --inputs "$EX/input.npz" --outputs build/example/output.npz
 /usr/bin/python3 - <<'PY'

@@ -10,6 +10,7 @@
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
 #include "ds/Plan/Pipelines.h"
+#include "ds/Plan/Report.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -37,6 +38,12 @@ static llvm::cl::list<std::string>
                 llvm::cl::desc("fix a graph input's shape at compile time: NAME=d0,d1,... "
                                "(repeatable)"),
                 llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<bool>
+    report("report",
+           llvm::cl::desc("print per-rank memory (parameters, constants, activation arena, "
+                          "inputs, outputs) after the pipeline"),
+           llvm::cl::init(false), llvm::cl::cat(dsCategory));
 
 static bool isOnnxFile(llvm::StringRef path) {
   return path.ends_with(".onnx") || path.ends_with(".onnxtxt") ||
@@ -83,8 +90,10 @@ int main(int argc, char **argv) {
     return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
   bool onnx = isOnnxFile(inputFilename);
 
+  // With --report and no output named, report only.
+  bool reportOnly = report && outputFilename == "-" && emitKind.empty();
   // .mlir in, IR out: exactly mlir-opt (split-input-file, verify-diagnostics...).
-  if (!onnx && emit == "mlir")
+  if (!onnx && emit == "mlir" && !report)
     return asMainReturnCode(MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 
   if (emit == "plan" && outputFilename == "-")
@@ -128,12 +137,19 @@ int main(int argc, char **argv) {
   pm.enableTiming(timing);
   if (failed(config.setupPassPipeline(pm)))
     return fail("bad pass pipeline");
-  // A plan needs the inference pipeline unless the user spelled passes out.
-  if (emit == "plan" && pm.size() == 0)
+  // A plan (and a report) needs the inference pipeline unless the user
+  // spelled passes out.
+  if ((emit == "plan" || report) && pm.size() == 0)
     mlir::ds::buildInferencePipeline(pm, mlir::ds::InferencePipelineOptions());
   if (failed(pm.run(*module)))
     return 1;
 
+  if (report) {
+    FailureOr<mlir::ds::MemoryReport> r = mlir::ds::computeMemoryReport(*module);
+    if (failed(r)) return 1;
+    mlir::ds::printMemoryReport(*r, reportOnly || emit == "plan" ? llvm::outs() : llvm::errs());
+    if (reportOnly) return 0;
+  }
   if (emit == "mlir") {
     std::string error;
     auto out = openOutputFile(outputFilename, &error);

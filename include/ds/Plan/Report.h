@@ -1,0 +1,29 @@
+//===- Report.h - what a plan will hold, before it runs ---------*- C++ -*-===//
+#ifndef DS_PLAN_REPORT_H
+#define DS_PLAN_REPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::ds {
+
+/// Bytes per rank by category, computed from a memory-planned module.
+struct MemoryReport {
+  int64_t parameters = 0, parameterBytes = 0;
+  int64_t largestParameterBytes = 0;
+  int64_t constantBytes = 0;
+  int64_t activationArenaBytes = 0; // peak of intermediates (ds-plan-memory)
+  int64_t inputBytes = 0, outputBytes = 0;
+  int64_t steps = 0;
+  int64_t total() const {
+    return parameterBytes + constantBytes + activationArenaBytes + inputBytes + outputBytes;
+  }
+};
+
+/// Fails (with a diagnostic) when the module has no memory plan.
+FailureOr<MemoryReport> computeMemoryReport(ModuleOp module);
+void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);
+
+} // namespace mlir::ds
+
+#endif // DS_PLAN_REPORT_H

@@ -1,0 +1,61 @@
+//===- Report.cpp - what a plan will hold, before it runs -----------------===//
+#include "ds/Plan/Report.h"
+
+#include "dialects/ds/DSOps.h"
+#include "ds/Plan/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+static int64_t bytesOf(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  Type e = rt.getElementType();
+  return rt.getNumElements() * (e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
+  func::FuncOp entry = module.lookupSymbol<func::FuncOp>("main");
+  if (!entry)
+    return module.emitError("no entry function 'main' to report on");
+  auto arena = entry->getAttrOfType<IntegerAttr>(kArenaBytesAttr);
+  if (!arena)
+    return entry.emitError("has no memory plan; run ds-plan-memory before --report");
+  MemoryReport r;
+  r.activationArenaBytes = arena.getInt();
+  for (Type t : entry.getArgumentTypes()) r.inputBytes += bytesOf(t);
+  for (Type t : entry.getResultTypes()) r.outputBytes += bytesOf(t);
+  entry.walk([&](Operation *op) {
+    if (auto p = dyn_cast<ParameterOp>(op)) {
+      ++r.parameters;
+      int64_t b = bytesOf(p.getType());
+      r.parameterBytes += b;
+      r.largestParameterBytes = std::max(r.largestParameterBytes, b);
+    } else if (auto c = dyn_cast<ConstantOp>(op)) {
+      r.constantBytes += bytesOf(c.getType());
+    } else if (isa<DSDialect>(op->getDialect())) {
+      ++r.steps;
+    }
+  });
+  return r;
+}
+
+void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
+  auto row = [&](StringRef what, int64_t bytes, StringRef note = "") {
+    os << llvm::format("  %-24s %14lld B %10.3f MiB", what.str().c_str(),
+                       static_cast<long long>(bytes), bytes / 1048576.0);
+    if (!note.empty()) os << "  " << note;
+    os << "\n";
+  };
+  os << "memory per rank (world size 1):\n";
+  row("parameters", r.parameterBytes,
+      (std::to_string(r.parameters) + " tensors, largest " +
+       std::to_string(r.largestParameterBytes) + " B").c_str());
+  row("constants", r.constantBytes);
+  row("activations (arena)", r.activationArenaBytes, "peak of intermediates, static");
+  row("inputs", r.inputBytes);
+  row("outputs", r.outputBytes);
+  row("total", r.total());
+  os << "  steps: " << r.steps << "\n";
+}

@@ -11,7 +11,7 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libprotobuf-dev protobuf-compiler libabsl-dev libonnx-dev
-  libopenblas-dev zlib1g-dev libzip-dev
+  libopenblas-dev libdnnl-dev zlib1g-dev libzip-dev
   libopenmpi-dev openmpi-bin liburing-dev
   libgtest-dev libbenchmark-dev
   python3-onnx python3-numpy python3-torch

@@ -119,6 +119,7 @@ DS_INFER_BINARY(DivOp, false)
 DS_INFER_BINARY(PowOp, false)
 DS_INFER_BINARY(MinOp, false)
 DS_INFER_BINARY(MaxOp, false)
+DS_INFER_BINARY(ModOp, false)
 DS_INFER_BINARY(EqualOp, true)
 DS_INFER_BINARY(LessOp, true)
 DS_INFER_BINARY(GreaterOp, true)
@@ -235,6 +236,21 @@ template <typename SoftmaxOp> static LogicalResult verifySoftmax(SoftmaxOp op) {
 }
 LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+
+LogicalResult TriluOp::verify() {
+  if (getOperand().getType().getRank() < 2)
+    return emitOpError("needs an operand of rank >= 2");
+  return success();
+}
+
+LogicalResult CumSumOp::verify() {
+  int64_t rank = getOperand().getType().getRank();
+  if (rank < 1)
+    return emitOpError("needs an operand of rank >= 1");
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  return success();
+}
 
 LogicalResult LayerNormOp::verify() {
   auto t = getOperand().getType();

@@ -99,6 +99,28 @@ def DS_ReluOp : DS_UnaryOp<"relu", DS_NumericTensor, "`max(x, 0)`">;
 def DS_NegOp : DS_UnaryOp<"neg", DS_NumericTensor, "`-x`">;
 def DS_AbsOp : DS_UnaryOp<"abs", DS_NumericTensor, "`|x|`">;
 def DS_NotOp : DS_UnaryOp<"not", DS_BoolTensor, "logical negation">;
+def DS_SinOp : DS_UnaryOp<"sin", DS_FloatTensor, "sine">;
+def DS_CosOp : DS_UnaryOp<"cos", DS_FloatTensor, "cosine">;
+def DS_FloorOp : DS_UnaryOp<"floor", DS_FloatTensor, "round toward negative infinity">;
+def DS_CeilOp : DS_UnaryOp<"ceil", DS_FloatTensor, "round toward positive infinity">;
+def DS_RoundOp : DS_UnaryOp<"round", DS_FloatTensor, "round half to even">;
+def DS_SignOp : DS_UnaryOp<"sign", DS_NumericTensor, "-1, 0 or 1">;
+def DS_SoftplusOp : DS_UnaryOp<"softplus", DS_FloatTensor, "`log(1 + e^x)`, computed stably">;
+
+class DS_PredicateOp<string mnemonic, string desc>
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultShape]> {
+  let summary = desc;
+  let description = desc # [{ (result i1).
+
+**Constraints:**
+- operand and result have the same shape.
+}];
+  let arguments = (ins DS_FloatTensor:$operand);
+  let results = (outs DS_BoolTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+}
+def DS_IsNanOp : DS_PredicateOp<"is_nan", "true where the element is NaN">;
+def DS_IsInfOp : DS_PredicateOp<"is_inf", "true where the element is infinite">;
 
 def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "Gaussian error linear unit";
@@ -171,6 +193,8 @@ def DS_DivOp : DS_ArithOp<"div", "`lhs / rhs`; integer division truncates">;
 def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`">;
 def DS_MinOp : DS_ArithOp<"min", "the smaller operand; NaN propagates", [Commutative]>;
 def DS_MaxOp : DS_ArithOp<"max", "the larger operand; NaN propagates", [Commutative]>;
+def DS_ModOp : DS_ArithOp<"mod", "remainder: floored (sign of the divisor) for integers, "
+                                  "truncated (C fmod) for floats, as ONNX Mod with fmod=1">;
 def DS_EqualOp : DS_CompareOp<"equal", "`lhs == rhs`">;
 def DS_LessOp : DS_CompareOp<"less", "`lhs < rhs`">;
 def DS_GreaterOp : DS_CompareOp<"greater", "`lhs > rhs`">;
@@ -413,6 +437,38 @@ def DS_GatherOp : DS_Op<"gather",
   let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def DS_TriluOp : DS_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "keeps the upper or lower triangle of the last two dimensions";
+  let description = [{
+    `upper`: keeps elements with `col - row >= k`; otherwise keeps
+    `col - row <= k`; the rest become zero (ONNX `Trilu`).
+
+    **Constraints:**
+    - the operand has rank >= 2.
+  }];
+  let arguments = (ins DS_Tensor:$operand, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "running sum along an axis";
+  let description = [{
+    `exclusive` leaves each element out of its own sum; `reverse` sums from
+    the end (ONNX `CumSum`).
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+  }];
+  let arguments = (ins DS_NumericTensor:$operand, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs DS_NumericTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def DS_ExpandOp : DS_Op<"expand", [Pure]> {

@@ -308,6 +308,13 @@ private:
   LogicalResult size(const onnx::NodeProto &n);
   LogicalResult constantOfShape(const onnx::NodeProto &n);
   LogicalResult range(const onnx::NodeProto &n);
+  LogicalResult clip(const onnx::NodeProto &n);
+  LogicalResult isNan(const onnx::NodeProto &n);
+  LogicalResult leakyRelu(const onnx::NodeProto &n);
+  LogicalResult mod(const onnx::NodeProto &n);
+  LogicalResult isInf(const onnx::NodeProto &n);
+  LogicalResult trilu(const onnx::NodeProto &n);
+  LogicalResult cumsum(const onnx::NodeProto &n);
 
   static const llvm::StringMap<Handler> &handlers();
 
@@ -1091,6 +1098,107 @@ LogicalResult OnnxImporter::range(const onnx::NodeProto &n) {
   return success();
 }
 
+LogicalResult OnnxImporter::clip(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  Value y = x;
+  if (Value lo = input(n, 1)) {
+    DS_TRY(t, build<MaxOp>({y, lo}));
+    y = t;
+  }
+  if (Value hi = input(n, 2)) {
+    DS_TRY(t, build<MinOp>({y, hi}));
+    y = t;
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::leakyRelu(const onnx::NodeProto &n) {
+  // max(x, 0) + alpha * min(x, 0): exact on both sides of zero.
+  DS_TRY(x, required(n, 0));
+  DS_TRY(alpha, floatAttr(n, "alpha", 0.01f));
+  Type elem = typeOf(x).getElementType();
+  Value zero = scalar(elem, 0.0);
+  DS_TRY(pos, build<MaxOp>({x, zero}));
+  DS_TRY(neg, build<MinOp>({x, zero}));
+  DS_TRY(scaled, build<MulOp>({neg, scalar(elem, alpha)}));
+  DS_TRY(y, build<AddOp>({pos, scaled}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::mod(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(c, required(n, 1));
+  DS_TRY(fmod, intAttr(n, "fmod", 0));
+  bool isFloat = isa<FloatType>(typeOf(a).getElementType());
+  // ds.mod is fmod on floats and floored on integers: the two ONNX pairings.
+  if (isFloat != (fmod != 0))
+    return nodeError(n) << (isFloat ? "floating-point Mod needs fmod=1"
+                                    : "integer Mod with fmod=1 is not supported");
+  DS_TRY(y, build<ModOp>({a, c}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::isNan(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  auto t = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
+  DS_TRY(y, buildTyped<IsNanOp>(t, x));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::isInf(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(neg, intAttr(n, "detect_negative", 1));
+  DS_TRY(pos, intAttr(n, "detect_positive", 1));
+  auto boolType = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
+  DS_TRY(inf, buildTyped<IsInfOp>(boolType, x));
+  Value y = inf;
+  if (!neg || !pos) {
+    Value zero = scalar(typeOf(x).getElementType(), 0.0);
+    FailureOr<Value> side = pos ? build<GreaterOp>({x, zero}) : build<LessOp>({x, zero});
+    if (failed(side)) return failure();
+    DS_TRY(both, build<AndOp>({inf, *side}));
+    y = both;
+    if (!neg && !pos) y = constant(DenseElementsAttr::get(boolType, false));
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::trilu(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(upper, intAttr(n, "upper", 1));
+  int64_t k = 0;
+  if (input(n, 1)) {
+    DS_TRY(kv, constantInts(n, 1, "k"));
+    if (kv.size() != 1) return nodeError(n) << "k must be a scalar";
+    k = kv[0];
+  }
+  DS_TRY(y, buildTyped<TriluOp>(x.getType(), x,
+                                {attr("upper", b_.getBoolAttr(upper != 0)), i64Attr("k", k)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::cumsum(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axisV, constantInts(n, 1, "axis"));
+  if (axisV.size() != 1) return nodeError(n) << "axis must be a scalar";
+  int64_t axis = axisV[0];
+  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  DS_TRY(exclusive, intAttr(n, "exclusive", 0));
+  DS_TRY(reverse, intAttr(n, "reverse", 0));
+  DS_TRY(y, buildTyped<CumSumOp>(x.getType(), x,
+                                 {i64Attr("axis", axis),
+                                  attr("exclusive", b_.getBoolAttr(exclusive != 0)),
+                                  attr("reverse", b_.getBoolAttr(reverse != 0))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 const llvm::StringMap<Handler> &OnnxImporter::handlers() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::identity},
@@ -1125,6 +1233,20 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"Abs", &OnnxImporter::unary<AbsOp>},
       {"Not", &OnnxImporter::unary<NotOp>},
       {"Gelu", &OnnxImporter::gelu},
+      {"Sin", &OnnxImporter::unary<SinOp>},
+      {"Cos", &OnnxImporter::unary<CosOp>},
+      {"Floor", &OnnxImporter::unary<FloorOp>},
+      {"Ceil", &OnnxImporter::unary<CeilOp>},
+      {"Round", &OnnxImporter::unary<RoundOp>},
+      {"Sign", &OnnxImporter::unary<SignOp>},
+      {"Softplus", &OnnxImporter::unary<SoftplusOp>},
+      {"IsNaN", &OnnxImporter::isNan},
+      {"IsInf", &OnnxImporter::isInf},
+      {"Clip", &OnnxImporter::clip},
+      {"LeakyRelu", &OnnxImporter::leakyRelu},
+      {"Mod", &OnnxImporter::mod},
+      {"Trilu", &OnnxImporter::trilu},
+      {"CumSum", &OnnxImporter::cumsum},
       {"Cast", &OnnxImporter::castNode},
       {"CastLike", &OnnxImporter::castLike},
       {"Where", &OnnxImporter::where},
@@ -1184,16 +1306,13 @@ bool mlir::ds::parseInputShapeSpec(StringRef spec, ImportOptions &options,
   return true;
 }
 
-OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::string &path,
-                                               const ImportOptions &options) {
+OwningOpRef<ModuleOp> mlir::ds::importOnnxModel(MLIRContext *context,
+                                                const onnx::ModelProto &model,
+                                                const std::string &path,
+                                                const ImportOptions &options) {
   context->loadDialect<DSDialect, func::FuncDialect>();
-  auto model = readModelFile(path);
-  if (!model) {
-    emitError(FileLineColLoc::get(context, path, 0, 0)) << llvm::toString(model.takeError());
-    return nullptr;
-  }
   OnnxImporter importer(context, options, path);
-  OwningOpRef<ModuleOp> module = importer.run(*model);
+  OwningOpRef<ModuleOp> module = importer.run(model);
   if (!module) return nullptr;
   // Constants used only to compute shapes, and parameters nothing reads.
   SmallVector<Operation *> dead;
@@ -1202,4 +1321,14 @@ OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::
   });
   for (Operation *op : dead) op->erase();
   return module;
+}
+
+OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::string &path,
+                                               const ImportOptions &options) {
+  auto model = readModelFile(path);
+  if (!model) {
+    emitError(FileLineColLoc::get(context, path, 0, 0)) << llvm::toString(model.takeError());
+    return nullptr;
+  }
+  return importOnnxModel(context, *model, path, options);
 }

@@ -105,6 +105,17 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
             setInts(s, "axes", r.getAxes());
             return success();
           })
+      .Case<TriluOp>([&](TriluOp t) {
+        setInt(s, "upper", t.getUpper());
+        setInt(s, "k", t.getK());
+        return success();
+      })
+      .Case<CumSumOp>([&](CumSumOp t) {
+        setInt(s, "axis", t.getAxis());
+        setInt(s, "exclusive", t.getExclusive());
+        setInt(s, "reverse", t.getReverse());
+        return success();
+      })
       .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp>([&](auto o) {
         setInt(s, "axis", o.getAxis());
         return success();

@@ -308,9 +308,41 @@ absl::StatusOr<PreparedStep> prepareExpand(const KernelContext &c) {
   });
 }
 
+// trilu: zero one triangle of every [rows, cols] matrix in the batch.
+absl::StatusOr<PreparedStep> prepareTrilu(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  if (c.in[0].rank() < 2) return c.error("operand must have rank >= 2");
+  DS_ASSIGN_OR_RETURN(int64_t upper, c.intAttr("upper"));
+  DS_ASSIGN_OR_RETURN(int64_t k, c.intAttr("k"));
+  const auto &s = c.in[0].shape;
+  int64_t rows = s[s.size() - 2], cols = s.back();
+  int64_t batch = product(s, 0, s.size() - 2);
+  size_t es = dtypeSize(c.in[0].dtype);
+  auto *src = static_cast<const uint8_t *>(c.in[0].data);
+  auto *dst = static_cast<uint8_t *>(c.out[0].data);
+  return PreparedStep([=] {
+    parallelFor(batch * rows, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        int64_t row = r % rows;
+        const uint8_t *in = src + r * cols * es;
+        uint8_t *out = dst + r * cols * es;
+        for (int64_t col = 0; col < cols; ++col) {
+          bool keep = upper ? (col - row >= k) : (col - row <= k);
+          if (keep) std::memcpy(out + col * es, in + col * es, es);
+          else std::memset(out + col * es, 0, es);
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 } // namespace
 
 void registerDataMovementKernels(KernelRegistry &r) {
+  r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
   r.add("transpose", prepareTranspose);
   r.add("slice", prepareSlice);

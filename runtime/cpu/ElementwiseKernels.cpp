@@ -86,10 +86,10 @@ absl::StatusOr<PreparedStep> prepareArith(const KernelContext &c) {
   return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
 }
 
-// Integer Div wraps the generic loop with a check of the divisor.
-template <typename T>
+// Integer Div and Mod wrap the generic loop with a check of the divisor.
+template <typename T, typename Op>
 PreparedStep makeIntDiv(const KernelContext &c, BroadcastIndexer ix) {
-  PreparedStep inner = makeBinary<T, T, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
+  PreparedStep inner = makeBinary<T, T, Op>(ix, c.in[0], c.in[1], c.out[0]);
   const TensorView a = c.in[0], b = c.in[1];
   std::string where = std::string(c.error("").message());
   return [inner, a, b, where]() -> absl::Status {
@@ -108,14 +108,15 @@ PreparedStep makeIntDiv(const KernelContext &c, BroadcastIndexer ix) {
   };
 }
 
+template <typename Op>
 absl::StatusOr<PreparedStep> prepareDiv(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(BroadcastIndexer ix, checkBinary(c));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
   switch (c.in[0].dtype) {
-  case plan::F32: return makeBinary<float, float, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
-  case plan::F64: return makeBinary<double, double, math::Div>(ix, c.in[0], c.in[1], c.out[0]);
-  case plan::I32: return makeIntDiv<int32_t>(c, ix);
-  case plan::I64: return makeIntDiv<int64_t>(c, ix);
+  case plan::F32: return makeBinary<float, float, Op>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::F64: return makeBinary<double, double, Op>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::I32: return makeIntDiv<int32_t, Op>(c, ix);
+  case plan::I64: return makeIntDiv<int64_t, Op>(c, ix);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
 }
@@ -180,6 +181,30 @@ absl::StatusOr<PreparedStep> prepareGelu(const KernelContext &c) {
   if (approx == "tanh")
     return prepareUnary<math::GeluTanh, false>(c);
   return c.error(absl::StrCat("unknown approximation '", approx, "'"));
+}
+
+template <typename T, typename Op>
+PreparedStep makePredicate(const TensorView x, const TensorView o) {
+  return [px = x.as<T>(), po = o.as<uint8_t>(), n = o.numel]() -> absl::Status {
+    Op op;
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) po[i] = op(px[i]);
+    });
+    return absl::OkStatus();
+  };
+}
+
+template <typename Op>
+absl::StatusOr<PreparedStep> preparePredicate(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::BOOL, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makePredicate<float, Op>(c.in[0], c.out[0]);
+  case plan::F64: return makePredicate<double, Op>(c.in[0], c.out[0]);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
 }
 
 absl::StatusOr<PreparedStep> prepareNot(const KernelContext &c) {
@@ -313,7 +338,17 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("add", prepareArith<math::Add, true, true>);
   r.add("sub", prepareArith<math::Sub, true, true>);
   r.add("mul", prepareArith<math::Mul, true, true>);
-  r.add("div", prepareDiv);
+  r.add("div", prepareDiv<math::Div>);
+  r.add("mod", prepareDiv<math::Mod>);
+  r.add("sin", prepareUnary<math::Sin, false>);
+  r.add("cos", prepareUnary<math::Cos, false>);
+  r.add("floor", prepareUnary<math::Floor, false>);
+  r.add("ceil", prepareUnary<math::Ceil, false>);
+  r.add("round", prepareUnary<math::Round, false>);
+  r.add("sign", prepareUnary<math::Sign, true>);
+  r.add("softplus", prepareUnary<math::Softplus, false>);
+  r.add("is_nan", preparePredicate<math::IsNan>);
+  r.add("is_inf", preparePredicate<math::IsInf>);
   r.add("pow", prepareArith<math::Pow, true, true>);
   r.add("min", prepareArith<math::Min, true, true>);
   r.add("max", prepareArith<math::Max, true, true>);

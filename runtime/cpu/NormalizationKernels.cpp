@@ -258,9 +258,56 @@ absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
   });
 }
 
+template <typename T>
+PreparedStep makeCumSum(const KernelContext &c, int64_t axis, bool exclusive, bool reverse) {
+  const auto &s = c.in[0].shape;
+  int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const T *x = c.in[0].as<T>();
+  T *y = c.out[0].as<T>();
+  return [=]() -> absl::Status {
+    parallelFor(outer * inner, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t idx = lo; idx < hi; ++idx) {
+        int64_t o = idx / inner, i = idx % inner;
+        const T *px = x + o * n * inner + i;
+        T *py = y + o * n * inner + i;
+        T acc = 0;
+        for (int64_t t = 0; t < n; ++t) {
+          int64_t j = reverse ? n - 1 - t : t;
+          if (exclusive) {
+            py[j * inner] = acc;
+            acc += px[j * inner];
+          } else {
+            acc += px[j * inner];
+            py[j * inner] = acc;
+          }
+        }
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  if (c.in[0].rank() == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", c.in[0].rank()));
+  DS_ASSIGN_OR_RETURN(int64_t exclusive, c.intAttr("exclusive"));
+  DS_ASSIGN_OR_RETURN(int64_t reverse, c.intAttr("reverse"));
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeCumSum<float>(c, axis, exclusive, reverse);
+  case plan::F64: return makeCumSum<double>(c, axis, exclusive, reverse);
+  case plan::I32: return makeCumSum<int32_t>(c, axis, exclusive, reverse);
+  case plan::I64: return makeCumSum<int64_t>(c, axis, exclusive, reverse);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
 } // namespace
 
 void registerNormalizationKernels(KernelRegistry &r) {
+  r.add("cumsum", prepareCumSum);
   r.add("reduce_sum", prepareReduce<ReduceKind::Sum>);
   r.add("reduce_mean", prepareReduce<ReduceKind::Mean>);
   r.add("reduce_max", prepareReduce<ReduceKind::Max>);

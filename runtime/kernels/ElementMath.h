@@ -93,5 +93,38 @@ struct GeluTanh {
   }
 };
 struct Not { DS_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; } };
+struct Sin { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sin(x); } };
+struct Cos { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::cos(x); } };
+struct Floor { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::floor(x); } };
+struct Ceil { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::ceil(x); } };
+/// Half to even, as ONNX Round and numpy.round (the default rounding mode).
+struct Round { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::nearbyint(x); } };
+struct Sign {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const { return T((x > T(0)) - (x < T(0))); }
+};
+/// log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|).
+struct Softplus {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const {
+    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-(x < T(0) ? -x : x)));
+  }
+};
+struct IsNan { template <class T> DS_HOST_DEVICE uint8_t operator()(T x) const { return x != x; } };
+struct IsInf {
+  template <class T> DS_HOST_DEVICE uint8_t operator()(T x) const {
+    return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+  }
+};
+/// ONNX Mod: fmod for floats; for integers the result takes the divisor's
+/// sign (Python's %). Zero divisors are caught by the kernel.
+struct Mod {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fmod(a, b);
+    } else {
+      T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+  }
+};
 
 } // namespace ds::math

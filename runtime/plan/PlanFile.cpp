@@ -79,34 +79,39 @@ void PlanWriter::addWeight(plan::Buffer &buffer, const void *bytes,
   buffer.set_crc32(crc32Of(bytes, size));
 }
 
-absl::Status PlanWriter::write(const std::string &path) {
-  plan_.set_schema_version(kSchemaVersion);
-  plan_.set_weight_bytes(weights_.size());
+uint32_t planCrc32(const void *data, uint64_t size) { return crc32Of(data, size); }
+
+std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> &weights) {
+  p.set_schema_version(kSchemaVersion);
+  p.set_weight_bytes(weights.size());
   std::string proto;
-  if (!plan_.SerializeToString(&proto))
-    return absl::InternalError("plan message failed to serialize (over 2 GiB?)");
-
-  uint8_t header[kHeaderBytes] = {};
-  std::memcpy(header, kPlanMagic, 8);
-  putLE<uint32_t>(header + 8, kFormatVersion);
-  putLE<uint32_t>(header + 12, kHeaderBytes);
-  putLE<uint64_t>(header + 16, kHeaderBytes);
-  putLE<uint64_t>(header + 24, proto.size());
-  putLE<uint32_t>(header + 32, crc32Of(proto.data(), proto.size()));
+  p.SerializeToString(&proto);
   uint64_t weightsOffset = alignUp(kHeaderBytes + proto.size(), kWeightAlignment);
-  putLE<uint64_t>(header + 40, weightsOffset);
-  putLE<uint64_t>(header + 48, weights_.size());
+  std::vector<uint8_t> out(weightsOffset + weights.size(), 0);
+  std::memcpy(out.data(), kPlanMagic, 8);
+  putLE<uint32_t>(out.data() + 8, kFormatVersion);
+  putLE<uint32_t>(out.data() + 12, kHeaderBytes);
+  putLE<uint64_t>(out.data() + 16, kHeaderBytes);
+  putLE<uint64_t>(out.data() + 24, proto.size());
+  putLE<uint32_t>(out.data() + 32, crc32Of(proto.data(), proto.size()));
+  putLE<uint64_t>(out.data() + 40, weightsOffset);
+  putLE<uint64_t>(out.data() + 48, weights.size());
+  std::memcpy(out.data() + kHeaderBytes, proto.data(), proto.size());
+  if (!weights.empty())
+    std::memcpy(out.data() + weightsOffset, weights.data(), weights.size());
+  return out;
+}
 
+absl::Status PlanWriter::write(const std::string &path) {
+  if (plan_.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return absl::InvalidArgumentError("plan message is over 2 GiB; too many steps or buffers");
+  std::vector<uint8_t> bytes = serializePlanFile(plan_, weights_);
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  std::vector<uint8_t> pad(weightsOffset - kHeaderBytes - proto.size(), 0);
-  absl::Status st = writeAll(fd, header, kHeaderBytes, tmp);
-  if (st.ok()) st = writeAll(fd, proto.data(), proto.size(), tmp);
-  if (st.ok()) st = writeAll(fd, pad.data(), pad.size(), tmp);
-  if (st.ok()) st = writeAll(fd, weights_.data(), weights_.size(), tmp);
+  absl::Status st = writeAll(fd, bytes.data(), bytes.size(), tmp);
   if (st.ok() && ::fsync(fd) != 0)
     st = absl::InternalError(absl::StrCat("fsync ", tmp, ": ", std::strerror(errno)));
   ::close(fd);

@@ -45,6 +45,13 @@ private:
   std::vector<uint8_t> weights_;
 };
 
+/// The container bytes of `p` (schema version and weight size filled in)
+/// with `weights` as its weight section.
+std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> &weights);
+
+/// zlib CRC-32, the checksum of plan messages and weights.
+uint32_t planCrc32(const void *data, uint64_t size);
+
 /// A loaded, validated plan. Weights point into a read-only mapping.
 class LoadedPlan {
 public:

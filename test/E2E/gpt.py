@@ -2,7 +2,7 @@
 # tied head) matches PyTorch: at opset 14 exported with dynamic axes and
 # fixed with --input-shape (decomposed LayerNorm, Shape chains), at opset 17
 # exported static (LayerNormalization), and with an untied tanh-GELU variant.
-# REQUIRES: torch
+# REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])

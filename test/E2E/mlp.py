@@ -1,5 +1,5 @@
 # An MLP (Linear exports as Gemm) matches PyTorch at opsets 14 and 17.
-# REQUIRES: torch
+# REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])

@@ -1,5 +1,5 @@
 # torch.nn.TransformerEncoder (batch_first, 2 layers) matches PyTorch.
-# REQUIRES: torch
+# REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])

@@ -9,6 +9,10 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
 namespace mlir::ds {
 
 struct ImportOptions {
@@ -29,6 +33,11 @@ bool parseInputShapeSpec(llvm::StringRef spec, ImportOptions &options, std::stri
 /// name the node, its op, domain and opset; the result is null then.
 OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context, const std::string &path,
                                      const ImportOptions &options);
+
+/// Imports an already parsed model; `path` names it in diagnostics and its
+/// directory is where external data is looked up.
+OwningOpRef<ModuleOp> importOnnxModel(MLIRContext *context, const onnx::ModelProto &model,
+                                      const std::string &path, const ImportOptions &options);
 
 } // namespace mlir::ds
 

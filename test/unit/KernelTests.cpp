@@ -261,3 +261,32 @@ TEST(Registry, UnknownAttributesAreErrors) {
 }
 
 } // namespace
+
+namespace {
+TEST(MoreKernels, ModFollowsTheDivisorsSign) {
+  auto a = Tensor::i64({4}, {7, -7, 7, -7});
+  auto b = Tensor::i64({4}, {3, 3, -3, -3});
+  auto o = Tensor::empty(plan::I64, {4});
+  ASSERT_TRUE(run("mod", {&a, &b}, {&o}).ok());
+  EXPECT_EQ(o.ints(), (std::vector<int64_t>{1, 2, -2, -1})); // Python's %
+  auto z = Tensor::i64({4}, {1, 0, 1, 1});
+  EXPECT_FALSE(run("mod", {&a, &z}, {&o}).ok());
+}
+
+TEST(MoreKernels, TriluAndCumSum) {
+  auto x = Tensor::f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto o = Tensor::empty(plan::F32, {3, 3});
+  ASSERT_TRUE(run("trilu", {&x}, {&o}, [](plan::Step &s) {
+                (*s.mutable_attrs())["upper"].set_i(1);
+                (*s.mutable_attrs())["k"].set_i(1);
+              }).ok());
+  EXPECT_EQ(o.floats(), (std::vector<float>{0, 2, 3, 0, 0, 6, 0, 0, 0}));
+  auto c = Tensor::empty(plan::F32, {3, 3});
+  ASSERT_TRUE(run("cumsum", {&x}, {&c}, [](plan::Step &s) {
+                (*s.mutable_attrs())["axis"].set_i(0);
+                (*s.mutable_attrs())["exclusive"].set_i(0);
+                (*s.mutable_attrs())["reverse"].set_i(1);
+              }).ok());
+  EXPECT_EQ(c.floats(), (std::vector<float>{12, 15, 18, 11, 13, 15, 7, 8, 9}));
+}
+} // namespace

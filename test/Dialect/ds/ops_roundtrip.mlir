@@ -66,6 +66,30 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %g1 = ds.gelu %g0 {approximate = #ds<gelu_approximation tanh>} : tensor<2x3xf32>
   // CHECK: ds.cast %{{.*}} : tensor<4xi64> -> tensor<4xf32>
   %f = ds.cast %i : tensor<4xi64> -> tensor<4xf32>
+  // CHECK: ds.sin
+  %s0 = ds.sin %g1 : tensor<2x3xf32>
+  // CHECK: ds.cos
+  %s1 = ds.cos %s0 : tensor<2x3xf32>
+  // CHECK: ds.floor
+  %s2 = ds.floor %s1 : tensor<2x3xf32>
+  // CHECK: ds.ceil
+  %s3 = ds.ceil %s2 : tensor<2x3xf32>
+  // CHECK: ds.round
+  %s4 = ds.round %s3 : tensor<2x3xf32>
+  // CHECK: ds.sign
+  %s5 = ds.sign %s4 : tensor<2x3xf32>
+  // CHECK: ds.softplus
+  %s6 = ds.softplus %s5 : tensor<2x3xf32>
+  // CHECK: ds.is_nan %{{.*}} : tensor<2x3xf32> -> tensor<2x3xi1>
+  %s7 = ds.is_nan %s6 : tensor<2x3xf32> -> tensor<2x3xi1>
+  // CHECK: ds.is_inf
+  %s8 = ds.is_inf %s6 : tensor<2x3xf32> -> tensor<2x3xi1>
+  // CHECK: ds.mod
+  %s9 = ds.mod %i, %i : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  // CHECK: ds.trilu %{{.*}} {k = 1 : i64, upper = false} : tensor<2x3xf32>
+  %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
+  // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>
+  %t1 = ds.cumsum %t0 {axis = 1 : i64, reverse = true} : tensor<2x3xf32>
   return %g1 : tensor<2x3xf32>
 }
 

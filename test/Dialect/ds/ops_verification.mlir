@@ -347,3 +347,30 @@ func.func @dynamic(%a: tensor<?xf32>) {
   %0 = ds.exp %a : tensor<?xf32>
   return
 }
+
+// -----
+
+// trilu needs a matrix.
+func.func @trilu_rank(%a: tensor<4xf32>) {
+  // expected-error@+1 {{needs an operand of rank >= 2}}
+  %0 = ds.trilu %a {k = 0 : i64, upper = true} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// cumsum's axis is in range.
+func.func @cumsum_axis(%a: tensor<4xf32>) {
+  // expected-error@+1 {{axis 1 is out of range [0, 1)}}
+  %0 = ds.cumsum %a {axis = 1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Predicates produce i1 of the operand's shape.
+func.func @is_nan_shape(%a: tensor<4xf32>) {
+  // expected-error@+1 {{requires the same shape for all operands and results}}
+  %0 = ds.is_nan %a : tensor<4xf32> -> tensor<3xi1>
+  return
+}

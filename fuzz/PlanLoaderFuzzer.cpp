@@ -44,9 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   opts.threads = 1;
   auto backend = createBackend("cpu", opts);
   if (!backend.ok()) return 0;
+  auto session = Session::create(**loaded, **backend);
+  if (!session.ok()) return 0;
   for (const auto &prog : p.programs()) {
-    auto session = Session::create(**loaded, **backend, prog.name());
-    if (!session.ok()) continue;
     std::map<std::string, HostArray> inputs;
     for (uint32_t id : prog.inputs()) {
       const auto &b = p.buffers(id);
@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       a.data.assign(b.size_bytes(), 0);
       inputs[b.io_name()] = std::move(a);
     }
-    (void)(*session)->run(inputs);
+    (void)(*session)->run(prog.name(), inputs);
   }
   return 0;
 }

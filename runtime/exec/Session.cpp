@@ -1,6 +1,7 @@
 #include "runtime/exec/Session.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_join.h"
 
@@ -10,17 +11,9 @@ Session::~Session() {
   for (auto &[ptr, space] : owned_) backend_.release(ptr, space);
 }
 
-absl::StatusOr<std::unique_ptr<Session>>
-Session::create(const LoadedPlan &plan, Backend &backend, const std::string &program) {
+absl::StatusOr<std::unique_ptr<Session>> Session::create(const LoadedPlan &plan,
+                                                         Backend &backend) {
   std::unique_ptr<Session> s(new Session(plan, backend));
-  s->program_ = plan.findProgram(program);
-  if (!s->program_) {
-    std::vector<std::string> names;
-    for (const auto &p : plan.plan().programs()) names.push_back(p.name());
-    return absl::NotFoundError(absl::StrCat("plan ", plan.path(), " has no program '",
-                                            program, "' (it has: ",
-                                            absl::StrJoin(names, ", "), ")"));
-  }
   DS_RETURN_IF_ERROR(s->bind());
   return s;
 }
@@ -50,6 +43,18 @@ absl::Status Session::bind() {
       }
       break;
     }
+    case plan::Buffer::STATE: {
+      // State is written by programs: its own memory, initialized once.
+      DS_ASSIGN_OR_RETURN(v.data, backend_.allocate(b.size_bytes(), plan::DEVICE));
+      owned_.push_back({v.data, plan::DEVICE});
+      if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS) {
+        DS_RETURN_IF_ERROR(backend_.copyFromHost(v.data, plan_.weightData(b), b.size_bytes()));
+      } else {
+        std::vector<uint8_t> zeros(b.size_bytes(), 0);
+        DS_RETURN_IF_ERROR(backend_.copyFromHost(v.data, zeros.data(), zeros.size()));
+      }
+      break;
+    }
     case plan::Buffer::INPUT:
     case plan::Buffer::OUTPUT: {
       DS_ASSIGN_OR_RETURN(v.data, backend_.allocate(b.size_bytes(), plan::DEVICE));
@@ -60,28 +65,40 @@ absl::Status Session::bind() {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", b.id(), " has no kind"));
     }
   }
-  for (const auto &step : program_->steps()) {
-    std::vector<TensorView> ins, outs;
-    for (uint32_t id : step.inputs()) ins.push_back(views_[id]);
-    for (uint32_t id : step.outputs()) outs.push_back(views_[id]);
-    auto prepared = backend_.prepare(step, ins, outs);
-    if (!prepared.ok())
-      return absl::Status(prepared.status().code(),
-                          absl::StrCat("plan ", plan_.path(), ": ", prepared.status().message()));
-    steps_.push_back(std::move(*prepared));
+  for (const auto &prog : p.programs()) {
+    auto &prepared = steps_[prog.name()];
+    for (const auto &step : prog.steps()) {
+      std::vector<TensorView> ins, outs;
+      for (uint32_t id : step.inputs()) ins.push_back(views_[id]);
+      for (uint32_t id : step.outputs()) outs.push_back(views_[id]);
+      auto ps = backend_.prepare(step, ins, outs);
+      if (!ps.ok())
+        return absl::Status(ps.status().code(),
+                            absl::StrCat("plan ", plan_.path(), ", program '", prog.name(),
+                                         "': ", ps.status().message()));
+      prepared.push_back(std::move(*ps));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<NamedArrays> Session::run(const std::map<std::string, HostArray> &inputs) {
+absl::StatusOr<NamedArrays> Session::run(const std::string &name,
+                                         const std::map<std::string, HostArray> &inputs) {
+  const plan::Program *prog = plan_.findProgram(name);
+  if (!prog) {
+    std::vector<std::string> names;
+    for (const auto &q : plan_.plan().programs()) names.push_back(q.name());
+    return absl::NotFoundError(absl::StrCat("plan ", plan_.path(), " has no program '", name,
+                                            "' (it has: ", absl::StrJoin(names, ", "), ")"));
+  }
   const plan::Plan &p = plan_.plan();
   std::vector<std::string> expected;
-  for (uint32_t id : program_->inputs()) expected.push_back(p.buffers(id).io_name());
-  for (const auto &[name, arr] : inputs)
-    if (std::find(expected.begin(), expected.end(), name) == expected.end())
+  for (uint32_t id : prog->inputs()) expected.push_back(p.buffers(id).io_name());
+  for (const auto &[n, arr] : inputs)
+    if (std::find(expected.begin(), expected.end(), n) == expected.end())
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown input '", name, "'; the model's inputs are: ", absl::StrJoin(expected, ", ")));
-  for (uint32_t id : program_->inputs()) {
+          "unknown input '", n, "'; the model's inputs are: ", absl::StrJoin(expected, ", ")));
+  for (uint32_t id : prog->inputs()) {
     const plan::Buffer &b = p.buffers(id);
     auto it = inputs.find(b.io_name());
     if (it == inputs.end())
@@ -100,21 +117,23 @@ absl::StatusOr<NamedArrays> Session::run(const std::map<std::string, HostArray> 
     DS_RETURN_IF_ERROR(backend_.copyFromHost(views_[id].data, a.data.data(), b.size_bytes()));
   }
   profile_.clear();
-  for (int i = 0; i < program_->steps_size(); ++i) {
+  auto &steps = steps_[name];
+  for (size_t i = 0; i < steps.size(); ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    absl::Status st = steps_[i]();
+    absl::Status st = steps[i]();
     if (!st.ok())
-      return absl::Status(st.code(), absl::StrCat("step ", i, ": ", st.message()));
+      return absl::Status(st.code(), absl::StrCat("program '", name, "', step ", i, ": ",
+                                                  st.message()));
     if (profiling_) {
       DS_RETURN_IF_ERROR(backend_.synchronize());
-      const auto &s = program_->steps(i);
+      const auto &s = prog->steps(static_cast<int>(i));
       profile_.push_back({s.kernel(), s.location(),
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
     }
   }
   DS_RETURN_IF_ERROR(backend_.synchronize());
   NamedArrays out;
-  for (uint32_t id : program_->outputs()) {
+  for (uint32_t id : prog->outputs()) {
     const plan::Buffer &b = p.buffers(id);
     HostArray a;
     a.dtype = b.dtype();
@@ -124,6 +143,42 @@ absl::StatusOr<NamedArrays> Session::run(const std::map<std::string, HostArray> 
     out.emplace_back(b.io_name(), std::move(a));
   }
   return out;
+}
+
+const plan::Buffer *Session::stateBuffer(const std::string &name) const {
+  for (const auto &b : plan_.plan().buffers())
+    if (b.kind() == plan::Buffer::STATE && b.io_name() == name) return &b;
+  return nullptr;
+}
+
+std::vector<std::string> Session::stateNames() const {
+  std::vector<std::string> names;
+  for (const auto &b : plan_.plan().buffers())
+    if (b.kind() == plan::Buffer::STATE) names.push_back(b.io_name());
+  return names;
+}
+
+absl::StatusOr<HostArray> Session::readState(const std::string &name) {
+  const plan::Buffer *b = stateBuffer(name);
+  if (!b) return absl::NotFoundError(absl::StrCat("no state buffer '", name, "'"));
+  HostArray a;
+  a.dtype = b->dtype();
+  a.shape = views_[b->id()].shape;
+  a.data.resize(b->size_bytes());
+  DS_RETURN_IF_ERROR(backend_.synchronize());
+  DS_RETURN_IF_ERROR(backend_.copyToHost(a.data.data(), views_[b->id()].data, b->size_bytes()));
+  return a;
+}
+
+absl::Status Session::writeState(const std::string &name, const HostArray &value) {
+  const plan::Buffer *b = stateBuffer(name);
+  if (!b) return absl::NotFoundError(absl::StrCat("no state buffer '", name, "' in the plan"));
+  if (value.dtype != b->dtype() || value.shape != views_[b->id()].shape)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state '", name, "' is ", dtypeName(b->dtype()), " [",
+        shapeToString(views_[b->id()].shape), "], the value given is ", dtypeName(value.dtype),
+        " [", shapeToString(value.shape), "]"));
+  return backend_.copyFromHost(views_[b->id()].data, value.data.data(), b->size_bytes());
 }
 
 } // namespace ds::rt

@@ -1,6 +1,8 @@
-// Runs one program of a loaded plan on a backend: binds every buffer to
-// memory once (arena, weights, inputs, outputs), prepares every step (which
-// checks it), then executes the steps in order on each run().
+// Runs the programs of a loaded plan on a backend. Every buffer is bound to
+// memory once (arena, weights, state, inputs, outputs) and every step of
+// every program is prepared (which checks it) at creation; run() then only
+// executes steps. Programs share the arena (they run one at a time) and the
+// state buffers (parameters, gradients, optimizer moments).
 #pragma once
 
 #include <map>
@@ -25,30 +27,37 @@ struct StepTiming {
 class Session {
 public:
   ~Session();
-  static absl::StatusOr<std::unique_ptr<Session>>
-  create(const LoadedPlan &plan, Backend &backend, const std::string &program);
+  static absl::StatusOr<std::unique_ptr<Session>> create(const LoadedPlan &plan,
+                                                         Backend &backend);
 
-  /// Binds inputs by ONNX name (every input, exact dtype and shape), runs the
-  /// program and returns the outputs in graph order.
-  absl::StatusOr<NamedArrays> run(const std::map<std::string, HostArray> &inputs);
+  /// Binds the program's inputs by ONNX name (every input, exact dtype and
+  /// shape), runs it and returns its outputs in graph order.
+  absl::StatusOr<NamedArrays> run(const std::string &program,
+                                  const std::map<std::string, HostArray> &inputs);
 
-  const plan::Program &program() const { return *program_; }
-  uint64_t arenaBytes() const { return plan_.plan().arena_bytes(); }
-  /// Per-step wall time of the last run when profiling is on.
+  const plan::Program *program(const std::string &name) const { return plan_.findProgram(name); }
+  const LoadedPlan &plan() const { return plan_; }
+
+  /// State buffers by name (parameters, optimizer moments, ...), for
+  /// checkpoints and export.
+  std::vector<std::string> stateNames() const;
+  absl::StatusOr<HostArray> readState(const std::string &name);
+  absl::Status writeState(const std::string &name, const HostArray &value);
+
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<StepTiming> &lastProfile() const { return profile_; }
 
 private:
   Session(const LoadedPlan &plan, Backend &backend) : plan_(plan), backend_(backend) {}
   absl::Status bind();
+  const plan::Buffer *stateBuffer(const std::string &name) const;
 
   const LoadedPlan &plan_;
   Backend &backend_;
-  const plan::Program *program_ = nullptr;
   void *arena_ = nullptr;
   std::vector<std::pair<void *, plan::MemorySpace>> owned_;
-  std::vector<TensorView> views_; // by buffer id
-  std::vector<PreparedStep> steps_;
+  std::vector<TensorView> views_;                           // by buffer id
+  std::map<std::string, std::vector<PreparedStep>> steps_; // by program
   bool profiling_ = false;
   std::vector<StepTiming> profile_;
 };

@@ -235,7 +235,10 @@ absl::Status LoadedPlan::parse(const uint8_t *data, uint64_t size) {
 absl::Status LoadedPlan::validate() {
   DS_RETURN_IF_ERROR(validatePlanStructure(plan_, weightsSize_));
   for (const auto &b : plan_.buffers()) {
-    if (b.kind() != plan::Buffer::WEIGHT)
+    bool hasWeightBytes = b.kind() == plan::Buffer::WEIGHT ||
+                          (b.kind() == plan::Buffer::STATE &&
+                           b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS);
+    if (!hasWeightBytes)
       continue;
     if (crc32Of(weights_ + b.offset(), b.size_bytes()) != b.crc32())
       return absl::DataLossError(absl::StrCat(
@@ -247,7 +250,7 @@ absl::Status LoadedPlan::validate() {
 
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
   const int n = p.buffers_size();
-  std::set<std::string> inputNames, outputNames;
+  std::set<std::string> inputNames, outputNames, stateNames;
   for (int i = 0; i < n; ++i) {
     const plan::Buffer &b = p.buffers(i);
     std::string what = absl::StrCat("buffer ", i, " (", b.debug_name(), ")");
@@ -286,6 +289,22 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, " is misaligned in the weight section"));
       break;
+    case plan::Buffer::STATE: {
+      if (b.io_name().empty())
+        return absl::InvalidArgumentError(absl::StrCat(what, " (state) has no name"));
+      if (!plan::Buffer::StateInit_IsValid(b.state_init()))
+        return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid state_init"));
+      if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS &&
+          (b.offset() > weightBytes || b.size_bytes() > weightBytes - b.offset() ||
+           b.offset() % dtypeSize(b.dtype()) != 0))
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": initial value at weight offset ", b.offset(), " (", b.size_bytes(),
+            " bytes) lies outside the ", weightBytes, "-byte weight section"));
+      if (!stateNames.insert(b.io_name()).second)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": two state buffers are named '", b.io_name(), "'"));
+      break;
+    }
     case plan::Buffer::INPUT:
     case plan::Buffer::OUTPUT: {
       if (b.io_name().empty())
@@ -390,6 +409,7 @@ const char *kindName(plan::Buffer::Kind k) {
   case plan::Buffer::OUTPUT: return "output";
   case plan::Buffer::ARENA: return "arena";
   case plan::Buffer::WEIGHT: return "weight";
+  case plan::Buffer::STATE: return "state";
   default: return "?";
   }
 }
@@ -409,6 +429,10 @@ std::string dumpPlan(const plan::Plan &p) {
                                           shapeToString(shape)));
     if (b.kind() == plan::Buffer::ARENA || b.kind() == plan::Buffer::WEIGHT)
       absl::StrAppend(&out, " @", b.offset(), " +", b.size_bytes());
+    if (b.kind() == plan::Buffer::STATE)
+      absl::StrAppend(&out, b.state_init() == plan::Buffer::STATE_INIT_ZERO
+                                ? " zero-init"
+                                : absl::StrCat(" init @", b.offset(), " +", b.size_bytes()));
     if (!b.io_name().empty())
       absl::StrAppend(&out, " \"", b.io_name(), "\"");
     if (!b.debug_name().empty())

@@ -32,6 +32,7 @@ ABSL_FLAG(bool, profile, false, "print the time of each step (slowest first)");
 namespace {
 
 using namespace ds::rt;
+namespace plan = ds::plan;
 
 int fail(const absl::Status &st) {
   std::fprintf(stderr, "ds-run: error: %s\n", std::string(st.message()).c_str());
@@ -39,20 +40,20 @@ int fail(const absl::Status &st) {
 }
 
 absl::StatusOr<std::map<std::string, HostArray>> loadInputs(const std::string &path,
-                                                            const Session &session,
+                                                            const plan::Program &prog,
                                                             const ds::plan::Plan &p) {
   std::map<std::string, HostArray> inputs;
   if (path.empty()) {
-    if (session.program().inputs_size() != 0)
+    if (prog.inputs_size() != 0)
       return absl::InvalidArgumentError("the model has inputs: pass --inputs FILE.npz");
     return inputs;
   }
   if (absl::EndsWith(path, ".npy")) {
-    if (session.program().inputs_size() != 1)
+    if (prog.inputs_size() != 1)
       return absl::InvalidArgumentError(
           "an .npy file can only feed a one-input model; use an .npz keyed by input names");
     DS_ASSIGN_OR_RETURN(HostArray a, readNpy(path));
-    inputs.emplace(p.buffers(session.program().inputs(0)).io_name(), std::move(a));
+    inputs.emplace(p.buffers(prog.inputs(0)).io_name(), std::move(a));
     return inputs;
   }
   DS_ASSIGN_OR_RETURN(auto arrays, readNpz(path));
@@ -95,21 +96,24 @@ int main(int argc, char **argv) {
   opts.threads = absl::GetFlag(FLAGS_threads);
   auto backend = createBackend(absl::GetFlag(FLAGS_backend), opts);
   if (!backend.ok()) return fail(backend.status());
-  auto session = Session::create(**loaded, **backend, absl::GetFlag(FLAGS_program));
+  auto session = Session::create(**loaded, **backend);
   if (!session.ok()) return fail(session.status());
-  auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), **session, p);
+  const std::string program = absl::GetFlag(FLAGS_program);
+  const plan::Program *prog = (*session)->program(program);
+  if (!prog) return fail((*session)->run(program, {}).status());
+  auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), *prog, p);
   if (!inputs.ok()) return fail(inputs.status());
 
   int iters = absl::GetFlag(FLAGS_benchmark);
   if (iters > 0) {
     for (int i = 0; i < 2; ++i) {
-      auto r = (*session)->run(*inputs);
+      auto r = (*session)->run(program, *inputs);
       if (!r.ok()) return fail(r.status());
     }
     std::vector<double> ms;
     for (int i = 0; i < iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      auto r = (*session)->run(*inputs);
+      auto r = (*session)->run(program, *inputs);
       if (!r.ok()) return fail(r.status());
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -124,11 +128,11 @@ int main(int argc, char **argv) {
   if (absl::GetFlag(FLAGS_profile)) {
     // Warm up first so the profile shows steady state, not first-touch page
     // faults of the arena and the mapped weights.
-    auto warm = (*session)->run(*inputs);
+    auto warm = (*session)->run(program, *inputs);
     if (!warm.ok()) return fail(warm.status());
     (*session)->setProfiling(true);
   }
-  auto outs = (*session)->run(*inputs);
+  auto outs = (*session)->run(program, *inputs);
   if (!outs.ok()) return fail(outs.status());
   if (absl::GetFlag(FLAGS_profile)) {
     auto prof = (*session)->lastProfile();

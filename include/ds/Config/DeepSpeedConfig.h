@@ -1,0 +1,60 @@
+//===- DeepSpeedConfig.h - reading ds_config.json ---------------*- C++ -*-===//
+//
+// A user's DeepSpeed config, checked strictly: unknown keys and bad values
+// are errors naming the key; keys ds will implement later (zero stages > 0,
+// fp16, ...) are errors that say so, never silently ignored. Defaults follow
+// DeepSpeed's code and are listed in docs/training.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_CONFIG_DEEPSPEEDCONFIG_H
+#define DS_CONFIG_DEEPSPEEDCONFIG_H
+
+#include <cstdint>
+#include <string>
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir::ds {
+
+struct OptimizerConfig {
+  enum class Kind { Adam, AdamW, SGD };
+  Kind kind = Kind::AdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0.0;
+  /// Decoupled weight decay (AdamW). DeepSpeed's "Adam" defaults to it too
+  /// (adam_w_mode: true); "adam_w_mode": false gives L2-style decay.
+  bool decoupledWeightDecay = true;
+  bool biasCorrection = true;
+  double momentum = 0.0, dampening = 0.0; // SGD
+  bool nesterov = false;
+};
+
+struct SchedulerConfig {
+  enum class Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+  Kind kind = Kind::Constant;
+  double warmupMinLr = 0.0, warmupMaxLr = 1e-3;
+  int64_t warmupNumSteps = 1000;
+  bool warmupLinear = false; // warmup_type "linear" (default "log")
+  int64_t totalNumSteps = 0;
+  double warmupMinRatio = 0.0, cosMinRatio = 1e-4; // WarmupCosineLR
+};
+
+struct TrainingConfig {
+  int64_t worldSize = 1;
+  int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
+  /// Global-norm clipping threshold; 0 disables. DeepSpeed's code default.
+  double gradientClipping = 1.0;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+};
+
+/// Parses and checks `path` for a run on `worldSize` data-parallel ranks.
+llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize);
+llvm::Expected<TrainingConfig> parseDeepSpeedConfig(llvm::StringRef json, llvm::StringRef name,
+                                                    int64_t worldSize);
+
+} // namespace mlir::ds
+
+#endif // DS_CONFIG_DEEPSPEEDCONFIG_H

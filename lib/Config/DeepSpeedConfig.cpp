@@ -1,0 +1,315 @@
+//===- DeepSpeedConfig.cpp - reading ds_config.json -----------------------===//
+#include "ds/Config/DeepSpeedConfig.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir::ds;
+namespace json = llvm::json;
+
+namespace {
+
+/// Walks one JSON object, remembering which keys were read, so that every
+/// key left over is reported as unknown.
+class Reader {
+public:
+  Reader(const json::Object *obj, std::string path, std::string file)
+      : obj_(obj), path_(std::move(path)), file_(std::move(file)) {}
+
+  llvm::Error error(const llvm::Twine &key, const llvm::Twine &msg) const {
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: %s: %s", file_.c_str(), where(key).c_str(),
+                                   msg.str().c_str());
+  }
+  std::string where(const llvm::Twine &key) const {
+    return path_.empty() ? key.str() : path_ + "." + key.str();
+  }
+
+  const json::Value *get(llvm::StringRef key) {
+    seen_.insert(key);
+    return obj_->get(key);
+  }
+  llvm::Error number(llvm::StringRef key, double &out, bool positive = false,
+                     bool nonNegative = false) {
+    const json::Value *v = get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !std::isfinite(*d)) return error(key, "expected a number");
+    if (positive && *d <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *d).str());
+    if (nonNegative && *d < 0) return error(key, llvm::formatv("must be >= 0, got {0}", *d).str());
+    out = *d;
+    return llvm::Error::success();
+  }
+  llvm::Error integer(llvm::StringRef key, int64_t &out, bool positive = false) {
+    const json::Value *v = get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i) {
+      // 5e8-style numbers are common in DeepSpeed configs: accept exact integers.
+      std::optional<double> d = v->getAsNumber();
+      if (d && std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) < 9.0e15)
+        i = static_cast<int64_t>(*d);
+    }
+    if (!i) return error(key, "expected an integer");
+    if (positive && *i <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *i).str());
+    out = *i;
+    return llvm::Error::success();
+  }
+  llvm::Error boolean(llvm::StringRef key, bool &out) {
+    const json::Value *v = get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b) return error(key, "expected true or false");
+    out = *b;
+    return llvm::Error::success();
+  }
+  llvm::Error string(llvm::StringRef key, std::string &out) {
+    const json::Value *v = get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<llvm::StringRef> s = v->getAsString();
+    if (!s) return error(key, "expected a string");
+    out = s->str();
+    return llvm::Error::success();
+  }
+  /// Fails on keys never asked for.
+  llvm::Error finish() const {
+    for (const auto &kv : *obj_)
+      if (!seen_.contains(kv.first))
+        return error(kv.first.str(), "unknown key");
+    return llvm::Error::success();
+  }
+  const std::string &path() const { return path_; }
+  const std::string &file() const { return file_; }
+
+private:
+  const json::Object *obj_;
+  std::string path_, file_;
+  llvm::StringSet<> seen_;
+};
+
+#define DS_CHECK(expr)                                                         \
+  if (llvm::Error e = (expr)) return std::move(e)
+
+/// Keys of DeepSpeed configs that other ds issues implement: present and
+/// enabled, they are refused with this note rather than ignored.
+bool enabledSection(const json::Value *v) {
+  if (!v) return false;
+  if (const json::Object *o = v->getAsObject()) {
+    if (const json::Value *en = o->get("enabled"))
+      if (std::optional<bool> b = en->getAsBoolean()) return *b;
+    return true;
+  }
+  return true;
+}
+
+llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
+  const json::Value *v = top.get("optimizer");
+  if (!v) return llvm::Error::success(); // AdamW with DeepSpeed's defaults
+  const json::Object *o = v->getAsObject();
+  if (!o) return top.error("optimizer", "expected an object");
+  Reader r(o, "optimizer", top.file());
+  std::string type;
+  DS_CHECK(r.string("type", type));
+  OptimizerConfig &opt = c.optimizer;
+  std::string lower = llvm::StringRef(type).lower();
+  if (lower == "adam") {
+    opt.kind = OptimizerConfig::Kind::Adam;
+  } else if (lower == "adamw") {
+    opt.kind = OptimizerConfig::Kind::AdamW;
+  } else if (lower == "sgd") {
+    opt.kind = OptimizerConfig::Kind::SGD;
+  } else if (type.empty()) {
+    return r.error("type", "missing; expected Adam, AdamW or SGD");
+  } else {
+    return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW and SGD)");
+  }
+  if (const json::Value *pv = r.get("params")) {
+    const json::Object *po = pv->getAsObject();
+    if (!po) return r.error("params", "expected an object");
+    Reader p(po, "optimizer.params", top.file());
+    DS_CHECK(p.number("lr", opt.lr, /*positive=*/true));
+    DS_CHECK(p.number("weight_decay", opt.weightDecay, false, /*nonNegative=*/true));
+    if (opt.kind == OptimizerConfig::Kind::SGD) {
+      DS_CHECK(p.number("momentum", opt.momentum, false, true));
+      DS_CHECK(p.number("dampening", opt.dampening, false, true));
+      DS_CHECK(p.boolean("nesterov", opt.nesterov));
+      if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0))
+        return p.error("nesterov", "needs momentum > 0 and dampening 0 (torch.optim.SGD)");
+    } else {
+      if (const json::Value *bv = p.get("betas")) {
+        const json::Array *a = bv->getAsArray();
+        std::optional<double> b1 = a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
+        std::optional<double> b2 = a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
+        if (!b1 || !b2 || *b1 < 0 || *b1 >= 1 || *b2 < 0 || *b2 >= 1)
+          return p.error("betas", "expected two numbers in [0, 1)");
+        opt.beta1 = *b1;
+        opt.beta2 = *b2;
+      }
+      DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
+      DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
+      if (opt.kind == OptimizerConfig::Kind::Adam)
+        DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
+      bool amsgrad = false;
+      DS_CHECK(p.boolean("amsgrad", amsgrad));
+      if (amsgrad) return p.error("amsgrad", "is not supported");
+      bool torchAdam = false;
+      DS_CHECK(p.boolean("torch_adam", torchAdam));
+    }
+    DS_CHECK(p.finish());
+  } else if (opt.kind == OptimizerConfig::Kind::SGD) {
+    return r.error("params", "SGD needs params.lr");
+  }
+  if (opt.kind == OptimizerConfig::Kind::AdamW) opt.decoupledWeightDecay = true;
+  return r.finish();
+}
+
+llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
+  const json::Value *v = top.get("scheduler");
+  if (!v) return llvm::Error::success();
+  const json::Object *o = v->getAsObject();
+  if (!o) return top.error("scheduler", "expected an object");
+  Reader r(o, "scheduler", top.file());
+  std::string type;
+  DS_CHECK(r.string("type", type));
+  SchedulerConfig &s = c.scheduler;
+  if (type == "WarmupLR") s.kind = SchedulerConfig::Kind::WarmupLR;
+  else if (type == "WarmupDecayLR") s.kind = SchedulerConfig::Kind::WarmupDecayLR;
+  else if (type == "WarmupCosineLR") s.kind = SchedulerConfig::Kind::WarmupCosineLR;
+  else if (type == "OneCycle" || type == "LRRangeTest")
+    return r.error("type", "'" + type + "' is not supported yet (ds has WarmupLR, "
+                                         "WarmupDecayLR and WarmupCosineLR)");
+  else
+    return r.error("type", "'" + type + "' is not a DeepSpeed scheduler");
+  const json::Object *po = nullptr;
+  if (const json::Value *pv = r.get("params")) {
+    po = pv->getAsObject();
+    if (!po) return r.error("params", "expected an object");
+  }
+  json::Object empty;
+  Reader p(po ? po : &empty, "scheduler.params", top.file());
+  std::string warmupType = "log";
+  DS_CHECK(p.string("warmup_type", warmupType));
+  if (warmupType != "log" && warmupType != "linear")
+    return p.error("warmup_type", "expected 'log' or 'linear', got '" + warmupType + "'");
+  s.warmupLinear = warmupType == "linear";
+  DS_CHECK(p.integer("warmup_num_steps", s.warmupNumSteps));
+  if (s.warmupNumSteps < 0) return p.error("warmup_num_steps", "must be >= 0");
+  int64_t lastBatchIteration = -1;
+  DS_CHECK(p.integer("last_batch_iteration", lastBatchIteration));
+  if (s.kind == SchedulerConfig::Kind::WarmupCosineLR) {
+    DS_CHECK(p.number("warmup_min_ratio", s.warmupMinRatio, false, true));
+    DS_CHECK(p.number("cos_min_ratio", s.cosMinRatio, false, true));
+  } else {
+    DS_CHECK(p.number("warmup_min_lr", s.warmupMinLr, false, true));
+    DS_CHECK(p.number("warmup_max_lr", s.warmupMaxLr, false, true));
+  }
+  if (s.kind != SchedulerConfig::Kind::WarmupLR) {
+    if (!po || !po->get("total_num_steps"))
+      return p.error("total_num_steps", "is required for " + type);
+    DS_CHECK(p.integer("total_num_steps", s.totalNumSteps, /*positive=*/true));
+  }
+  DS_CHECK(p.finish());
+  return r.finish();
+}
+
+} // namespace
+
+llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
+                                                              llvm::StringRef name,
+                                                              int64_t worldSize) {
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: not valid JSON: %s", name.str().c_str(),
+                                   llvm::toString(parsed.takeError()).c_str());
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: expected a JSON object", name.str().c_str());
+  TrainingConfig c;
+  c.worldSize = worldSize;
+  Reader r(root, "", name.str());
+
+  // Sections other issues implement: refused while enabled.
+  for (llvm::StringRef key : {"fp16", "bf16", "amp", "activation_checkpointing",
+                              "tensor_parallel", "pipeline", "compression_training",
+                              "sparse_attention", "curriculum_learning", "data_efficiency",
+                              "flops_profiler", "autotuning", "elasticity"}) {
+    if (enabledSection(r.get(key)))
+      return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
+  }
+  if (const json::Value *z = r.get("zero_optimization")) {
+    const json::Object *zo = z->getAsObject();
+    if (!zo) return r.error("zero_optimization", "expected an object");
+    const json::Value *stage = zo->get("stage");
+    std::optional<int64_t> st = stage ? stage->getAsInteger() : std::optional<int64_t>(0);
+    if (!st || *st < 0 || *st > 3)
+      return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
+    if (*st != 0 || zo->size() > 1)
+      return r.error("zero_optimization", "ZeRO is not supported yet (only stage 0 with no "
+                                          "other keys)");
+  }
+  // Logging and bookkeeping keys with no effect on the computation.
+  for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",
+                              "prescale_gradients", "gradient_predivide_factor",
+                              "communication_data_type", "tensorboard", "wandb",
+                              "csv_monitor", "comms_logger"})
+    (void)r.get(key);
+
+  int64_t tbs = 0, mbs = 0, gas = 0;
+  bool haveTbs = root->get("train_batch_size"), haveMbs = root->get("train_micro_batch_size_per_gpu"),
+       haveGas = root->get("gradient_accumulation_steps");
+  DS_CHECK(r.integer("train_batch_size", tbs, /*positive=*/true));
+  DS_CHECK(r.integer("train_micro_batch_size_per_gpu", mbs, true));
+  DS_CHECK(r.integer("gradient_accumulation_steps", gas, true));
+  // DeepSpeed's batch arithmetic: tbs = mbs * gas * world size; any two give
+  // the third.
+  auto mismatch = [&](const char *why) {
+    return r.error("train_batch_size",
+                   llvm::formatv("{0}: train_batch_size {1} != train_micro_batch_size_per_gpu "
+                                 "{2} * gradient_accumulation_steps {3} * world size {4}",
+                                 why, tbs, mbs, gas, worldSize)
+                       .str());
+  };
+  if (haveTbs && haveMbs && haveGas) {
+    if (tbs != mbs * gas * worldSize) return mismatch("batch sizes disagree");
+  } else if (haveTbs && haveMbs) {
+    if (tbs % (mbs * worldSize)) return mismatch("not divisible");
+    gas = tbs / (mbs * worldSize);
+  } else if (haveTbs && haveGas) {
+    if (tbs % (gas * worldSize)) return mismatch("not divisible");
+    mbs = tbs / (gas * worldSize);
+  } else if (haveMbs) {
+    if (!haveGas) gas = 1;
+    tbs = mbs * gas * worldSize;
+  } else if (haveTbs) {
+    gas = 1;
+    if (tbs % worldSize) return mismatch("not divisible");
+    mbs = tbs / worldSize;
+  } else {
+    return r.error("train_batch_size", "either train_batch_size or "
+                                       "train_micro_batch_size_per_gpu must be given");
+  }
+  c.trainBatchSize = tbs;
+  c.microBatchSize = mbs;
+  c.gradientAccumulationSteps = gas;
+  DS_CHECK(r.number("gradient_clipping", c.gradientClipping, false, /*nonNegative=*/true));
+  DS_CHECK(readOptimizer(r, c));
+  DS_CHECK(readScheduler(r, c));
+  if (c.scheduler.kind != SchedulerConfig::Kind::Constant &&
+      c.scheduler.kind != SchedulerConfig::Kind::WarmupCosineLR && !root->get("optimizer"))
+    c.optimizer.lr = c.scheduler.warmupMaxLr;
+  DS_CHECK(r.finish());
+  return c;
+}
+
+llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &path,
+                                                             int64_t worldSize) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),
+                                   buf.getError().message().c_str());
+  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize);
+}

@@ -517,5 +517,115 @@ OpFoldResult ExpandOp::fold(FoldAdaptor) {
   return {};
 }
 
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkLabels(Operation *op, RankedTensorType logits, RankedTensorType labels) {
+  if (logits.getRank() < 1)
+    return op->emitOpError("needs logits of rank >= 1");
+  if (labels.getShape() != logits.getShape().drop_back())
+    return op->emitOpError("labels must have shape ")
+           << shapeStr(logits.getShape().drop_back()) << ", got " << shapeStr(labels.getShape());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  if (failed(checkLabels(*this, getLogits().getType(), getLabels().getType())))
+    return failure();
+  if (getLoss().getType().getRank() != 0 ||
+      getLoss().getType().getElementType() != getLogits().getType().getElementType())
+    return emitOpError("loss must be a scalar of the logits' element type");
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  if (failed(checkLabels(*this, getLogits().getType(), getLabels().getType())))
+    return failure();
+  if (getDloss().getType().getRank() != 0)
+    return emitOpError("dloss must be a scalar");
+  if (getType() != getLogits().getType())
+    return emitOpError("result must have the logits' type");
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  auto t = getOperand().getType();
+  int64_t rank = t.getRank();
+  if (rank < 1)
+    return emitOpError("needs an operand of rank >= 1");
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  if (getScale().getType().getShape() != t.getShape().drop_front(getAxis()))
+    return emitOpError("scale must have shape ") << shapeStr(t.getShape().drop_front(getAxis()));
+  if (getDy().getType() != t || getDOperand().getType() != t)
+    return emitOpError("dy and d_operand must have the operand's type");
+  if (getDScale().getType() != getScale().getType() ||
+      getDBias().getType() != getScale().getType())
+    return emitOpError("d_scale and d_bias must have the scale's type");
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto out = getType();
+  int64_t rank = out.getRank(), axis = getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range [0, " << rank << ")";
+  SmallVector<int64_t> want(out.getShape().take_front(axis));
+  llvm::append_range(want, getIndices().getType().getShape());
+  llvm::append_range(want, out.getShape().drop_front(axis + 1));
+  if (getDy().getType().getShape() != ArrayRef<int64_t>(want) ||
+      getDy().getType().getElementType() != out.getElementType())
+    return emitOpError("dy must have shape ") << shapeStr(want) << " and the result's element type";
+  return success();
+}
+
+LogicalResult InsertSliceOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  int64_t rank = out.getRank();
+  if (static_cast<int64_t>(getStarts().size()) != rank ||
+      static_cast<int64_t>(getSteps().size()) != rank)
+    return emitOpError("needs one start and one step per dimension (rank ") << rank << ")";
+  if (in.getRank() != rank || in.getElementType() != out.getElementType())
+    return emitOpError("operand must have the result's rank and element type");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d], n = in.getDimSize(d);
+    if (step == 0)
+      return emitOpError("step of dimension ") << d << " is zero";
+    if (n == 0)
+      continue;
+    int64_t last = start + (n - 1) * step;
+    if (start < 0 || start >= out.getDimSize(d) || last < 0 || last >= out.getDimSize(d))
+      return emitOpError("dimension ") << d << " writes indices " << start << " to " << last
+                                       << ", outside [0, " << out.getDimSize(d) << ")";
+  }
+  return success();
+}
+
+static LogicalResult checkScalars(Operation *op, ValueRange scalars) {
+  for (Value s : scalars) {
+    auto t = cast<RankedTensorType>(s.getType());
+    if (t.getRank() != 0 || !t.getElementType().isF32())
+      return op->emitOpError("scalar operands must be tensor<f32>, got ") << t;
+  }
+  return success();
+}
+
+LogicalResult AdamUpdateOp::verify() {
+  Type t = getParam().getType();
+  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
+      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
+    return emitOpError("param, grad, m, v and the results must have one type");
+  return checkScalars(*this, {getLr(), getStepSize(), getBias2Sqrt(), getGradScale()});
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  Type t = getParam().getType();
+  if (getGrad().getType() != t || getBuf().getType() != t || getNewParam().getType() != t ||
+      getNewBuf().getType() != t)
+    return emitOpError("param, grad, buf and the results must have one type");
+  return checkScalars(*this, {getLr(), getGradScale(), getFirst()});
+}
+
 #define GET_OP_CLASSES
 #include "dialects/ds/DSOps.cpp.inc"

@@ -49,6 +49,25 @@ def DS_ConstantOp : DS_Op<"constant",
   let hasFolder = 1;
 }
 
+def DS_FillOp : DS_Op<"fill", [Pure]> {
+  let summary = "a tensor with every element set to one value";
+  let description = [{
+    Like a splat constant, but a kernel rather than plan weight bytes: it
+    zeroes gradient accumulators and fills large tensors without storing
+    them in the plan.
+
+    ```mlir
+    %z = ds.fill 0.0 : tensor<1024x1024xf32>
+    ```
+
+    **Constraints:**
+    - none beyond the result being a float tensor.
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
 def DS_ParameterOp : DS_Op<"parameter",
     [Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "a named model parameter (an ONNX initializer)";
@@ -483,6 +502,166 @@ def DS_ExpandOp : DS_Op<"expand", [Pure]> {
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training: losses, gradients the autodiff pass emits, optimizer updates
+//===----------------------------------------------------------------------===//
+
+def DS_SoftmaxCrossEntropyOp : DS_Op<"softmax_cross_entropy", [Pure]> {
+  let summary = "mean cross entropy of softmax(logits) against class labels";
+  let description = [{
+    Classes are the last dimension of `logits`; `labels` has the other
+    dimensions. The loss is the mean over labels not equal to
+    `ignore_index` (torch.nn.CrossEntropyLoss, reduction "mean"); NaN when
+    every label is ignored, as in PyTorch.
+
+    **Constraints:**
+    - `logits` has rank >= 1 and `labels` has shape `logits.shape[:-1]`.
+    - the loss is a scalar of the logits' element type.
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs DS_FloatTensor:$loss);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_SoftmaxCrossEntropyGradOp : DS_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of softmax_cross_entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * dloss / count` on rows whose
+    label is not ignored, zero on ignored rows.
+
+    **Constraints:**
+    - `labels` has shape `logits.shape[:-1]`; `dloss` is a scalar.
+    - the result has the logits' type.
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$labels,
+                   DS_FloatTensor:$dloss, DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradients of layer_norm: input, scale and bias";
+  let description = [{
+    Recomputes the statistics of `operand` and returns `d operand`,
+    `d scale` and `d bias` for the output gradient `dy`.
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+    - `scale` has shape `operand.shape[axis:]`; `dy` has the operand's type.
+    - results: the operand's type, then the scale's type twice.
+  }];
+  let arguments = (ins DS_FloatTensor:$operand, DS_FloatTensor:$scale, DS_FloatTensor:$dy,
+                   I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs DS_FloatTensor:$d_operand, DS_FloatTensor:$d_scale,
+                  DS_FloatTensor:$d_bias);
+  let assemblyFormat = "$operand `,` $scale `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>]> {
+  let summary = "dy * gelu'(x)";
+  let description = [{
+    **Constraints:**
+    - `operand`, `dy` and the result have the same type.
+  }];
+  let arguments = (ins DS_FloatTensor:$operand, DS_FloatTensor:$dy,
+                   DefaultValuedAttr<DS_GeluApproximationAttr,
+                                     "GeluApproximation::None">:$approximate);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$operand `,` $dy attr-dict `:` type($result)";
+}
+
+def DS_GatherGradOp : DS_Op<"gather_grad", [Pure]> {
+  let summary = "scatter-add of gathered gradients back to the data's shape";
+  let description = [{
+    The adjoint of `gather` (an embedding's weight gradient): a zero tensor
+    of the result type into which each slice of `dy` is added at its index.
+    Repeated indices accumulate.
+
+    **Constraints:**
+    - `axis` is in [0, rank of the result).
+    - `dy` has shape `result[:axis] ++ indices.shape ++ result[axis+1:]` and
+      the result's element type.
+  }];
+  let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure]> {
+  let summary = "a zero tensor with the operand written at a strided window";
+  let description = [{
+    The adjoint of `slice`: `result[starts + i * steps] = operand[i]`, zero
+    elsewhere.
+
+    **Constraints:**
+    - `starts` and `steps` have one entry per dimension; steps are non-zero.
+    - operand and result have the same rank and element type.
+    - every index the operand lands on lies inside the result.
+  }];
+  let arguments = (ins DS_Tensor:$operand, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure]> {
+  let summary = "one Adam/AdamW step of a parameter (the fused CPU-Adam kernel)";
+  let description = [{
+    With `g = grad * grad_scale` (the clipping coefficient): with
+    `decoupled` (AdamW) `param *= 1 - lr * weight_decay`, else
+    `g += weight_decay * param`; then `m = beta1 m + (1 - beta1) g`,
+    `v = beta2 v + (1 - beta2) g^2`, and
+    `param -= step_size * m / (sqrt(v) / bias2_sqrt + eps)`, where the
+    runtime supplies `step_size = lr / (1 - beta1^t)` and
+    `bias2_sqrt = sqrt(1 - beta2^t)` (torch.optim.AdamW's arithmetic).
+
+    **Constraints:**
+    - `param`, `grad`, `m` and `v` have one type; the results are
+      `param`, `m` and `v` of that type.
+    - `lr`, `step_size`, `bias2_sqrt` and `grad_scale` are f32 scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$m,
+                   DS_FloatTensor:$v, DS_FloatTensor:$lr, DS_FloatTensor:$step_size,
+                   DS_FloatTensor:$bias2_sqrt, DS_FloatTensor:$grad_scale,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
+                   BoolAttr:$decoupled);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m, DS_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step_size `,` $bias2_sqrt `,` $grad_scale
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure]> {
+  let summary = "one SGD step with momentum (torch.optim.SGD)";
+  let description = [{
+    `d = grad * grad_scale + weight_decay * param`; with momentum
+    `buf = first ? d : momentum buf + (1 - dampening) d` and
+    `d = nesterov ? d + momentum buf : buf`; `param -= lr d`.
+
+    **Constraints:**
+    - `param`, `grad` and `buf` have one type; the results are `param` and
+      `buf` of that type.
+    - `lr`, `grad_scale` and `first` (1 on the first step) are f32 scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$buf,
+                   DS_FloatTensor:$lr, DS_FloatTensor:$grad_scale, DS_FloatTensor:$first,
+                   F64Attr:$momentum, F64Attr:$dampening, BoolAttr:$nesterov,
+                   F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buf `,` $lr `,` $grad_scale `,` $first attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // DS_OPS_TD

@@ -6,10 +6,11 @@
 #include "ds/Plan/Pipelines.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ds::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<DSDialect, func::FuncDialect>();
+  registry.insert<DSDialect, func::FuncDialect, ml_program::MLProgramDialect>();
 }
 
 void mlir::ds::registerAllPasses() {

@@ -1,10 +1,19 @@
 //===- EmitPlan.cpp - ds IR to a .dsplan ----------------------------------===//
+//
+// One program per function (@main is "forward"), one STATE buffer per
+// mutable global, one WEIGHT buffer per constant or parameter. A
+// global_load is the state buffer itself; a global_store either had its
+// value computed in place (ds-plan-memory marked it `ds.in_place`) or
+// becomes a copy step.
+//
+//===----------------------------------------------------------------------===//
 #include "ds/Plan/EmitPlan.h"
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Plan/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
@@ -30,11 +39,35 @@ class PlanEmitter {
 public:
   PlanEmitter(rt::PlanWriter &w) : w_(w), p_(w.plan()) {}
 
-  LogicalResult run(func::FuncOp func, int64_t arenaBytes) {
-    p_.set_arena_bytes(arenaBytes);
-    p_.set_world_size(1);
+  LogicalResult emitGlobals(ModuleOp module) {
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      auto t = dyn_cast<RankedTensorType>(g.getType());
+      if (!t || !t.hasStaticShape())
+        return g.emitError("state must be a statically shaped tensor");
+      FailureOr<uint32_t> id = newBuffer(t, plan::Buffer::STATE, g.getLoc(), g.getSymName().str());
+      if (failed(id)) return failure();
+      plan::Buffer &b = *p_.mutable_buffers(*id);
+      Attribute init = g.getValueAttr();
+      auto dense = dyn_cast_or_null<DenseElementsAttr>(init);
+      bool zero = !init || (dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+                            dense.getSplatValue<APFloat>().isZero());
+      if (zero) {
+        b.set_state_init(plan::Buffer::STATE_INIT_ZERO);
+      } else {
+        FailureOr<std::vector<uint8_t>> bytes = constantBytes(init, g.getLoc());
+        if (failed(bytes)) return failure();
+        b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
+        w_.addWeight(b, bytes->data(), bytes->size());
+      }
+      state_[g.getSymName()] = *id;
+    }
+    return success();
+  }
+
+  LogicalResult emitFunction(func::FuncOp func, StringRef programName) {
     prog_ = p_.add_programs();
-    prog_->set_name("forward");
+    prog_->set_name(programName.str());
+    outputFor_.clear();
     Block &block = func.getBody().front();
     for (BlockArgument arg : block.getArguments()) {
       std::string name = ioName(func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "ds.name"),
@@ -45,11 +78,16 @@ public:
     }
     Operation *ret = block.getTerminator();
     // The first time a returned value is produced it goes straight into its
-    // output buffer; repeats, inputs and weights get a copy step.
+    // output buffer; repeats, inputs, weights and state get a copy step.
     for (auto [i, v] : llvm::enumerate(ret->getOperands()))
       if (!outputFor_.count(v) && v.getDefiningOp() &&
-          !isa<ConstantOp, ParameterOp>(v.getDefiningOp()))
+          !isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp>(v.getDefiningOp()))
         outputFor_[v] = i;
+    // Values computed straight into a global's state buffer.
+    inPlace_.clear();
+    for (auto store : block.getOps<ml_program::GlobalStoreOp>())
+      if (store->hasAttr("ds.in_place"))
+        inPlace_[store.getValue()] = store.getGlobal().getLeafReference();
     for (Operation &op : block) {
       if (&op == ret) continue;
       if (failed(emitOp(op))) return failure();
@@ -66,11 +104,7 @@ public:
       FailureOr<uint32_t> out = newBuffer(v, plan::Buffer::OUTPUT, ret->getLoc(), name,
                                           /*record=*/false);
       if (failed(out)) return failure();
-      plan::Step *s = prog_->add_steps();
-      s->set_kernel("copy");
-      s->add_inputs(ids_[v]);
-      s->add_outputs(*out);
-      s->set_location("return");
+      addCopy(ids_[v], *out, "return");
       prog_->add_outputs(*out);
     }
     return success();
@@ -81,11 +115,18 @@ private:
     return attr ? attr.str() : std::string(prefix) + std::to_string(i);
   }
 
-  FailureOr<uint32_t> newBuffer(Value v, plan::Buffer::Kind kind, Location loc,
-                                const std::string &name, bool record = true) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
+  void addCopy(uint32_t from, uint32_t to, const std::string &where) {
+    plan::Step *s = prog_->add_steps();
+    s->set_kernel("copy");
+    s->add_inputs(from);
+    s->add_outputs(to);
+    s->set_location(where);
+  }
+
+  FailureOr<uint32_t> newBuffer(RankedTensorType t, plan::Buffer::Kind kind, Location loc,
+                                const std::string &name) {
     if (!t || !t.hasStaticShape())
-      return emitError(loc) << "plan buffers need static tensor types, got " << v.getType();
+      return emitError(loc) << "plan buffers need static tensor types";
     FailureOr<plan::DType> dt = planDType(t.getElementType(), loc);
     if (failed(dt)) return failure();
     plan::Buffer *b = p_.add_buffers();
@@ -95,16 +136,46 @@ private:
     b->set_dtype(*dt);
     for (int64_t d : t.getShape()) b->add_shape(d);
     b->set_size_bytes(static_cast<uint64_t>(t.getNumElements()) * rt::dtypeSize(*dt));
-    if (kind == plan::Buffer::INPUT || kind == plan::Buffer::OUTPUT)
+    if (kind == plan::Buffer::INPUT || kind == plan::Buffer::OUTPUT || kind == plan::Buffer::STATE)
       b->set_io_name(name);
     else
       b->set_debug_name(name);
-    if (record) ids_[v] = id;
     return id;
+  }
+
+  FailureOr<uint32_t> newBuffer(Value v, plan::Buffer::Kind kind, Location loc,
+                                const std::string &name, bool record = true) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t) return emitError(loc) << "plan buffers need tensor types, got " << v.getType();
+    FailureOr<uint32_t> id = newBuffer(t, kind, loc, name);
+    if (succeeded(id) && record) ids_[v] = *id;
+    return id;
+  }
+
+  FailureOr<uint32_t> stateId(Operation *op, SymbolRefAttr sym) {
+    auto it = state_.find(sym.getLeafReference());
+    if (it == state_.end())
+      return op->emitError("refers to unknown global ") << sym;
+    return it->second;
   }
 
   LogicalResult emitOp(Operation &op) {
     Location loc = op.getLoc();
+    if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+      FailureOr<uint32_t> id = stateId(&op, load.getGlobal());
+      if (failed(id)) return failure();
+      ids_[load.getResult()] = *id;
+      return success();
+    }
+    if (auto store = dyn_cast<ml_program::GlobalStoreOp>(op)) {
+      FailureOr<uint32_t> id = stateId(&op, store.getGlobal());
+      if (failed(id)) return failure();
+      if (store->hasAttr("ds.in_place")) return success(); // written by its producer
+      auto it = ids_.find(store.getValue());
+      if (it == ids_.end()) return op.emitError("stores a value with no buffer");
+      if (it->second != *id) addCopy(it->second, *id, locationString(loc));
+      return success();
+    }
     if (isa<ConstantOp, ParameterOp>(op)) {
       Attribute value = isa<ConstantOp>(op) ? cast<ConstantOp>(op).getValue()
                                             : cast<ParameterOp>(op).getValue();
@@ -133,6 +204,11 @@ private:
     if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))
       return op.emitError("has no arena placement; run ds-plan-memory before emitting a plan");
     for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      if (auto it = inPlace_.find(r); it != inPlace_.end()) {
+        ids_[r] = state_[it->second];
+        s->add_outputs(state_[it->second]);
+        continue;
+      }
       bool isOutput = outputFor_.count(r);
       FailureOr<uint32_t> id =
           newBuffer(r, isOutput ? plan::Buffer::OUTPUT : plan::Buffer::ARENA, loc,
@@ -153,26 +229,102 @@ private:
   plan::Program *prog_ = nullptr;
   llvm::DenseMap<Value, uint32_t> ids_;
   llvm::DenseMap<Value, size_t> outputFor_;
+  llvm::DenseMap<Value, StringRef> inPlace_;
+  llvm::StringMap<uint32_t> state_;
 };
+
+/// The module's ds.training attribute as the plan's Training message.
+LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
+  auto d = module->getAttrOfType<DictionaryAttr>("ds.training");
+  auto i64 = [&](StringRef k) {
+    auto a = d.getAs<IntegerAttr>(k);
+    return a ? a.getInt() : 0;
+  };
+  auto f64 = [&](StringRef k) {
+    auto a = d.getAs<FloatAttr>(k);
+    return a ? a.getValueAsDouble() : 0.0;
+  };
+  auto flag = [&](StringRef k) {
+    auto a = d.getAs<BoolAttr>(k);
+    return a && a.getValue();
+  };
+  auto str = [&](StringRef k) {
+    auto a = d.getAs<StringAttr>(k);
+    return a ? a.getValue() : StringRef();
+  };
+  t.set_micro_batch_size(i64("micro_batch_size"));
+  t.set_gradient_accumulation_steps(i64("gradient_accumulation_steps"));
+  t.set_train_batch_size(i64("train_batch_size"));
+  t.set_world_size(i64("world_size"));
+  t.set_gradient_clipping(f64("gradient_clipping"));
+  plan::Optimizer *o = t.mutable_optimizer();
+  StringRef kind = str("optimizer");
+  o->set_kind(kind == "sgd" ? plan::Optimizer::SGD
+              : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
+                                  : plan::Optimizer::ADAMW);
+  o->set_lr(f64("lr"));
+  o->set_beta1(f64("beta1"));
+  o->set_beta2(f64("beta2"));
+  o->set_eps(f64("eps"));
+  o->set_weight_decay(f64("weight_decay"));
+  o->set_bias_correction(flag("bias_correction"));
+  o->set_momentum(f64("momentum"));
+  o->set_dampening(f64("dampening"));
+  o->set_nesterov(flag("nesterov"));
+  plan::Schedule *s = t.mutable_schedule();
+  StringRef sched = str("schedule");
+  s->set_kind(sched == "warmup_lr"          ? plan::Schedule::WARMUP_LR
+              : sched == "warmup_decay_lr"  ? plan::Schedule::WARMUP_DECAY_LR
+              : sched == "warmup_cosine_lr" ? plan::Schedule::WARMUP_COSINE_LR
+                                            : plan::Schedule::CONSTANT);
+  s->set_warmup_min_lr(f64("warmup_min_lr"));
+  s->set_warmup_max_lr(f64("warmup_max_lr"));
+  s->set_warmup_num_steps(i64("warmup_num_steps"));
+  s->set_warmup_linear(flag("warmup_linear"));
+  s->set_total_num_steps(i64("total_num_steps"));
+  s->set_warmup_min_ratio(f64("warmup_min_ratio"));
+  s->set_cos_min_ratio(f64("cos_min_ratio"));
+  t.set_micro_step_program("train_step");
+  t.set_optimizer_program("optimizer_step");
+  t.set_loss_output("loss");
+  if (auto inputs = d.getAs<ArrayAttr>("data_inputs"))
+    for (Attribute a : inputs)
+      if (auto sa = dyn_cast<StringAttr>(a)) t.add_data_inputs(sa.str());
+  return success();
+}
 
 } // namespace
 
 LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options,
                                  ::ds::rt::PlanWriter &writer) {
+  SmallVector<func::FuncOp> funcs;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal()) funcs.push_back(f);
   func::FuncOp entry = module.lookupSymbol<func::FuncOp>("main");
-  if (!entry) {
-    auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
-    if (funcs.size() != 1)
-      return module.emitError("a plan needs an entry function named 'main'");
-    entry = funcs.front();
+  if (!entry && funcs.size() == 1) entry = funcs.front();
+  if (!entry)
+    return module.emitError("a plan needs an entry function named 'main'");
+  int64_t arena = 0;
+  for (func::FuncOp f : funcs) {
+    if (!f.getBody().hasOneBlock())
+      return f.emitError("functions must have a single block");
+    auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr);
+    if (!a)
+      return f.emitError("has no memory plan; run ds-plan-memory before emitting a plan");
+    arena = std::max(arena, a.getInt());
   }
-  if (!entry.getBody().hasOneBlock())
-    return entry.emitError("the entry function must have a single block");
-  auto arena = entry->getAttrOfType<IntegerAttr>(kArenaBytesAttr);
-  if (!arena)
-    return entry.emitError("has no memory plan; run ds-plan-memory before emitting a plan");
-  writer.plan().set_producer(options.producer);
-  writer.plan().set_source(options.source);
+  plan::Plan &p = writer.plan();
+  p.set_producer(options.producer);
+  p.set_source(options.source);
+  p.set_arena_bytes(arena);
+  p.set_world_size(1);
   PlanEmitter emitter(writer);
-  return emitter.run(entry, arena.getInt());
+  if (failed(emitter.emitGlobals(module))) return failure();
+  if (failed(emitter.emitFunction(entry, "forward"))) return failure();
+  for (func::FuncOp f : funcs)
+    if (f != entry && failed(emitter.emitFunction(f, f.getSymName())))
+      return failure();
+  if (module->hasAttr("ds.training") && failed(emitTraining(module, *p.mutable_training())))
+    return failure();
+  return success();
 }

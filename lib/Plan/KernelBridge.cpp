@@ -105,6 +105,10 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
             setInts(s, "axes", r.getAxes());
             return success();
           })
+      .Case<FillOp>([&](FillOp f) {
+        (*s.mutable_attrs())["value"].set_f(f.getValue().convertToDouble());
+        return success();
+      })
       .Case<TriluOp>([&](TriluOp t) {
         setInt(s, "upper", t.getUpper());
         setInt(s, "k", t.getK());
@@ -116,7 +120,41 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         setInt(s, "reverse", t.getReverse());
         return success();
       })
-      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp>([&](auto o) {
+      .Case<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>([&](auto o) {
+        setInt(s, "ignore_index", o.getIgnoreIndex());
+        return success();
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp l) {
+        setInt(s, "axis", l.getAxis());
+        (*s.mutable_attrs())["epsilon"].set_f(l.getEpsilon().convertToFloat());
+        return success();
+      })
+      .Case<GeluGradOp>([&](GeluGradOp g) {
+        (*s.mutable_attrs())["approximate"].set_s(
+            stringifyGeluApproximation(g.getApproximate()).str());
+        return success();
+      })
+      .Case<InsertSliceOp>([&](InsertSliceOp sl) {
+        setInts(s, "starts", sl.getStarts());
+        setInts(s, "steps", sl.getSteps());
+        return success();
+      })
+      .Case<AdamUpdateOp>([&](AdamUpdateOp a) {
+        (*s.mutable_attrs())["beta1"].set_f(a.getBeta1().convertToDouble());
+        (*s.mutable_attrs())["beta2"].set_f(a.getBeta2().convertToDouble());
+        (*s.mutable_attrs())["eps"].set_f(a.getEps().convertToDouble());
+        (*s.mutable_attrs())["weight_decay"].set_f(a.getWeightDecay().convertToDouble());
+        setInt(s, "decoupled", a.getDecoupled());
+        return success();
+      })
+      .Case<SgdUpdateOp>([&](SgdUpdateOp a) {
+        (*s.mutable_attrs())["momentum"].set_f(a.getMomentum().convertToDouble());
+        (*s.mutable_attrs())["dampening"].set_f(a.getDampening().convertToDouble());
+        (*s.mutable_attrs())["weight_decay"].set_f(a.getWeightDecay().convertToDouble());
+        setInt(s, "nesterov", a.getNesterov());
+        return success();
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp, GatherGradOp>([&](auto o) {
         setInt(s, "axis", o.getAxis());
         return success();
       })

@@ -18,6 +18,20 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   pm.addPass(createPlanMemoryPass());
 }
 
+void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
+  BuildTrainStepPassOptions t;
+  t.configPath = o.configPath;
+  t.worldSize = o.worldSize;
+  t.lossKind = o.loss;
+  t.labelsName = o.labels;
+  t.lossOutput = o.lossOutput;
+  t.ignoreIndex = o.ignoreIndex;
+  t.frozen.assign(o.frozen.begin(), o.frozen.end());
+  t.gradInputs.assign(o.gradInputs.begin(), o.gradInputs.end());
+  pm.addPass(createBuildTrainStepPass(t));
+  buildInferencePipeline(pm, o.inference);
+}
+
 void mlir::ds::registerPipelines() {
   PassPipelineRegistration<>(
       "ds-inference-pipeline",

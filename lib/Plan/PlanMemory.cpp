@@ -11,6 +11,7 @@
 #include "ds/Plan/Passes.h"
 
 #include "dialects/ds/DSOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -65,14 +66,16 @@ private:
     Operation *terminator = block.getTerminator();
     llvm::SmallPtrSet<Value, 8> returned(terminator->getOperands().begin(),
                                          terminator->getOperands().end());
+    llvm::SmallPtrSet<Value, 8> inPlace = findInPlaceStores(block, index);
 
     std::vector<Interval> intervals;
     for (Operation &op : block) {
-      // Weights and outputs have homes of their own.
-      if (isa<ConstantOp, ParameterOp>(op) || &op == terminator)
+      // Weights, state and outputs have homes of their own.
+      if (isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op) ||
+          &op == terminator)
         continue;
       for (Value r : op.getResults()) {
-        if (returned.contains(r))
+        if (returned.contains(r) || inPlace.contains(r))
           continue;
         if (!isa<RankedTensorType>(r.getType()))
           return op.emitError("ds-plan-memory: result is not a ranked tensor");
@@ -117,7 +120,8 @@ private:
 
     Builder b(func.getContext());
     for (Operation &op : block) {
-      if (isa<ConstantOp, ParameterOp>(op) || &op == terminator)
+      if (isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op) ||
+          &op == terminator)
         continue;
       SmallVector<int64_t> offsets(op.getNumResults(), -1);
       op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
@@ -137,6 +141,50 @@ private:
   }
 
   int64_t alignUp(int64_t v) const { return (v + alignment - 1) / alignment * alignment; }
+
+  /// Stored values an op can write straight into their global's state
+  /// buffer: the value's only use is the store, and nothing reads the
+  /// global's loaded value after the producing op. An op that reads the
+  /// loaded value itself must be elementwise over it (same shape), so
+  /// reading and writing the same bytes is safe. Marks those stores
+  /// `ds.in_place`.
+  llvm::SmallPtrSet<Value, 8>
+  findInPlaceStores(Block &block, const llvm::DenseMap<Operation *, int64_t> &index) {
+    llvm::SmallPtrSet<Value, 8> result;
+    llvm::StringMap<SmallVector<Value>> loads;
+    for (Operation &op : block)
+      if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op))
+        loads[l.getGlobal().getLeafReference()].push_back(l.getResult());
+    for (Operation &op : block) {
+      auto store = dyn_cast<ml_program::GlobalStoreOp>(op);
+      if (!store) continue;
+      Value v = store.getValue();
+      Operation *def = v.getDefiningOp();
+      if (!def || !v.hasOneUse() || !isa<DSDialect>(def->getDialect()) ||
+          isa<ConstantOp, ParameterOp>(def))
+        continue;
+      bool safe = true;
+      for (Value l : loads.lookup(store.getGlobal().getLeafReference())) {
+        for (OpOperand &use : l.getUses()) {
+          Operation *user = block.findAncestorOpInBlock(*use.getOwner());
+          if (!user) { safe = false; break; }
+          if (user == def) {
+            // Elementwise producers (arithmetic, optimizer updates) read
+            // each element before writing it.
+            bool elementwise = isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp>(def) &&
+                               l.getType() == v.getType();
+            if (!elementwise) safe = false;
+          } else if (index.lookup(user) > index.lookup(def)) {
+            safe = false; // the old value is still read after the write
+          }
+        }
+      }
+      if (!safe) continue;
+      store->setAttr("ds.in_place", UnitAttr::get(store.getContext()));
+      result.insert(v);
+    }
+    return result;
+  }
 };
 
 } // namespace

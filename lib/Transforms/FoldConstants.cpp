@@ -15,8 +15,10 @@ using namespace mlir::ds;
 
 std::optional<SmallVector<Value>> mlir::ds::tryFoldWithKernels(Operation *op,
                                                                int64_t maxElements) {
+  // Ops without operands (ds.fill) stay kernels: folding would store their
+  // result in the plan.
   if (isa<ConstantOp, ParameterOp>(op) || !isa_and_nonnull<DSDialect>(op->getDialect()) ||
-      op->getNumResults() == 0)
+      op->getNumResults() == 0 || op->getNumOperands() == 0)
     return std::nullopt;
   SmallVector<Attribute> values;
   for (Value v : op->getOperands()) {

@@ -339,9 +339,27 @@ absl::StatusOr<PreparedStep> prepareTrilu(const KernelContext &c) {
   });
 }
 
+absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(0, 0, 1));
+  DS_ASSIGN_OR_RETURN(double value, c.floatAttr("value"));
+  const TensorView o = c.out[0];
+  if (o.dtype == plan::F32)
+    return PreparedStep([o, v = static_cast<float>(value)] {
+      std::fill(o.as<float>(), o.as<float>() + o.numel, v);
+      return absl::OkStatus();
+    });
+  if (o.dtype == plan::F64)
+    return PreparedStep([o, value] {
+      std::fill(o.as<double>(), o.as<double>() + o.numel, value);
+      return absl::OkStatus();
+    });
+  return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
+}
+
 } // namespace
 
 void registerDataMovementKernels(KernelRegistry &r) {
+  r.add("fill", prepareFill);
   r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
   r.add("transpose", prepareTranspose);

@@ -94,6 +94,7 @@ const KernelRegistry &cpuKernels() {
     registerLinalgKernels(*r);
     registerNormalizationKernels(*r);
     registerDataMovementKernels(*r);
+    registerTrainingKernels(*r);
     return r;
   }();
   return *registry;

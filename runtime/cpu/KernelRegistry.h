@@ -51,6 +51,7 @@ void registerElementwiseKernels(KernelRegistry &r);
 void registerLinalgKernels(KernelRegistry &r);
 void registerNormalizationKernels(KernelRegistry &r);
 void registerDataMovementKernels(KernelRegistry &r);
+void registerTrainingKernels(KernelRegistry &r);
 
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();

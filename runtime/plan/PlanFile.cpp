@@ -250,7 +250,7 @@ absl::Status LoadedPlan::validate() {
 
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
   const int n = p.buffers_size();
-  std::set<std::string> inputNames, outputNames, stateNames;
+  std::set<std::string> stateNames;
   for (int i = 0; i < n; ++i) {
     const plan::Buffer &b = p.buffers(i);
     std::string what = absl::StrCat("buffer ", i, " (", b.debug_name(), ")");
@@ -306,15 +306,10 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
       break;
     }
     case plan::Buffer::INPUT:
-    case plan::Buffer::OUTPUT: {
+    case plan::Buffer::OUTPUT:
       if (b.io_name().empty())
         return absl::InvalidArgumentError(absl::StrCat(what, " has no io_name"));
-      auto &names = b.kind() == plan::Buffer::INPUT ? inputNames : outputNames;
-      if (!names.insert(b.io_name()).second)
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": two buffers are named '", b.io_name(), "'"));
       break;
-    }
     default:
       return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid kind"));
     }
@@ -329,17 +324,24 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
             " buffers)"));
       return absl::OkStatus();
     };
+    std::set<std::string> inputNames, outputNames;
     for (uint32_t id : prog.inputs()) {
       DS_RETURN_IF_ERROR(checkId(id, "inputs"));
       if (p.buffers(id).kind() != plan::Buffer::INPUT)
         return absl::InvalidArgumentError(
             absl::StrCat(pw, ": input ", id, " is not an INPUT buffer"));
+      if (!inputNames.insert(p.buffers(id).io_name()).second)
+        return absl::InvalidArgumentError(absl::StrCat(
+            pw, ": two inputs are named '", p.buffers(id).io_name(), "'"));
     }
     for (uint32_t id : prog.outputs()) {
       DS_RETURN_IF_ERROR(checkId(id, "outputs"));
       if (p.buffers(id).kind() != plan::Buffer::OUTPUT)
         return absl::InvalidArgumentError(
             absl::StrCat(pw, ": output ", id, " is not an OUTPUT buffer"));
+      if (!outputNames.insert(p.buffers(id).io_name()).second)
+        return absl::InvalidArgumentError(absl::StrCat(
+            pw, ": two outputs are named '", p.buffers(id).io_name(), "'"));
     }
     // Live range of every arena buffer: first write to last access.
     std::map<uint32_t, std::pair<int, int>> live;

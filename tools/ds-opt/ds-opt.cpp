@@ -45,6 +45,32 @@ static llvm::cl::opt<bool>
                           "inputs, outputs) after the pipeline"),
            llvm::cl::init(false), llvm::cl::cat(dsCategory));
 
+static llvm::cl::OptionCategory trainCategory("ds-opt training options");
+static llvm::cl::opt<std::string>
+    configPath("config", llvm::cl::desc("DeepSpeed config (ds_config.json): compile a training plan"),
+               llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    lossKind("loss",
+             llvm::cl::desc("softmax-cross-entropy | mse | graph (the graph's --loss-output is "
+                            "the loss): compile a training plan"),
+             llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> labelsName("labels", llvm::cl::desc("name of the labels input"),
+                                             llvm::cl::init("labels"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    lossOutput("loss-output", llvm::cl::desc("model output the loss uses (default: the first)"),
+               llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> ignoreIndex("ignore-index",
+                                          llvm::cl::desc("label softmax-cross-entropy ignores"),
+                                          llvm::cl::init(-100), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string> freeze("freeze", llvm::cl::desc("parameter not to train (repeatable)"),
+                                          llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string>
+    gradInputs("grad-input",
+               llvm::cl::desc("graph input whose gradient train_step also returns (repeatable)"),
+               llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> worldSize("world-size", llvm::cl::desc("data-parallel ranks"),
+                                        llvm::cl::init(1), llvm::cl::cat(trainCategory));
+
 static bool isOnnxFile(llvm::StringRef path) {
   return path.ends_with(".onnx") || path.ends_with(".onnxtxt") ||
          path.ends_with(".onnxtext") || path.ends_with(".json");
@@ -93,7 +119,7 @@ int main(int argc, char **argv) {
   // With --report and no output named, report only.
   bool reportOnly = report && outputFilename == "-" && emitKind.empty();
   // .mlir in, IR out: exactly mlir-opt (split-input-file, verify-diagnostics...).
-  if (!onnx && emit == "mlir" && !report)
+  if (!onnx && emit == "mlir" && !report && configPath.empty() && lossKind.empty())
     return asMainReturnCode(MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 
   if (emit == "plan" && outputFilename == "-")
@@ -137,10 +163,23 @@ int main(int argc, char **argv) {
   pm.enableTiming(timing);
   if (failed(config.setupPassPipeline(pm)))
     return fail("bad pass pipeline");
-  // A plan (and a report) needs the inference pipeline unless the user
-  // spelled passes out.
-  if ((emit == "plan" || report) && pm.size() == 0)
+  // --config/--loss make a training plan; otherwise a plan (and a report)
+  // needs the inference pipeline unless the user spelled passes out.
+  bool training = !configPath.empty() || !lossKind.empty();
+  if (training && pm.size() == 0) {
+    mlir::ds::TrainingPipelineOptions t;
+    t.configPath = configPath;
+    t.worldSize = worldSize;
+    if (!lossKind.empty()) t.loss = lossKind;
+    t.labels = labelsName;
+    t.lossOutput = lossOutput;
+    t.ignoreIndex = ignoreIndex;
+    t.frozen.assign(freeze.begin(), freeze.end());
+    t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
+    mlir::ds::buildTrainingPipeline(pm, t);
+  } else if ((emit == "plan" || report) && pm.size() == 0) {
     mlir::ds::buildInferencePipeline(pm, mlir::ds::InferencePipelineOptions());
+  }
   if (failed(pm.run(*module)))
     return 1;
 

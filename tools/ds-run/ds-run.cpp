@@ -19,6 +19,8 @@
 #include "runtime/exec/Session.h"
 #include "runtime/io/Npy.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/train/Trainer.h"
+#include <unistd.h>
 
 ABSL_FLAG(std::string, inputs, "", "input arrays: an .npz keyed by the model's input names, or an .npy for a one-input model");
 ABSL_FLAG(std::string, outputs, "", "where to write the outputs: .npz keyed by output names (or .npy for a one-output model)");
@@ -28,6 +30,14 @@ ABSL_FLAG(int, threads, 0, "threads for kernels and GEMM (0: all cores)");
 ABSL_FLAG(std::string, program, "forward", "program of the plan to run");
 ABSL_FLAG(int, benchmark, 0, "run N timed iterations after 2 warm-up runs and print latency as JSON");
 ABSL_FLAG(bool, profile, false, "print the time of each step (slowest first)");
+ABSL_FLAG(std::string, data, "", "train: .npz of samples keyed by the training step's input names (leading sample dimension)");
+ABSL_FLAG(int64_t, steps, 0, "train: optimizer steps to reach (counting steps already in a resumed checkpoint)");
+ABSL_FLAG(std::string, log, "", "train: JSONL log, one line per step (step, loss, lr, grad_norm, time)");
+ABSL_FLAG(std::string, checkpoint_dir, "", "train: where checkpoints go (atomic; `latest` names the newest)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "train: save every N steps (and at the end)");
+ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --checkpoint-dir");
+ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
+ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
 
 namespace {
 
@@ -98,6 +108,22 @@ int main(int argc, char **argv) {
   if (!backend.ok()) return fail(backend.status());
   auto session = Session::create(**loaded, **backend);
   if (!session.ok()) return fail(session.status());
+  if (!absl::GetFlag(FLAGS_data).empty()) {
+    TrainOptions t;
+    t.dataPath = absl::GetFlag(FLAGS_data);
+    t.steps = absl::GetFlag(FLAGS_steps);
+    t.logPath = absl::GetFlag(FLAGS_log);
+    t.checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
+    t.checkpointEvery = absl::GetFlag(FLAGS_checkpoint_every);
+    t.resume = absl::GetFlag(FLAGS_resume);
+    t.shuffle = absl::GetFlag(FLAGS_shuffle);
+    t.seed = absl::GetFlag(FLAGS_seed);
+    t.progress = isatty(STDERR_FILENO);
+    if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
+    absl::Status st = train(**session, t);
+    if (!st.ok()) return fail(st);
+    return 0;
+  }
   const std::string program = absl::GetFlag(FLAGS_program);
   const plan::Program *prog = (*session)->program(program);
   if (!prog) return fail((*session)->run(program, {}).status());

@@ -7,6 +7,9 @@
 #ifndef DS_PLAN_PIPELINES_H
 #define DS_PLAN_PIPELINES_H
 
+#include <string>
+#include <vector>
+
 #include "mlir/Pass/PassManager.h"
 
 namespace mlir::ds {
@@ -18,6 +21,22 @@ struct InferencePipelineOptions {
 /// Imported ds IR -> memory-planned IR ready for plan emission:
 /// fold constants, canonicalize, CSE, plan the arena.
 void buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &options);
+
+struct TrainingPipelineOptions {
+  std::string configPath;
+  int64_t worldSize = 1;
+  std::string loss = "softmax-cross-entropy";
+  std::string labels = "labels";
+  std::string lossOutput;
+  int64_t ignoreIndex = -100;
+  std::vector<std::string> frozen;
+  std::vector<std::string> gradInputs;
+  InferencePipelineOptions inference;
+};
+
+/// Imported ds IR -> training module (train_step, optimizer_step, forward)
+/// ready for plan emission: ds-build-train-step, then the inference pipeline.
+void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// Registers "ds-inference-pipeline" for --pass-pipeline and ds-opt flags.
 void registerPipelines();

@@ -4,6 +4,7 @@
 
 #include "dialects/ds/DSDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::ds {

@@ -32,4 +32,46 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
   ];
 }
 
+def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
+  let summary = "builds the training step and the optimizer step from @main";
+  let description = [{
+    Turns an inference module into a training module, deciding at compile
+    time what a DeepSpeed engine does at run time:
+
+    - trainable parameters (`ds.parameter`, unless frozen) become mutable
+      `ml_program.global`s `param:<name>`, read with `global_load`;
+    - `@train_step(inputs..., labels) -> loss` is `@main` plus the loss,
+      reverse-mode gradients of the loss scaled by
+      1/gradient_accumulation_steps (DeepSpeed scales the loss the same
+      way), accumulated into zero-initialized globals `grad:<name>`;
+    - `@optimizer_step` computes the global gradient norm, the clipping
+      coefficient (`gradient_clipping`), applies the fused Adam/AdamW/SGD
+      update to each parameter and its moments (`adam_m:`, `adam_v:`,
+      `momentum:` globals), zeroes the gradients, and returns the norm.
+
+    The DeepSpeed config (`config`) gives batch sizes, optimizer and
+    schedule; they are recorded in the module's `ds.training` attribute for
+    the plan. `@main` stays the inference forward, now reading the trained
+    parameters.
+  }];
+  let options = [
+    Option<"configPath", "config", "std::string", /*default=*/"\"\"",
+           "DeepSpeed config (ds_config.json); empty: AdamW defaults, micro batch from the model">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "data-parallel ranks, for DeepSpeed's batch arithmetic">,
+    Option<"lossKind", "loss", "std::string", /*default=*/"\"softmax-cross-entropy\"",
+           "softmax-cross-entropy, mse, or graph (the output named by loss-output is the loss)">,
+    Option<"labelsName", "labels", "std::string", /*default=*/"\"labels\"",
+           "name of the labels input added to @train_step">,
+    Option<"lossOutput", "loss-output", "std::string", /*default=*/"\"\"",
+           "model output the loss is computed on (default: the first)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "label value softmax-cross-entropy ignores">,
+    ListOption<"frozen", "freeze", "std::string", "parameters that are not trained">,
+    ListOption<"gradInputs", "grad-inputs", "std::string",
+               "graph inputs whose gradients @train_step also returns (grad:<name>)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

@@ -1,0 +1,390 @@
+//===- BuildTrainStep.cpp - training and optimizer steps from @main -------===//
+#include "dialects/ds/DSOps.h"
+#include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Transforms/Autodiff.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_BUILDTRAINSTEPPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct Parameter {
+  std::string name;
+  ml_program::GlobalOp global;
+};
+
+class BuildTrainStepPass
+    : public mlir::ds::impl::BuildTrainStepPassBase<BuildTrainStepPass> {
+public:
+  using BuildTrainStepPassBase::BuildTrainStepPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || !main.getBody().hasOneBlock()) {
+      module.emitError("ds-build-train-step needs a single-block function @main");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step") || module.lookupSymbol("optimizer_step")) {
+      module.emitError("the module already has a training step");
+      return signalPassFailure();
+    }
+    if (failed(readConfig(main)) || failed(promoteParameters(module, main)) ||
+        failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)))
+      return signalPassFailure();
+    recordConfig(module);
+  }
+
+private:
+  LogicalResult readConfig(func::FuncOp main) {
+    // The micro-batch is the leading dimension of the data inputs.
+    int64_t modelBatch = -1;
+    for (Type t : main.getArgumentTypes()) {
+      auto rt = cast<RankedTensorType>(t);
+      if (rt.getRank() == 0) continue;
+      if (modelBatch < 0) modelBatch = rt.getDimSize(0);
+      else if (modelBatch != rt.getDimSize(0))
+        return main.emitError("inputs disagree on the batch (leading) dimension: ")
+               << modelBatch << " and " << rt.getDimSize(0);
+    }
+    if (modelBatch < 0)
+      return main.emitError("the model has no batched input to train on");
+    if (configPath.empty()) {
+      config_.worldSize = worldSize;
+      config_.microBatchSize = modelBatch;
+      config_.gradientAccumulationSteps = 1;
+      config_.trainBatchSize = modelBatch * worldSize;
+      return success();
+    }
+    auto c = readDeepSpeedConfig(configPath, worldSize);
+    if (!c) return main.emitError() << llvm::toString(c.takeError());
+    config_ = *c;
+    if (config_.microBatchSize != modelBatch)
+      return main.emitError("train_micro_batch_size_per_gpu is ")
+             << config_.microBatchSize << " but the model's inputs have batch " << modelBatch
+             << "; export with that batch or fix it with --input-shape";
+    return success();
+  }
+
+  /// ds.parameter (trainable) -> mutable global + global_load.
+  LogicalResult promoteParameters(ModuleOp module, func::FuncOp main) {
+    llvm::StringSet<> frozenSet;
+    for (const std::string &f : frozen) frozenSet.insert(f);
+    llvm::StringSet<> seen;
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointToStart(module.getBody());
+    SmallVector<ParameterOp> params;
+    main.walk([&](ParameterOp p) { params.push_back(p); });
+    for (ParameterOp p : params) {
+      std::string name = p.getSymName().str();
+      if (frozenSet.contains(name)) {
+        seen.insert(name);
+        continue;
+      }
+      if (!isa<FloatType>(p.getType().getElementType()))
+        continue;
+      auto global = ml_program::GlobalOp::create(mb, p.getLoc(), "param:" + name, p.getType(),
+                                                 /*is_mutable=*/true, p.getValue(),
+                                                 mb.getStringAttr("private"));
+      OpBuilder b(p);
+      auto load = ml_program::GlobalLoadOp::create(b, p.getLoc(), p.getType(),
+                                                   SymbolRefAttr::get(global.getSymNameAttr()));
+      p.replaceAllUsesWith(load.getResult());
+      p.erase();
+      params_.push_back({name, global});
+    }
+    for (const std::string &f : frozen)
+      if (!seen.contains(f) && !llvm::any_of(params_, [&](const Parameter &p) { return p.name == f; }))
+        return module.emitError("--freeze names '") << f << "', which is not a parameter";
+    params_.erase(std::remove_if(params_.begin(), params_.end(),
+                                 [&](const Parameter &p) { return frozenSet.contains(p.name); }),
+                  params_.end());
+    if (params_.empty())
+      return module.emitError("the model has no trainable parameters");
+    return success();
+  }
+
+  ml_program::GlobalOp stateGlobal(ModuleOp module, const std::string &name, Type type) {
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointToStart(module.getBody());
+    // Zero-initialized: the plan stores no bytes for these.
+    return ml_program::GlobalOp::create(mb, module.getLoc(), name, type, /*is_mutable=*/true,
+                                        Attribute(), mb.getStringAttr("private"));
+  }
+
+  LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointAfter(main);
+    func::FuncOp step = main.clone();
+    mb.insert(step);
+    step.setSymName("train_step");
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // Which model output the loss uses.
+    int64_t outIndex = 0;
+    if (!lossOutput.empty()) {
+      outIndex = -1;
+      for (unsigned i = 0; i < step.getNumResults(); ++i)
+        if (auto n = step.getResultAttrOfType<StringAttr>(i, "ds.name"); n && n.getValue() == lossOutput)
+          outIndex = i;
+      if (outIndex < 0)
+        return main.emitError("--loss-output '") << lossOutput << "' is not an output of the model";
+    }
+    Value out = ret.getOperand(outIndex);
+    auto outType = typeOf(out);
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    Value loss;
+    SmallVector<std::string> dataInputs;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name")) dataInputs.push_back(n.str());
+    if (lossKind == "softmax-cross-entropy" || lossKind == "mse") {
+      Type labelsType =
+          lossKind == "mse" ? Type(outType)
+                            : Type(RankedTensorType::get(outType.getShape().drop_back(),
+                                                         b.getI64Type()));
+      if (lossKind == "softmax-cross-entropy" && outType.getRank() < 1)
+        return main.emitError("softmax-cross-entropy needs logits of rank >= 1");
+      unsigned idx = step.getNumArguments();
+      if (failed(step.insertArgument(idx, labelsType, b.getDictionaryAttr({b.getNamedAttr(
+                                                          "ds.name", b.getStringAttr(labelsName))}),
+                                     loc)))
+        return failure();
+      Value labels = step.getArgument(idx);
+      dataInputs.push_back(labelsName);
+      if (lossKind == "softmax-cross-entropy") {
+        loss = SoftmaxCrossEntropyOp::create(b, loc, RankedTensorType::get({}, outType.getElementType()),
+                                             out, labels, b.getI64IntegerAttr(ignoreIndex));
+      } else {
+        Value d = SubOp::create(b, loc, out, labels);
+        Value sq = MulOp::create(b, loc, d, d);
+        SmallVector<int64_t> all;
+        for (int64_t i = 0; i < outType.getRank(); ++i) all.push_back(i);
+        loss = ReduceMeanOp::create(b, loc, ValueRange{sq},
+                                    {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
+                                     b.getNamedAttr("keepdims", b.getBoolAttr(false))});
+      }
+    } else if (lossKind == "graph") {
+      if (outType.getRank() != 0 || !isa<FloatType>(outType.getElementType()))
+        return main.emitError("--loss graph needs a scalar float output, and output ")
+               << outIndex << " is " << outType;
+      loss = out;
+    } else {
+      return main.emitError("unknown loss '") << lossKind
+                                              << "' (softmax-cross-entropy, mse or graph)";
+    }
+    dataInputs_ = dataInputs;
+
+    // Differentiate with respect to the parameter loads (and asked inputs).
+    SmallVector<Value> wrt;
+    SmallVector<std::string> wrtNames;
+    llvm::DenseMap<StringRef, Value> loads;
+    step.walk([&](ml_program::GlobalLoadOp l) {
+      loads[l.getGlobal().getLeafReference().getValue()] = l.getResult();
+    });
+    for (const Parameter &p : params_) {
+      Value v = loads.lookup(ml_program::GlobalOp(p.global).getSymName());
+      if (!v) continue; // not used by this function
+      wrt.push_back(v);
+      wrtNames.push_back(p.name);
+    }
+    size_t numParamGrads = wrt.size();
+    for (const std::string &in : gradInputs) {
+      Value arg;
+      for (unsigned i = 0; i < step.getNumArguments(); ++i)
+        if (auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name"); n && n.getValue() == in)
+          arg = step.getArgument(i);
+      if (!arg || !isa<FloatType>(typeOf(arg).getElementType()))
+        return main.emitError("--grad-inputs names '") << in << "', which is not a float input";
+      wrt.push_back(arg);
+      wrtNames.push_back(in);
+    }
+    Type elem = typeOf(loss).getElementType();
+    Value seed = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, elem),
+                               b.getFloatAttr(elem, 1.0 / config_.gradientAccumulationSteps)));
+    FailureOr<SmallVector<Value>> grads = differentiate(b, loss, seed, wrt);
+    if (failed(grads)) return failure();
+
+    // Accumulate parameter gradients into their globals.
+    for (size_t i = 0; i < numParamGrads; ++i) {
+      auto g = stateGlobal(module, "grad:" + wrtNames[i], (*grads)[i].getType());
+      auto sym = SymbolRefAttr::get(g.getSymNameAttr());
+      Value acc = ml_program::GlobalLoadOp::create(b, loc, (*grads)[i].getType(), sym);
+      Value sum = AddOp::create(b, loc, acc, (*grads)[i]);
+      ml_program::GlobalStoreOp::create(b, loc, sym, sum);
+      gradGlobals_[wrtNames[i]] = g;
+    }
+    SmallVector<Value> results{loss};
+    SmallVector<Attribute> resultAttrs{
+        b.getDictionaryAttr({b.getNamedAttr("ds.name", b.getStringAttr("loss"))})};
+    for (size_t i = numParamGrads; i < wrt.size(); ++i) {
+      results.push_back((*grads)[i]);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("ds.name", b.getStringAttr("grad:" + wrtNames[i]))}));
+    }
+    func::ReturnOp::create(b, loc, results);
+    ret.erase();
+    step.setType(b.getFunctionType(step.getArgumentTypes(), TypeRange(ValueRange(results))));
+    step.setAllResultAttrs(resultAttrs);
+    // The forward's other outputs are dead now.
+    return success();
+  }
+
+  LogicalResult buildOptimizerStep(ModuleOp module) {
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    const OptimizerConfig &opt = config_.optimizer;
+    bool sgd = opt.kind == OptimizerConfig::Kind::SGD;
+    auto f32 = RankedTensorType::get({}, mb.getF32Type());
+    SmallVector<std::string> scalarNames =
+        sgd ? SmallVector<std::string>{"lr", "first"}
+            : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
+    SmallVector<Type> argTypes(scalarNames.size(), f32);
+    auto fn = func::FuncOp::create(mb, loc, "optimizer_step",
+                                   mb.getFunctionType(argTypes, {f32}));
+    Block *body = fn.addEntryBlock();
+    for (auto [i, n] : llvm::enumerate(scalarNames))
+      fn.setArgAttr(i, "ds.name", mb.getStringAttr(n));
+    fn.setResultAttr(0, "ds.name", mb.getStringAttr("grad_norm"));
+    OpBuilder b = OpBuilder::atBlockEnd(body);
+    auto scalar = [&](double v) {
+      return ConstantOp::create(b, loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(v)));
+    };
+
+    // Global L2 norm of all gradients (torch.nn.utils.clip_grad_norm_).
+    SmallVector<std::pair<Parameter, Value>> grads;
+    Value sumSq;
+    for (const Parameter &p : params_) {
+      auto it = gradGlobals_.find(p.name);
+      if (it == gradGlobals_.end()) continue;
+      Value g = ml_program::GlobalLoadOp::create(b, loc, ml_program::GlobalOp(p.global).getType(),
+                                                 SymbolRefAttr::get(it->second.getSymNameAttr()));
+      grads.push_back({p, g});
+      Value sq = MulOp::create(b, loc, g, g);
+      SmallVector<int64_t> all;
+      for (int64_t i = 0; i < typeOf(g).getRank(); ++i) all.push_back(i);
+      Value s = all.empty() ? sq
+                            : Value(ReduceSumOp::create(
+                                  b, loc, ValueRange{sq},
+                                  {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
+                                   b.getNamedAttr("keepdims", b.getBoolAttr(false))}));
+      sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, s)) : s;
+    }
+    if (!sumSq) return module.emitError("no parameter receives a gradient from the loss");
+    Value norm = SqrtOp::create(b, loc, f32, sumSq);
+    Value gscale = scalar(1.0);
+    if (config_.gradientClipping > 0) {
+      // coef = max_norm / (norm + 1e-6), applied only when below 1.
+      Value coef = DivOp::create(b, loc, scalar(config_.gradientClipping),
+                                 AddOp::create(b, loc, norm, scalar(1e-6)));
+      gscale = MinOp::create(b, loc, coef, scalar(1.0));
+    }
+    auto global = [&](const std::string &name, Type t) {
+      auto g = stateGlobal(module, name, t);
+      return SymbolRefAttr::get(g.getSymNameAttr());
+    };
+    for (auto &[p, g] : grads) {
+      auto pg = ml_program::GlobalOp(p.global);
+      Type t = pg.getType();
+      auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
+      Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
+      if (sgd) {
+        auto bsym = global("momentum:" + p.name, t);
+        Value buf = ml_program::GlobalLoadOp::create(b, loc, t, bsym);
+        auto upd = SgdUpdateOp::create(
+            b, loc, TypeRange{t, t}, param, g, buf, body->getArgument(0), gscale,
+            body->getArgument(1), b.getF64FloatAttr(opt.momentum), b.getF64FloatAttr(opt.dampening),
+            b.getBoolAttr(opt.nesterov), b.getF64FloatAttr(opt.weightDecay));
+        ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
+        ml_program::GlobalStoreOp::create(b, loc, bsym, upd.getNewBuf());
+      } else {
+        auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
+        Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
+        Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
+        auto upd = AdamUpdateOp::create(
+            b, loc, TypeRange{t, t, t}, param, g, m, v, body->getArgument(0),
+            body->getArgument(1), body->getArgument(2), gscale, b.getF64FloatAttr(opt.beta1),
+            b.getF64FloatAttr(opt.beta2), b.getF64FloatAttr(opt.eps),
+            b.getF64FloatAttr(opt.weightDecay), b.getBoolAttr(opt.decoupledWeightDecay));
+        ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
+        ml_program::GlobalStoreOp::create(b, loc, msym, upd.getNewM());
+        ml_program::GlobalStoreOp::create(b, loc, vsym, upd.getNewV());
+      }
+    }
+    // Gradients restart from zero for the next accumulation window.
+    for (auto &[p, g] : grads) {
+      Value zero = FillOp::create(b, loc, g.getType(), b.getF64FloatAttr(0.0));
+      ml_program::GlobalStoreOp::create(
+          b, loc, SymbolRefAttr::get(gradGlobals_[p.name].getSymNameAttr()), zero);
+    }
+    func::ReturnOp::create(b, loc, ValueRange{norm});
+    return success();
+  }
+
+  void recordConfig(ModuleOp module) {
+    Builder b(module.getContext());
+    const OptimizerConfig &o = config_.optimizer;
+    const SchedulerConfig &s = config_.scheduler;
+    const char *kind = o.kind == OptimizerConfig::Kind::SGD ? "sgd"
+                       : o.decoupledWeightDecay           ? "adamw"
+                                                          : "adam_l2";
+    const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
+                        : s.kind == SchedulerConfig::Kind::WarmupDecayLR  ? "warmup_decay_lr"
+                        : s.kind == SchedulerConfig::Kind::WarmupCosineLR ? "warmup_cosine_lr"
+                                                                          : "constant";
+    SmallVector<Attribute> inputs;
+    for (const std::string &n : dataInputs_) inputs.push_back(b.getStringAttr(n));
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr("micro_batch_size", b.getI64IntegerAttr(config_.microBatchSize)),
+        b.getNamedAttr("gradient_accumulation_steps",
+                       b.getI64IntegerAttr(config_.gradientAccumulationSteps)),
+        b.getNamedAttr("train_batch_size", b.getI64IntegerAttr(config_.trainBatchSize)),
+        b.getNamedAttr("world_size", b.getI64IntegerAttr(config_.worldSize)),
+        b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
+        b.getNamedAttr("optimizer", b.getStringAttr(kind)),
+        b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
+        b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
+        b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
+        b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),
+        b.getNamedAttr("weight_decay", b.getF64FloatAttr(o.weightDecay)),
+        b.getNamedAttr("bias_correction", b.getBoolAttr(o.biasCorrection)),
+        b.getNamedAttr("momentum", b.getF64FloatAttr(o.momentum)),
+        b.getNamedAttr("dampening", b.getF64FloatAttr(o.dampening)),
+        b.getNamedAttr("nesterov", b.getBoolAttr(o.nesterov)),
+        b.getNamedAttr("schedule", b.getStringAttr(sched)),
+        b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(s.warmupMinLr)),
+        b.getNamedAttr("warmup_max_lr", b.getF64FloatAttr(s.warmupMaxLr)),
+        b.getNamedAttr("warmup_num_steps", b.getI64IntegerAttr(s.warmupNumSteps)),
+        b.getNamedAttr("warmup_linear", b.getBoolAttr(s.warmupLinear)),
+        b.getNamedAttr("total_num_steps", b.getI64IntegerAttr(s.totalNumSteps)),
+        b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio)),
+        b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio)),
+        b.getNamedAttr("data_inputs", b.getArrayAttr(inputs)),
+    };
+    module->setAttr("ds.training", b.getDictionaryAttr(attrs));
+  }
+
+  TrainingConfig config_;
+  SmallVector<Parameter> params_;
+  llvm::StringMap<ml_program::GlobalOp> gradGlobals_;
+  SmallVector<std::string> dataInputs_;
+};
+
+} // namespace

@@ -1,0 +1,418 @@
+// Kernels of the training step: the loss and its gradient, the gradients
+// of ops whose adjoint is not a composition of forward ops, and the fused
+// optimizer updates (one pass over param, grad and moments, like
+// DeepSpeed's CPU Adam). Updates run in place: outputs may alias inputs.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <omp.h>
+
+#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/VectorMath.h"
+#include "runtime/kernels/ElementMath.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+absl::Status checkLabels(const KernelContext &c, const TensorView &logits,
+                         const TensorView &labels) {
+  if (logits.rank() < 1) return c.error("logits must have rank >= 1");
+  std::vector<int64_t> want(logits.shape.begin(), logits.shape.end() - 1);
+  DS_RETURN_IF_ERROR(c.expectShape(labels, want, "labels"));
+  if (labels.dtype != plan::I64 && labels.dtype != plan::I32)
+    return c.error("labels must be i32 or i64");
+  return c.expectDType(logits, plan::F32, "logits");
+}
+
+int64_t labelAt(const TensorView &labels, int64_t i) {
+  return labels.dtype == plan::I64 ? labels.as<int64_t>()[i]
+                                   : static_cast<int64_t>(labels.as<int32_t>()[i]);
+}
+
+/// Per-row log-sum-exp of the logits; a label outside [0, C) that is not
+/// ignored is a data error.
+absl::Status rowLogSumExp(const float *x, int64_t rows, int64_t classes, std::vector<double> &lse) {
+  lse.resize(rows);
+  parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float *p = x + r * classes;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, p[j]);
+      double s = 0;
+      for (int64_t j = 0; j < classes; ++j) s += std::exp(static_cast<double>(p[j] - mx));
+      lse[r] = mx + std::log(s);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropy(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(checkLabels(c, c.in[0], c.in[1]));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], {}, "loss"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "loss"));
+  DS_ASSIGN_OR_RETURN(int64_t ignore, c.intAttr("ignore_index"));
+  const TensorView logits = c.in[0], labels = c.in[1];
+  int64_t classes = logits.shape.back(), rows = labels.numel;
+  float *loss = c.out[0].as<float>();
+  std::string where(c.error("").message());
+  return PreparedStep([=]() -> absl::Status {
+    std::vector<double> lse;
+    DS_RETURN_IF_ERROR(rowLogSumExp(logits.as<float>(), rows, classes, lse));
+    double total = 0;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t y = labelAt(labels, r);
+      if (y == ignore) continue;
+      if (y < 0 || y >= classes)
+        return absl::OutOfRangeError(absl::StrCat(where, "label ", y, " at position ", r,
+                                                  " is outside [0, ", classes, ")"));
+      total += lse[r] - logits.as<float>()[r * classes + y];
+      ++count;
+    }
+    *loss = count ? static_cast<float>(total / count) : std::numeric_limits<float>::quiet_NaN();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
+  DS_RETURN_IF_ERROR(checkLabels(c, c.in[0], c.in[1]));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[2], {}, "dloss"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[2], plan::F32, "dloss"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_ASSIGN_OR_RETURN(int64_t ignore, c.intAttr("ignore_index"));
+  const TensorView logits = c.in[0], labels = c.in[1], dloss = c.in[2];
+  int64_t classes = logits.shape.back(), rows = labels.numel;
+  float *out = c.out[0].as<float>();
+  std::string where(c.error("").message());
+  return PreparedStep([=]() -> absl::Status {
+    std::vector<double> lse;
+    DS_RETURN_IF_ERROR(rowLogSumExp(logits.as<float>(), rows, classes, lse));
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t y = labelAt(labels, r);
+      if (y == ignore) continue;
+      if (y < 0 || y >= classes)
+        return absl::OutOfRangeError(absl::StrCat(where, "label ", y, " at position ", r,
+                                                  " is outside [0, ", classes, ")"));
+      ++count;
+    }
+    const float scale = count ? *dloss.as<float>() / static_cast<float>(count) : 0.0f;
+    const float *x = logits.as<float>();
+    parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        int64_t y = labelAt(labels, r);
+        float *o = out + r * classes;
+        if (y == ignore) {
+          std::fill(o, o + classes, 0.0f);
+          continue;
+        }
+        const float *p = x + r * classes;
+        const float l = static_cast<float>(lse[r]);
+        for (int64_t j = 0; j < classes; ++j) o[j] = std::exp(p[j] - l) * scale;
+        o[y] -= scale;
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// layer_norm_grad(x, scale, dy) -> (dx, dscale, dbias) over dims [axis, rank).
+absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 3));
+  for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  for (const auto &t : c.out) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "result"));
+  const auto &s = c.in[0].shape;
+  if (s.empty()) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", c.in[0].rank()));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("epsilon"));
+  std::vector<int64_t> norm(s.begin() + axis, s.end());
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], norm, "scale"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[2], s, "dy"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], s, "d_operand"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[1], norm, "d_scale"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[2], norm, "d_bias"));
+  int64_t outer = product(s, 0, axis), n = product(s, axis, s.size());
+  const float *x = c.in[0].as<float>(), *g = c.in[1].as<float>(), *dy = c.in[2].as<float>();
+  float *dx = c.out[0].as<float>(), *dg = c.out[1].as<float>(), *db = c.out[2].as<float>();
+  float epsf = static_cast<float>(eps);
+  return PreparedStep([=] {
+    // dscale/dbias are sums over rows: each thread accumulates its own
+    // partial sums, added in thread order (deterministic for a thread count).
+    int threads = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(outer)));
+    std::vector<double> partG(static_cast<size_t>(threads) * n, 0.0), partB(partG.size(), 0.0);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < threads; ++t) {
+      int64_t lo = outer * t / threads, hi = outer * (t + 1) / threads;
+      double *pg = partG.data() + static_cast<size_t>(t) * n;
+      double *pb = partB.data() + static_cast<size_t>(t) * n;
+      for (int64_t o = lo; o < hi; ++o) {
+        const float *px = x + o * n, *pdy = dy + o * n;
+        float *pdx = dx + o * n;
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += px[j];
+        double mean = sum / n, var = 0;
+        for (int64_t j = 0; j < n; ++j) var += (px[j] - mean) * (px[j] - mean);
+        double rstd = 1.0 / std::sqrt(var / n + epsf);
+        // dx = rstd * (dyg - mean(dyg) - xhat * mean(dyg * xhat)), dyg = dy*g
+        double meanDyg = 0, meanDygX = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double xhat = (px[j] - mean) * rstd;
+          double dyg = static_cast<double>(pdy[j]) * g[j];
+          meanDyg += dyg;
+          meanDygX += dyg * xhat;
+          pg[j] += pdy[j] * xhat;
+          pb[j] += pdy[j];
+        }
+        meanDyg /= n;
+        meanDygX /= n;
+        for (int64_t j = 0; j < n; ++j) {
+          double xhat = (px[j] - mean) * rstd;
+          pdx[j] = static_cast<float>(rstd * (pdy[j] * g[j] - meanDyg - xhat * meanDygX));
+        }
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      double sg = 0, sb = 0;
+      for (int t = 0; t < threads; ++t) {
+        sg += partG[static_cast<size_t>(t) * n + j];
+        sb += partB[static_cast<size_t>(t) * n + j];
+      }
+      dg[j] = static_cast<float>(sg);
+      db[j] = static_cast<float>(sb);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareGeluGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], c.in[0].shape, "dy"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  std::string approx = "none";
+  if (c.hasAttr("approximate")) {
+    DS_ASSIGN_OR_RETURN(approx, c.stringAttr("approximate"));
+  }
+  if (approx != "none" && approx != "tanh") return c.error("unknown approximation");
+  bool tanhForm = approx == "tanh";
+  const float *x = c.in[0].as<float>(), *dy = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  int64_t n = c.out[0].numel;
+  return PreparedStep([=] {
+    parallelFor(n, 8192, [&](int64_t lo, int64_t hi) {
+      if (tanhForm) {
+        const float k = 0.79788456080286535588f, a = 0.044715f;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) {
+          float v = x[i];
+          float t = std::tanh(k * (v + a * v * v * v));
+          float d = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * k * (1 + 3 * a * v * v);
+          dx[i] = dy[i] * d;
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) {
+          float v = x[i];
+          float cdf = 0.5f * (1 + std::erf(v * 0.70710678118654752440f));
+          float pdf = 0.39894228040143267794f * std::exp(-0.5f * v * v);
+          dx[i] = dy[i] * (cdf + v * pdf);
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareGatherGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  const TensorView idx = c.in[0], dy = c.in[1], out = c.out[0];
+  if (idx.dtype != plan::I64 && idx.dtype != plan::I32) return c.error("indices must be i32 or i64");
+  DS_RETURN_IF_ERROR(c.expectDType(dy, plan::F32, "dy"));
+  DS_RETURN_IF_ERROR(c.expectDType(out, plan::F32, "result"));
+  if (out.rank() < 1) return c.error("result must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", out.rank()));
+  std::vector<int64_t> want(out.shape.begin(), out.shape.begin() + axis);
+  want.insert(want.end(), idx.shape.begin(), idx.shape.end());
+  want.insert(want.end(), out.shape.begin() + axis + 1, out.shape.end());
+  DS_RETURN_IF_ERROR(c.expectShape(dy, want, "dy"));
+  int64_t outer = product(out.shape, 0, axis), dim = out.shape[axis];
+  int64_t inner = product(out.shape, axis + 1, out.shape.size()), nIdx = idx.numel;
+  std::string where(c.error("").message());
+  return PreparedStep([=]() -> absl::Status {
+    for (int64_t j = 0; j < nIdx; ++j) {
+      int64_t v = labelAt(idx, j);
+      if (v < -dim || v >= dim)
+        return absl::OutOfRangeError(absl::StrCat(where, "index ", v, " is out of range for ", dim));
+    }
+    float *o = out.as<float>();
+    const float *g = dy.as<float>();
+    std::fill(o, o + out.numel, 0.0f);
+    // Rows of the result are disjoint across `inner` chunks: parallelize
+    // over the inner dimension so repeated indices never race.
+    parallelFor(inner, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t a = 0; a < outer; ++a)
+        for (int64_t j = 0; j < nIdx; ++j) {
+          int64_t v = labelAt(idx, j);
+          if (v < 0) v += dim;
+          float *dst = o + (a * dim + v) * inner;
+          const float *src = g + (a * nIdx + j) * inner;
+          for (int64_t i = lo; i < hi; ++i) dst[i] += src[i];
+        }
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareInsertSlice(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  if (c.in[0].dtype != c.out[0].dtype) return c.error("operand and result types differ");
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.intsAttr("starts"));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> steps, c.intsAttr("steps"));
+  const auto &o = c.out[0].shape, &s = c.in[0].shape;
+  if (starts.size() != o.size() || steps.size() != o.size() || s.size() != o.size())
+    return c.error("starts, steps and operand must match the result's rank");
+  std::vector<int64_t> outStrides(o.size());
+  int64_t acc = 1;
+  for (size_t d = o.size(); d-- > 0;) {
+    outStrides[d] = acc;
+    acc *= o[d];
+  }
+  int64_t base = 0;
+  std::vector<int64_t> strides(o.size());
+  for (size_t d = 0; d < o.size(); ++d) {
+    if (s[d] == 0) continue;
+    int64_t last = starts[d] + (s[d] - 1) * steps[d];
+    if (steps[d] == 0 || starts[d] < 0 || starts[d] >= o[d] || last < 0 || last >= o[d])
+      return c.error(absl::StrCat("window of dimension ", d, " leaves the result"));
+    base += starts[d] * outStrides[d];
+    strides[d] = steps[d] * outStrides[d];
+  }
+  size_t es = dtypeSize(c.out[0].dtype);
+  auto *src = static_cast<const uint8_t *>(c.in[0].data);
+  auto *dst = static_cast<uint8_t *>(c.out[0].data);
+  int64_t n = c.in[0].numel;
+  uint64_t outBytes = c.out[0].bytes();
+  return PreparedStep([=] {
+    std::memset(dst, 0, outBytes);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = i, off = base;
+      for (size_t d = s.size(); d-- > 0;) {
+        off += (rem % s[d]) * strides[d];
+        rem /= s[d];
+      }
+      std::memcpy(dst + off * es, src + i * es, es);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status checkUpdate(const KernelContext &c, size_t tensors, size_t scalars) {
+  DS_RETURN_IF_ERROR(c.expectArity(tensors + scalars, tensors + scalars, tensors - 1));
+  for (size_t i = 0; i < tensors; ++i) {
+    DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
+    DS_RETURN_IF_ERROR(c.expectShape(c.in[i], c.in[0].shape, "operand"));
+  }
+  for (size_t i = tensors; i < tensors + scalars; ++i) {
+    DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "scalar"));
+    DS_RETURN_IF_ERROR(c.expectShape(c.in[i], {}, "scalar"));
+  }
+  for (const auto &t : c.out) {
+    DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "result"));
+    DS_RETURN_IF_ERROR(c.expectShape(t, c.in[0].shape, "result"));
+  }
+  return absl::OkStatus();
+}
+
+// adam_update(p, g, m, v, lr, step_size, bias2_sqrt, grad_scale) -> (p, m, v)
+absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(checkUpdate(c, 4, 4));
+  DS_ASSIGN_OR_RETURN(double b1, c.floatAttr("beta1"));
+  DS_ASSIGN_OR_RETURN(double b2, c.floatAttr("beta2"));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("eps"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  DS_ASSIGN_OR_RETURN(int64_t decoupled, c.intAttr("decoupled"));
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
+              *v = c.in[3].as<float>();
+  const float *lrp = c.in[4].as<float>(), *ssp = c.in[5].as<float>(), *bcp = c.in[6].as<float>(),
+              *gsp = c.in[7].as<float>();
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  int64_t n = c.in[0].numel;
+  return PreparedStep([=] {
+    const float lr = *lrp, stepSize = *ssp, bias2 = *bcp, gs = *gsp;
+    const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float epsf = static_cast<float>(eps), wdf = static_cast<float>(wd);
+    const float decay = decoupled ? 1.0f - lr * wdf : 1.0f;
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        float grad = g[i] * gs;
+        float param = p[i];
+        if (!decoupled) grad += wdf * param;
+        param *= decay;
+        float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+        float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+        float denom = std::sqrt(vi) / bias2 + epsf;
+        po[i] = param - stepSize * (mi / denom);
+        mo[i] = mi;
+        vo[i] = vi;
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// sgd_update(p, g, buf, lr, grad_scale, first) -> (p, buf)
+absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(checkUpdate(c, 3, 3));
+  DS_ASSIGN_OR_RETURN(double mom, c.floatAttr("momentum"));
+  DS_ASSIGN_OR_RETURN(double damp, c.floatAttr("dampening"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  DS_ASSIGN_OR_RETURN(int64_t nesterov, c.intAttr("nesterov"));
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *b = c.in[2].as<float>();
+  const float *lrp = c.in[3].as<float>(), *gsp = c.in[4].as<float>(), *fp = c.in[5].as<float>();
+  float *po = c.out[0].as<float>(), *bo = c.out[1].as<float>();
+  int64_t n = c.in[0].numel;
+  return PreparedStep([=] {
+    const float lr = *lrp, gs = *gsp, m = static_cast<float>(mom), dmp = static_cast<float>(damp);
+    const float wdf = static_cast<float>(wd);
+    const bool first = *fp != 0.0f;
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        float d = g[i] * gs + wdf * p[i];
+        float buf = b[i];
+        if (m != 0.0f) {
+          buf = first ? d : m * buf + (1.0f - dmp) * d;
+          d = nesterov ? d + m * buf : buf;
+        }
+        po[i] = p[i] - lr * d;
+        bo[i] = buf;
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+} // namespace
+
+void registerTrainingKernels(KernelRegistry &r) {
+  r.add("softmax_cross_entropy", prepareSoftmaxCrossEntropy);
+  r.add("softmax_cross_entropy_grad", prepareSoftmaxCrossEntropyGrad);
+  r.add("layer_norm_grad", prepareLayerNormGrad);
+  r.add("gelu_grad", prepareGeluGrad);
+  r.add("gather_grad", prepareGatherGrad);
+  r.add("insert_slice", prepareInsertSlice);
+  r.add("adam_update", prepareAdamUpdate);
+  r.add("sgd_update", prepareSgdUpdate);
+}
+
+} // namespace ds::rt::cpu

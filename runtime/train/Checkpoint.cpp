@@ -1,0 +1,159 @@
+#include "runtime/train/Checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "runtime/io/Npy.h"
+
+namespace ds::rt {
+namespace fs = std::filesystem;
+namespace {
+
+absl::Status fsyncPath(const std::string &path, bool directory) {
+  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(err)));
+  return absl::OkStatus();
+}
+
+absl::Status writeFileSynced(const std::string &path, const std::string &bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("create ", path, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("writing ", path, ": ", std::strerror(err), " (disk full?)"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(err)));
+  return absl::OkStatus();
+}
+
+std::string stepName(int64_t step) { return absl::StrFormat("step_%08d", step); }
+
+} // namespace
+
+absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,
+                            Session &session, const CheckpointOptions &opts) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  const std::string name = stepName(meta.step());
+  const std::string tmp = absl::StrCat(dir, "/.tmp-", name, "-", ::getpid());
+  const std::string final = dir + "/" + name;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec)
+    return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+  auto fail = [&](absl::Status st) {
+    std::error_code ignore;
+    fs::remove_all(tmp, ignore); // a partial save never survives
+    return st;
+  };
+
+  std::vector<std::pair<std::string, HostArray>> state;
+  for (const std::string &n : session.stateNames()) {
+    auto a = session.readState(n);
+    if (!a.ok()) return fail(a.status());
+    state.emplace_back(n, std::move(*a));
+  }
+  absl::Status st = writeNpz(tmp + "/state.npz", state);
+  if (!st.ok()) return fail(st);
+  if (const char *hook = std::getenv("DS_TEST_ABORT_DURING_CHECKPOINT"); hook && *hook) {
+    // Test hook: die mid-save, as a preempted or crashed rank would.
+    std::fprintf(stderr, "ds-run: aborting during the checkpoint save (test hook)\n");
+    std::fflush(stderr);
+    std::_Exit(137);
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(meta, &text);
+  st = writeFileSynced(tmp + "/meta.txtpb", text);
+  if (!st.ok()) return fail(st);
+  st = fsyncPath(tmp + "/state.npz", false);
+  if (st.ok()) st = fsyncPath(tmp, true);
+  if (!st.ok()) return fail(st);
+
+  // A checkpoint of the same step from an earlier run is replaced.
+  if (fs::exists(final)) {
+    std::string old = final + ".old";
+    fs::remove_all(old, ec);
+    fs::rename(final, old, ec);
+    if (ec) return fail(absl::InternalError(absl::StrCat("cannot move aside ", final, ": ", ec.message())));
+  }
+  fs::rename(tmp, final, ec);
+  if (ec) return fail(absl::InternalError(absl::StrCat("rename ", tmp, ": ", ec.message())));
+  DS_RETURN_IF_ERROR(fsyncPath(dir, true));
+  // Commit: `latest` names the new checkpoint only once it is complete.
+  DS_RETURN_IF_ERROR(writeFileSynced(dir + "/latest.tmp", name + "\n"));
+  if (std::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
+    return absl::InternalError(absl::StrCat("commit ", dir, "/latest: ", std::strerror(errno)));
+  DS_RETURN_IF_ERROR(fsyncPath(dir, true));
+  fs::remove_all(final + ".old", ec);
+
+  // Retire old checkpoints, newest kept.
+  std::vector<std::string> steps;
+  for (const auto &e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
+        e.path().filename().string().find('.') == std::string::npos)
+      steps.push_back(e.path().filename().string());
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + opts.keep < steps.size(); ++i)
+    if (steps[i] != name) fs::remove_all(dir + "/" + steps[i], ec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
+                                                              Session &session) {
+  std::ifstream latest(dir + "/latest");
+  if (!latest) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
+  std::string name;
+  std::getline(latest, name);
+  name = std::string(absl::StripAsciiWhitespace(name));
+  if (name.rfind("step_", 0) != 0 || name.find('/') != std::string::npos ||
+      name.find("..") != std::string::npos)
+    return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", name, "'"));
+  const std::string ck = dir + "/" + name;
+  std::ifstream metaFile(ck + "/meta.txtpb");
+  if (!metaFile) return absl::DataLossError(absl::StrCat(ck, " has no meta.txtpb"));
+  std::string text((std::istreambuf_iterator<char>(metaFile)), {});
+  ds::plan::CheckpointMeta meta;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1 ||
+      meta.step() < 0 || meta.data_cursor() < 0)
+    return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb does not parse or is not version 1"));
+  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(ck + "/state.npz"));
+  std::vector<std::string> want = session.stateNames();
+  for (const std::string &n : want) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto &kv) { return kv.first == n; });
+    if (it == arrays.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat(ck, "/state.npz has no '", n, "' (a checkpoint of another plan?)"));
+    DS_RETURN_IF_ERROR(session.writeState(n, it->second));
+  }
+  return meta;
+}
+
+} // namespace ds::rt

@@ -1,0 +1,26 @@
+// Checkpoints: a directory per step with every state buffer (parameters,
+// optimizer moments, ...) and where the run was. Saves are atomic: written
+// under a temporary name, fsynced, renamed into place, and only then made
+// current by rewriting `latest` (the commit marker, written last). Older
+// checkpoints are deleted only after the new one commits.
+#pragma once
+
+#include <string>
+
+#include "runtime/exec/Session.h"
+
+namespace ds::rt {
+
+struct CheckpointOptions {
+  int keep = 2; // committed checkpoints to keep
+};
+
+absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,
+                            Session &session, const CheckpointOptions &opts = {});
+
+/// Loads the checkpoint `latest` names into the session's state buffers.
+/// NotFound when the directory has no committed checkpoint.
+absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
+                                                              Session &session);
+
+} // namespace ds::rt

@@ -1,0 +1,109 @@
+#include "runtime/train/Data.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_join.h"
+#include "runtime/io/Npy.h"
+
+namespace ds::rt {
+
+absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::plan::Plan &plan,
+                                            const ds::plan::Program &program,
+                                            const std::vector<std::string> &dataInputs,
+                                            int64_t microBatch, int64_t rank, int64_t worldSize,
+                                            bool shuffle, uint64_t seed) {
+  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(path));
+  std::map<std::string, HostArray> byName;
+  for (auto &[n, a] : arrays) byName[n] = std::move(a);
+  DataLoader d;
+  d.microBatch_ = microBatch;
+  d.rank_ = rank;
+  d.worldSize_ = worldSize;
+  d.shuffle_ = shuffle;
+  d.seed_ = seed;
+  d.samples_ = -1;
+  for (uint32_t id : program.inputs()) {
+    const auto &b = plan.buffers(id);
+    if (std::find(dataInputs.begin(), dataInputs.end(), b.io_name()) == dataInputs.end())
+      continue;
+    auto it = byName.find(b.io_name());
+    if (it == byName.end()) {
+      std::vector<std::string> have;
+      for (auto &kv : byName) have.push_back(kv.first);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": no array '", b.io_name(), "' (the training step needs ",
+          absl::StrJoin(dataInputs, ", "), "; the file has ", absl::StrJoin(have, ", "), ")"));
+    }
+    HostArray &a = it->second;
+    std::vector<int64_t> perSample(b.shape().begin() + (b.shape_size() ? 1 : 0), b.shape().end());
+    std::vector<int64_t> got(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end());
+    if (a.dtype != b.dtype())
+      return absl::InvalidArgumentError(absl::StrCat(path, "[", b.io_name(), "] must be ",
+                                                     dtypeName(b.dtype()), ", got ",
+                                                     dtypeName(a.dtype)));
+    if (a.shape.empty() || got != perSample)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, "[", b.io_name(), "] must be [samples, ", shapeToString(perSample), "], got [",
+          shapeToString(a.shape), "]"));
+    if (d.samples_ >= 0 && a.shape[0] != d.samples_)
+      return absl::InvalidArgumentError(absl::StrCat(path, ": arrays disagree on the sample count (",
+                                                     d.samples_, " and ", a.shape[0], " in '",
+                                                     b.io_name(), "')"));
+    d.samples_ = a.shape[0];
+    Array arr;
+    arr.name = b.io_name();
+    arr.sampleBytes = a.data.size() / std::max<int64_t>(1, a.shape[0]);
+    arr.data = std::move(a);
+    d.arrays_.push_back(std::move(arr));
+  }
+  if (d.arrays_.empty())
+    return absl::InvalidArgumentError("the training program takes no data inputs");
+  if (d.samples_ < microBatch * worldSize)
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " has ", d.samples_, " samples, fewer than one global micro-batch (",
+        microBatch * worldSize, ")"));
+  return d;
+}
+
+int64_t DataLoader::sampleAt(int64_t globalIndex) {
+  int64_t epoch = globalIndex / samples_, pos = globalIndex % samples_;
+  if (!shuffle_) return pos;
+  if (epoch != permEpoch_) {
+    perm_.resize(samples_);
+    std::iota(perm_.begin(), perm_.end(), 0);
+    // A fresh generator per epoch: the order depends only on (seed, epoch),
+    // so a resumed run sees exactly the samples the original would have.
+    std::mt19937_64 rng(seed_ * 1000003ULL + static_cast<uint64_t>(epoch));
+    for (int64_t i = samples_ - 1; i > 0; --i) {
+      std::uniform_int_distribution<int64_t> pick(0, i);
+      std::swap(perm_[i], perm_[pick(rng)]);
+    }
+    permEpoch_ = epoch;
+  }
+  return perm_[pos];
+}
+
+std::map<std::string, HostArray> DataLoader::next() {
+  std::map<std::string, HostArray> batch;
+  int64_t first = cursor_ + rank_ * microBatch_;
+  for (const Array &a : arrays_) {
+    HostArray out;
+    out.dtype = a.data.dtype;
+    out.shape = a.data.shape;
+    out.shape[0] = microBatch_;
+    out.data.resize(a.sampleBytes * microBatch_);
+    for (int64_t i = 0; i < microBatch_; ++i) {
+      int64_t s = sampleAt(first + i);
+      std::memcpy(out.data.data() + i * a.sampleBytes, a.data.data.data() + s * a.sampleBytes,
+                  a.sampleBytes);
+    }
+    batch[a.name] = std::move(out);
+  }
+  cursor_ += microBatch_ * worldSize_;
+  return batch;
+}
+
+} // namespace ds::rt

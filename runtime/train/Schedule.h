@@ -1,0 +1,23 @@
+// Learning-rate schedules and optimizer-step scalars, computed on the host
+// the way DeepSpeed (lr_schedules.py) and torch.optim compute them.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/proto/plan.pb.h"
+
+namespace ds::rt {
+
+/// The learning rate used by optimizer step `step` (0-based): the schedule
+/// at DeepSpeed's last_batch_iteration = step.
+double learningRateAt(const ds::plan::Training &t, int64_t step);
+
+/// Adam's step-dependent scalars for the 1-based step count `t`, in double
+/// like torch.optim.AdamW: step_size = lr / (1 - beta1^t) and
+/// bias2_sqrt = sqrt(1 - beta2^t) (both plain lr / 1 without bias correction).
+struct AdamScalars {
+  double stepSize, bias2Sqrt;
+};
+AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t);
+
+} // namespace ds::rt

@@ -1,0 +1,29 @@
+// The training loop of ds-run: micro-batches through the plan's micro-step
+// program (gradient accumulation happens in state), then the optimizer
+// program with the step's learning rate; logs, checkpoints, resume.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "runtime/exec/Session.h"
+
+namespace ds::rt {
+
+struct TrainOptions {
+  std::string dataPath;
+  int64_t steps = 0;           // total optimizer steps to reach
+  std::string logPath;         // JSONL, one line per step
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0; // 0: only at the end (when a directory is given)
+  bool resume = false;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  bool progress = false;       // a progress line on stderr
+};
+
+/// Runs training to `steps` optimizer steps. Fails with the step number on
+/// a non-finite loss.
+absl::Status train(Session &session, const TrainOptions &options);
+
+} // namespace ds::rt

@@ -1,0 +1,132 @@
+"""Trains a PyTorch model the way a DeepSpeed engine configured by a
+ds_config.json would (AdamW/Adam/SGD, DeepSpeed's LR schedules, loss scaled
+by 1/gradient_accumulation_steps, global-norm clipping), and trains the
+same exported model with ds-opt/ds-run; returns both loss trajectories."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+
+def deepspeed_lr(cfg, step):
+    """DeepSpeed lr_schedules.py at last_batch_iteration = step."""
+    base = cfg.get("optimizer", {}).get("params", {}).get("lr", 1e-3)
+    sched = cfg.get("scheduler")
+    if not sched:
+        return base
+    p = sched.get("params", {})
+    warm = max(2, p.get("warmup_num_steps", 1000))
+    linear = p.get("warmup_type", "log") == "linear"
+    gamma_w = step / warm if linear else math.log(step + 1) / math.log(warm)
+    if sched["type"] == "WarmupLR":
+        lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+        return lo + (hi - lo) * (gamma_w if step < warm else 1.0)
+    if sched["type"] == "WarmupDecayLR":
+        lo, hi, total = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001), p["total_num_steps"]
+        g = gamma_w if step < warm else max(0.0, (total - step) / max(1.0, total - warm))
+        return lo + (hi - lo) * g
+    if sched["type"] == "WarmupCosineLR":
+        total = p["total_num_steps"]
+        wmin, cmin = p.get("warmup_min_ratio", 0.0), p.get("cos_min_ratio", 0.0001)
+        if step < warm:
+            ratio = wmin + gamma_w * (1 - wmin)
+        else:
+            ratio = (1 + math.cos(math.pi * (step - warm + 1) / (total - warm))) / 2
+            ratio = max(0.0, cmin + (1 - cmin) * ratio)
+        return base * ratio
+    raise ValueError(sched["type"])
+
+
+def torch_optimizer(cfg, params):
+    o = cfg.get("optimizer", {"type": "AdamW"})
+    p = o.get("params", {})
+    kind = o["type"].lower()
+    if kind in ("adam", "adamw"):
+        betas = tuple(p.get("betas", (0.9, 0.999)))
+        decoupled = kind == "adamw" or p.get("adam_w_mode", True)
+        cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+        return cls(params, lr=p.get("lr", 1e-3), betas=betas, eps=p.get("eps", 1e-8),
+                   weight_decay=p.get("weight_decay", 0.0))
+    return torch.optim.SGD(params, lr=p["lr"], momentum=p.get("momentum", 0.0),
+                           dampening=p.get("dampening", 0.0), weight_decay=p.get("weight_decay", 0.0),
+                           nesterov=p.get("nesterov", False))
+
+
+def batch_sizes(cfg, world=1):
+    """DeepSpeed's batch arithmetic: (micro batch, accumulation steps)."""
+    tbs = cfg.get("train_batch_size")
+    mbs = cfg.get("train_micro_batch_size_per_gpu")
+    gas = cfg.get("gradient_accumulation_steps")
+    if mbs is None:
+        gas = gas or 1
+        mbs = tbs // (gas * world)
+    elif gas is None:
+        gas = tbs // (mbs * world) if tbs else 1
+    return mbs, gas
+
+
+def train_torch(model, cfg, data, steps, loss_fn):
+    """data: dict of numpy arrays with a leading sample dim, in model input
+    order then 'labels'. Micro-batches in order, wrapping around."""
+    mbs, gas = batch_sizes(cfg)
+    clip = cfg.get("gradient_clipping", 1.0)
+    opt = torch_optimizer(cfg, model.parameters())
+    n = len(data["labels"])
+    cursor = 0
+    losses = []
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = deepspeed_lr(cfg, step)
+        total = 0.0
+        for _ in range(gas):
+            idx = [(cursor + i) % n for i in range(mbs)]
+            cursor += mbs
+            inputs = [torch.from_numpy(v[idx]) for k, v in data.items() if k != "labels"]
+            labels = torch.from_numpy(data["labels"][idx])
+            loss = loss_fn(model(*inputs), labels)
+            (loss / gas).backward()
+            total += loss.item()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        opt.zero_grad()
+        losses.append(total / gas)
+    return losses
+
+
+def train_ds(onnx_path, cfg, data, steps, workdir, loss="softmax-cross-entropy", extra=()):
+    cfg_path = os.path.join(workdir, "ds_config.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    plan = os.path.join(workdir, "train.dsplan")
+    run(["ds-opt", onnx_path, "--config", cfg_path, "--loss", loss, "-o", plan, *extra])
+    data_path = os.path.join(workdir, "data.npz")
+    np.savez(data_path, **data)
+    log = os.path.join(workdir, "train.jsonl")
+    run(["ds-run", plan, "--data", data_path, "--steps", str(steps), "--log", log])
+    return [json.loads(l)["loss"] for l in open(log)]
+
+
+def run(cmd):
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.stderr.write("command failed: %s\n%s%s" % (" ".join(cmd), res.stdout, res.stderr))
+        sys.exit(1)
+    return res.stdout
+
+
+def compare(name, ds_losses, torch_losses, tol=1e-4):
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(ds_losses, torch_losses)):
+        rel = abs(a - b) / max(abs(b), 1e-12)
+        worst = max(worst, rel)
+        print("%s step %2d  ds %.7f  torch %.7f  rel %.2e" % (name, i + 1, a, b, rel))
+    if len(ds_losses) != len(torch_losses):
+        sys.exit("%s: %d ds steps vs %d torch steps" % (name, len(ds_losses), len(torch_losses)))
+    if worst > tol:
+        sys.exit("%s: loss trajectories differ: worst relative error %.3g > %.1g" % (name, worst, tol))
+    print("%s: %d steps agree, worst relative error %.2e" % (name, len(ds_losses), worst))

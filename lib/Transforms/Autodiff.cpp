@@ -393,13 +393,6 @@ FailureOr<SmallVector<Value>> mlir::ds::differentiate(OpBuilder &b, Value loss, 
     }
   }
   SmallVector<Value> grads;
-  for (Value v : wrt) {
-    Value g = adjoint.lookup(v);
-    if (!g) {
-      GradientBuilder gb(b, v.getLoc());
-      g = gb.zeros(typeOf(v));
-    }
-    grads.push_back(g);
-  }
+  for (Value v : wrt) grads.push_back(adjoint.lookup(v));
   return grads;
 }

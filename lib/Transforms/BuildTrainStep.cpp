@@ -1,6 +1,7 @@
 //===- BuildTrainStep.cpp - training and optimizer steps from @main -------===//
 #include "dialects/ds/DSOps.h"
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Plan/KernelBridge.h"
 #include "ds/Transforms/Autodiff.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -8,6 +9,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringSet.h"
+
+#include <cstring>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_BUILDTRAINSTEPPASS
@@ -79,23 +82,37 @@ private:
     return success();
   }
 
-  /// ds.parameter (trainable) -> mutable global + global_load.
+  /// ds.parameter (trainable) -> mutable global + global_load; tied copies
+  /// load their original (transposed when stored transposed).
   LogicalResult promoteParameters(ModuleOp module, func::FuncOp main) {
     llvm::StringSet<> frozenSet;
     for (const std::string &f : frozen) frozenSet.insert(f);
-    llvm::StringSet<> seen;
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToStart(module.getBody());
     SmallVector<ParameterOp> params;
     main.walk([&](ParameterOp p) { params.push_back(p); });
+    llvm::StringSet<> names;
+    for (ParameterOp p : params) names.insert(p.getSymName());
+    for (const std::string &f : frozen)
+      if (!names.contains(f))
+        return module.emitError("--freeze names '") << f << "', which is not a parameter";
+
+    std::vector<Seen> seen;
     for (ParameterOp p : params) {
       std::string name = p.getSymName().str();
-      if (frozenSet.contains(name)) {
-        seen.insert(name);
+      if (frozenSet.contains(name) || !isa<FloatType>(p.getType().getElementType()))
         continue;
+      std::vector<uint8_t> bytes;
+      if (tieWeights) {
+        FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
+        if (failed(b)) return failure();
+        bytes = std::move(*b);
+        if (Value tied = findTie(p, bytes, seen)) {
+          p.replaceAllUsesWith(tied);
+          p.erase();
+          continue;
+        }
       }
-      if (!isa<FloatType>(p.getType().getElementType()))
-        continue;
       auto global = ml_program::GlobalOp::create(mb, p.getLoc(), "param:" + name, p.getType(),
                                                  /*is_mutable=*/true, p.getValue(),
                                                  mb.getStringAttr("private"));
@@ -105,18 +122,57 @@ private:
       p.replaceAllUsesWith(load.getResult());
       p.erase();
       params_.push_back({name, global});
+      if (tieWeights)
+        seen.push_back({global, cast<RankedTensorType>(global.getType()), std::move(bytes)});
     }
-    for (const std::string &f : frozen)
-      if (!seen.contains(f) && !llvm::any_of(params_, [&](const Parameter &p) { return p.name == f; }))
-        return module.emitError("--freeze names '") << f << "', which is not a parameter";
-    params_.erase(std::remove_if(params_.begin(), params_.end(),
-                                 [&](const Parameter &p) { return frozenSet.contains(p.name); }),
-                  params_.end());
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
     return success();
   }
 
+  struct Seen {
+    ml_program::GlobalOp global;
+    RankedTensorType type;
+    std::vector<uint8_t> bytes;
+  };
+
+  /// A parameter holding exactly the values of an earlier one, or of its
+  /// transpose, is the same weight: returns the earlier one's load (or its
+  /// transpose). Only tensors with varied values (random initializations)
+  /// qualify, so equal zero- or one-initialized biases are never tied.
+  Value findTie(ParameterOp p, const std::vector<uint8_t> &bytes, std::vector<Seen> &seen) {
+    RankedTensorType t = p.getType();
+    size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
+    if (t.getNumElements() < 64 || es == 0) return Value();
+    bool varied = false;
+    for (size_t i = es; i < bytes.size() && !varied; i += es)
+      varied = std::memcmp(bytes.data(), bytes.data() + i, es) != 0;
+    if (!varied) return Value();
+    std::vector<uint8_t> transposed;
+    if (t.getRank() == 2) {
+      int64_t r = t.getDimSize(0), c = t.getDimSize(1);
+      transposed.resize(bytes.size());
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j)
+          std::memcpy(transposed.data() + (j * r + i) * es, bytes.data() + (i * c + j) * es, es);
+    }
+    for (Seen &s : seen) {
+      if (s.type.getElementType() != t.getElementType() || s.bytes.size() != bytes.size())
+        continue;
+      OpBuilder b(p);
+      auto sym = SymbolRefAttr::get(s.global.getSymNameAttr());
+      if (s.type == t && s.bytes == bytes)
+        return ml_program::GlobalLoadOp::create(b, p.getLoc(), t, sym);
+      if (!transposed.empty() && s.type.getRank() == 2 &&
+          s.type.getDimSize(0) == t.getDimSize(1) && s.type.getDimSize(1) == t.getDimSize(0) &&
+          s.bytes == transposed) {
+        Value load = ml_program::GlobalLoadOp::create(b, p.getLoc(), s.type, sym);
+        return TransposeOp::create(b, p.getLoc(), ValueRange{load},
+                                   {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
+      }
+    }
+    return Value();
+  }
   ml_program::GlobalOp stateGlobal(ModuleOp module, const std::string &name, Type type) {
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToStart(module.getBody());
@@ -192,10 +248,19 @@ private:
     // Differentiate with respect to the parameter loads (and asked inputs).
     SmallVector<Value> wrt;
     SmallVector<std::string> wrtNames;
+    // One load per parameter: tied copies read the same global, and its
+    // gradient must collect every use.
     llvm::DenseMap<StringRef, Value> loads;
+    SmallVector<ml_program::GlobalLoadOp> duplicates;
     step.walk([&](ml_program::GlobalLoadOp l) {
-      loads[l.getGlobal().getLeafReference().getValue()] = l.getResult();
+      Value &first = loads[l.getGlobal().getLeafReference().getValue()];
+      if (first) duplicates.push_back(l);
+      else first = l.getResult();
     });
+    for (ml_program::GlobalLoadOp l : duplicates) {
+      l.getResult().replaceAllUsesWith(loads[l.getGlobal().getLeafReference().getValue()]);
+      l.erase();
+    }
     for (const Parameter &p : params_) {
       Value v = loads.lookup(ml_program::GlobalOp(p.global).getSymName());
       if (!v) continue; // not used by this function
@@ -221,8 +286,11 @@ private:
     FailureOr<SmallVector<Value>> grads = differentiate(b, loss, seed, wrt);
     if (failed(grads)) return failure();
 
-    // Accumulate parameter gradients into their globals.
+    // Accumulate parameter gradients into their globals. Parameters the
+    // loss does not reach differentiably (buffers such as attention masks)
+    // get no gradient and no optimizer state, as in PyTorch.
     for (size_t i = 0; i < numParamGrads; ++i) {
+      if (!(*grads)[i]) continue;
       auto g = stateGlobal(module, "grad:" + wrtNames[i], (*grads)[i].getType());
       auto sym = SymbolRefAttr::get(g.getSymNameAttr());
       Value acc = ml_program::GlobalLoadOp::create(b, loc, (*grads)[i].getType(), sym);
@@ -234,7 +302,10 @@ private:
     SmallVector<Attribute> resultAttrs{
         b.getDictionaryAttr({b.getNamedAttr("ds.name", b.getStringAttr("loss"))})};
     for (size_t i = numParamGrads; i < wrt.size(); ++i) {
-      results.push_back((*grads)[i]);
+      Value gi = (*grads)[i];
+      if (!gi)
+        gi = FillOp::create(b, loc, wrt[i].getType(), b.getF64FloatAttr(0.0));
+      results.push_back(gi);
       resultAttrs.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("ds.name", b.getStringAttr("grad:" + wrtNames[i]))}));
     }
@@ -287,7 +358,9 @@ private:
                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))}));
       sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, s)) : s;
     }
-    if (!sumSq) return module.emitError("no parameter receives a gradient from the loss");
+    if (!sumSq)
+      return module.emitError("no parameter receives a gradient from the loss (is the loss "
+                              "computed from the model's output?)");
     Value norm = SqrtOp::create(b, loc, f32, sumSq);
     Value gscale = scalar(1.0);
     if (config_.gradientClipping > 0) {

@@ -38,6 +38,7 @@ ABSL_FLAG(int64_t, checkpoint_every, 0, "train: save every N steps (and at the e
 ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --checkpoint-dir");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
+ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
 
@@ -86,7 +87,19 @@ int main(int argc, char **argv) {
   absl::SetProgramUsageMessage(
       "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
       "Executes a plan compiled by ds-opt.");
-  std::vector<char *> args = absl::ParseCommandLine(argc, argv);
+  // Flags are spelled with hyphens on the command line (--checkpoint-dir),
+  // as in ds-opt; absl names them with underscores.
+  std::vector<std::string> spelled(argv, argv + argc);
+  std::vector<char *> normalized;
+  for (std::string &a : spelled) {
+    if (a.rfind("--", 0) == 0) {
+      size_t end = a.find('=');
+      for (size_t i = 2; i < std::min(end, a.size()); ++i)
+        if (a[i] == '-') a[i] = '_';
+    }
+    normalized.push_back(a.data());
+  }
+  std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
   if (args.size() != 2) {
     std::fprintf(stderr, "usage: ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n");
     return 2;
@@ -182,6 +195,16 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < prof.size() && i < 15; ++i)
       std::fprintf(stderr, "%10.3f ms  %-14s %s\n", prof[i].seconds * 1e3, prof[i].kernel.c_str(),
                    prof[i].location.c_str());
+  }
+  if (std::string statePath = absl::GetFlag(FLAGS_save_state); !statePath.empty()) {
+    NamedArrays state;
+    for (const std::string &n : (*session)->stateNames()) {
+      auto a = (*session)->readState(n);
+      if (!a.ok()) return fail(a.status());
+      state.emplace_back(n, std::move(*a));
+    }
+    absl::Status st = writeNpz(statePath, state);
+    if (!st.ok()) return fail(st);
   }
   std::string outPath = absl::GetFlag(FLAGS_outputs);
   if (!outPath.empty()) {

@@ -17,8 +17,9 @@ namespace mlir::ds {
 
 /// Emits, at the builder's insertion point, d(loss)/d(v) for every v in
 /// `wrt`, with d(loss)/d(loss) = `seed` (a scalar of the loss's type). A v
-/// the loss does not depend on gets a zero gradient. Fails with a
-/// diagnostic on an op without a gradient rule.
+/// the loss does not depend on differentiably (an attention mask buffer,
+/// an unused weight) gets a null gradient. Fails with a diagnostic on an
+/// op without a gradient rule.
 FailureOr<SmallVector<Value>> differentiate(OpBuilder &b, Value loss, Value seed,
                                             ArrayRef<Value> wrt);
 

@@ -39,7 +39,12 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
     time what a DeepSpeed engine does at run time:
 
     - trainable parameters (`ds.parameter`, unless frozen) become mutable
-      `ml_program.global`s `param:<name>`, read with `global_load`;
+      `ml_program.global`s `param:<name>`, read with `global_load`; an
+      initializer that repeats another's random values (or their
+      transpose) is the same parameter, tied, because exporters write tied
+      weights (a GPT head tied to its embedding) as separate copies;
+    - parameters the loss does not reach differentiably (buffers such as
+      attention masks) keep their values and get no optimizer state;
     - `@train_step(inputs..., labels) -> loss` is `@main` plus the loss,
       reverse-mode gradients of the loss scaled by
       1/gradient_accumulation_steps (DeepSpeed scales the loss the same
@@ -68,6 +73,9 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value softmax-cross-entropy ignores">,
     ListOption<"frozen", "freeze", "std::string", "parameters that are not trained">,
+    Option<"tieWeights", "tie-weights", "bool", /*default=*/"true",
+           "train initializers that hold the same random values (or their transpose) as one "
+           "parameter: exporters duplicate tied weights such as a GPT head">,
     ListOption<"gradInputs", "grad-inputs", "std::string",
                "graph inputs whose gradients @train_step also returns (grad:<name>)">
   ];

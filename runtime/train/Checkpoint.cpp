@@ -66,7 +66,9 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   const std::string name = stepName(meta.step());
   const std::string tmp = absl::StrCat(dir, "/.tmp-", name, "-", ::getpid());
   const std::string final = dir + "/" + name;
-  fs::remove_all(tmp, ec);
+  // Leftovers of saves that died (never committed) go first.
+  for (const auto &e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
   if (!fs::create_directory(tmp, ec) || ec)
     return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
   auto fail = [&](absl::Status st) {
@@ -83,8 +85,9 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   }
   absl::Status st = writeNpz(tmp + "/state.npz", state);
   if (!st.ok()) return fail(st);
-  if (const char *hook = std::getenv("DS_TEST_ABORT_DURING_CHECKPOINT"); hook && *hook) {
-    // Test hook: die mid-save, as a preempted or crashed rank would.
+  if (const char *hook = std::getenv("DS_TEST_ABORT_DURING_CHECKPOINT");
+      hook && std::atoll(hook) == meta.step()) {
+    // Test hook: die mid-save of the given step, as a preempted rank would.
     std::fprintf(stderr, "ds-run: aborting during the checkpoint save (test hook)\n");
     std::fflush(stderr);
     std::_Exit(137);

@@ -18,6 +18,9 @@ struct CheckpointOptions {
 absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,
                             Session &session, const CheckpointOptions &opts = {});
 
+/// DS_TEST_ABORT_DURING_CHECKPOINT=N in the environment makes the save of
+/// step N exit abruptly halfway (the crash-during-save test).
+///
 /// Loads the checkpoint `latest` names into the session's state buffers.
 /// NotFound when the directory has no committed checkpoint.
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,

@@ -59,9 +59,6 @@ private:
       auto rt = cast<RankedTensorType>(t);
       if (rt.getRank() == 0) continue;
       if (modelBatch < 0) modelBatch = rt.getDimSize(0);
-      else if (modelBatch != rt.getDimSize(0))
-        return main.emitError("inputs disagree on the batch (leading) dimension: ")
-               << modelBatch << " and " << rt.getDimSize(0);
     }
     if (modelBatch < 0)
       return main.emitError("the model has no batched input to train on");

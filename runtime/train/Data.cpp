@@ -38,7 +38,12 @@ absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::p
           absl::StrJoin(dataInputs, ", "), "; the file has ", absl::StrJoin(have, ", "), ")"));
     }
     HostArray &a = it->second;
-    std::vector<int64_t> perSample(b.shape().begin() + (b.shape_size() ? 1 : 0), b.shape().end());
+    if (b.shape_size() == 0 || b.shape(0) != microBatch)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training input '", b.io_name(), "' has shape [",
+          shapeToString(std::vector<int64_t>(b.shape().begin(), b.shape().end())),
+          "], not a leading micro-batch dimension of ", microBatch));
+    std::vector<int64_t> perSample(b.shape().begin() + 1, b.shape().end());
     std::vector<int64_t> got(a.shape.begin() + (a.shape.empty() ? 0 : 1), a.shape.end());
     if (a.dtype != b.dtype())
       return absl::InvalidArgumentError(absl::StrCat(path, "[", b.io_name(), "] must be ",

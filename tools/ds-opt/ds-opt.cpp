@@ -127,6 +127,8 @@ int main(int argc, char **argv) {
 
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Errors name ONNX nodes; a dump of the whole op would bury them.
+  context.printOpOnDiagnostic(false);
   OwningOpRef<ModuleOp> module;
   if (onnx) {
     context.getDiagEngine().registerHandler([](Diagnostic &diag) {

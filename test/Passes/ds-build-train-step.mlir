@@ -1,0 +1,50 @@
+// ds-build-train-step: parameters become globals, @train_step adds the loss,
+// its gradients (accumulated into grad: globals, seeded with 1/gas) and
+// @optimizer_step the clipped fused update and the gradient reset.
+// RUN: ds-opt %s --ds-build-train-step -split-input-file | FileCheck %s
+// RUN: ds-opt %s --ds-build-train-step="loss=mse" -split-input-file | FileCheck %s --check-prefix=MSE
+// RUN: not ds-opt %s --ds-build-train-step="loss=hinge" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADLOSS
+// RUN: not ds-opt %s --ds-build-train-step="freeze=nope" -split-input-file 2>&1 | FileCheck %s --check-prefix=FREEZE
+
+// CHECK-DAG: ml_program.global private mutable @"param:w"(dense<{{.*}}> : tensor<3x2xf32>) : tensor<3x2xf32>
+// CHECK-DAG: ml_program.global private mutable @"grad:w" : tensor<3x2xf32>
+// CHECK-DAG: ml_program.global private mutable @"adam_m:w" : tensor<3x2xf32>
+// CHECK-DAG: ml_program.global private mutable @"adam_v:w" : tensor<3x2xf32>
+// The mask is a buffer: no gradient reaches it, so no optimizer state.
+// CHECK-NOT: @"grad:mask"
+// CHECK-LABEL: func.func @main
+// CHECK: ml_program.global_load @"param:w"
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: {ds.name = "x"}, %[[L:.+]]: tensor<4xi64> {ds.name = "labels"}) -> (tensor<f32> {ds.name = "loss"})
+// CHECK: %[[LOSS:.+]] = ds.softmax_cross_entropy %{{.+}}, %[[L]]
+// CHECK: %[[SEED:.+]] = ds.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: ds.softmax_cross_entropy_grad %{{.+}}, %[[L]], %[[SEED]]
+// CHECK: %[[ACC:.+]] = ml_program.global_load @"grad:w"
+// CHECK: %[[SUM:.+]] = ds.add %[[ACC]], %{{.+}}
+// CHECK: ml_program.global_store @"grad:w" = %[[SUM]]
+// CHECK: return %[[LOSS]]
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: {ds.name = "lr"}, %{{.+}}: tensor<f32> {ds.name = "step_size"}, %{{.+}}: tensor<f32> {ds.name = "bias2_sqrt"}) -> (tensor<f32> {ds.name = "grad_norm"})
+// CHECK: %[[NORM:.+]] = ds.sqrt
+// CHECK: ds.div
+// CHECK: %[[SCALE:.+]] = ds.min
+// CHECK: ds.adam_update {{.+}}, %[[SCALE]] {beta1 = 9.000000e-01 : f64, {{.+}}decoupled = true
+// CHECK: ml_program.global_store @"param:w"
+// CHECK: %[[Z:.+]] = ds.fill 0.000000e+00 : tensor<3x2xf32>
+// CHECK: ml_program.global_store @"grad:w" = %[[Z]]
+// CHECK: return %[[NORM]]
+// MSE-LABEL: func.func @train_step
+// MSE-SAME: %{{.+}}: tensor<4x2xf32> {ds.name = "labels"}
+// MSE: ds.sub
+// MSE: ds.reduce_mean %{{.+}} {axes = array<i64: 0, 1>, keepdims = false}
+// BADLOSS: unknown loss 'hinge' (softmax-cross-entropy, mse or graph)
+// FREEZE: --freeze names 'nope', which is not a parameter
+func.func @main(%x: tensor<4x3xf32> {ds.name = "x"}) -> (tensor<4x2xf32> {ds.name = "y"}) {
+  %w = ds.parameter "w" = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf32>
+  %mask = ds.parameter "mask" = dense<1.0> : tensor<4x2xf32>
+  %0 = ds.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %m = ds.greater %mask, %zero : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xi1>
+  %1 = ds.where %m, %0, %zero : (tensor<4x2xi1>, tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
+  return %1 : tensor<4x2xf32>
+}

@@ -10,3 +10,4 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas
           PATHS /usr/include/x86_64-linux-gnu /usr/include REQUIRED)
+find_package(ONNX REQUIRED CONFIG) # the protobuf schema, for --export-onnx and the importer

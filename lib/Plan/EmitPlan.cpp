@@ -290,6 +290,15 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   if (auto inputs = d.getAs<ArrayAttr>("data_inputs"))
     for (Attribute a : inputs)
       if (auto sa = dyn_cast<StringAttr>(a)) t.add_data_inputs(sa.str());
+  if (auto bindings = d.getAs<ArrayAttr>("export_bindings"))
+    for (Attribute a : bindings) {
+      auto e = dyn_cast<DictionaryAttr>(a);
+      if (!e) continue;
+      plan::ExportBinding *b = t.add_export_bindings();
+      if (auto v = e.getAs<StringAttr>("initializer")) b->set_initializer(v.str());
+      if (auto v = e.getAs<StringAttr>("state")) b->set_state(v.str());
+      if (auto v = e.getAs<BoolAttr>("transpose")) b->set_transpose(v.getValue());
+    }
   return success();
 }
 

@@ -105,6 +105,11 @@ private:
         if (failed(b)) return failure();
         bytes = std::move(*b);
         if (Value tied = findTie(p, bytes, seen)) {
+          auto load = tied.getDefiningOp<ml_program::GlobalLoadOp>();
+          bool transposed = !load;
+          if (!load)
+            load = tied.getDefiningOp()->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
+          recordSource(p, load.getGlobal().getLeafReference().str(), transposed);
           p.replaceAllUsesWith(tied);
           p.erase();
           continue;
@@ -113,6 +118,7 @@ private:
       auto global = ml_program::GlobalOp::create(mb, p.getLoc(), "param:" + name, p.getType(),
                                                  /*is_mutable=*/true, p.getValue(),
                                                  mb.getStringAttr("private"));
+      recordSource(p, global.getSymName().str(), false);
       OpBuilder b(p);
       auto load = ml_program::GlobalLoadOp::create(b, p.getLoc(), p.getType(),
                                                    SymbolRefAttr::get(global.getSymNameAttr()));
@@ -125,6 +131,22 @@ private:
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
     return success();
+  }
+
+  /// Which global (and whether transposed) holds an ONNX initializer's
+  /// trained values. The importer stores a Gemm transB weight transposed
+  /// and marks it ds.transpose_of.
+  void recordSource(ParameterOp p, const std::string &global, bool transposed) {
+    std::string initializer = p.getSymName().str();
+    if (auto of = p->getAttrOfType<StringAttr>("ds.transpose_of")) {
+      initializer = of.str();
+      transposed = !transposed;
+    }
+    Builder b(p.getContext());
+    sources_.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("initializer", b.getStringAttr(initializer)),
+         b.getNamedAttr("state", b.getStringAttr(global)),
+         b.getNamedAttr("transpose", b.getBoolAttr(transposed))}));
   }
 
   struct Seen {
@@ -447,12 +469,14 @@ private:
         b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio)),
         b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio)),
         b.getNamedAttr("data_inputs", b.getArrayAttr(inputs)),
+        b.getNamedAttr("export_bindings", b.getArrayAttr(sources_)),
     };
     module->setAttr("ds.training", b.getDictionaryAttr(attrs));
   }
 
   TrainingConfig config_;
   SmallVector<Parameter> params_;
+  SmallVector<Attribute> sources_;
   llvm::StringMap<ml_program::GlobalOp> gradGlobals_;
   SmallVector<std::string> dataInputs_;
 };

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Import/OnnxImporter.h"
+#include "ds/Import/OnnxModelFile.h"
+#include <set>
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
 #include "ds/Plan/Pipelines.h"
@@ -205,6 +207,24 @@ int main(int argc, char **argv) {
   emitOptions.source = inputFilename;
   if (failed(mlir::ds::emitPlan(*module, emitOptions, writer)))
     return 1;
+  // Training plans carry the source model (trained weights stripped) so
+  // ds-run --export-onnx can write it back with the trained values.
+  if (onnx && writer.plan().has_training()) {
+    auto model = mlir::ds::readModelFile(inputFilename);
+    if (!model) return fail(llvm::toString(model.takeError()));
+    std::set<std::string> bound;
+    for (const auto &b : writer.plan().training().export_bindings()) bound.insert(b.initializer());
+    for (auto &init : *model->mutable_graph()->mutable_initializer()) {
+      if (!bound.count(init.name())) continue;
+      init.clear_raw_data();
+      init.clear_float_data();
+      init.clear_external_data();
+      init.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
+    }
+    std::string bytes;
+    if (!model->SerializeToString(&bytes)) return fail("cannot serialize the source model");
+    writer.plan().set_onnx_graph(bytes);
+  }
   absl::Status st = writer.write(outputFilename);
   if (!st.ok()) return fail(std::string(st.message()));
   return 0;

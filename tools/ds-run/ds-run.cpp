@@ -19,6 +19,8 @@
 #include "runtime/exec/Session.h"
 #include "runtime/io/Npy.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/ExportOnnx.h"
 #include "runtime/train/Trainer.h"
 #include <unistd.h>
 
@@ -38,6 +40,7 @@ ABSL_FLAG(int64_t, checkpoint_every, 0, "train: save every N steps (and at the e
 ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --checkpoint-dir");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
+ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
 ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
@@ -136,6 +139,16 @@ int main(int argc, char **argv) {
     absl::Status st = train(**session, t);
     if (!st.ok()) return fail(st);
     return 0;
+  }
+  // Outside training, --checkpoint-dir runs (or exports) the trained state.
+  if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty()) {
+    auto meta = loadLatestCheckpoint(ck, **session);
+    if (!meta.ok()) return fail(meta.status());
+  }
+  if (std::string out = absl::GetFlag(FLAGS_export_onnx); !out.empty()) {
+    absl::Status st = exportOnnx(**session, out);
+    if (!st.ok()) return fail(st);
+    if (absl::GetFlag(FLAGS_inputs).empty()) return 0;
   }
   const std::string program = absl::GetFlag(FLAGS_program);
   const plan::Program *prog = (*session)->program(program);

@@ -315,6 +315,7 @@ private:
   LogicalResult isInf(const onnx::NodeProto &n);
   LogicalResult trilu(const onnx::NodeProto &n);
   LogicalResult cumsum(const onnx::NodeProto &n);
+  LogicalResult softmaxCrossEntropyLoss(const onnx::NodeProto &n);
 
   static const llvm::StringMap<Handler> &handlers();
 
@@ -1199,6 +1200,41 @@ LogicalResult OnnxImporter::cumsum(const onnx::NodeProto &n) {
   return success();
 }
 
+LogicalResult OnnxImporter::softmaxCrossEntropyLoss(const onnx::NodeProto &n) {
+  DS_TRY(scores, required(n, 0));
+  DS_TRY(labels, required(n, 1));
+  if (input(n, 2)) return nodeError(n) << "class weights are not supported";
+  if (n.output_size() > 1 && !n.output(1).empty())
+    return nodeError(n) << "the log_prob output is not supported";
+  DS_TRY(reduction, stringAttr(n, "reduction", "mean"));
+  const auto *ignoreAttr = findAttr(n, "ignore_index");
+  DS_TRY(ignore, intAttr(n, "ignore_index", std::numeric_limits<int64_t>::min()));
+  if (reduction != "mean" && !(reduction == "sum" && !ignoreAttr))
+    return nodeError(n) << "reduction '" << reduction << "' is not supported (mean, or sum "
+                        << "without ignore_index)";
+  // ONNX puts classes on axis 1; ds.softmax_cross_entropy wants them last.
+  int64_t rank = typeOf(scores).getRank();
+  if (rank < 2) return nodeError(n) << "scores must have rank >= 2";
+  Value logits = scores;
+  if (rank > 2) {
+    SmallVector<int64_t> perm{0};
+    for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+    perm.push_back(1);
+    DS_TRY(t, build<TransposeOp>({scores}, {arrAttr("permutation", perm)}));
+    logits = t;
+  }
+  Type elem = typeOf(scores).getElementType();
+  DS_TRY(loss, buildTyped<SoftmaxCrossEntropyOp>(RankedTensorType::get({}, elem),
+                                                 ValueRange{logits, labels},
+                                                 {i64Attr("ignore_index", ignore)}));
+  if (reduction == "sum") {
+    DS_TRY(s, build<MulOp>({loss, scalar(elem, static_cast<double>(typeOf(labels).getNumElements()))}));
+    loss = s;
+  }
+  setOutput(n, 0, loss);
+  return success();
+}
+
 const llvm::StringMap<Handler> &OnnxImporter::handlers() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::identity},
@@ -1247,6 +1283,7 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"Mod", &OnnxImporter::mod},
       {"Trilu", &OnnxImporter::trilu},
       {"CumSum", &OnnxImporter::cumsum},
+      {"SoftmaxCrossEntropyLoss", &OnnxImporter::softmaxCrossEntropyLoss},
       {"Cast", &OnnxImporter::castNode},
       {"CastLike", &OnnxImporter::castLike},
       {"Where", &OnnxImporter::where},

@@ -55,3 +55,26 @@ for name, cfg in configs.items():
     ds_losses = train_ds(onnx_path, cfg, data, 20, work)
     torch_losses = train_torch(model, cfg, data, 20, F.cross_entropy)
     compare(name, ds_losses, torch_losses)
+
+# The loss computed by the graph itself (SoftmaxCrossEntropyLoss node):
+# ds-opt --loss graph --loss-output loss.
+class WithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = MLP()
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.m(x), labels)
+
+
+cfg = configs["adamw_warmup_gas2"]
+torch.manual_seed(0)
+model = WithLoss()
+work = os.path.join(args.workdir, "graph_loss")
+os.makedirs(work, exist_ok=True)
+onnx_path = os.path.join(work, "mlp_loss.onnx")
+torch.onnx.export(copy.deepcopy(model), (torch.zeros(8, 32), torch.zeros(8, dtype=torch.long)), onnx_path,
+                  input_names=["x", "labels"], output_names=["loss"], opset_version=17)
+ds_losses = train_ds(onnx_path, cfg, data, 20, work, loss="graph", extra=["--loss-output", "loss"])
+torch_losses = train_torch(model.m, cfg, data, 20, F.cross_entropy)
+compare("graph_loss", ds_losses, torch_losses)

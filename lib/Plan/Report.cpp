@@ -4,6 +4,7 @@
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
@@ -23,7 +24,24 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   if (!arena)
     return entry.emitError("has no memory plan; run ds-plan-memory before --report");
   MemoryReport r;
-  r.activationArenaBytes = arena.getInt();
+  // Activations: the largest arena of any program (training: train_step).
+  for (auto f : module.getOps<func::FuncOp>())
+    if (auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+      r.activationArenaBytes = std::max(r.activationArenaBytes, a.getInt());
+  for (auto g : module.getOps<ml_program::GlobalOp>()) {
+    r.training = true;
+    int64_t b = bytesOf(g.getType());
+    StringRef name = g.getSymName();
+    if (name.starts_with("param:")) {
+      ++r.parameters;
+      r.parameterBytes += b;
+      r.largestParameterBytes = std::max(r.largestParameterBytes, b);
+    } else if (name.starts_with("grad:")) {
+      r.gradientBytes += b;
+    } else {
+      r.optimizerStateBytes += b;
+    }
+  }
   for (Type t : entry.getArgumentTypes()) r.inputBytes += bytesOf(t);
   for (Type t : entry.getResultTypes()) r.outputBytes += bytesOf(t);
   entry.walk([&](Operation *op) {
@@ -53,6 +71,10 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       (std::to_string(r.parameters) + " tensors, largest " +
        std::to_string(r.largestParameterBytes) + " B").c_str());
   row("constants", r.constantBytes);
+  if (r.training) {
+    row("gradients", r.gradientBytes, "fp32 accumulators");
+    row("optimizer state", r.optimizerStateBytes, "Adam m and v, or SGD momentum");
+  }
   row("activations (arena)", r.activationArenaBytes, "peak of intermediates, static");
   row("inputs", r.inputBytes);
   row("outputs", r.outputBytes);

@@ -12,11 +12,15 @@ struct MemoryReport {
   int64_t parameters = 0, parameterBytes = 0;
   int64_t largestParameterBytes = 0;
   int64_t constantBytes = 0;
+  int64_t gradientBytes = 0;       // training: gradient accumulators
+  int64_t optimizerStateBytes = 0; // training: Adam moments / SGD momentum
+  bool training = false;
   int64_t activationArenaBytes = 0; // peak of intermediates (ds-plan-memory)
   int64_t inputBytes = 0, outputBytes = 0;
   int64_t steps = 0;
   int64_t total() const {
-    return parameterBytes + constantBytes + activationArenaBytes + inputBytes + outputBytes;
+    return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
+           activationArenaBytes + inputBytes + outputBytes;
   }
 };
 

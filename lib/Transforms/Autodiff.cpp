@@ -119,11 +119,13 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
             return success();
           })
           .Case<PowOp>([&](PowOp o) {
-            // d/da a^e = e a^(e-1); the exponent is treated as a constant.
+            // d/da a^e = e a^(e-1); d/de a^e = a^e ln(a) (a > 0).
             Type elem = operandType(0).getElementType();
             Value em1 = gb.sub(o.getRhs(), gb.scalar(elem, 1.0));
             Value da = gb.mul(gb.mul(g, o.getRhs()), PowOp::create(gb.b(), gb.loc(), o.getLhs(), em1));
             d[0] = gb.unbroadcast(da, operandType(0));
+            Value lna = LogOp::create(gb.b(), gb.loc(), o.getLhs().getType(), o.getLhs());
+            d[1] = gb.unbroadcast(gb.mul(gb.mul(g, o.getResult()), lna), operandType(1));
             return success();
           })
           .Case<MinOp, MaxOp>([&](auto o) {
@@ -134,6 +136,18 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
             Value zero = gb.scalar(typeOf(g).getElementType(), 0.0);
             d[0] = gb.unbroadcast(gb.where(pick, g, zero), operandType(0));
             d[1] = gb.unbroadcast(gb.where(pick, zero, g), operandType(1));
+            return success();
+          })
+          .Case<ModOp>([&](ModOp o) {
+            // Float mod is fmod: a - trunc(a / b) * b.
+            if (!isa<FloatType>(operandType(0).getElementType())) return success();
+            Value q = gb.div(o.getLhs(), o.getRhs());
+            Type t = q.getType();
+            Value trunc = gb.mul(SignOp::create(gb.b(), gb.loc(), t, q),
+                                 FloorOp::create(gb.b(), gb.loc(), t,
+                                                 AbsOp::create(gb.b(), gb.loc(), t, q)));
+            d[0] = gb.unbroadcast(g, operandType(0));
+            d[1] = gb.unbroadcast(gb.neg(gb.mul(g, trunc)), operandType(1));
             return success();
           })
           .Case<NegOp>([&](NegOp) {
@@ -214,8 +228,24 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
           })
           .Case<MatmulOp>([&](MatmulOp o) -> LogicalResult {
             RankedTensorType at = operandType(0), bt = operandType(1);
-            if (at.getRank() < 2 || bt.getRank() < 2)
-              return op->emitError("gradient of matmul with a rank-1 operand is not supported");
+            if (at.getRank() < 2 || bt.getRank() < 2) {
+              // numpy's vector cases: differentiate the matrix product with
+              // the unit dimensions restored, then drop them again.
+              SmallVector<int64_t> as(at.getShape()), bs(bt.getShape()), gs(typeOf(g).getShape());
+              if (at.getRank() == 1) as.insert(as.begin(), 1);
+              if (bt.getRank() == 1) bs.push_back(1);
+              Value a2 = gb.reshape(o.getLhs(), as), b2 = gb.reshape(o.getRhs(), bs);
+              Value y2 = MatmulOp::create(gb.b(), gb.loc(), a2, b2);
+              Value g2 = gb.reshape(g, typeOf(y2).getShape());
+              Value da = gb.unbroadcast(MatmulOp::create(gb.b(), gb.loc(), g2, gb.swapLast2(b2)),
+                                        typeOf(a2));
+              Value db = gb.unbroadcast(MatmulOp::create(gb.b(), gb.loc(), gb.swapLast2(a2), g2),
+                                        typeOf(b2));
+              d[0] = gb.reshape(da, at.getShape());
+              d[1] = gb.reshape(db, bt.getShape());
+              (void)gs;
+              return success();
+            }
             // dA = g B^T (B broadcast over A's batch), reduced to A.
             d[0] = gb.unbroadcast(MatmulOp::create(gb.b(), gb.loc(), g, gb.swapLast2(o.getRhs())), at);
             if (bt.getRank() == 2) {
@@ -243,6 +273,16 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
             Value gk = gb.expand(gb.reshape(g, kept), in);
             if (isa<ReduceMeanOp>(op)) gk = gb.mulScalar(gk, 1.0 / static_cast<double>(count));
             d[0] = gk;
+            return success();
+          })
+          .Case<ReduceProdOp>([&](ReduceProdOp o) {
+            // d prod / d x_i = prod / x_i (defined where x_i != 0).
+            RankedTensorType in = operandType(0);
+            SmallVector<int64_t> kept(in.getShape());
+            for (int64_t a : o.getAxes()) kept[a] = 1;
+            Value y = gb.expand(gb.reshape(o.getResult(), kept), in);
+            Value gk = gb.expand(gb.reshape(g, kept), in);
+            d[0] = gb.div(gb.mul(gk, y), o.getOperand());
             return success();
           })
           .Case<ReduceMaxOp, ReduceMinOp>([&](auto o) {

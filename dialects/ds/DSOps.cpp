@@ -65,6 +65,15 @@ static LogicalResult checkAxes(std::optional<Location> loc, ArrayRef<int64_t> ax
   return success();
 }
 
+/// `op` needs an operand of rank >= 1 and `axis` in [0, rank).
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (rank < 1)
+    return op->emitOpError("needs an operand of rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " is out of range [0, " << rank << ")";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Constants and parameters
 //===----------------------------------------------------------------------===//
@@ -225,17 +234,12 @@ DS_REDUCE(ReduceMinOp)
 DS_REDUCE(ReduceProdOp)
 #undef DS_REDUCE
 
-template <typename SoftmaxOp> static LogicalResult verifySoftmax(SoftmaxOp op) {
-  int64_t rank = op.getOperand().getType().getRank();
-  if (rank < 1)
-    return op.emitOpError("needs an operand of rank >= 1");
-  if (op.getAxis() < 0 || op.getAxis() >= rank)
-    return op.emitOpError("axis ") << op.getAxis() << " is out of range [0, "
-                                   << rank << ")";
-  return success();
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }
-LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
-LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
+}
 
 LogicalResult TriluOp::verify() {
   if (getOperand().getType().getRank() < 2)
@@ -245,20 +249,16 @@ LogicalResult TriluOp::verify() {
 
 LogicalResult CumSumOp::verify() {
   int64_t rank = getOperand().getType().getRank();
-  if (rank < 1)
-    return emitOpError("needs an operand of rank >= 1");
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
   return success();
 }
 
 LogicalResult LayerNormOp::verify() {
   auto t = getOperand().getType();
   int64_t rank = t.getRank();
-  if (rank < 1)
-    return emitOpError("needs an operand of rank >= 1");
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
   ArrayRef<int64_t> norm = t.getShape().drop_front(getAxis());
   for (auto [v, name] : {std::pair<Value, StringRef>{getScale(), "scale"},
                          std::pair<Value, StringRef>{getBias(), "bias"}}) {
@@ -552,10 +552,8 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
 LogicalResult LayerNormGradOp::verify() {
   auto t = getOperand().getType();
   int64_t rank = t.getRank();
-  if (rank < 1)
-    return emitOpError("needs an operand of rank >= 1");
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " is out of range [0, " << rank << ")";
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
   if (getScale().getType().getShape() != t.getShape().drop_front(getAxis()))
     return emitOpError("scale must have shape ") << shapeStr(t.getShape().drop_front(getAxis()));
   if (getDy().getType() != t || getDOperand().getType() != t)

@@ -8,12 +8,6 @@
 namespace ds::rt::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 absl::Status expectSameDType(const KernelContext &c) {
   for (const auto &t : c.in)
     if (t.dtype != c.out[0].dtype)

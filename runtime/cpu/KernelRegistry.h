@@ -56,6 +56,13 @@ void registerTrainingKernels(KernelRegistry &r);
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();
 
+/// Product of dims [from, to) of `s` (1 when empty).
+inline int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
 /// Runs f(begin, end) over [0, n) in chunks of at least `grain` on the
 /// backend's threads (OpenMP).
 void parallelFor(int64_t n, int64_t grain,

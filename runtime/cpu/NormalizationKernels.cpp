@@ -10,12 +10,6 @@
 namespace ds::rt::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 enum class ReduceKind { Sum, Mean, Max, Min, Prod };
 
 template <typename T, ReduceKind K> struct Reducer {

@@ -14,12 +14,6 @@
 namespace ds::rt::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 absl::Status checkLabels(const KernelContext &c, const TensorView &logits,
                          const TensorView &labels) {
   if (logits.rank() < 1) return c.error("logits must have rank >= 1");
@@ -35,9 +29,23 @@ int64_t labelAt(const TensorView &labels, int64_t i) {
                                    : static_cast<int64_t>(labels.as<int32_t>()[i]);
 }
 
-/// Per-row log-sum-exp of the logits; a label outside [0, C) that is not
-/// ignored is a data error.
-absl::Status rowLogSumExp(const float *x, int64_t rows, int64_t classes, std::vector<double> &lse) {
+/// Labels not ignored; a label outside [0, classes) is a data error.
+absl::StatusOr<int64_t> countLabels(const TensorView &labels, int64_t rows, int64_t classes,
+                                    int64_t ignore, const std::string &where) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t y = labelAt(labels, r);
+    if (y == ignore) continue;
+    if (y < 0 || y >= classes)
+      return absl::OutOfRangeError(absl::StrCat(where, "label ", y, " at position ", r,
+                                                " is outside [0, ", classes, ")"));
+    ++count;
+  }
+  return count;
+}
+
+/// Per-row log-sum-exp of the logits.
+void rowLogSumExp(const float *x, int64_t rows, int64_t classes, std::vector<double> &lse) {
   lse.resize(rows);
   parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -49,7 +57,6 @@ absl::Status rowLogSumExp(const float *x, int64_t rows, int64_t classes, std::ve
       lse[r] = mx + std::log(s);
     }
   });
-  return absl::OkStatus();
 }
 
 absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropy(const KernelContext &c) {
@@ -64,17 +71,12 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropy(const KernelContext &c) 
   std::string where(c.error("").message());
   return PreparedStep([=]() -> absl::Status {
     std::vector<double> lse;
-    DS_RETURN_IF_ERROR(rowLogSumExp(logits.as<float>(), rows, classes, lse));
+    rowLogSumExp(logits.as<float>(), rows, classes, lse);
+    DS_ASSIGN_OR_RETURN(int64_t count, countLabels(labels, rows, classes, ignore, where));
     double total = 0;
-    int64_t count = 0;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t y = labelAt(labels, r);
-      if (y == ignore) continue;
-      if (y < 0 || y >= classes)
-        return absl::OutOfRangeError(absl::StrCat(where, "label ", y, " at position ", r,
-                                                  " is outside [0, ", classes, ")"));
-      total += lse[r] - logits.as<float>()[r * classes + y];
-      ++count;
+      if (y != ignore) total += lse[r] - logits.as<float>()[r * classes + y];
     }
     *loss = count ? static_cast<float>(total / count) : std::numeric_limits<float>::quiet_NaN();
     return absl::OkStatus();
@@ -95,16 +97,8 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext 
   std::string where(c.error("").message());
   return PreparedStep([=]() -> absl::Status {
     std::vector<double> lse;
-    DS_RETURN_IF_ERROR(rowLogSumExp(logits.as<float>(), rows, classes, lse));
-    int64_t count = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t y = labelAt(labels, r);
-      if (y == ignore) continue;
-      if (y < 0 || y >= classes)
-        return absl::OutOfRangeError(absl::StrCat(where, "label ", y, " at position ", r,
-                                                  " is outside [0, ", classes, ")"));
-      ++count;
-    }
+    rowLogSumExp(logits.as<float>(), rows, classes, lse);
+    DS_ASSIGN_OR_RETURN(int64_t count, countLabels(labels, rows, classes, ignore, where));
     const float scale = count ? *dloss.as<float>() / static_cast<float>(count) : 0.0f;
     const float *x = logits.as<float>();
     parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {

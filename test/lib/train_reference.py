@@ -5,11 +5,12 @@ same exported model with ds-opt/ds-run; returns both loss trajectories."""
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
 import torch
+
+from e2e import run
 
 
 def deepspeed_lr(cfg, step):
@@ -109,14 +110,6 @@ def train_ds(onnx_path, cfg, data, steps, workdir, loss="softmax-cross-entropy",
     log = os.path.join(workdir, "train.jsonl")
     run(["ds-run", plan, "--data", data_path, "--steps", str(steps), "--log", log])
     return [json.loads(l)["loss"] for l in open(log)]
-
-
-def run(cmd):
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.stderr.write("command failed: %s\n%s%s" % (" ".join(cmd), res.stdout, res.stderr))
-        sys.exit(1)
-    return res.stdout
 
 
 def compare(name, ds_losses, torch_losses, tol=1e-4):

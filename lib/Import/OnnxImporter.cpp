@@ -19,6 +19,7 @@
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Import/OnnxModelFile.h"
+#include "runtime/io/Npy.h"
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,7 +36,10 @@ using namespace mlir::ds;
 
 namespace {
 
-constexpr int64_t kMinOpset = 13;
+// Opsets 7 to 12 differ from 13 only in ways the handlers below cover
+// (attributes that became inputs, Softmax's 2-D coercion); opset 6 and
+// older have legacy broadcasting and are refused.
+constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 21;
 
 class OnnxImporter;
@@ -271,6 +275,45 @@ private:
     return cast<TypedAttr>(denseFromBytes(type, bytes));
   }
 
+  /// A --bind-input value: the .npy's dtype must be the input's, its shape
+  /// must fit the declared one.
+  FailureOr<TypedAttr> boundValue(const onnx::ValueInfoProto &vi, const std::string &path,
+                                  Location loc) {
+    auto arr = ::ds::rt::readNpy(path);
+    if (!arr.ok()) {
+      emitError(loc) << std::string(arr.status().message());
+      return failure();
+    }
+    FailureOr<Type> elem = elementType(vi.type().tensor_type().elem_type());
+    if (failed(elem)) {
+      emitError(loc) << "has an unsupported element type";
+      return failure();
+    }
+    auto type = RankedTensorType::get(arr->shape, *elem);
+    FailureOr<::ds::plan::DType> dt = planDType(*elem, loc);
+    if (failed(dt)) return failure();
+    if (*dt != arr->dtype) {
+      emitError(loc) << "is " << *elem << " but " << path << " holds "
+                     << ::ds::rt::dtypeName(arr->dtype);
+      return failure();
+    }
+    const auto &tt = vi.type().tensor_type();
+    if (tt.has_shape()) {
+      if (tt.shape().dim_size() != static_cast<int>(arr->shape.size())) {
+        emitError(loc) << "has rank " << tt.shape().dim_size() << " but " << path
+                       << " has rank " << arr->shape.size();
+        return failure();
+      }
+      for (int i = 0; i < tt.shape().dim_size(); ++i)
+        if (tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() != arr->shape[i]) {
+          emitError(loc) << "dimension " << i << " is " << tt.shape().dim(i).dim_value()
+                         << " but " << path << " has " << arr->shape[i];
+          return failure();
+        }
+    }
+    return cast<TypedAttr>(denseFromBytes(type, arr->data));
+  }
+
   // ---- graph ------------------------------------------------------------------------
   LogicalResult importGraph(const onnx::GraphProto &g, func::FuncOp &func);
   LogicalResult importNode(const onnx::NodeProto &n, int index);
@@ -392,6 +435,10 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
   llvm::StringSet<> inputNames;
   for (const auto &vi : g.input())
     if (!initializerNames.contains(vi.name())) inputNames.insert(vi.name());
+  for (const auto &kv : opts_.boundInputs)
+    if (!inputNames.contains(kv.getKey()))
+      return fileError() << "--bind-input names '" << kv.getKey()
+                         << "', which is not an input of the graph";
   for (const auto &kv : opts_.inputShapes)
     if (!inputNames.contains(kv.getKey()))
       return fileError() << "--input-shape names '" << kv.getKey()
@@ -399,9 +446,17 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
 
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
+  SmallVector<std::pair<std::string, TypedAttr>> bound;
   for (const auto &vi : g.input()) {
     if (initializerNames.contains(vi.name())) continue;
     Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
+    if (auto it = opts_.boundInputs.find(vi.name()); it != opts_.boundInputs.end()) {
+      FailureOr<TypedAttr> value = boundValue(vi, it->second, loc);
+      if (failed(value)) return failure();
+      bound.push_back({vi.name(), *value});
+      if (failed(define(vi.name(), loc))) return failure();
+      continue;
+    }
     if (!vi.type().has_tensor_type())
       return emitError(loc) << "is not a tensor";
     const auto &tt = vi.type().tensor_type();
@@ -450,6 +505,10 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
     values_[name] = body->getArgument(i);
   }
   b_.setInsertionPointToEnd(body);
+  for (auto &[name, value] : bound)
+    values_[name] = ConstantOp::create(
+                        b_, NameLoc::get(b_.getStringAttr("bound input '" + name + "'")), value)
+                        .getResult();
 
   // Initializers: float tensors are parameters (weights); the rest are
   // constants (index tables, shapes) that folding may use.
@@ -594,6 +653,11 @@ LogicalResult OnnxImporter::identity(const onnx::NodeProto &n) {
 LogicalResult OnnxImporter::dropout(const onnx::NodeProto &n) {
   // Inference: the identity, and an all-true mask if anyone asks for it.
   DS_TRY(x, required(n, 0));
+  if (input(n, 2)) {
+    DenseElementsAttr mode = constantOf(input(n, 2));
+    if (!mode || mode.getSplatValue<bool>())
+      return nodeError(n) << "training-mode Dropout (random masks) is not supported";
+  }
   setOutput(n, 0, x);
   if (n.output_size() > 1 && !n.output(1).empty()) {
     auto t = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
@@ -740,7 +804,7 @@ template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProt
   DS_TRY(keepdims, intAttr(n, "keepdims", 1));
   DS_TRY(noop, intAttr(n, "noop_with_empty_axes", 0));
   // ReduceSum takes axes as an input from opset 13, the others from 18.
-  bool axesAsInput = std::is_same_v<OpTy, ReduceSumOp> || opset_ >= 18;
+  bool axesAsInput = (std::is_same_v<OpTy, ReduceSumOp> && opset_ >= 13) || opset_ >= 18;
   FailureOr<std::optional<SmallVector<int64_t>>> axesOr =
       axesAsInput ? axesOf(n, 1) : intsAttr(n, "axes");
   if (failed(axesOr)) return failure();
@@ -760,9 +824,22 @@ template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProt
 
 template <typename OpTy> LogicalResult OnnxImporter::softmax(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
-  DS_TRY(axis, intAttr(n, "axis", -1));
-  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
-  DS_TRY(y, buildTyped<OpTy>(x.getType(), x, {i64Attr("axis", axis)}));
+  int64_t rank = typeOf(x).getRank();
+  DS_TRY(axis, intAttr(n, "axis", opset_ >= 13 ? -1 : 1));
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  if (opset_ >= 13 || axis == rank - 1) {
+    DS_TRY(y, buildTyped<OpTy>(x.getType(), x, {i64Attr("axis", axis)}));
+    setOutput(n, 0, y);
+    return success();
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis` and normalized
+  // over the whole second dimension.
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= shape[d];
+  DS_TRY(x2, reshape(x, {outer, inner}));
+  DS_TRY(y2, buildTyped<OpTy>(x2.getType(), x2, {i64Attr("axis", 1)}));
+  DS_TRY(y, reshape(y2, shape));
   setOutput(n, 0, y);
   return success();
 }
@@ -859,22 +936,38 @@ LogicalResult OnnxImporter::transpose(const onnx::NodeProto &n) {
 
 LogicalResult OnnxImporter::slice(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
-  DS_TRY(starts, constantInts(n, 1, "starts"));
-  DS_TRY(ends, constantInts(n, 2, "ends"));
   ArrayRef<int64_t> in = typeOf(x).getShape();
   int64_t rank = typeOf(x).getRank();
-  SmallVector<int64_t> axes, steps;
-  if (input(n, 3)) {
-    DS_TRY(a, constantInts(n, 3, "axes"));
-    axes = a;
-  } else {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  if (input(n, 4)) {
-    DS_TRY(st, constantInts(n, 4, "steps"));
-    steps = st;
-  } else {
+  SmallVector<int64_t> starts, ends, axes, steps;
+  if (opset_ < 10) {
+    // Slice-1: starts/ends/axes are attributes, steps are 1.
+    DS_TRY(st, intsAttr(n, "starts"));
+    DS_TRY(en, intsAttr(n, "ends"));
+    DS_TRY(ax, intsAttr(n, "axes"));
+    if (!st || !en) return nodeError(n) << "needs attributes 'starts' and 'ends'";
+    starts = *st;
+    ends = *en;
+    if (ax) axes = *ax;
+    else
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     steps.assign(starts.size(), 1);
+  } else {
+    DS_TRY(st, constantInts(n, 1, "starts"));
+    DS_TRY(en, constantInts(n, 2, "ends"));
+    starts = st;
+    ends = en;
+    if (input(n, 3)) {
+      DS_TRY(a, constantInts(n, 3, "axes"));
+      axes = a;
+    } else {
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (input(n, 4)) {
+      DS_TRY(sp, constantInts(n, 4, "steps"));
+      steps = sp;
+    } else {
+      steps.assign(starts.size(), 1);
+    }
   }
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
@@ -1102,6 +1195,16 @@ LogicalResult OnnxImporter::range(const onnx::NodeProto &n) {
 LogicalResult OnnxImporter::clip(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   Value y = x;
+  if (opset_ < 11) {
+    // Clip-6: min/max attributes, defaulting to the float range.
+    Type elem = typeOf(x).getElementType();
+    DS_TRY(lo, floatAttr(n, "min", -std::numeric_limits<float>::max()));
+    DS_TRY(hi, floatAttr(n, "max", std::numeric_limits<float>::max()));
+    DS_TRY(a, build<MaxOp>({y, scalar(elem, lo)}));
+    DS_TRY(c, build<MinOp>({a, scalar(elem, hi)}));
+    setOutput(n, 0, c);
+    return success();
+  }
   if (Value lo = input(n, 1)) {
     DS_TRY(t, build<MaxOp>({y, lo}));
     y = t;
@@ -1340,6 +1443,16 @@ bool mlir::ds::parseInputShapeSpec(StringRef spec, ImportOptions &options,
     shape.push_back(d);
   }
   options.inputShapes[name] = shape;
+  return true;
+}
+
+bool mlir::ds::parseBindInputSpec(StringRef spec, ImportOptions &options, std::string &error) {
+  auto [name, path] = spec.split('=');
+  if (name.empty() || path.empty()) {
+    error = "--bind-input expects NAME=FILE.npy (got '" + spec.str() + "')";
+    return false;
+  }
+  options.boundInputs[name] = path.str();
   return true;
 }
 

@@ -11,6 +11,26 @@
 namespace ds::rt::cpu {
 namespace {
 
+/// 16-bit floats compute in f32: convert, apply, round back.
+template <typename Op, bool kBf16> struct HalfBinary {
+  static float in(uint16_t v) { return kBf16 ? math::bf16ToFloat(v) : math::halfToFloat(v); }
+  uint16_t operator()(uint16_t a, uint16_t b) const {
+    float r = Op()(in(a), in(b));
+    return kBf16 ? math::floatToBf16(r) : math::floatToHalf(r);
+  }
+};
+template <typename Op, bool kBf16> struct HalfCompare {
+  uint8_t operator()(uint16_t a, uint16_t b) const {
+    return Op()(HalfBinary<Op, kBf16>::in(a), HalfBinary<Op, kBf16>::in(b));
+  }
+};
+template <typename Op, bool kBf16> struct HalfUnary {
+  uint16_t operator()(uint16_t a) const {
+    float r = Op()(HalfBinary<Op, kBf16>::in(a));
+    return kBf16 ? math::floatToBf16(r) : math::floatToHalf(r);
+  }
+};
+
 // Applies out[i] = op(a[i], b[i]) over a broadcast.
 template <typename In, typename Out, typename Op>
 PreparedStep makeBinary(BroadcastIndexer ix, const TensorView a, const TensorView b,
@@ -79,8 +99,13 @@ absl::StatusOr<PreparedStep> prepareArith(const KernelContext &c) {
   switch (a.dtype) {
   case plan::F32: if (kFloats) return makeBinary<float, float, Op>(ix, a, b, o); break;
   case plan::F64: if (kFloats) return makeBinary<double, double, Op>(ix, a, b, o); break;
+  case plan::F16: if (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, false>>(ix, a, b, o); break;
+  case plan::BF16: if (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, true>>(ix, a, b, o); break;
   case plan::I32: if (kIntegers) return makeBinary<int32_t, int32_t, Op>(ix, a, b, o); break;
   case plan::I64: if (kIntegers) return makeBinary<int64_t, int64_t, Op>(ix, a, b, o); break;
+  case plan::I8: if (kIntegers) return makeBinary<int8_t, int8_t, Op>(ix, a, b, o); break;
+  case plan::I16: if (kIntegers) return makeBinary<int16_t, int16_t, Op>(ix, a, b, o); break;
+  case plan::U8: if (kIntegers) return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o); break;
   default: break;
   }
   return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
@@ -115,8 +140,14 @@ absl::StatusOr<PreparedStep> prepareDiv(const KernelContext &c) {
   switch (c.in[0].dtype) {
   case plan::F32: return makeBinary<float, float, Op>(ix, c.in[0], c.in[1], c.out[0]);
   case plan::F64: return makeBinary<double, double, Op>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::F16:
+    return makeBinary<uint16_t, uint16_t, HalfBinary<Op, false>>(ix, c.in[0], c.in[1], c.out[0]);
+  case plan::BF16:
+    return makeBinary<uint16_t, uint16_t, HalfBinary<Op, true>>(ix, c.in[0], c.in[1], c.out[0]);
   case plan::I32: return makeIntDiv<int32_t, Op>(c, ix);
   case plan::I64: return makeIntDiv<int64_t, Op>(c, ix);
+  case plan::I8: return makeIntDiv<int8_t, Op>(c, ix);
+  case plan::I16: return makeIntDiv<int16_t, Op>(c, ix);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
 }
@@ -129,8 +160,13 @@ absl::StatusOr<PreparedStep> prepareCompare(const KernelContext &c) {
   switch (a.dtype) {
   case plan::F32: return makeBinary<float, uint8_t, Op>(ix, a, b, o);
   case plan::F64: return makeBinary<double, uint8_t, Op>(ix, a, b, o);
+  case plan::F16: return makeBinary<uint16_t, uint8_t, HalfCompare<Op, false>>(ix, a, b, o);
+  case plan::BF16: return makeBinary<uint16_t, uint8_t, HalfCompare<Op, true>>(ix, a, b, o);
   case plan::I32: return makeBinary<int32_t, uint8_t, Op>(ix, a, b, o);
   case plan::I64: return makeBinary<int64_t, uint8_t, Op>(ix, a, b, o);
+  case plan::I8: return makeBinary<int8_t, uint8_t, Op>(ix, a, b, o);
+  case plan::I16: return makeBinary<int16_t, uint8_t, Op>(ix, a, b, o);
+  case plan::U8:
   case plan::BOOL: return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
   }
@@ -164,6 +200,8 @@ absl::StatusOr<PreparedStep> prepareUnary(const KernelContext &c) {
   switch (c.in[0].dtype) {
   case plan::F32: return makeUnary<float, Op>(c.in[0], c.out[0]);
   case plan::F64: return makeUnary<double, Op>(c.in[0], c.out[0]);
+  case plan::F16: return makeUnary<uint16_t, HalfUnary<Op, false>>(c.in[0], c.out[0]);
+  case plan::BF16: return makeUnary<uint16_t, HalfUnary<Op, true>>(c.in[0], c.out[0]);
   case plan::I32: if (kIntegers) return makeUnary<int32_t, Op>(c.in[0], c.out[0]); break;
   case plan::I64: if (kIntegers) return makeUnary<int64_t, Op>(c.in[0], c.out[0]); break;
   default: break;
@@ -302,9 +340,52 @@ absl::StatusOr<PreparedStep> castFrom(const KernelContext &c) {
   }
 }
 
+/// Casts that involve a 16-bit float go through f32: in.f16 -> f32 -> out.
+absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
+  const TensorView x = c.in[0], o = c.out[0];
+  int64_t n = o.numel;
+  auto toFloat = [&]() -> std::function<float(int64_t)> {
+    switch (x.dtype) {
+    case plan::F16: return [p = x.as<uint16_t>()](int64_t i) { return math::halfToFloat(p[i]); };
+    case plan::BF16: return [p = x.as<uint16_t>()](int64_t i) { return math::bf16ToFloat(p[i]); };
+    case plan::F32: return [p = x.as<float>()](int64_t i) { return p[i]; };
+    case plan::F64: return [p = x.as<double>()](int64_t i) { return static_cast<float>(p[i]); };
+    default: return nullptr;
+    }
+  }();
+  if (!toFloat) return c.error(absl::StrCat("cannot cast from ", dtypeName(x.dtype)));
+  switch (o.dtype) {
+  case plan::F16:
+    return PreparedStep([=, p = o.as<uint16_t>()] {
+      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToHalf(toFloat(i));
+      return absl::OkStatus();
+    });
+  case plan::BF16:
+    return PreparedStep([=, p = o.as<uint16_t>()] {
+      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToBf16(toFloat(i));
+      return absl::OkStatus();
+    });
+  case plan::F32:
+    return PreparedStep([=, p = o.as<float>()] {
+      for (int64_t i = 0; i < n; ++i) p[i] = toFloat(i);
+      return absl::OkStatus();
+    });
+  case plan::F64:
+    // f16 and bf16 values are exact in f32, so f64 loses nothing.
+    return PreparedStep([=, p = o.as<double>()] {
+      for (int64_t i = 0; i < n; ++i) p[i] = toFloat(i);
+      return absl::OkStatus();
+    });
+  default:
+    return c.error(absl::StrCat("cannot cast ", dtypeName(x.dtype), " to ", dtypeName(o.dtype)));
+  }
+}
+
 absl::StatusOr<PreparedStep> prepareCast(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  auto half = [](DType t) { return t == plan::F16 || t == plan::BF16; };
+  if (half(c.in[0].dtype) || half(c.out[0].dtype)) return prepareHalfCast(c);
   switch (c.in[0].dtype) {
   case plan::F32: return castFrom<float>(c);
   case plan::F64: return castFrom<double>(c);

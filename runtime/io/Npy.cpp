@@ -25,6 +25,7 @@ constexpr DescrMap kDescrs[] = {
     {"<f4", plan::F32}, {"<f8", plan::F64}, {"<f2", plan::F16}, {"<i4", plan::I32},
     {"<i8", plan::I64}, {"<i2", plan::I16}, {"|i1", plan::I8},  {"|u1", plan::U8},
     {"|b1", plan::BOOL},
+    {"<u2", plan::BF16}, // numpy has no bfloat16: its bits travel as uint16
 };
 
 // Extracts the value text after 'key': in a numpy header dict.
@@ -118,8 +119,6 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
         what, ": .npy holds ", size - dataStart, " data bytes but its shape (",
         shapeToString(a.shape), ") and dtype need ", *bytes));
   a.data.assign(data + dataStart, data + size);
-  if (a.dtype == plan::F16)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": float16 arrays are not supported yet"));
   return a;
 }
 

@@ -16,6 +16,67 @@
 
 namespace ds::math {
 
+// ---- 16-bit floats, stored as their bits -------------------------------------
+/// IEEE binary16 <-> float, round to nearest even, NaN and infinities kept.
+DS_HOST_DEVICE float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { // subnormal: renormalize
+      exp = 127 - 15 + 1;
+      while (!(man & 0x400)) {
+        man <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (man << 13);
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+DS_HOST_DEVICE uint16_t floatToHalf(float f) {
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  uint32_t absx = x & 0x7fffffff;
+  if (absx >= 0x7f800000) // inf or NaN
+    return sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0);
+  if (absx >= 0x477ff000) return sign | 0x7c00; // rounds past the largest half
+  if (absx < 0x38800000) { // subnormal or zero in half
+    if (absx < 0x33000000) return sign;
+    uint32_t e = absx >> 23, m = (absx & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - e; // 14..24
+    uint32_t half = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return sign | static_cast<uint16_t>(half);
+  }
+  uint32_t r = absx - 0x38000000; // rebias exponent by 112
+  uint32_t half = r >> 13, rem = r & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
+  return sign | static_cast<uint16_t>(half);
+}
+/// bfloat16 <-> float: the top half of the float, round to nearest even.
+DS_HOST_DEVICE float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+DS_HOST_DEVICE uint16_t floatToBf16(float f) {
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40); // quiet NaN
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
 // ---- binary arithmetic -----------------------------------------------------
 struct Add { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
 struct Sub { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };

@@ -41,6 +41,12 @@ static llvm::cl::list<std::string>
                                "(repeatable)"),
                 llvm::cl::cat(dsCategory));
 
+static llvm::cl::list<std::string>
+    bindInputs("bind-input",
+               llvm::cl::desc("fix a graph input to a value at compile time: NAME=FILE.npy "
+                              "(inputs that decide shapes must be; repeatable)"),
+               llvm::cl::cat(dsCategory));
+
 static llvm::cl::opt<bool>
     report("report",
            llvm::cl::desc("print per-rank memory (parameters, constants, activation arena, "
@@ -141,6 +147,10 @@ int main(int argc, char **argv) {
     for (const std::string &spec : inputShapes) {
       std::string error;
       if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error);
+    }
+    for (const std::string &spec : bindInputs) {
+      std::string error;
+      if (!mlir::ds::parseBindInputSpec(spec, options, error)) return fail(error);
     }
     module = mlir::ds::importOnnxFile(&context, inputFilename, options);
     if (!module) return fail("cannot import " + inputFilename);

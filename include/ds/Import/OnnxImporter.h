@@ -18,6 +18,9 @@ namespace mlir::ds {
 struct ImportOptions {
   /// Static shapes for graph inputs with symbolic or unknown dimensions.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Graph inputs fixed to a value at compile time (.npy files): inputs
+  /// that decide shapes (Reshape's shape, Slice's starts, ...) must be.
+  llvm::StringMap<std::string> boundInputs;
   /// Results up to this many elements are folded at import when all
   /// operands are constants (shape arithmetic, masks).
   int64_t foldLimit = 65536;
@@ -27,6 +30,8 @@ struct ImportOptions {
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.
 bool parseInputShapeSpec(llvm::StringRef spec, ImportOptions &options, std::string &error);
+/// Parses "name=file.npy" into `options`.
+bool parseBindInputSpec(llvm::StringRef spec, ImportOptions &options, std::string &error);
 
 /// Imports an ONNX model file (binary, ONNX text or protobuf JSON) into a
 /// module with one function, `main`. Errors are emitted as diagnostics and

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""ONNX backend test suite through ds-opt and ds-run.
+
+For every test under /usr/share/libonnx-testdata/data/{node,simple,
+pytorch-operator,pytorch-converted} (Debian's libonnx-testdata): compile
+model.onnx with ds-opt, run test_data_set_0's inputs with ds-run, and
+compare with its outputs (rtol 1e-3, atol 1e-7, ONNX's defaults; NaNs
+must match). Inputs that decide shapes (Reshape's shape, Slice's starts,
+...) are bound at compile time with ds-opt --bind-input, as onnx-mlir's
+constant-input test variant does; everything else stays a run-time input.
+
+One line per test (PASS, FAIL with the largest error, SKIP with ds-opt's
+reason) and a closing "N passed, N failed, N skipped".
+
+  run_conformance.py [--jobs 2] [--filter add] [--check EXPECTED] [--update EXPECTED]
+                     [--docs docs/onnx-support.md]
+
+--check fails when a test listed in EXPECTED stops passing or an unlisted
+one starts passing (so the list is updated with the change that did it).
+"""
+import argparse
+import collections
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = "/usr/share/libonnx-testdata/data"
+SUITES = ["node", "simple", "pytorch-operator", "pytorch-converted"]
+RTOL, ATOL = 1e-3, 1e-7
+
+# Node inputs (by op type and position) whose values decide output shapes.
+SHAPE_INPUTS = {
+    "Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1},
+    "ConstantOfShape": {0}, "Range": {0, 1, 2}, "Tile": {1}, "Pad": {1, 2, 3}, "TopK": {1},
+    "OneHot": {1}, "CumSum": {1}, "Trilu": {1}, "Split": {1}, "Resize": {1, 2, 3},
+    "Upsample": {1}, "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
+    "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1},
+    "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "Clip": set(), "CenterCropPad": {1},
+}
+
+
+def save_npz(path, arrays):
+    """numpy.savez, minus its quirks: it swallows an array named "like"
+    (NumPy's array-function dispatch), which ONNX tests use as a name."""
+    import io
+    import zipfile
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, a, allow_pickle=False)
+            z.writestr(name + ".npy", buf.getvalue())
+
+
+def run_test(args):
+    suite, name, ds_opt, ds_run = args
+    d = os.path.join(ROOT, suite, name)
+    key = "%s/%s" % (suite, name)
+    model_path = os.path.join(d, "model.onnx")
+    data_dir = os.path.join(d, "test_data_set_0")
+    if not os.path.exists(model_path) or not os.path.isdir(data_dir):
+        return key, "SKIP", "no model or test data"
+    try:
+        model = onnx.load(model_path)
+    except Exception as e:  # noqa: BLE001
+        return key, "SKIP", "onnx cannot load it: %s" % e
+    inits = {i.name for i in model.graph.initializer}
+    graph_inputs = [i.name for i in model.graph.input if i.name not in inits]
+    outputs = [o.name for o in model.graph.output]
+    ops = sorted({n.op_type for n in model.graph.node})
+
+    def read(prefix, names):
+        vals = {}
+        files = sorted((f for f in os.listdir(data_dir) if f.startswith(prefix)),
+                       key=lambda f: int(f[len(prefix):-3]))
+        for i, f in enumerate(files):
+            t = onnx.TensorProto()
+            with open(os.path.join(data_dir, f), "rb") as fh:
+                t.ParseFromString(fh.read())
+            # Test data lists inputs and outputs in graph order; stored names
+            # are sometimes stale, so position decides.
+            vals[names[i] if i < len(names) else (t.name or f)] = numpy_helper.to_array(t)
+        return vals
+
+    try:
+        inputs = read("input_", graph_inputs)
+        expected = read("output_", outputs)
+    except Exception as e:  # noqa: BLE001
+        return key, "SKIP", "test data not readable: %s" % e
+    if any(v.dtype.kind in "OUS" for v in list(inputs.values()) + list(expected.values())):
+        return key, "SKIP", "string tensors are not supported"
+    bind = set()
+    for node in model.graph.node:
+        for i in SHAPE_INPUTS.get(node.op_type, ()):
+            if i < len(node.input) and node.input[i] in graph_inputs:
+                bind.add(node.input[i])
+    work = tempfile.mkdtemp(prefix="dsconf-")
+    try:
+        cmd = [ds_opt, model_path, "-o", os.path.join(work, "m.dsplan")]
+        for b in sorted(bind):
+            p = os.path.join(work, "bind_%d.npy" % len(cmd))
+            np.save(p, inputs[b])
+            cmd += ["--bind-input", "%s=%s" % (b, p)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            lines = [l for l in r.stderr.splitlines() if "error" in l and "cannot import" not in l]
+            reason = (lines[0] if lines else r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "ds-opt failed")
+            return key, "SKIP", reason.split("error: ", 1)[-1][:200] + "  [ops: %s]" % ",".join(ops)
+        feed = {k: v for k, v in inputs.items() if k not in bind}
+        save_npz(os.path.join(work, "in.npz"), feed)
+        r = subprocess.run([ds_run, os.path.join(work, "m.dsplan"), "--inputs", os.path.join(work, "in.npz"),
+                            "--outputs", os.path.join(work, "out.npz"), "--threads", "1"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            return key, "FAIL", "ds-run: " + (r.stderr.strip().splitlines() or ["failed"])[-1][:200]
+        try:
+            got = dict(np.load(os.path.join(work, "out.npz")))
+        except Exception as e:  # noqa: BLE001
+            return key, "FAIL", "outputs not readable: %s" % e
+        worst = 0.0
+        for oname, exp in expected.items():
+            if oname not in got:
+                return key, "FAIL", "missing output %s" % oname
+            g = got[oname]
+            if g.shape != exp.shape:
+                return key, "FAIL", "output %s has shape %s, expected %s" % (oname, g.shape, exp.shape)
+            if g.dtype != exp.dtype:
+                return key, "FAIL", "output %s is %s, expected %s" % (oname, g.dtype, exp.dtype)
+            if exp.dtype.kind in "fc":
+                ok = np.allclose(g, exp, rtol=RTOL, atol=ATOL, equal_nan=True)
+                err = float(np.nanmax(np.abs(g.astype(np.float64) - exp)) if exp.size else 0.0)
+            else:
+                ok = np.array_equal(g, exp)
+                err = float(np.abs(g.astype(np.float64) - exp.astype(np.float64)).max()) if exp.size else 0.0
+            worst = max(worst, err)
+            if not ok:
+                return key, "FAIL", "output %s differs: max abs error %.3g" % (oname, err)
+        return key, "PASS", "max abs error %.2g" % worst
+    except subprocess.TimeoutExpired:
+        return key, "FAIL", "timed out"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def op_table(results):
+    """Per op type: node tests passed / total (tests named test_<op>...)."""
+    table = collections.defaultdict(lambda: [0, 0, set()])
+    for key, (status, detail) in results.items():
+        suite, name = key.split("/", 1)
+        if suite != "node":
+            continue
+        model = onnx.load(os.path.join(ROOT, suite, name, "model.onnx"))
+        ops = {n.op_type for n in model.graph.node}
+        opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        for op in ops:
+            table[op][1] += 1
+            table[op][0] += status == "PASS"
+            table[op][2].add(opset)
+    return table
+
+
+def write_docs(path, results):
+    table = op_table(results)
+    passed = sum(s == "PASS" for s, _ in results.values())
+    node_passed = sum(s == "PASS" for k, (s, _) in results.items() if k.startswith("node/"))
+    node_total = sum(k.startswith("node/") for k in results)
+    skips = collections.Counter(d.split("  [ops")[0] for s, d in results.values() if s == "SKIP")
+    with open(path, "w") as f:
+        f.write("<!-- Generated by test/conformance/run_conformance.py --docs; do not edit. -->\n")
+        f.write("# ONNX support\n\n")
+        f.write("ONNX backend tests (Debian's libonnx-testdata) through ds-opt and ds-run: "
+                "%d of %d node tests pass, %d tests in all. Tolerances: rtol %g, atol %g.\n\n"
+                % (node_passed, node_total, passed, RTOL, ATOL))
+        f.write("Regenerate: `/usr/bin/python3 test/conformance/run_conformance.py --docs docs/onnx-support.md`.\n\n")
+        f.write("| op | node tests passed / total | opsets of those tests |\n|---|---|---|\n")
+        for op in sorted(table):
+            p, t, opsets = table[op]
+            f.write("| %s | %d / %d | %s |\n" % (op, p, t, ", ".join(str(o) for o in sorted(opsets))))
+        f.write("\n## Why tests are skipped (ds-opt's reasons, most common first)\n\n")
+        for reason, n in skips.most_common(40):
+            f.write("- %d × %s\n" % (n, reason.replace("|", "\\|")))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--suites", default=",".join(SUITES))
+    ap.add_argument("--ds-opt", default=shutil.which("ds-opt") or "build/bin/ds-opt")
+    ap.add_argument("--ds-run", default=shutil.which("ds-run") or "build/bin/ds-run")
+    ap.add_argument("--check", help="fail unless exactly the tests listed here pass")
+    ap.add_argument("--update", help="write the passing tests here")
+    ap.add_argument("--docs", help="write the per-op support table here")
+    ap.add_argument("--quiet", action="store_true", help="print only failures and the summary")
+    args = ap.parse_args()
+    if not os.path.isdir(ROOT):
+        sys.exit("%s is missing: install Debian's libonnx-testdata" % ROOT)
+    tasks = []
+    for suite in args.suites.split(","):
+        for name in sorted(os.listdir(os.path.join(ROOT, suite))):
+            if args.filter in name:
+                tasks.append((suite, name, os.path.abspath(args.ds_opt), os.path.abspath(args.ds_run)))
+    with multiprocessing.Pool(args.jobs) as pool:
+        results = {k: (s, d) for k, s, d in pool.imap_unordered(run_test, tasks)}
+    counts = collections.Counter(s for s, _ in results.values())
+    for key in sorted(results):
+        status, detail = results[key]
+        if not args.quiet or status == "FAIL":
+            print("%-4s %s: %s" % (status, key, detail))
+    passing = sorted(k for k, (s, _) in results.items() if s == "PASS")
+    if args.update:
+        with open(args.update, "w") as f:
+            f.write("# Tests expected to pass (test/conformance/run_conformance.py --update)\n")
+            f.writelines(p + "\n" for p in passing)
+    if args.docs:
+        write_docs(args.docs, results)
+    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    if args.check:
+        want = {l.strip() for l in open(args.check) if l.strip() and not l.startswith("#")}
+        regressed = sorted(want - set(passing))
+        new = sorted(set(passing) - want)
+        for k in regressed:
+            print("REGRESSED %s: %s" % (k, results.get(k, ("missing", ""))[1]))
+        for k in new:
+            print("NEWLY PASSING %s (add it with --update)" % k)
+        if regressed or new:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

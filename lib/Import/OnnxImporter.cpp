@@ -324,6 +324,11 @@ private:
   template <typename OpTy> LogicalResult binary(const onnx::NodeProto &n);
   template <typename OpTy> LogicalResult variadic(const onnx::NodeProto &n);
   template <typename OpTy> LogicalResult reduce(const onnx::NodeProto &n);
+  LogicalResult reduceComposite(const onnx::NodeProto &n);
+  FailureOr<SmallVector<int64_t>> reductionAxes(const onnx::NodeProto &n, int64_t rank,
+                                                bool isSum);
+  template <typename OpTy>
+  FailureOr<Value> reduceWith(Value x, ArrayRef<int64_t> axes, bool keepdims);
   template <typename OpTy> LogicalResult softmax(const onnx::NodeProto &n);
   LogicalResult identity(const onnx::NodeProto &n);
   LogicalResult dropout(const onnx::NodeProto &n);
@@ -799,16 +804,15 @@ LogicalResult OnnxImporter::gemm(const onnx::NodeProto &n) {
   return success();
 }
 
-template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProto &n) {
-  DS_TRY(x, required(n, 0));
-  DS_TRY(keepdims, intAttr(n, "keepdims", 1));
+/// Axes of a Reduce* node: an attribute before opset 18 (13 for
+/// ReduceSum), then an input; none means all unless noop_with_empty_axes.
+FailureOr<SmallVector<int64_t>> OnnxImporter::reductionAxes(const onnx::NodeProto &n,
+                                                            int64_t rank, bool isSum) {
   DS_TRY(noop, intAttr(n, "noop_with_empty_axes", 0));
-  // ReduceSum takes axes as an input from opset 13, the others from 18.
-  bool axesAsInput = (std::is_same_v<OpTy, ReduceSumOp> && opset_ >= 13) || opset_ >= 18;
+  bool axesAsInput = (isSum && opset_ >= 13) || opset_ >= 18;
   FailureOr<std::optional<SmallVector<int64_t>>> axesOr =
       axesAsInput ? axesOf(n, 1) : intsAttr(n, "axes");
   if (failed(axesOr)) return failure();
-  int64_t rank = typeOf(x).getRank();
   SmallVector<int64_t> axes;
   if (*axesOr && !(*axesOr)->empty()) {
     axes = **axesOr;
@@ -816,8 +820,57 @@ template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProt
   } else if (!noop) {
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
   }
-  DS_TRY(y, build<OpTy>({x}, {arrAttr("axes", axes),
-                              attr("keepdims", b_.getBoolAttr(keepdims != 0))}));
+  return axes;
+}
+
+template <typename OpTy>
+FailureOr<Value> OnnxImporter::reduceWith(Value x, ArrayRef<int64_t> axes, bool keepdims) {
+  return build<OpTy>({x}, {arrAttr("axes", axes), attr("keepdims", b_.getBoolAttr(keepdims))});
+}
+
+template <typename OpTy> LogicalResult OnnxImporter::reduce(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(keepdims, intAttr(n, "keepdims", 1));
+  DS_TRY(axes, reductionAxes(n, typeOf(x).getRank(), std::is_same_v<OpTy, ReduceSumOp>));
+  DS_TRY(y, reduceWith<OpTy>(x, axes, keepdims != 0));
+  setOutput(n, 0, y);
+  return success();
+}
+
+/// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp as
+/// compositions of ds ops (log-sum-exp subtracts the maximum first).
+LogicalResult OnnxImporter::reduceComposite(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(keepdims, intAttr(n, "keepdims", 1));
+  DS_TRY(axes, reductionAxes(n, typeOf(x).getRank(), false));
+  const std::string &op = n.op_type();
+  Value y;
+  if (op == "ReduceL1") {
+    DS_TRY(a, buildTyped<AbsOp>(x.getType(), x));
+    DS_TRY(r, reduceWith<ReduceSumOp>(a, axes, keepdims));
+    y = r;
+  } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    DS_TRY(sq, build<MulOp>({x, x}));
+    DS_TRY(r, reduceWith<ReduceSumOp>(sq, axes, keepdims));
+    y = r;
+    if (op == "ReduceL2") {
+      DS_TRY(s, buildTyped<SqrtOp>(r.getType(), r));
+      y = s;
+    }
+  } else if (op == "ReduceLogSum") {
+    DS_TRY(r, reduceWith<ReduceSumOp>(x, axes, keepdims));
+    DS_TRY(l, buildTyped<LogOp>(r.getType(), r));
+    y = l;
+  } else { // ReduceLogSumExp
+    DS_TRY(m, reduceWith<ReduceMaxOp>(x, axes, true));
+    DS_TRY(d, build<SubOp>({x, m}));
+    DS_TRY(e, buildTyped<ExpOp>(d.getType(), d));
+    DS_TRY(r, reduceWith<ReduceSumOp>(e, axes, keepdims));
+    DS_TRY(l, buildTyped<LogOp>(r.getType(), r));
+    DS_TRY(mk, reshape(m, typeOf(l).getShape()));
+    DS_TRY(sum, build<AddOp>({l, mk}));
+    y = sum;
+  }
   setOutput(n, 0, y);
   return success();
 }
@@ -851,8 +904,6 @@ LogicalResult OnnxImporter::layerNorm(const onnx::NodeProto &n) {
   DS_TRY(axis, intAttr(n, "axis", -1));
   DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
   if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
-  if (n.output_size() > 1 && (!n.output(1).empty() || (n.output_size() > 2 && !n.output(2).empty())))
-    return nodeError(n) << "the Mean and InvStdDev outputs are not supported";
   ArrayRef<int64_t> norm = typeOf(x).getShape().drop_front(axis);
   // Scale and bias may be given broadcastable; ds wants them exact.
   auto fit = [&](Value v) -> FailureOr<Value> {
@@ -870,6 +921,24 @@ LogicalResult OnnxImporter::layerNorm(const onnx::NodeProto &n) {
                                     {i64Attr("axis", axis),
                                      attr("epsilon", b_.getF32FloatAttr(eps))}));
   setOutput(n, 0, y);
+  // Mean and InvStdDev (training outputs), computed alongside when asked.
+  bool wantMean = n.output_size() > 1 && !n.output(1).empty();
+  bool wantInv = n.output_size() > 2 && !n.output(2).empty();
+  if (wantMean || wantInv) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = axis; d < typeOf(x).getRank(); ++d) axes.push_back(d);
+    DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+    setOutput(n, 1, mean);
+    if (wantInv) {
+      DS_TRY(dev, build<SubOp>({x, mean}));
+      DS_TRY(sq, build<MulOp>({dev, dev}));
+      DS_TRY(var, reduceWith<ReduceMeanOp>(sq, axes, true));
+      DS_TRY(ve, build<AddOp>({var, scalar(typeOf(x).getElementType(), eps)}));
+      DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+      DS_TRY(inv, buildTyped<ReciprocalOp>(sd.getType(), sd));
+      setOutput(n, 2, inv);
+    }
+  }
   return success();
 }
 
@@ -1397,6 +1466,11 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"ReduceMax", &OnnxImporter::reduce<ReduceMaxOp>},
       {"ReduceMin", &OnnxImporter::reduce<ReduceMinOp>},
       {"ReduceProd", &OnnxImporter::reduce<ReduceProdOp>},
+      {"ReduceL1", &OnnxImporter::reduceComposite},
+      {"ReduceL2", &OnnxImporter::reduceComposite},
+      {"ReduceSumSquare", &OnnxImporter::reduceComposite},
+      {"ReduceLogSum", &OnnxImporter::reduceComposite},
+      {"ReduceLogSumExp", &OnnxImporter::reduceComposite},
       {"Softmax", &OnnxImporter::softmax<SoftmaxOp>},
       {"LogSoftmax", &OnnxImporter::softmax<LogSoftmaxOp>},
       {"LayerNormalization", &OnnxImporter::layerNorm},

@@ -35,6 +35,18 @@ ROOT = "/usr/share/libonnx-testdata/data"
 SUITES = ["node", "simple", "pytorch-operator", "pytorch-converted"]
 RTOL, ATOL = 1e-3, 1e-7
 
+# Tests excluded on purpose, with the reason (docs/onnx-support.md lists them).
+EXCLUDED = {
+    "node/test_cast_FLOAT_to_BFLOAT16":
+        "ONNX 1.12's expected output truncates to bfloat16; ds rounds to nearest even, as PyTorch "
+        "and newer ONNX releases do",
+    "node/test_castlike_FLOAT_to_BFLOAT16":
+        "test data bug in ONNX 1.12: the model declares 'like' as 3x4, the data holds 1 element",
+    "node/test_castlike_FLOAT_to_BFLOAT16_expanded": "same test data bug as test_castlike_FLOAT_to_BFLOAT16",
+    "node/test_castlike_BFLOAT16_to_FLOAT": "same test data bug as test_castlike_FLOAT_to_BFLOAT16",
+    "node/test_castlike_BFLOAT16_to_FLOAT_expanded": "same test data bug as test_castlike_FLOAT_to_BFLOAT16",
+}
+
 # Node inputs (by op type and position) whose values decide output shapes.
 SHAPE_INPUTS = {
     "Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1},
@@ -62,6 +74,8 @@ def run_test(args):
     suite, name, ds_opt, ds_run = args
     d = os.path.join(ROOT, suite, name)
     key = "%s/%s" % (suite, name)
+    if key in EXCLUDED:
+        return key, "SKIP", "excluded: " + EXCLUDED[key]
     model_path = os.path.join(d, "model.onnx")
     data_dir = os.path.join(d, "test_data_set_0")
     if not os.path.exists(model_path) or not os.path.isdir(data_dir):
@@ -182,6 +196,9 @@ def write_docs(path, results):
         for op in sorted(table):
             p, t, opsets = table[op]
             f.write("| %s | %d / %d | %s |\n" % (op, p, t, ", ".join(str(o) for o in sorted(opsets))))
+        f.write("\n## Excluded on purpose\n\n")
+        for k, why in sorted(EXCLUDED.items()):
+            f.write("- `%s`: %s\n" % (k, why))
         f.write("\n## Why tests are skipped (ds-opt's reasons, most common first)\n\n")
         for reason, n in skips.most_common(40):
             f.write("- %d × %s\n" % (n, reason.replace("|", "\\|")))

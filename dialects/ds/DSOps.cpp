@@ -234,6 +234,22 @@ DS_REDUCE(ReduceMinOp)
 DS_REDUCE(ReduceProdOp)
 #undef DS_REDUCE
 
+template <typename ArgOp> static LogicalResult verifyArg(ArgOp op) {
+  auto t = op.getOperand().getType();
+  if (failed(verifyAxis(op, op.getAxis(), t.getRank())))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (d != op.getAxis()) shape.push_back(t.getDimSize(d));
+    else if (op.getKeepdims()) shape.push_back(1);
+  }
+  if (op.getType().getShape() != ArrayRef<int64_t>(shape))
+    return op.emitOpError("result must have shape ") << shapeStr(shape);
+  return success();
+}
+LogicalResult ArgMaxOp::verify() { return verifyArg(*this); }
+LogicalResult ArgMinOp::verify() { return verifyArg(*this); }
+
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }

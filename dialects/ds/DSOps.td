@@ -120,6 +120,15 @@ def DS_AbsOp : DS_UnaryOp<"abs", DS_NumericTensor, "`|x|`">;
 def DS_NotOp : DS_UnaryOp<"not", DS_BoolTensor, "logical negation">;
 def DS_SinOp : DS_UnaryOp<"sin", DS_FloatTensor, "sine">;
 def DS_CosOp : DS_UnaryOp<"cos", DS_FloatTensor, "cosine">;
+def DS_TanOp : DS_UnaryOp<"tan", DS_FloatTensor, "tangent">;
+def DS_AsinOp : DS_UnaryOp<"asin", DS_FloatTensor, "arcsine">;
+def DS_AcosOp : DS_UnaryOp<"acos", DS_FloatTensor, "arccosine">;
+def DS_AtanOp : DS_UnaryOp<"atan", DS_FloatTensor, "arctangent">;
+def DS_SinhOp : DS_UnaryOp<"sinh", DS_FloatTensor, "hyperbolic sine">;
+def DS_CoshOp : DS_UnaryOp<"cosh", DS_FloatTensor, "hyperbolic cosine">;
+def DS_AsinhOp : DS_UnaryOp<"asinh", DS_FloatTensor, "inverse hyperbolic sine">;
+def DS_AcoshOp : DS_UnaryOp<"acosh", DS_FloatTensor, "inverse hyperbolic cosine">;
+def DS_AtanhOp : DS_UnaryOp<"atanh", DS_FloatTensor, "inverse hyperbolic tangent">;
 def DS_FloorOp : DS_UnaryOp<"floor", DS_FloatTensor, "round toward negative infinity">;
 def DS_CeilOp : DS_UnaryOp<"ceil", DS_FloatTensor, "round toward positive infinity">;
 def DS_RoundOp : DS_UnaryOp<"round", DS_FloatTensor, "round half to even">;
@@ -298,6 +307,26 @@ def DS_ReduceMeanOp : DS_ReduceOp<"reduce_mean", "arithmetic mean">;
 def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max", "maximum">;
 def DS_ReduceMinOp : DS_ReduceOp<"reduce_min", "minimum">;
 def DS_ReduceProdOp : DS_ReduceOp<"reduce_prod", "product">;
+
+class DS_ArgOp<string mnemonic, string desc> : DS_Op<mnemonic, [Pure]> {
+  let summary = "index of the " # desc # " along an axis";
+  let description = [{
+    i64 indices along `axis`, the first occurrence unless
+    `select_last_index`; the axis stays as 1 with `keepdims`, else goes.
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+    - the result is i64 with the reduced shape.
+  }];
+  let arguments = (ins DS_NumericTensor:$operand, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+def DS_ArgMaxOp : DS_ArgOp<"arg_max", "maximum">;
+def DS_ArgMinOp : DS_ArgOp<"arg_min", "minimum">;
 
 class DS_SoftmaxLikeOp<string mnemonic, string desc>
     : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {

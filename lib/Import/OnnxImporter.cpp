@@ -364,6 +364,9 @@ private:
   LogicalResult trilu(const onnx::NodeProto &n);
   LogicalResult cumsum(const onnx::NodeProto &n);
   LogicalResult softmaxCrossEntropyLoss(const onnx::NodeProto &n);
+  LogicalResult activation(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult argReduce(const onnx::NodeProto &n);
+  LogicalResult batchNorm(const onnx::NodeProto &n);
 
   static const llvm::StringMap<Handler> &handlers();
 
@@ -1407,6 +1410,124 @@ LogicalResult OnnxImporter::softmaxCrossEntropyLoss(const onnx::NodeProto &n) {
   return success();
 }
 
+template <typename OpTy> LogicalResult OnnxImporter::argReduce(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  DS_TRY(keepdims, intAttr(n, "keepdims", 1));
+  DS_TRY(last, intAttr(n, "select_last_index", 0));
+  int64_t rank = typeOf(x).getRank();
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis) shape.push_back(typeOf(x).getDimSize(d));
+    else if (keepdims) shape.push_back(1);
+  }
+  DS_TRY(y, buildTyped<OpTy>(RankedTensorType::get(shape, b_.getI64Type()), x,
+                             {i64Attr("axis", axis), attr("keepdims", b_.getBoolAttr(keepdims != 0)),
+                              attr("select_last_index", b_.getBoolAttr(last != 0))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+/// Activations ONNX defines by formula, imported as those formulas.
+LogicalResult OnnxImporter::activation(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  const std::string &op = n.op_type();
+  Type elem = typeOf(x).getElementType();
+  Type t = x.getType();
+  Value zero = scalar(elem, 0.0), one = scalar(elem, 1.0);
+  auto expm1Scaled = [&](double alpha, double inScale) -> FailureOr<Value> {
+    // alpha * (exp(x * inScale) - 1)
+    Value in = x;
+    if (inScale != 1.0) {
+      DS_TRY(s, build<MulOp>({x, scalar(elem, inScale)}));
+      in = s;
+    }
+    DS_TRY(e, buildTyped<ExpOp>(t, in));
+    DS_TRY(em1, build<SubOp>({e, one}));
+    return build<MulOp>({em1, scalar(elem, alpha)});
+  };
+  auto hardSigmoid = [&](double alpha, double beta) -> FailureOr<Value> {
+    DS_TRY(ax, build<MulOp>({x, scalar(elem, alpha)}));
+    DS_TRY(axb, build<AddOp>({ax, scalar(elem, beta)}));
+    DS_TRY(lo, build<MaxOp>({axb, zero}));
+    return build<MinOp>({lo, one});
+  };
+  FailureOr<Value> y = failure();
+  if (op == "Elu" || op == "Selu") {
+    DS_TRY(alpha, floatAttr(n, "alpha", op == "Elu" ? 1.0f : 1.67326319217681884765625f));
+    DS_TRY(neg, expm1Scaled(alpha, 1.0));
+    DS_TRY(pos, build<GreaterOp>({x, zero}));
+    DS_TRY(w, build<WhereOp>({pos, x, neg}));
+    y = w;
+    if (op == "Selu") {
+      DS_TRY(gamma, floatAttr(n, "gamma", 1.05070102214813232421875f));
+      y = build<MulOp>({w, scalar(elem, gamma)});
+    }
+  } else if (op == "Celu") {
+    DS_TRY(alpha, floatAttr(n, "alpha", 1.0f));
+    DS_TRY(neg, expm1Scaled(alpha, 1.0 / alpha));
+    DS_TRY(lo, build<MinOp>({neg, zero}));
+    DS_TRY(hi, build<MaxOp>({x, zero}));
+    y = build<AddOp>({hi, lo});
+  } else if (op == "HardSigmoid") {
+    DS_TRY(alpha, floatAttr(n, "alpha", 0.2f));
+    DS_TRY(beta, floatAttr(n, "beta", 0.5f));
+    y = hardSigmoid(alpha, beta);
+  } else if (op == "HardSwish") {
+    DS_TRY(hs, hardSigmoid(1.0 / 6.0, 0.5));
+    y = build<MulOp>({x, hs});
+  } else if (op == "Softsign") {
+    DS_TRY(a, buildTyped<AbsOp>(t, x));
+    DS_TRY(d, build<AddOp>({a, one}));
+    y = build<DivOp>({x, d});
+  } else { // ThresholdedRelu
+    DS_TRY(alpha, floatAttr(n, "alpha", 1.0f));
+    DS_TRY(above, build<GreaterOp>({x, scalar(elem, alpha)}));
+    y = build<WhereOp>({above, x, zero});
+  }
+  if (failed(y)) return failure();
+  setOutput(n, 0, *y);
+  return success();
+}
+
+/// Inference BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B,
+/// the per-channel vectors broadcast along axis 1.
+LogicalResult OnnxImporter::batchNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  DS_TRY(bias, required(n, 2));
+  DS_TRY(mean, required(n, 3));
+  DS_TRY(var, required(n, 4));
+  DS_TRY(training, intAttr(n, "training_mode", 0));
+  if (training || (n.output_size() > 1 && !n.output(1).empty()))
+    return nodeError(n) << "training-mode BatchNormalization is not supported";
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2) return nodeError(n) << "needs an input of rank >= 2";
+  int64_t c = typeOf(x).getDimSize(1);
+  SmallVector<int64_t> shape(rank - 1, 1);
+  shape[0] = c;
+  auto channel = [&](Value v) -> FailureOr<Value> {
+    if (typeOf(v).getNumElements() != c)
+      return FailureOr<Value>(nodeError(n) << "per-channel inputs must have " << c << " elements");
+    return reshape(v, shape);
+  };
+  DS_TRY(m, channel(mean));
+  DS_TRY(v, channel(var));
+  DS_TRY(s, channel(scale));
+  DS_TRY(b, channel(bias));
+  Type elem = typeOf(x).getElementType();
+  DS_TRY(ve, build<AddOp>({v, scalar(elem, eps)}));
+  DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+  DS_TRY(d, build<SubOp>({x, m}));
+  DS_TRY(nrm, build<DivOp>({d, sd}));
+  DS_TRY(sc, build<MulOp>({nrm, s}));
+  DS_TRY(y, build<AddOp>({sc, b}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 const llvm::StringMap<Handler> &OnnxImporter::handlers() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::identity},
@@ -1443,6 +1564,25 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"Gelu", &OnnxImporter::gelu},
       {"Sin", &OnnxImporter::unary<SinOp>},
       {"Cos", &OnnxImporter::unary<CosOp>},
+      {"Tan", &OnnxImporter::unary<TanOp>},
+      {"Asin", &OnnxImporter::unary<AsinOp>},
+      {"Acos", &OnnxImporter::unary<AcosOp>},
+      {"Atan", &OnnxImporter::unary<AtanOp>},
+      {"Sinh", &OnnxImporter::unary<SinhOp>},
+      {"Cosh", &OnnxImporter::unary<CoshOp>},
+      {"Asinh", &OnnxImporter::unary<AsinhOp>},
+      {"Acosh", &OnnxImporter::unary<AcoshOp>},
+      {"Atanh", &OnnxImporter::unary<AtanhOp>},
+      {"Elu", &OnnxImporter::activation},
+      {"Selu", &OnnxImporter::activation},
+      {"Celu", &OnnxImporter::activation},
+      {"HardSigmoid", &OnnxImporter::activation},
+      {"HardSwish", &OnnxImporter::activation},
+      {"Softsign", &OnnxImporter::activation},
+      {"ThresholdedRelu", &OnnxImporter::activation},
+      {"BatchNormalization", &OnnxImporter::batchNorm},
+      {"ArgMax", &OnnxImporter::argReduce<ArgMaxOp>},
+      {"ArgMin", &OnnxImporter::argReduce<ArgMinOp>},
       {"Floor", &OnnxImporter::unary<FloorOp>},
       {"Ceil", &OnnxImporter::unary<CeilOp>},
       {"Round", &OnnxImporter::unary<RoundOp>},

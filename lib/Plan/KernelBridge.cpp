@@ -105,6 +105,11 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
             setInts(s, "axes", r.getAxes());
             return success();
           })
+      .Case<ArgMaxOp, ArgMinOp>([&](auto a) {
+        setInt(s, "axis", a.getAxis());
+        setInt(s, "select_last_index", a.getSelectLastIndex());
+        return success();
+      })
       .Case<FillOp>([&](FillOp f) {
         (*s.mutable_attrs())["value"].set_f(f.getValue().convertToDouble());
         return success();

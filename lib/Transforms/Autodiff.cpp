@@ -206,6 +206,50 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
             d[0] = gb.neg(gb.mul(g, SinOp::create(gb.b(), gb.loc(), o.getType(), o.getOperand())));
             return success();
           })
+          .Case<TanOp>([&](TanOp o) { // 1 + tan^2
+            Type elem = typeOf(g).getElementType();
+            d[0] = gb.mul(g, gb.add(gb.scalar(elem, 1.0), gb.mul(o.getResult(), o.getResult())));
+            return success();
+          })
+          .Case<AsinOp, AcosOp>([&](auto o) { // +-1 / sqrt(1 - x^2)
+            Type elem = typeOf(g).getElementType();
+            Value x = o.getOperand();
+            Value r = SqrtOp::create(gb.b(), gb.loc(), x.getType(),
+                                     gb.sub(gb.scalar(elem, 1.0), gb.mul(x, x)));
+            Value dx = gb.div(g, r);
+            d[0] = isa<AcosOp>(op) ? gb.neg(dx) : dx;
+            return success();
+          })
+          .Case<AtanOp>([&](AtanOp o) { // 1 / (1 + x^2)
+            Type elem = typeOf(g).getElementType();
+            Value x = o.getOperand();
+            d[0] = gb.div(g, gb.add(gb.scalar(elem, 1.0), gb.mul(x, x)));
+            return success();
+          })
+          .Case<SinhOp>([&](SinhOp o) {
+            d[0] = gb.mul(g, CoshOp::create(gb.b(), gb.loc(), o.getType(), o.getOperand()));
+            return success();
+          })
+          .Case<CoshOp>([&](CoshOp o) {
+            d[0] = gb.mul(g, SinhOp::create(gb.b(), gb.loc(), o.getType(), o.getOperand()));
+            return success();
+          })
+          .Case<AsinhOp, AcoshOp>([&](auto o) { // 1 / sqrt(x^2 +- 1)
+            Type elem = typeOf(g).getElementType();
+            Value x = o.getOperand();
+            Value one = gb.scalar(elem, 1.0);
+            Value x2 = gb.mul(x, x);
+            Value r = SqrtOp::create(gb.b(), gb.loc(), x.getType(),
+                                     isa<AsinhOp>(op) ? gb.add(x2, one) : gb.sub(x2, one));
+            d[0] = gb.div(g, r);
+            return success();
+          })
+          .Case<AtanhOp>([&](AtanhOp o) { // 1 / (1 - x^2)
+            Type elem = typeOf(g).getElementType();
+            Value x = o.getOperand();
+            d[0] = gb.div(g, gb.sub(gb.scalar(elem, 1.0), gb.mul(x, x)));
+            return success();
+          })
           .Case<SoftplusOp>([&](SoftplusOp o) {
             d[0] = gb.mul(g, SigmoidOp::create(gb.b(), gb.loc(), o.getType(), o.getOperand()));
             return success();

@@ -423,6 +423,15 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("mod", prepareDiv<math::Mod>);
   r.add("sin", prepareUnary<math::Sin, false>);
   r.add("cos", prepareUnary<math::Cos, false>);
+  r.add("tan", prepareUnary<math::Tan, false>);
+  r.add("asin", prepareUnary<math::Asin, false>);
+  r.add("acos", prepareUnary<math::Acos, false>);
+  r.add("atan", prepareUnary<math::Atan, false>);
+  r.add("sinh", prepareUnary<math::Sinh, false>);
+  r.add("cosh", prepareUnary<math::Cosh, false>);
+  r.add("asinh", prepareUnary<math::Asinh, false>);
+  r.add("acosh", prepareUnary<math::Acosh, false>);
+  r.add("atanh", prepareUnary<math::Atanh, false>);
   r.add("floor", prepareUnary<math::Floor, false>);
   r.add("ceil", prepareUnary<math::Ceil, false>);
   r.add("round", prepareUnary<math::Round, false>);

@@ -281,6 +281,54 @@ PreparedStep makeCumSum(const KernelContext &c, int64_t axis, bool exclusive, bo
   };
 }
 
+/// arg_max/arg_min: first (or last) index of the extreme along the axis;
+/// NaN counts as the extreme, as numpy's argmax does.
+template <typename T, bool kMax>
+PreparedStep makeArg(const KernelContext &c, int64_t axis, bool last) {
+  const auto &s = c.in[0].shape;
+  int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const T *x = c.in[0].as<T>();
+  int64_t *y = c.out[0].as<int64_t>();
+  return [=]() -> absl::Status {
+    parallelFor(outer * inner, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t idx = lo; idx < hi; ++idx) {
+        int64_t o = idx / inner, i = idx % inner;
+        const T *p = x + o * n * inner + i;
+        int64_t best = 0;
+        for (int64_t j = 1; j < n; ++j) {
+          T a = p[j * inner], b = p[best * inner];
+          if (b != b) break; // NaN already found
+          bool better = a != a || (kMax ? (last ? a >= b : a > b) : (last ? a <= b : a < b));
+          if (better) best = j;
+        }
+        y[idx] = best;
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+template <bool kMax>
+absl::StatusOr<PreparedStep> prepareArg(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::I64, "result"));
+  if (c.in[0].rank() == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", c.in[0].rank()));
+  DS_ASSIGN_OR_RETURN(int64_t last, c.intAttr("select_last_index"));
+  if (c.out[0].numel != c.in[0].numel / std::max<int64_t>(1, c.in[0].shape[axis]) ||
+      c.in[0].shape[axis] == 0)
+    return c.error("result does not match reducing the axis");
+  switch (c.in[0].dtype) {
+  case plan::F32: return makeArg<float, kMax>(c, axis, last);
+  case plan::F64: return makeArg<double, kMax>(c, axis, last);
+  case plan::I32: return makeArg<int32_t, kMax>(c, axis, last);
+  case plan::I64: return makeArg<int64_t, kMax>(c, axis, last);
+  case plan::I8: return makeArg<int8_t, kMax>(c, axis, last);
+  case plan::U8: return makeArg<uint8_t, kMax>(c, axis, last);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
 absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
@@ -302,6 +350,8 @@ absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
 
 void registerNormalizationKernels(KernelRegistry &r) {
   r.add("cumsum", prepareCumSum);
+  r.add("arg_max", prepareArg<true>);
+  r.add("arg_min", prepareArg<false>);
   r.add("reduce_sum", prepareReduce<ReduceKind::Sum>);
   r.add("reduce_mean", prepareReduce<ReduceKind::Mean>);
   r.add("reduce_max", prepareReduce<ReduceKind::Max>);

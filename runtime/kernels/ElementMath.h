@@ -156,6 +156,15 @@ struct GeluTanh {
 struct Not { DS_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; } };
 struct Sin { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sin(x); } };
 struct Cos { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::cos(x); } };
+struct Tan { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::tan(x); } };
+struct Asin { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::asin(x); } };
+struct Acos { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::acos(x); } };
+struct Atan { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::atan(x); } };
+struct Sinh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sinh(x); } };
+struct Cosh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::cosh(x); } };
+struct Asinh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::asinh(x); } };
+struct Acosh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::acosh(x); } };
+struct Atanh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::atanh(x); } };
 struct Floor { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::floor(x); } };
 struct Ceil { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::ceil(x); } };
 /// Half to even, as ONNX Round and numpy.round (the default rounding mode).

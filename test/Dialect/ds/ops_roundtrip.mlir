@@ -86,6 +86,28 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %s8 = ds.is_inf %s6 : tensor<2x3xf32> -> tensor<2x3xi1>
   // CHECK: ds.mod
   %s9 = ds.mod %i, %i : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  // CHECK: ds.tan
+  %h0 = ds.tan %s6 : tensor<2x3xf32>
+  // CHECK: ds.asin
+  %h1 = ds.asin %h0 : tensor<2x3xf32>
+  // CHECK: ds.acos
+  %h2 = ds.acos %h1 : tensor<2x3xf32>
+  // CHECK: ds.atan
+  %h3 = ds.atan %h2 : tensor<2x3xf32>
+  // CHECK: ds.sinh
+  %h4 = ds.sinh %h3 : tensor<2x3xf32>
+  // CHECK: ds.cosh
+  %h5 = ds.cosh %h4 : tensor<2x3xf32>
+  // CHECK: ds.asinh
+  %h6 = ds.asinh %h5 : tensor<2x3xf32>
+  // CHECK: ds.acosh
+  %h7 = ds.acosh %h6 : tensor<2x3xf32>
+  // CHECK: ds.atanh
+  %h8 = ds.atanh %h7 : tensor<2x3xf32>
+  // CHECK: ds.arg_max %{{.*}} {axis = 1 : i64, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xi64>
+  %am = ds.arg_max %h8 {axis = 1 : i64, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xi64>
+  // CHECK: ds.arg_min %{{.*}} {axis = 0 : i64, select_last_index = true} : (tensor<2x3xf32>) -> tensor<1x3xi64>
+  %an = ds.arg_min %h8 {axis = 0 : i64, select_last_index = true} : (tensor<2x3xf32>) -> tensor<1x3xi64>
   // CHECK: ds.trilu %{{.*}} {k = 1 : i64, upper = false} : tensor<2x3xf32>
   %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
   // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>

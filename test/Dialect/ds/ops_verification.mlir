@@ -374,3 +374,21 @@ func.func @is_nan_shape(%a: tensor<4xf32>) {
   %0 = ds.is_nan %a : tensor<4xf32> -> tensor<3xi1>
   return
 }
+
+// -----
+
+// arg_max's result has the reduced shape.
+func.func @arg_max_shape(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{result must have shape [2]}}
+  %0 = ds.arg_max %a {axis = 1 : i64, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xi64>
+  return
+}
+
+// -----
+
+// arg_min's axis is in range.
+func.func @arg_min_axis(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{axis 2 is out of range [0, 2)}}
+  %0 = ds.arg_min %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
+  return
+}

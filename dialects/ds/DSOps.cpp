@@ -517,6 +517,30 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+LogicalResult GatherElementsOp::verify() {
+  auto data = getData().getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (idx.getRank() != data.getRank())
+    return emitOpError("indices must have the data's rank");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOpError("indices are larger than the data off the axis");
+  if (getType().getShape() != idx.getShape() || getType().getElementType() != data.getElementType())
+    return emitOpError("result must have the indices' shape and the data's element type");
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto out = getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), out.getRank())))
+    return failure();
+  if (idx.getRank() != out.getRank() || getDy().getType().getShape() != idx.getShape() ||
+      getDy().getType().getElementType() != out.getElementType())
+    return emitOpError("indices and dy must share a shape of the result's rank");
+  return success();
+}
+
 LogicalResult ExpandOp::verify() {
   auto in = getOperand().getType(), out = getType();
   if (in.getElementType() != out.getElementType())

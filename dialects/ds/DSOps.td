@@ -519,6 +519,37 @@ def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def DS_GatherElementsOp : DS_Op<"gather_elements", [Pure]> {
+  let summary = "picks one element per index along an axis";
+  let description = [{
+    `result[i][j][k] = data[index[i][j][k]][j][k]` for `axis` 0, and so on
+    (ONNX `GatherElements`, `torch.gather`); negative indices count from
+    the end, out-of-range ones are a run-time error.
+
+    **Constraints:**
+    - `data` and `indices` have the same rank >= 1; `axis` is in [0, rank).
+    - `indices` is no larger than `data` off the axis.
+    - the result has the indices' shape and the data's element type.
+  }];
+  let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_GatherElementsGradOp : DS_Op<"gather_elements_grad", [Pure]> {
+  let summary = "scatter-add of gather_elements gradients to the data's shape";
+  let description = [{
+    **Constraints:**
+    - `indices` and `dy` have one shape and the result's rank; `axis` is in range.
+    - `dy` has the result's element type.
+  }];
+  let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def DS_ExpandOp : DS_Op<"expand", [Pure]> {
   let summary = "broadcasts a tensor to a larger shape";
   let description = [{

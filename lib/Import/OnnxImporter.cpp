@@ -365,6 +365,10 @@ private:
   LogicalResult cumsum(const onnx::NodeProto &n);
   LogicalResult softmaxCrossEntropyLoss(const onnx::NodeProto &n);
   LogicalResult activation(const onnx::NodeProto &n);
+  LogicalResult gatherElements(const onnx::NodeProto &n);
+  LogicalResult nllLossNode(const onnx::NodeProto &n);
+  FailureOr<Value> nllLoss(const onnx::NodeProto &n, Value logProb, Value target, Value weight,
+                           StringRef reduction);
   template <typename OpTy> LogicalResult argReduce(const onnx::NodeProto &n);
   LogicalResult batchNorm(const onnx::NodeProto &n);
 
@@ -1378,35 +1382,35 @@ LogicalResult OnnxImporter::cumsum(const onnx::NodeProto &n) {
 LogicalResult OnnxImporter::softmaxCrossEntropyLoss(const onnx::NodeProto &n) {
   DS_TRY(scores, required(n, 0));
   DS_TRY(labels, required(n, 1));
-  if (input(n, 2)) return nodeError(n) << "class weights are not supported";
-  if (n.output_size() > 1 && !n.output(1).empty())
-    return nodeError(n) << "the log_prob output is not supported";
   DS_TRY(reduction, stringAttr(n, "reduction", "mean"));
-  const auto *ignoreAttr = findAttr(n, "ignore_index");
-  DS_TRY(ignore, intAttr(n, "ignore_index", std::numeric_limits<int64_t>::min()));
-  if (reduction != "mean" && !(reduction == "sum" && !ignoreAttr))
-    return nodeError(n) << "reduction '" << reduction << "' is not supported (mean, or sum "
-                        << "without ignore_index)";
-  // ONNX puts classes on axis 1; ds.softmax_cross_entropy wants them last.
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return nodeError(n) << "unknown reduction '" << reduction << "'";
   int64_t rank = typeOf(scores).getRank();
   if (rank < 2) return nodeError(n) << "scores must have rank >= 2";
-  Value logits = scores;
-  if (rank > 2) {
-    SmallVector<int64_t> perm{0};
-    for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
-    perm.push_back(1);
-    DS_TRY(t, build<TransposeOp>({scores}, {arrAttr("permutation", perm)}));
-    logits = t;
-  }
+  bool wantLogProb = n.output_size() > 1 && !n.output(1).empty();
   Type elem = typeOf(scores).getElementType();
-  DS_TRY(loss, buildTyped<SoftmaxCrossEntropyOp>(RankedTensorType::get({}, elem),
-                                                 ValueRange{logits, labels},
-                                                 {i64Attr("ignore_index", ignore)}));
-  if (reduction == "sum") {
-    DS_TRY(s, build<MulOp>({loss, scalar(elem, static_cast<double>(typeOf(labels).getNumElements()))}));
-    loss = s;
+  if (reduction == "mean" && !input(n, 2) && !wantLogProb) {
+    // The common case as one fused op (and one fused gradient): classes
+    // last, mean over labels not ignored.
+    DS_TRY(ignore, intAttr(n, "ignore_index", std::numeric_limits<int64_t>::min()));
+    Value logits = scores;
+    if (rank > 2) {
+      SmallVector<int64_t> perm{0};
+      for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+      perm.push_back(1);
+      DS_TRY(t, build<TransposeOp>({scores}, {arrAttr("permutation", perm)}));
+      logits = t;
+    }
+    DS_TRY(loss, buildTyped<SoftmaxCrossEntropyOp>(RankedTensorType::get({}, elem),
+                                                   ValueRange{logits, labels},
+                                                   {i64Attr("ignore_index", ignore)}));
+    setOutput(n, 0, loss);
+    return success();
   }
+  DS_TRY(logProb, buildTyped<LogSoftmaxOp>(scores.getType(), scores, {i64Attr("axis", 1)}));
+  DS_TRY(loss, nllLoss(n, logProb, labels, input(n, 2), reduction));
   setOutput(n, 0, loss);
+  if (wantLogProb) setOutput(n, 1, logProb);
   return success();
 }
 
@@ -1426,6 +1430,83 @@ template <typename OpTy> LogicalResult OnnxImporter::argReduce(const onnx::NodeP
                              {i64Attr("axis", axis), attr("keepdims", b_.getBoolAttr(keepdims != 0)),
                               attr("select_last_index", b_.getBoolAttr(last != 0))}));
   setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::gatherElements(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  auto t = RankedTensorType::get(typeOf(idx).getShape(), typeOf(data).getElementType());
+  DS_TRY(y, buildTyped<GatherElementsOp>(t, ValueRange{data, idx}, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+/// NegativeLogLikelihoodLoss over log-probabilities [N, C, d...] and
+/// targets [N, d...]: pick each target's log-probability (gather_elements),
+/// weight it (class weights, zero where ignored), reduce as asked; "mean"
+/// divides by the total weight, as ONNX defines.
+FailureOr<Value> OnnxImporter::nllLoss(const onnx::NodeProto &n, Value logProb, Value target,
+                                       Value weight, StringRef reduction) {
+  RankedTensorType lt = typeOf(logProb), tt = typeOf(target);
+  Type elem = lt.getElementType();
+  if (lt.getRank() < 2 || tt.getRank() != lt.getRank() - 1)
+    return FailureOr<Value>(nodeError(n) << "input must be [N, C, d...] and target [N, d...]");
+  Value t = target, maskF;
+  if (findAttr(n, "ignore_index")) {
+    DS_TRY(ignore, intAttr(n, "ignore_index"));
+    Type it = tt.getElementType();
+    Value ign = constant(DenseElementsAttr::get(RankedTensorType::get({}, it),
+                                                b_.getIntegerAttr(it, ignore)));
+    DS_TRY(eq, build<EqualOp>({target, ign}));
+    DS_TRY(keep, buildTyped<NotOp>(eq.getType(), eq));
+    Value zero = constant(DenseElementsAttr::get(RankedTensorType::get({}, it),
+                                                 b_.getIntegerAttr(it, 0)));
+    DS_TRY(safe, build<WhereOp>({keep, target, zero}));
+    t = safe;
+    DS_TRY(mf, buildTyped<CastOp>(RankedTensorType::get(tt.getShape(), elem), keep));
+    maskF = mf;
+  }
+  DS_TRY(tu, build<UnsqueezeOp>({t}, {arrAttr("axes", {1})}));
+  auto pickedType = RankedTensorType::get(typeOf(tu).getShape(), elem);
+  DS_TRY(picked, buildTyped<GatherElementsOp>(pickedType, ValueRange{logProb, tu},
+                                              {i64Attr("axis", 1)}));
+  DS_TRY(flat, reshape(picked, tt.getShape()));
+  DS_TRY(loss, buildTyped<NegOp>(flat.getType(), flat));
+  Value w = maskF;
+  if (weight) {
+    DS_TRY(wg, build<GatherOp>({weight, t}, {i64Attr("axis", 0)}));
+    w = wg;
+    if (maskF) {
+      DS_TRY(wm, build<MulOp>({wg, maskF}));
+      w = wm;
+    }
+  }
+  Value weighted = loss;
+  if (w) {
+    DS_TRY(lw, build<MulOp>({loss, w}));
+    weighted = lw;
+  }
+  if (reduction == "none") return weighted;
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < tt.getRank(); ++d) all.push_back(d);
+  DS_TRY(sum, reduceWith<ReduceSumOp>(weighted, all, false));
+  if (reduction == "sum") return sum;
+  if (!w) return reduceWith<ReduceMeanOp>(weighted, all, false);
+  DS_TRY(total, reduceWith<ReduceSumOp>(w, all, false));
+  return build<DivOp>({sum, total});
+}
+
+LogicalResult OnnxImporter::nllLossNode(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(target, required(n, 1));
+  DS_TRY(reduction, stringAttr(n, "reduction", "mean"));
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return nodeError(n) << "unknown reduction '" << reduction << "'";
+  DS_TRY(loss, nllLoss(n, x, target, input(n, 2), reduction));
+  setOutput(n, 0, loss);
   return success();
 }
 
@@ -1582,6 +1663,8 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"ThresholdedRelu", &OnnxImporter::activation},
       {"BatchNormalization", &OnnxImporter::batchNorm},
       {"ArgMax", &OnnxImporter::argReduce<ArgMaxOp>},
+      {"GatherElements", &OnnxImporter::gatherElements},
+      {"NegativeLogLikelihoodLoss", &OnnxImporter::nllLossNode},
       {"ArgMin", &OnnxImporter::argReduce<ArgMinOp>},
       {"Floor", &OnnxImporter::unary<FloorOp>},
       {"Ceil", &OnnxImporter::unary<CeilOp>},

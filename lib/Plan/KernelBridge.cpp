@@ -159,7 +159,8 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         setInt(s, "nesterov", a.getNesterov());
         return success();
       })
-      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp, GatherGradOp>([&](auto o) {
+      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp, GatherGradOp, GatherElementsOp,
+            GatherElementsGradOp>([&](auto o) {
         setInt(s, "axis", o.getAxis());
         return success();
       })

@@ -406,6 +406,11 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
                                         o.getAxisAttr());
             return success();
           })
+          .Case<GatherElementsOp>([&](GatherElementsOp o) {
+            d[0] = GatherElementsGradOp::create(gb.b(), gb.loc(), operandType(0), o.getIndices(), g,
+                                                o.getAxisAttr());
+            return success();
+          })
           .Case<TriluOp>([&](TriluOp o) {
             d[0] = TriluOp::create(gb.b(), gb.loc(), g.getType(), g, o.getUpperAttr(), o.getKAttr());
             return success();

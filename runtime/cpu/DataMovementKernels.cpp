@@ -275,6 +275,81 @@ absl::StatusOr<PreparedStep> prepareGather(const KernelContext &c) {
   return c.error(absl::StrCat("indices must be i32 or i64, got ", dtypeName(c.in[1].dtype)));
 }
 
+/// gather_elements and its gradient walk the indices tensor; `data` is the
+/// gathered-from (or scattered-into) tensor of the same rank.
+struct ElementIndexing {
+  std::vector<int64_t> idxShape, dataStrides;
+  int64_t axis, dim;
+  /// Offset in `data` of the element index `flat` of `indices` selects.
+  template <typename I>
+  absl::StatusOr<int64_t> offset(const I *idx, int64_t flat, const std::string &where) const {
+    int64_t v = static_cast<int64_t>(idx[flat]);
+    if (v < -dim || v >= dim)
+      return absl::OutOfRangeError(absl::StrCat(where, "index ", v, " is out of range for ", dim));
+    if (v < 0) v += dim;
+    int64_t off = 0, rem = flat;
+    for (size_t d = idxShape.size(); d-- > 0;) {
+      int64_t coord = rem % idxShape[d];
+      rem /= idxShape[d];
+      off += (static_cast<int64_t>(d) == axis ? v : coord) * dataStrides[d];
+    }
+    return off;
+  }
+};
+
+absl::StatusOr<ElementIndexing> elementIndexing(const KernelContext &c, const TensorView &data,
+                                                const TensorView &idx) {
+  if (data.rank() < 1 || idx.rank() != data.rank())
+    return c.error("data and indices must have one rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", data.rank()));
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && idx.shape[d] > data.shape[d])
+      return c.error("indices are larger than the data off the axis");
+  if (idx.dtype != plan::I64 && idx.dtype != plan::I32) return c.error("indices must be i32 or i64");
+  return ElementIndexing{idx.shape, contiguousStrides(data.shape), axis, data.shape[axis]};
+}
+
+absl::StatusOr<PreparedStep> prepareGatherElements(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[1].shape, "result"));
+  DS_ASSIGN_OR_RETURN(ElementIndexing ix, elementIndexing(c, c.in[0], c.in[1]));
+  const TensorView data = c.in[0], idx = c.in[1], out = c.out[0];
+  size_t es = dtypeSize(data.dtype);
+  std::string where(c.error("").message());
+  return PreparedStep([=]() -> absl::Status {
+    for (int64_t i = 0; i < idx.numel; ++i) {
+      absl::StatusOr<int64_t> off = idx.dtype == plan::I64 ? ix.offset(idx.as<int64_t>(), i, where)
+                                                           : ix.offset(idx.as<int32_t>(), i, where);
+      if (!off.ok()) return off.status();
+      std::memcpy(static_cast<uint8_t *>(out.data) + i * es,
+                  static_cast<const uint8_t *>(data.data) + *off * es, es);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareGatherElementsGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[1], plan::F32, "dy"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], c.in[0].shape, "dy"));
+  DS_ASSIGN_OR_RETURN(ElementIndexing ix, elementIndexing(c, c.out[0], c.in[0]));
+  const TensorView idx = c.in[0], dy = c.in[1], out = c.out[0];
+  std::string where(c.error("").message());
+  return PreparedStep([=]() -> absl::Status {
+    float *o = out.as<float>();
+    std::fill(o, o + out.numel, 0.0f);
+    for (int64_t i = 0; i < idx.numel; ++i) {
+      absl::StatusOr<int64_t> off = idx.dtype == plan::I64 ? ix.offset(idx.as<int64_t>(), i, where)
+                                                           : ix.offset(idx.as<int32_t>(), i, where);
+      if (!off.ok()) return off.status();
+      o[*off] += dy.as<float>()[i];
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<PreparedStep> prepareExpand(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(expectSameDType(c));
@@ -361,6 +436,8 @@ void registerDataMovementKernels(KernelRegistry &r) {
   r.add("concat", prepareConcat);
   r.add("split", prepareSplit);
   r.add("gather", prepareGather);
+  r.add("gather_elements", prepareGatherElements);
+  r.add("gather_elements_grad", prepareGatherElementsGrad);
   r.add("expand", prepareExpand);
 }
 

@@ -366,6 +366,12 @@ private:
   LogicalResult softmaxCrossEntropyLoss(const onnx::NodeProto &n);
   LogicalResult activation(const onnx::NodeProto &n);
   LogicalResult gatherElements(const onnx::NodeProto &n);
+  LogicalResult globalPool(const onnx::NodeProto &n);
+  LogicalResult prelu(const onnx::NodeProto &n);
+  LogicalResult tile(const onnx::NodeProto &n);
+  LogicalResult hardmax(const onnx::NodeProto &n);
+  LogicalResult oneHot(const onnx::NodeProto &n);
+  Value iota(int64_t n, int64_t axis, int64_t rank, Type elem);
   LogicalResult nllLossNode(const onnx::NodeProto &n);
   FailureOr<Value> nllLoss(const onnx::NodeProto &n, Value logProb, Value target, Value weight,
                            StringRef reduction);
@@ -1433,6 +1439,132 @@ template <typename OpTy> LogicalResult OnnxImporter::argReduce(const onnx::NodeP
   return success();
 }
 
+/// [0, n) laid along `axis` of a rank-`rank` tensor (other dims 1).
+Value OnnxImporter::iota(int64_t n, int64_t axis, int64_t rank, Type elem) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = n;
+  SmallVector<Attribute> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(isa<FloatType>(elem) ? Attribute(b_.getFloatAttr(elem, i))
+                                     : Attribute(b_.getIntegerAttr(elem, i)));
+  return constant(DenseElementsAttr::get(RankedTensorType::get(shape, elem), v));
+}
+
+LogicalResult OnnxImporter::globalPool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3) return nodeError(n) << "needs an input [N, C, spatial...]";
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+  FailureOr<Value> y = n.op_type() == "GlobalAveragePool" ? reduceWith<ReduceMeanOp>(x, axes, true)
+                                                          : reduceWith<ReduceMaxOp>(x, axes, true);
+  if (failed(y)) return failure();
+  setOutput(n, 0, *y);
+  return success();
+}
+
+LogicalResult OnnxImporter::prelu(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(slope, required(n, 1));
+  Value zero = scalar(typeOf(x).getElementType(), 0.0);
+  DS_TRY(neg, build<LessOp>({x, zero}));
+  DS_TRY(scaled, build<MulOp>({x, slope}));
+  DS_TRY(y, build<WhereOp>({neg, scaled, x}));
+  if (typeOf(y).getShape() != typeOf(x).getShape())
+    return nodeError(n) << "slope must broadcast to the input";
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::tile(const onnx::NodeProto &n) {
+  // tile = reshape(expand(reshape(x, [1, d0, 1, d1, ...]), [r0, d0, r1, d1, ...]))
+  DS_TRY(x, required(n, 0));
+  DS_TRY(reps, constantInts(n, 1, "repeats"));
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  if (reps.size() != s.size()) return nodeError(n) << "repeats must have one entry per dimension";
+  SmallVector<int64_t> inter, expanded, out;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (reps[d] < 0) return nodeError(n) << "repeats must be non-negative";
+    inter.append({1, s[d]});
+    expanded.append({reps[d], s[d]});
+    out.push_back(reps[d] * s[d]);
+  }
+  DS_TRY(a, reshape(x, inter));
+  DS_TRY(e, buildTyped<ExpandOp>(RankedTensorType::get(expanded, typeOf(x).getElementType()), a));
+  DS_TRY(y, reshape(e, out));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::hardmax(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  DS_TRY(axis, intAttr(n, "axis", opset_ >= 13 ? -1 : 1));
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  Value in = x;
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  if (opset_ < 13 && axis != rank - 1) { // coerced to 2-D before opset 13
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= shape[d];
+    DS_TRY(x2, reshape(x, {outer, inner}));
+    in = x2;
+    axis = 1;
+  }
+  int64_t r = typeOf(in).getRank();
+  SmallVector<int64_t> kept(typeOf(in).getShape());
+  kept[axis] = 1;
+  DS_TRY(am, buildTyped<ArgMaxOp>(RankedTensorType::get(kept, b_.getI64Type()), in,
+                                  {i64Attr("axis", axis)}));
+  Value ids = iota(typeOf(in).getDimSize(axis), axis, r, b_.getI64Type());
+  DS_TRY(eq, build<EqualOp>({ids, am}));
+  DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(typeOf(eq).getShape(), typeOf(x).getElementType()), eq));
+  DS_TRY(out, reshape(y, shape));
+  setOutput(n, 0, out);
+  return success();
+}
+
+LogicalResult OnnxImporter::oneHot(const onnx::NodeProto &n) {
+  DS_TRY(idx, required(n, 0));
+  // depth may be of any numeric type (ONNX allows float depths).
+  DenseElementsAttr depthAttr = constantOf(input(n, 1));
+  if (!depthAttr || depthAttr.getNumElements() != 1)
+    return nodeError(n) << "depth must be a scalar known at compile time";
+  SmallVector<int64_t> depthV{
+      isa<FloatType>(depthAttr.getElementType())
+          ? static_cast<int64_t>((*depthAttr.getValues<APFloat>().begin()).convertToDouble())
+          : (*depthAttr.getValues<APInt>().begin()).getSExtValue()};
+  DS_TRY(values, required(n, 2));
+  if (depthV[0] <= 0) return nodeError(n) << "depth must be positive";
+  if (typeOf(values).getNumElements() != 2) return nodeError(n) << "values must hold [off, on]";
+  int64_t depth = depthV[0];
+  int64_t outRank = typeOf(idx).getRank() + 1;
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  if (axis < -outRank || axis >= outRank) return nodeError(n) << "axis " << axis << " is out of range";
+  if (axis < 0) axis += outRank;
+  // Integer indices, negatives counting from the end.
+  Value i64 = idx;
+  if (typeOf(idx).getElementType() != b_.getI64Type()) {
+    DS_TRY(c, buildTyped<CastOp>(RankedTensorType::get(typeOf(idx).getShape(), b_.getI64Type()), idx));
+    i64 = c;
+  }
+  Value zero = scalar(b_.getI64Type(), 0), dep = scalar(b_.getI64Type(), static_cast<double>(depth));
+  DS_TRY(isNeg, build<LessOp>({i64, zero}));
+  DS_TRY(wrapped, build<AddOp>({i64, dep}));
+  DS_TRY(norm, build<WhereOp>({isNeg, wrapped, i64}));
+  DS_TRY(u, build<UnsqueezeOp>({norm}, {arrAttr("axes", {axis})}));
+  DS_TRY(eq, build<EqualOp>({u, iota(depth, axis, outRank, b_.getI64Type())}));
+  Type vt = typeOf(values).getElementType();
+  DS_TRY(off, buildTyped<SliceOp>(RankedTensorType::get({1}, vt), values,
+                                  {arrAttr("starts", {0}), arrAttr("steps", {1})}));
+  DS_TRY(on, buildTyped<SliceOp>(RankedTensorType::get({1}, vt), values,
+                                 {arrAttr("starts", {1}), arrAttr("steps", {1})}));
+  DS_TRY(off0, reshape(off, {}));
+  DS_TRY(on0, reshape(on, {}));
+  DS_TRY(y, build<WhereOp>({eq, on0, off0}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::gatherElements(const onnx::NodeProto &n) {
   DS_TRY(data, required(n, 0));
   DS_TRY(idx, required(n, 1));
@@ -1664,6 +1796,12 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"BatchNormalization", &OnnxImporter::batchNorm},
       {"ArgMax", &OnnxImporter::argReduce<ArgMaxOp>},
       {"GatherElements", &OnnxImporter::gatherElements},
+      {"GlobalAveragePool", &OnnxImporter::globalPool},
+      {"GlobalMaxPool", &OnnxImporter::globalPool},
+      {"PRelu", &OnnxImporter::prelu},
+      {"Tile", &OnnxImporter::tile},
+      {"Hardmax", &OnnxImporter::hardmax},
+      {"OneHot", &OnnxImporter::oneHot},
       {"NegativeLogLikelihoodLoss", &OnnxImporter::nllLossNode},
       {"ArgMin", &OnnxImporter::argReduce<ArgMinOp>},
       {"Floor", &OnnxImporter::unary<FloorOp>},

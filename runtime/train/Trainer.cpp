@@ -1,7 +1,9 @@
 #include "runtime/train/Trainer.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -11,6 +13,9 @@
 
 namespace ds::rt {
 namespace {
+
+std::atomic<int> stopSignal{0};
+extern "C" void onStopSignal(int sig) { stopSignal.store(sig); }
 
 HostArray scalarF32(float v) {
   HostArray a;
@@ -85,6 +90,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
     return saveCheckpoint(o.checkpointDir, meta, session);
   };
 
+  // Preemption: finish the step in flight, save, and stop.
+  stopSignal.store(0);
+  std::signal(SIGTERM, onStopSignal);
+  std::signal(SIGINT, onStopSignal);
   const int64_t gas = std::max<int64_t>(1, t.gradient_accumulation_steps());
   const bool sgd = t.optimizer().kind() == ds::plan::Optimizer::SGD;
   auto start = std::chrono::steady_clock::now();
@@ -143,13 +152,21 @@ absl::Status train(Session &session, const TrainOptions &o) {
       std::fflush(stderr);
     }
     bool last = step + 1 == o.steps;
+    int sig = stopSignal.load();
     if (!o.checkpointDir.empty() &&
-        ((o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0) || last)) {
+        ((o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0) || last || sig)) {
       absl::Status st = save(step + 1);
       if (!st.ok()) {
         closeLog();
         return st;
       }
+    }
+    if (sig && !last) {
+      closeLog();
+      return absl::CancelledError(absl::StrFormat(
+          "stopped by signal %d after step %lld%s", sig, static_cast<long long>(step + 1),
+          o.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                  : "; checkpoint saved, continue with --resume"));
     }
   }
   if (o.progress) std::fprintf(stderr, "\n");

@@ -23,7 +23,10 @@ struct TrainOptions {
 };
 
 /// Runs training to `steps` optimizer steps. Fails with the step number on
-/// a non-finite loss.
+/// a non-finite loss. SIGTERM/SIGINT (preemption) end the run after the
+/// current step, with a checkpoint when a directory is given: the status is
+/// then kCancelled, naming the step, so a launcher can tell "resume me"
+/// from failure.
 absl::Status train(Session &session, const TrainOptions &options);
 
 } // namespace ds::rt

@@ -137,6 +137,11 @@ int main(int argc, char **argv) {
     t.progress = isatty(STDERR_FILENO);
     if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
     absl::Status st = train(**session, t);
+    if (absl::IsCancelled(st)) {
+      // Preempted: state saved; EX_TEMPFAIL tells a launcher to resume.
+      std::fprintf(stderr, "ds-run: %s\n", std::string(st.message()).c_str());
+      return 75;
+    }
     if (!st.ok()) return fail(st);
     return 0;
   }

@@ -53,6 +53,13 @@ public:
 
 private:
   LogicalResult readConfig(func::FuncOp main) {
+    // The batch arithmetic takes any world size, but ds-run does not run
+    // data-parallel ranks yet: a plan for N ranks would train on 1/N of each
+    // batch on one rank, silently. Refuse it until the runtime has ranks.
+    if (worldSize != 1)
+      return main.emitError("world size ")
+             << worldSize << " needs multi-rank data parallelism, which ds-run does not run yet; "
+             << "compile with --world-size 1";
     // The micro-batch is the leading dimension of the data inputs.
     int64_t modelBatch = -1;
     for (Type t : main.getArgumentTypes()) {

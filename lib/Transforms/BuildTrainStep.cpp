@@ -58,7 +58,7 @@ private:
     // batch on one rank, silently. Refuse it until the runtime has ranks.
     if (worldSize != 1)
       return main.emitError("world size ")
-             << worldSize << " needs multi-rank data parallelism, which ds-run does not run yet; "
+             << static_cast<int64_t>(worldSize) << " needs multi-rank data parallelism, which ds-run does not run yet; "
              << "compile with --world-size 1";
     // The micro-batch is the leading dimension of the data inputs.
     int64_t modelBatch = -1;

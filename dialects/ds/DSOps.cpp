@@ -558,6 +558,109 @@ OpFoldResult ExpandOp::fold(FoldAdaptor) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Spatial output extents of a window op, or failure with a diagnostic.
+static FailureOr<SmallVector<int64_t>>
+windowOutput(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> kernel,
+             ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads) {
+  size_t k = in.size();
+  if (kernel.size() != k || strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
+    return FailureOr<SmallVector<int64_t>>(
+        op->emitOpError("needs one kernel, stride and dilation and two pads per spatial "
+                        "dimension"));
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < k; ++i) {
+    if (kernel[i] <= 0 || strides[i] <= 0 || dilations[i] <= 0 || pads[i] < 0 || pads[i + k] < 0)
+      return FailureOr<SmallVector<int64_t>>(
+          op->emitOpError("kernel, strides and dilations must be positive, pads non-negative"));
+    int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t padded = in[i] + pads[i] + pads[i + k];
+    if (padded < span)
+      return FailureOr<SmallVector<int64_t>>(
+          op->emitOpError("window of ") << span << " exceeds the padded extent " << padded);
+    out.push_back((padded - span) / strides[i] + 1);
+  }
+  return out;
+}
+
+static LogicalResult verifyConvAttrs(Operation *op, RankedTensorType x, RankedTensorType w,
+                                     ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+                                     ArrayRef<int64_t> pads, int64_t group,
+                                     SmallVectorImpl<int64_t> &outShape) {
+  if (x.getRank() < 3 || w.getRank() != x.getRank() || x.getElementType() != w.getElementType())
+    return op->emitOpError("input and weight need one rank >= 3 and element type");
+  int64_t c = x.getDimSize(1), m = w.getDimSize(0);
+  if (group <= 0 || c % group || m % group || w.getDimSize(1) * group != c)
+    return op->emitOpError("group ") << group << " must divide " << c << " input and " << m
+                                     << " output channels, with C/group weight channels";
+  auto o = windowOutput(op, x.getShape().drop_front(2), w.getShape().drop_front(2), strides,
+                        dilations, pads);
+  if (failed(o)) return failure();
+  outShape.assign({x.getDimSize(0), m});
+  llvm::append_range(outShape, *o);
+  return success();
+}
+
+LogicalResult ConvOp::verify() {
+  SmallVector<int64_t> shape;
+  if (failed(verifyConvAttrs(*this, getInput().getType(), getWeight().getType(), getStrides(),
+                             getDilations(), getPads(), getGroup(), shape)))
+    return failure();
+  if (getBias() && getBias().getType().getShape() != ArrayRef<int64_t>{shape[1]})
+    return emitOpError("bias must be [") << shape[1] << "]";
+  if (getType().getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result must be ") << shapeStr(shape);
+  return success();
+}
+
+LogicalResult ConvGradOp::verify() {
+  SmallVector<int64_t> shape;
+  if (failed(verifyConvAttrs(*this, getInput().getType(), getWeight().getType(), getStrides(),
+                             getDilations(), getPads(), getGroup(), shape)))
+    return failure();
+  if (getDy().getType().getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("dy must be ") << shapeStr(shape);
+  if (getDInput().getType() != getInput().getType() ||
+      getDWeight().getType() != getWeight().getType())
+    return emitOpError("results must have the input's and the weight's types");
+  return success();
+}
+
+static LogicalResult verifyPool(Operation *op, RankedTensorType x, RankedTensorType out,
+                                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads) {
+  if (x.getRank() < 3) return op->emitOpError("needs an input of rank >= 3");
+  if (out.getRank() != x.getRank() || out.getDimSize(0) != x.getDimSize(0) ||
+      out.getDimSize(1) != x.getDimSize(1))
+    return op->emitOpError("result must keep N and C");
+  size_t k = x.getRank() - 2;
+  auto o = windowOutput(op, x.getShape().drop_front(2), kernel, strides, dilations, pads);
+  if (failed(o)) return failure();
+  for (size_t i = 0; i < k; ++i) {
+    int64_t n = out.getDimSize(i + 2);
+    // A window may hang over the end padding (ceil_mode), not start past it.
+    if (n < (*o)[i] || n <= 0 || (n - 1) * strides[i] >= x.getDimSize(i + 2) + pads[i])
+      return op->emitOpError("spatial dimension ") << i << " of the result (" << n
+                                                   << ") does not fit the windows";
+  }
+  return success();
+}
+
+LogicalResult PoolOp::verify() {
+  return verifyPool(*this, getInput().getType(), getType(), getKernel(), getStrides(),
+                    getDilations(), getPads());
+}
+
+LogicalResult PoolGradOp::verify() {
+  if (getType() != getInput().getType())
+    return emitOpError("result must have the input's type");
+  return verifyPool(*this, getInput().getType(), getDy().getType(), getKernel(), getStrides(),
+                    getDilations(), getPads());
+}
+
+//===----------------------------------------------------------------------===//
 // Training ops
 //===----------------------------------------------------------------------===//
 

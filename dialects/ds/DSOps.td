@@ -281,6 +281,107 @@ def DS_MatmulOp : DS_Op<"matmul",
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling (N-D, channels second: [N, C, spatial...])
+//===----------------------------------------------------------------------===//
+
+def DS_ConvOp : DS_Op<"conv", [Pure]> {
+  let summary = "N-D convolution with groups, strides, dilations and padding";
+  let description = [{
+    `input` [N, C, d...], `weight` [M, C/group, k...], optional `bias` [M];
+    `pads` holds the begin pads of every spatial dimension, then the end
+    pads (ONNX `Conv`; `auto_pad` is resolved at import).
+
+    **Constraints:**
+    - input and weight have the same rank >= 3 and element type.
+    - `strides`, `dilations` have one entry per spatial dimension, `pads`
+      two; strides and dilations are positive, pads non-negative.
+    - `group` divides C and M, and the weight has C/group input channels.
+    - `bias`, if present, is [M].
+    - the result is [N, M, o...] with o = (d + pads - dilation (k - 1) - 1) / stride + 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                   Optional<DS_FloatTensor>:$bias, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_ConvGradOp : DS_Op<"conv_grad", [Pure]> {
+  let summary = "gradients of conv with respect to input and weight";
+  let description = [{
+    For the output gradient `dy` of `conv(input, weight)` with the same
+    attributes: `d_input` (col2im of weight^T dy) and `d_weight` (dy times
+    the im2col of the input). The bias gradient is a sum of `dy`.
+
+    **Constraints:**
+    - the attributes satisfy conv's constraints for `input` and `weight`.
+    - `dy` has conv's result shape; the results have the input's and the
+      weight's types.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight, DS_FloatTensor:$dy,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads, I64Attr:$group);
+  let results = (outs DS_FloatTensor:$d_input, DS_FloatTensor:$d_weight);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_PoolKind : I32EnumAttr<"PoolKind", "pooling reduction", [
+    I32EnumAttrCase<"Max", 0, "max">, I32EnumAttrCase<"Avg", 1, "avg">]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_PoolKindAttr : EnumAttr<DS_Dialect, DS_PoolKind, "pool_kind">;
+
+def DS_PoolOp : DS_Op<"pool", [Pure]> {
+  let summary = "N-D max or average pooling";
+  let description = [{
+    Windows of `kernel` elements with `strides`, `dilations` and `pads`
+    (begin pads, then end pads) over the spatial dimensions of
+    [N, C, d...]. Padding never wins a max; an average divides by the
+    window's in-bounds size unless `count_include_pad`. The result shape
+    is given (ceil_mode is resolved at import).
+
+    **Constraints:**
+    - the input has rank >= 3; kernel, strides, dilations have one
+      positive entry per spatial dimension, pads two non-negative ones.
+    - the result is [N, C, o...] with every window starting inside the
+      padded input.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_PoolKindAttr:$kind,
+                   DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_PoolGradOp : DS_Op<"pool_grad", [Pure]> {
+  let summary = "gradient of pool with respect to its input";
+  let description = [{
+    Max: each window's gradient goes to its first maximum; average: spread
+    over the window as the forward divided.
+
+    **Constraints:**
+    - the attributes and `dy`'s shape are those of `pool` on `input`.
+    - the result has the input's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$dy, DS_PoolKindAttr:$kind,
+                   DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions and normalization
 //===----------------------------------------------------------------------===//
 

@@ -366,6 +366,11 @@ private:
   LogicalResult softmaxCrossEntropyLoss(const onnx::NodeProto &n);
   LogicalResult activation(const onnx::NodeProto &n);
   LogicalResult gatherElements(const onnx::NodeProto &n);
+  LogicalResult conv(const onnx::NodeProto &n);
+  LogicalResult pool(const onnx::NodeProto &n);
+  FailureOr<SmallVector<int64_t>> windowPads(const onnx::NodeProto &n, ArrayRef<int64_t> in,
+                                             ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                             ArrayRef<int64_t> dilations);
   LogicalResult globalPool(const onnx::NodeProto &n);
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
@@ -1439,6 +1444,112 @@ template <typename OpTy> LogicalResult OnnxImporter::argReduce(const onnx::NodeP
   return success();
 }
 
+/// Begin and end pads of a window op: explicit `pads`, or auto_pad's SAME
+/// (output = ceil(in / stride), extra pad at the end for SAME_UPPER, at the
+/// beginning for SAME_LOWER) or VALID.
+FailureOr<SmallVector<int64_t>> OnnxImporter::windowPads(const onnx::NodeProto &n,
+                                                         ArrayRef<int64_t> in,
+                                                         ArrayRef<int64_t> kernel,
+                                                         ArrayRef<int64_t> strides,
+                                                         ArrayRef<int64_t> dilations) {
+  size_t k = in.size();
+  DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (autoPad == "NOTSET") {
+    DS_TRY(p, intsAttr(n, "pads"));
+    if (p) {
+      if (p->size() != 2 * k)
+        return FailureOr<SmallVector<int64_t>>(nodeError(n) << "pads needs " << 2 * k << " entries");
+      pads = *p;
+    }
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t d = 0; d < k; ++d) {
+      int64_t out = (in[d] + strides[d] - 1) / strides[d];
+      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 - in[d]);
+      int64_t small = total / 2, big = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : big;
+      pads[d + k] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autoPad != "VALID") {
+    return FailureOr<SmallVector<int64_t>>(nodeError(n) << "unknown auto_pad '" << autoPad << "'");
+  }
+  return pads;
+}
+
+LogicalResult OnnxImporter::conv(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value bias = input(n, 2);
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3 || typeOf(w).getRank() != rank)
+    return nodeError(n) << "input and weight must be [N, C, spatial...] and [M, C/group, k...]";
+  size_t k = rank - 2;
+  ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(dl, intsAttr(n, "dilations"));
+  DS_TRY(group, intAttr(n, "group", 1));
+  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
+  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (strides.size() != k || dilations.size() != k)
+    return nodeError(n) << "strides and dilations need one entry per spatial dimension";
+  DS_TRY(pads, windowPads(n, typeOf(x).getShape().drop_front(2), kernel, strides, dilations));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(w).getDimSize(0)};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t padded = typeOf(x).getDimSize(d + 2) + pads[d] + pads[d + k];
+    if (strides[d] <= 0 || padded < span) return nodeError(n) << "the kernel does not fit the input";
+    shape.push_back((padded - span) / strides[d] + 1);
+  }
+  SmallVector<Value> operands{x, w};
+  if (bias) operands.push_back(bias);
+  DS_TRY(y, buildTyped<ConvOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), operands,
+                               {arrAttr("strides", strides), arrAttr("dilations", dilations),
+                                arrAttr("pads", pads), i64Attr("group", group)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  if (n.output_size() > 1 && !n.output(1).empty())
+    return nodeError(n) << "the Indices output is not supported";
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3) return nodeError(n) << "input must be [N, C, spatial...]";
+  size_t k = rank - 2;
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (!ks || ks->size() != k) return nodeError(n) << "kernel_shape needs one entry per spatial dimension";
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(dl, intsAttr(n, "dilations"));
+  DS_TRY(ceil, intAttr(n, "ceil_mode", 0));
+  DS_TRY(includePad, intAttr(n, "count_include_pad", 0));
+  SmallVector<int64_t> kernel = *ks;
+  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
+  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (strides.size() != k || dilations.size() != k)
+    return nodeError(n) << "strides and dilations need one entry per spatial dimension";
+  ArrayRef<int64_t> in = typeOf(x).getShape().drop_front(2);
+  DS_TRY(pads, windowPads(n, in, kernel, strides, dilations));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(x).getDimSize(1)};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t room = in[d] + pads[d] + pads[d + k] - span;
+    if (strides[d] <= 0 || room < 0) return nodeError(n) << "the window does not fit the input";
+    int64_t out = (ceil ? (room + strides[d] - 1) / strides[d] : room / strides[d]) + 1;
+    // ceil_mode: the last window must still start inside the input or its
+    // begin padding (PyTorch's and onnxruntime's rule).
+    if (ceil && (out - 1) * strides[d] >= in[d] + pads[d]) --out;
+    shape.push_back(out);
+  }
+  auto kind = n.op_type() == "MaxPool" ? PoolKind::Max : PoolKind::Avg;
+  DS_TRY(y, buildTyped<PoolOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), x,
+                               {attr("kind", PoolKindAttr::get(ctx_, kind)),
+                                arrAttr("kernel", kernel), arrAttr("strides", strides),
+                                arrAttr("dilations", dilations), arrAttr("pads", pads),
+                                attr("count_include_pad", b_.getBoolAttr(includePad != 0))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 /// [0, n) laid along `axis` of a rank-`rank` tensor (other dims 1).
 Value OnnxImporter::iota(int64_t n, int64_t axis, int64_t rank, Type elem) {
   SmallVector<int64_t> shape(rank, 1);
@@ -1796,6 +1907,9 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"BatchNormalization", &OnnxImporter::batchNorm},
       {"ArgMax", &OnnxImporter::argReduce<ArgMaxOp>},
       {"GatherElements", &OnnxImporter::gatherElements},
+      {"Conv", &OnnxImporter::conv},
+      {"MaxPool", &OnnxImporter::pool},
+      {"AveragePool", &OnnxImporter::pool},
       {"GlobalAveragePool", &OnnxImporter::globalPool},
       {"GlobalMaxPool", &OnnxImporter::globalPool},
       {"PRelu", &OnnxImporter::prelu},

@@ -110,6 +110,22 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         setInt(s, "select_last_index", a.getSelectLastIndex());
         return success();
       })
+      .Case<ConvOp, ConvGradOp>([&](auto o) {
+        setInts(s, "strides", o.getStrides());
+        setInts(s, "dilations", o.getDilations());
+        setInts(s, "pads", o.getPads());
+        setInt(s, "group", o.getGroup());
+        return success();
+      })
+      .Case<PoolOp, PoolGradOp>([&](auto o) {
+        (*s.mutable_attrs())["kind"].set_s(stringifyPoolKind(o.getKind()).str());
+        setInts(s, "kernel", o.getKernel());
+        setInts(s, "strides", o.getStrides());
+        setInts(s, "dilations", o.getDilations());
+        setInts(s, "pads", o.getPads());
+        setInt(s, "count_include_pad", o.getCountIncludePad());
+        return success();
+      })
       .Case<FillOp>([&](FillOp f) {
         (*s.mutable_attrs())["value"].set_f(f.getValue().convertToDouble());
         return success();

@@ -406,6 +406,26 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
                                         o.getAxisAttr());
             return success();
           })
+          .Case<ConvOp>([&](ConvOp o) {
+            auto cg = ConvGradOp::create(gb.b(), gb.loc(), TypeRange{operandType(0), operandType(1)},
+                                         o.getInput(), o.getWeight(), g, o.getStridesAttr(),
+                                         o.getDilationsAttr(), o.getPadsAttr(), o.getGroupAttr());
+            d[0] = cg.getDInput();
+            d[1] = cg.getDWeight();
+            if (o.getBias()) {
+              SmallVector<int64_t> axes{0};
+              for (int64_t i = 2; i < typeOf(g).getRank(); ++i) axes.push_back(i);
+              d[2] = gb.reduceSum(g, axes, /*keepdims=*/false);
+            }
+            return success();
+          })
+          .Case<PoolOp>([&](PoolOp o) {
+            d[0] = PoolGradOp::create(gb.b(), gb.loc(), operandType(0), o.getInput(), g,
+                                      o.getKindAttr(), o.getKernelAttr(), o.getStridesAttr(),
+                                      o.getDilationsAttr(), o.getPadsAttr(),
+                                      o.getCountIncludePadAttr());
+            return success();
+          })
           .Case<GatherElementsOp>([&](GatherElementsOp o) {
             d[0] = GatherElementsGradOp::create(gb.b(), gb.loc(), operandType(0), o.getIndices(), g,
                                                 o.getAxisAttr());

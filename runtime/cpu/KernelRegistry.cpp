@@ -95,6 +95,7 @@ const KernelRegistry &cpuKernels() {
     registerNormalizationKernels(*r);
     registerDataMovementKernels(*r);
     registerTrainingKernels(*r);
+    registerConvKernels(*r);
     return r;
   }();
   return *registry;

@@ -52,9 +52,16 @@ void registerLinalgKernels(KernelRegistry &r);
 void registerNormalizationKernels(KernelRegistry &r);
 void registerDataMovementKernels(KernelRegistry &r);
 void registerTrainingKernels(KernelRegistry &r);
+void registerConvKernels(KernelRegistry &r);
 
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();
+
+/// Row-major single-threaded f32 GEMM, C = alpha op(A) op(B) + beta C, on
+/// the build's GEMM library (LinalgKernels.cpp).
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+           int64_t ldc);
 
 /// Product of dims [from, to) of `s` (1 when empty).
 inline int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {

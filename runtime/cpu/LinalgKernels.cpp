@@ -161,6 +161,17 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
 
 } // namespace
 
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+           int64_t ldc) {
+#ifdef DS_GEMM_ONEDNN
+  dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
 void registerLinalgKernels(KernelRegistry &r) { r.add("matmul", prepareMatmul); }
 
 } // namespace ds::rt::cpu

@@ -141,6 +141,17 @@ CASES = {
     "CumSum": (lambda: ([helper.make_node("CumSum", ["x0", "ax"], ["y"], exclusive=1)],
                         [const("ax", np.array(1, np.int64))]), [(3, 4)], False),
     "Trilu": (unary("Trilu", upper=0), [(4, 4)], False),
+    "Conv": (lambda: ([helper.make_node("Conv", ["x0", "x1", "x2"], ["y"], pads=[1, 0, 1, 2],
+                                        strides=[2, 1])], []), [(2, 3, 5, 6), (4, 3, 3, 2), (4,)], False),
+    "ConvGroupDilated": (lambda: ([helper.make_node("Conv", ["x0", "x1"], ["y"], group=2,
+                                                    dilations=[2, 1], auto_pad="SAME_UPPER")], []),
+                         [(1, 4, 6, 5), (6, 2, 2, 3)], False),
+    "Conv1D": (lambda: ([helper.make_node("Conv", ["x0", "x1"], ["y"], pads=[1, 1])], []),
+               [(2, 3, 7), (2, 3, 3)], False),
+    "MaxPool": (unary("MaxPool", kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 0, 1]),
+                [(2, 3, 6, 7)], False),
+    "AveragePool": (unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                          count_include_pad=0, ceil_mode=1), [(2, 2, 6, 7)], False),
 }
 
 

@@ -172,3 +172,16 @@ func.func @values() -> (tensor<2xf32>, tensor<3xi64>) {
   %p = ds.parameter "fc.bias" = dense<[0.5, 0.25]> : tensor<2xf32>
   return %p, %c : tensor<2xf32>, tensor<3xi64>
 }
+
+// CHECK-LABEL: func.func @windows
+func.func @windows(%x: tensor<2x4x6x6xf32>, %w: tensor<8x2x3x3xf32>, %b: tensor<8xf32>) -> tensor<2x8x3x3xf32> {
+  // CHECK: ds.conv %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+  %y = ds.conv %x, %w, %b {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 2 : i64} : (tensor<2x4x6x6xf32>, tensor<8x2x3x3xf32>, tensor<8xf32>) -> tensor<2x8x3x3xf32>
+  // CHECK: ds.conv_grad
+  %dx, %dw = ds.conv_grad %x, %w, %y {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 2 : i64} : (tensor<2x4x6x6xf32>, tensor<8x2x3x3xf32>, tensor<2x8x3x3xf32>) -> (tensor<2x4x6x6xf32>, tensor<8x2x3x3xf32>)
+  // CHECK: ds.pool %{{.*}} {count_include_pad = true, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, kind = #ds<pool_kind avg>
+  %p = ds.pool %y {kind = #ds<pool_kind avg>, kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, count_include_pad = true} : (tensor<2x8x3x3xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK: ds.pool_grad
+  %pg = ds.pool_grad %y, %p {kind = #ds<pool_kind avg>, kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, count_include_pad = true} : (tensor<2x8x3x3xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x3x3xf32>
+  return %y : tensor<2x8x3x3xf32>
+}

@@ -392,3 +392,48 @@ func.func @arg_min_axis(%a: tensor<2x3xf32>) {
   %0 = ds.arg_min %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
   return
 }
+
+// -----
+
+// Conv: group must divide the channels, with C/group weight channels.
+func.func @conv_group(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error@+1 {{group 2 must divide 4 input and 6 output channels}}
+  %0 = ds.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, group = 2 : i64} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return
+}
+
+// -----
+
+// Conv: the result shape follows from the window arithmetic.
+func.func @conv_result(%x: tensor<1x3x5x5xf32>, %w: tensor<2x3x3x3xf32>) {
+  // expected-error@+1 {{result must be [1x2x2x2]}}
+  %0 = ds.conv %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, group = 1 : i64} : (tensor<1x3x5x5xf32>, tensor<2x3x3x3xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// Conv: bias is [M].
+func.func @conv_bias(%x: tensor<1x3x5x5xf32>, %w: tensor<2x3x3x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{bias must be [2]}}
+  %0 = ds.conv %x, %w, %b {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, group = 1 : i64} : (tensor<1x3x5x5xf32>, tensor<2x3x3x3xf32>, tensor<3xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// Pool: the window must fit in the padded input.
+func.func @pool_window(%x: tensor<1x1x2x2xf32>) {
+  // expected-error@+1 {{window of 3 exceeds the padded extent 2}}
+  %0 = ds.pool %x {kind = #ds<pool_kind max>, kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
+  return
+}
+
+// -----
+
+// Pool: one positive kernel entry per spatial dimension.
+func.func @pool_kernel(%x: tensor<1x1x4x4xf32>) {
+  // expected-error@+1 {{needs one kernel, stride and dilation and two pads per spatial dimension}}
+  %0 = ds.pool %x {kind = #ds<pool_kind avg>, kernel = array<i64: 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  return
+}

@@ -14,7 +14,7 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev zlib1g-dev libzip-dev
   libopenmpi-dev openmpi-bin liburing-dev
   libgtest-dev libbenchmark-dev
-  python3-onnx python3-numpy python3-torch libonnx-testdata
+  python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -40,7 +40,7 @@ def python_has(module):
 
 if config.build_compiler:
     config.available_features.add("compiler")
-for module in ("onnx", "numpy", "torch"):
+for module in ("onnx", "numpy", "torch", "torchvision"):
     if python_has(module):
         config.available_features.add(module)
 # GPU tests need a device, not just the toolkit.

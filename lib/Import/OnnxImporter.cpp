@@ -27,6 +27,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -36,10 +37,11 @@ using namespace mlir::ds;
 
 namespace {
 
-// Opsets 7 to 12 differ from 13 only in ways the handlers below cover
-// (attributes that became inputs, Softmax's 2-D coercion); opset 6 and
-// older have legacy broadcasting and are refused.
-constexpr int64_t kMinOpset = 7;
+// Opsets 6 to 12 differ from 13 only in ways the handlers below cover
+// (attributes that became inputs, Softmax's 2-D coercion, opset 6's
+// `broadcast`/`axis` attributes and `is_test` flags); older opsets changed
+// op signatures more widely and are refused.
+constexpr int64_t kMinOpset = 6;
 constexpr int64_t kMaxOpset = 21;
 
 class OnnxImporter;
@@ -374,6 +376,9 @@ private:
   LogicalResult globalPool(const onnx::NodeProto &n);
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
+  LogicalResult pad(const onnx::NodeProto &n);
+  FailureOr<Value> legacyBroadcast(const onnx::NodeProto &n, Value a, Value c);
+  FailureOr<Value> sliceAxis(Value x, int64_t axis, int64_t start, int64_t step, int64_t count);
   LogicalResult hardmax(const onnx::NodeProto &n);
   LogicalResult oneHot(const onnx::NodeProto &n);
   Value iota(int64_t n, int64_t axis, int64_t rank, Type elem);
@@ -623,9 +628,44 @@ template <typename OpTy> LogicalResult OnnxImporter::unary(const onnx::NodeProto
   return success();
 }
 
+/// "[2x3]", as the dialect's verifiers print shapes.
+static std::string shapeText(ArrayRef<int64_t> shape) {
+  return "[" + llvm::join(llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x") + "]";
+}
+
+/// Opset 6 and older broadcast only when `broadcast` = 1, aligning the
+/// right operand's dimensions with the left's starting at `axis` (by default
+/// its trailing ones). A reshape to trailing ones turns that into numpy
+/// broadcasting.
+FailureOr<Value> OnnxImporter::legacyBroadcast(const onnx::NodeProto &n, Value a, Value c) {
+  if (opset_ >= 7) return c;
+  ArrayRef<int64_t> as = typeOf(a).getShape(), cs = typeOf(c).getShape();
+  DS_TRY(bcast, intAttr(n, "broadcast", 0));
+  if (!bcast) {
+    if (as != cs)
+      return FailureOr<Value>(nodeError(n) << "operand shapes " << shapeText(as) << " and "
+                                           << shapeText(cs) << " differ and broadcast is 0");
+    return c;
+  }
+  int64_t rankA = as.size(), rankC = cs.size();
+  DS_TRY(axis, intAttr(n, "axis", rankA - rankC));
+  if (axis < 0) axis += rankA;
+  if (axis < 0 || axis + rankC > rankA)
+    return FailureOr<Value>(nodeError(n) << "axis " << axis << " does not place a "
+                                         << shapeText(cs) << " operand inside " << shapeText(as));
+  for (int64_t i = 0; i < rankC; ++i)
+    if (cs[i] != 1 && cs[i] != as[axis + i])
+      return FailureOr<Value>(nodeError(n) << "operand " << shapeText(cs) << " does not match "
+                                           << shapeText(as) << " at axis " << axis);
+  SmallVector<int64_t> shape(cs);
+  shape.append(rankA - axis - rankC, 1);
+  return reshape(c, shape);
+}
+
 template <typename OpTy> LogicalResult OnnxImporter::binary(const onnx::NodeProto &n) {
   DS_TRY(a, required(n, 0));
-  DS_TRY(c, required(n, 1));
+  DS_TRY(c0, required(n, 1));
+  DS_TRY(c, legacyBroadcast(n, a, c0));
   DS_TRY(y, build<OpTy>({a, c}));
   setOutput(n, 0, y);
   return success();
@@ -655,7 +695,8 @@ LogicalResult OnnxImporter::mean(const onnx::NodeProto &n) {
 
 LogicalResult OnnxImporter::pow(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
-  DS_TRY(e, required(n, 1));
+  DS_TRY(e0, required(n, 1));
+  DS_TRY(e, legacyBroadcast(n, x, e0));
   // ONNX lets the exponent's type differ from the base's.
   if (typeOf(e).getElementType() != typeOf(x).getElementType()) {
     auto t = RankedTensorType::get(typeOf(e).getShape(), typeOf(x).getElementType());
@@ -676,6 +717,9 @@ LogicalResult OnnxImporter::identity(const onnx::NodeProto &n) {
 LogicalResult OnnxImporter::dropout(const onnx::NodeProto &n) {
   // Inference: the identity, and an all-true mask if anyone asks for it.
   DS_TRY(x, required(n, 0));
+  DS_TRY(isTest, intAttr(n, "is_test", 0));
+  if (opset_ < 7 && !isTest)
+    return nodeError(n) << "training-mode Dropout (is_test = 0) is not supported";
   if (input(n, 2)) {
     DenseElementsAttr mode = constantOf(input(n, 2));
     if (!mode || mode.getSplatValue<bool>())
@@ -1587,6 +1631,118 @@ LogicalResult OnnxImporter::prelu(const onnx::NodeProto &n) {
   return success();
 }
 
+FailureOr<Value> OnnxImporter::sliceAxis(Value x, int64_t axis, int64_t start, int64_t step,
+                                         int64_t count) {
+  SmallVector<int64_t> shape(typeOf(x).getShape()), starts(shape.size(), 0),
+      steps(shape.size(), 1);
+  shape[axis] = count;
+  starts[axis] = start;
+  steps[axis] = step;
+  return buildTyped<SliceOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), x,
+                             {arrAttr("starts", starts), arrAttr("steps", steps)});
+}
+
+// Pad is lowered axis by axis to slices and concatenations: a constant fill
+// is a constant block, `edge` repeats the border slice, `reflect` reads a
+// reversed slice, negative pads crop. These ops already have kernels and
+// gradient rules, so Pad trains with no kernel of its own.
+LogicalResult OnnxImporter::pad(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  RankedTensorType xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  DS_TRY(mode, stringAttr(n, "mode", "constant"));
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return nodeError(n) << "mode '" << mode << "' is not supported (constant, edge, reflect are)";
+  SmallVector<int64_t> given, axes;
+  Attribute fill = b_.getZeroAttr(xt.getElementType());
+  if (opset_ < 11) {
+    DS_TRY(p, intsAttr(n, "pads"));
+    if (!p) return nodeError(n) << "needs attribute 'pads'";
+    given = *p;
+    DS_TRY(v, floatAttr(n, "value", 0.0f));
+    if (!isa<FloatType>(xt.getElementType()))
+      return nodeError(n) << "Pad before opset 11 pads float tensors only";
+    fill = FloatAttr::get(xt.getElementType(), v);
+  } else {
+    DS_TRY(p, constantInts(n, 1, "pads"));
+    given = p;
+    if (input(n, 2)) {
+      // A float initializer imports as a parameter; the fill takes its value.
+      DenseElementsAttr c = constantOf(input(n, 2));
+      if (auto p = input(n, 2).getDefiningOp<ParameterOp>())
+        c = dyn_cast<DenseElementsAttr>(p.getValue());
+      if (!c || c.getNumElements() != 1 || c.getElementType() != xt.getElementType())
+        return nodeError(n) << "constant_value must be one element of the data's type, known "
+                               "at compile time";
+      fill = *c.getValues<Attribute>().begin();
+    }
+    if (input(n, 3)) {
+      DS_TRY(a, constantInts(n, 3, "axes"));
+      axes = a;
+    }
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  if (given.size() != 2 * axes.size())
+    return nodeError(n) << "pads has " << given.size() << " entries for " << axes.size()
+                        << " axes; it needs two per axis";
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  llvm::SmallSet<int64_t, 8> seen;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (failed(normalizeAxis(n, a, rank))) return failure();
+    if (!seen.insert(a).second) return nodeError(n) << "axis " << a << " repeats";
+    lo[a] = given[i];
+    hi[a] = given[i + axes.size()];
+  }
+  Value y = x;
+  for (int64_t a = 0; a < rank; ++a) {
+    int64_t dim = typeOf(y).getDimSize(a);
+    // Crop first: negative pads remove elements.
+    int64_t cropLo = std::max<int64_t>(0, -lo[a]), cropHi = std::max<int64_t>(0, -hi[a]);
+    if (cropLo + cropHi > dim)
+      return nodeError(n) << "pads crop " << cropLo + cropHi << " elements from axis " << a
+                          << " of size " << dim;
+    if (cropLo || cropHi) {
+      DS_TRY(c, sliceAxis(y, a, cropLo, 1, dim - cropLo - cropHi));
+      y = c;
+      dim -= cropLo + cropHi;
+    }
+    int64_t before = std::max<int64_t>(0, lo[a]), after = std::max<int64_t>(0, hi[a]);
+    if (!before && !after) continue;
+    if (mode == "reflect" && (before >= dim || after >= dim))
+      return nodeError(n) << "reflect pads of axis " << a << " must be smaller than its size "
+                          << dim;
+    if (mode == "edge" && dim == 0)
+      return nodeError(n) << "edge padding needs a non-empty axis " << a;
+    auto block = [&](int64_t count, bool atStart) -> FailureOr<Value> {
+      SmallVector<int64_t> shape(typeOf(y).getShape());
+      shape[a] = count;
+      auto t = RankedTensorType::get(shape, xt.getElementType());
+      if (mode == "constant") return constant(DenseElementsAttr::get(t, fill));
+      if (mode == "reflect")
+        return sliceAxis(y, a, atStart ? count : dim - 2, -1, count);
+      DS_TRY(border, sliceAxis(y, a, atStart ? 0 : dim - 1, 1, 1));
+      if (count == 1) return border;
+      return buildTyped<ExpandOp>(t, border);
+    };
+    SmallVector<Value> parts;
+    if (before) {
+      DS_TRY(v, block(before, true));
+      parts.push_back(v);
+    }
+    parts.push_back(y);
+    if (after) {
+      DS_TRY(v, block(after, false));
+      parts.push_back(v);
+    }
+    DS_TRY(cat, build<ConcatOp>(parts, {i64Attr("axis", a)}));
+    y = cat;
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::tile(const onnx::NodeProto &n) {
   // tile = reshape(expand(reshape(x, [1, d0, 1, d1, ...]), [r0, d0, r1, d1, ...]))
   DS_TRY(x, required(n, 0));
@@ -1824,6 +1980,10 @@ LogicalResult OnnxImporter::batchNorm(const onnx::NodeProto &n) {
   DS_TRY(mean, required(n, 3));
   DS_TRY(var, required(n, 4));
   DS_TRY(training, intAttr(n, "training_mode", 0));
+  DS_TRY(isTest, intAttr(n, "is_test", 0));
+  DS_TRY(spatial, intAttr(n, "spatial", 1));
+  if (opset_ < 7 && !isTest) training = 1;
+  if (!spatial) return nodeError(n) << "BatchNormalization with spatial = 0 is not supported";
   if (training || (n.output_size() > 1 && !n.output(1).empty()))
     return nodeError(n) << "training-mode BatchNormalization is not supported";
   DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
@@ -1914,6 +2074,7 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"GlobalMaxPool", &OnnxImporter::globalPool},
       {"PRelu", &OnnxImporter::prelu},
       {"Tile", &OnnxImporter::tile},
+      {"Pad", &OnnxImporter::pad},
       {"Hardmax", &OnnxImporter::hardmax},
       {"OneHot", &OnnxImporter::oneHot},
       {"NegativeLogLikelihoodLoss", &OnnxImporter::nllLossNode},

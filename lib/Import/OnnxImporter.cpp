@@ -39,9 +39,19 @@ namespace {
 
 // Opsets 6 to 12 differ from 13 only in ways the handlers below cover
 // (attributes that became inputs, Softmax's 2-D coercion, opset 6's
-// `broadcast`/`axis` attributes and `is_test` flags); older opsets changed
-// op signatures more widely and are refused.
-constexpr int64_t kMinOpset = 6;
+// `broadcast`/`axis` attributes and `is_test` flags). Before opset 6 many
+// ops had other signatures (Reshape's shape attribute, Concat's default
+// axis, string Cast targets); only ops whose meaning has not changed since
+// opset 1 are read from such models.
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kFullOpset = 6;
+bool unchangedSinceOpset1(StringRef op) {
+  static const llvm::StringSet<> ops = {
+      "Abs", "Ceil", "Elu", "Exp", "Floor", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid",
+      "Identity", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Neg", "Not", "Reciprocal", "Relu",
+      "Selu", "Sigmoid", "Softmax", "Softplus", "Softsign", "Sqrt", "Tanh", "Transpose"};
+  return ops.contains(op);
+}
 constexpr int64_t kMaxOpset = 21;
 
 class OnnxImporter;
@@ -602,6 +612,9 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   auto it = table.find(n.op_type());
   if (it == table.end())
     return emitError(loc_) << "op '" << n.op_type() << "' is not supported";
+  if (opset_ < kFullOpset && !unchangedSinceOpset1(n.op_type()))
+    return emitError(loc_) << "op '" << n.op_type() << "' is read from opset " << kFullOpset
+                           << " on; convert the model with onnx.version_converter";
   if (failed((this->*(it->second))(n)))
     return failure();
   for (int i = 0; i < n.output_size(); ++i)
@@ -638,7 +651,9 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
 /// its trailing ones). A reshape to trailing ones turns that into numpy
 /// broadcasting.
 FailureOr<Value> OnnxImporter::legacyBroadcast(const onnx::NodeProto &n, Value a, Value c) {
-  if (opset_ >= 7) return c;
+  static const llvm::StringSet<> legacy = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or",
+                                            "Xor", "Equal", "Less", "Greater"};
+  if (opset_ >= 7 || !legacy.contains(n.op_type())) return c;
   ArrayRef<int64_t> as = typeOf(a).getShape(), cs = typeOf(c).getShape();
   DS_TRY(bcast, intAttr(n, "broadcast", 0));
   if (!bcast) {
@@ -1620,7 +1635,16 @@ LogicalResult OnnxImporter::globalPool(const onnx::NodeProto &n) {
 
 LogicalResult OnnxImporter::prelu(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
-  DS_TRY(slope, required(n, 1));
+  DS_TRY(slope0, required(n, 1));
+  Value slope = slope0;
+  // PRelu-6 applies a [C] slope per channel; later opsets broadcast as numpy.
+  if (opset_ < 7 && typeOf(x).getRank() > 2 && typeOf(slope).getRank() == 1 &&
+      typeOf(slope).getDimSize(0) == typeOf(x).getDimSize(1)) {
+    SmallVector<int64_t> shape(typeOf(x).getRank() - 1, 1);
+    shape[0] = typeOf(x).getDimSize(1);
+    DS_TRY(r, reshape(slope, shape));
+    slope = r;
+  }
   Value zero = scalar(typeOf(x).getElementType(), 0.0);
   DS_TRY(neg, build<LessOp>({x, zero}));
   DS_TRY(scaled, build<MulOp>({x, slope}));

@@ -387,6 +387,8 @@ private:
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
   LogicalResult pad(const onnx::NodeProto &n);
+  LogicalResult instanceNorm(const onnx::NodeProto &n);
+  FailureOr<Value> perChannel(const onnx::NodeProto &n, Value v, Value x);
   FailureOr<Value> legacyBroadcast(const onnx::NodeProto &n, Value a, Value c);
   FailureOr<Value> sliceAxis(Value x, int64_t axis, int64_t start, int64_t step, int64_t count);
   LogicalResult hardmax(const onnx::NodeProto &n);
@@ -1997,6 +1999,46 @@ LogicalResult OnnxImporter::activation(const onnx::NodeProto &n) {
 
 /// Inference BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B,
 /// the per-channel vectors broadcast along axis 1.
+/// A per-channel [C] tensor reshaped to [C, 1, ...] so it broadcasts over
+/// an [N, C, d...] input.
+FailureOr<Value> OnnxImporter::perChannel(const onnx::NodeProto &n, Value v, Value x) {
+  int64_t c = typeOf(x).getDimSize(1);
+  if (typeOf(v).getNumElements() != c)
+    return FailureOr<Value>(nodeError(n) << "per-channel inputs must have " << c << " elements");
+  SmallVector<int64_t> shape(typeOf(x).getRank() - 1, 1);
+  shape[0] = c;
+  return reshape(v, shape);
+}
+
+// InstanceNormalization: statistics per (n, c) over the spatial axes,
+// composed from reductions, so it runs and differentiates with no kernel
+// of its own.
+LogicalResult OnnxImporter::instanceNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  DS_TRY(bias, required(n, 2));
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  int64_t rank = typeOf(x).getRank();
+  Type elem = typeOf(x).getElementType();
+  if (rank < 3 || !isa<FloatType>(elem))
+    return nodeError(n) << "needs a floating-point input of rank >= 3";
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+  DS_TRY(s, perChannel(n, scale, x));
+  DS_TRY(b, perChannel(n, bias, x));
+  DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+  DS_TRY(dev, build<SubOp>({x, mean}));
+  DS_TRY(sq, build<MulOp>({dev, dev}));
+  DS_TRY(var, reduceWith<ReduceMeanOp>(sq, axes, true));
+  DS_TRY(ve, build<AddOp>({var, scalar(elem, eps)}));
+  DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+  DS_TRY(nrm, build<DivOp>({dev, sd}));
+  DS_TRY(sc, build<MulOp>({nrm, s}));
+  DS_TRY(y, build<AddOp>({sc, b}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::batchNorm(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(scale, required(n, 1));
@@ -2013,14 +2055,7 @@ LogicalResult OnnxImporter::batchNorm(const onnx::NodeProto &n) {
   DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
   int64_t rank = typeOf(x).getRank();
   if (rank < 2) return nodeError(n) << "needs an input of rank >= 2";
-  int64_t c = typeOf(x).getDimSize(1);
-  SmallVector<int64_t> shape(rank - 1, 1);
-  shape[0] = c;
-  auto channel = [&](Value v) -> FailureOr<Value> {
-    if (typeOf(v).getNumElements() != c)
-      return FailureOr<Value>(nodeError(n) << "per-channel inputs must have " << c << " elements");
-    return reshape(v, shape);
-  };
+  auto channel = [&](Value v) { return perChannel(n, v, x); };
   DS_TRY(m, channel(mean));
   DS_TRY(v, channel(var));
   DS_TRY(s, channel(scale));
@@ -2099,6 +2134,7 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"PRelu", &OnnxImporter::prelu},
       {"Tile", &OnnxImporter::tile},
       {"Pad", &OnnxImporter::pad},
+      {"InstanceNormalization", &OnnxImporter::instanceNorm},
       {"Hardmax", &OnnxImporter::hardmax},
       {"OneHot", &OnnxImporter::oneHot},
       {"NegativeLogLikelihoodLoss", &OnnxImporter::nllLossNode},

@@ -387,6 +387,9 @@ private:
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
   LogicalResult pad(const onnx::NodeProto &n);
+  FailureOr<Value> padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
+                           ArrayRef<int64_t> hi, StringRef mode, Attribute fill);
+  LogicalResult convTranspose(const onnx::NodeProto &n);
   LogicalResult instanceNorm(const onnx::NodeProto &n);
   FailureOr<Value> perChannel(const onnx::NodeProto &n, Value v, Value x);
   FailureOr<Value> legacyBroadcast(const onnx::NodeProto &n, Value a, Value c);
@@ -1570,6 +1573,139 @@ LogicalResult OnnxImporter::conv(const onnx::NodeProto &n) {
   return success();
 }
 
+// ConvTranspose as the equivalent direct convolution: zeros inserted
+// between input elements (stride), the input padded by d(k-1) minus the
+// pads (negative amounts crop, output_padding adds at the end), and the
+// weight flipped spatially with its channel axes swapped per group. Every
+// piece is an op with a kernel and a gradient rule, so it also trains.
+LogicalResult OnnxImporter::convTranspose(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value bias = input(n, 2);
+  int64_t rank = typeOf(x).getRank();
+  Type elem = typeOf(x).getElementType();
+  if (rank < 3 || typeOf(w).getRank() != rank || !isa<FloatType>(elem))
+    return nodeError(n) << "input and weight must be float [N, C, spatial...] and "
+                           "[C, M/group, k...]";
+  size_t k = rank - 2;
+  ArrayRef<int64_t> in = typeOf(x).getShape().drop_front(2);
+  ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(group, intAttr(n, "group", 1));
+  int64_t cin = typeOf(x).getDimSize(1);
+  if (group <= 0 || cin % group || typeOf(w).getDimSize(0) != cin)
+    return nodeError(n) << "weight must have the input's " << cin
+                        << " channels first, divisible by group " << group;
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (ks && ArrayRef<int64_t>(*ks) != kernel)
+    return nodeError(n) << "kernel_shape disagrees with the weight";
+  auto perDim = [&](StringRef name, int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
+    DS_TRY(v, intsAttr(n, name));
+    if (!v) return SmallVector<int64_t>(k, dflt);
+    if (v->size() != k)
+      return FailureOr<SmallVector<int64_t>>(nodeError(n) << name << " needs one entry per "
+                                                             "spatial dimension");
+    return *v;
+  };
+  DS_TRY(strides, perDim("strides", 1));
+  DS_TRY(dilations, perDim("dilations", 1));
+  DS_TRY(outPad, perDim("output_padding", 0));
+  DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
+  DS_TRY(padsAttr, intsAttr(n, "pads"));
+  DS_TRY(outShape, intsAttr(n, "output_shape"));
+  for (size_t d = 0; d < k; ++d)
+    if (strides[d] <= 0 || dilations[d] <= 0 || outPad[d] < 0)
+      return nodeError(n) << "strides and dilations must be positive, output_padding "
+                             "non-negative";
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (padsAttr) {
+    if (padsAttr->size() != 2 * k) return nodeError(n) << "pads needs two entries per spatial dimension";
+    pads = *padsAttr;
+  }
+  if (outShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // The pads are chosen so the output has the requested shape.
+    ArrayRef<int64_t> want;
+    SmallVector<int64_t> same;
+    if (outShape) {
+      want = *outShape;
+      if (want.size() == k + 2) want = want.drop_front(2);
+    } else {
+      for (size_t d = 0; d < k; ++d) same.push_back(in[d] * strides[d]);
+      want = same;
+    }
+    if (want.size() != k) return nodeError(n) << "output_shape needs one entry per spatial dimension";
+    for (size_t d = 0; d < k; ++d) {
+      int64_t total = strides[d] * (in[d] - 1) + outPad[d] + (kernel[d] - 1) * dilations[d] + 1 -
+                      want[d];
+      if (total < 0) total = 0;  // output_shape larger than the full output: padded at the end
+      bool upper = autoPad == "SAME_UPPER";
+      pads[d] = upper ? total / 2 : total - total / 2;
+      pads[d + k] = total - pads[d];
+      if (outShape) outPad[d] += std::max<int64_t>(0, want[d] - (strides[d] * (in[d] - 1) +
+                                 outPad[d] + (kernel[d] - 1) * dilations[d] + 1));
+    }
+  } else if (autoPad != "NOTSET" && autoPad != "VALID") {
+    return nodeError(n) << "auto_pad '" << autoPad << "' is not one of NOTSET, SAME_UPPER, "
+                           "SAME_LOWER, VALID";
+  }
+  // Zeros between input elements: [.., L, ..] -> [.., L, 1, ..] ++ zeros
+  // [.., L, s-1, ..] -> [.., L*s, ..], keeping the first (L-1)s+1.
+  Value z = x;
+  for (size_t d = 0; d < k; ++d) {
+    int64_t s = strides[d], a = d + 2, len = typeOf(z).getDimSize(a);
+    if (s == 1 || len == 0) continue;
+    SmallVector<int64_t> split(typeOf(z).getShape());
+    split.insert(split.begin() + a + 1, 1);
+    DS_TRY(col, reshape(z, split));
+    split[a + 1] = s - 1;
+    Value zeros = constant(DenseElementsAttr::get(RankedTensorType::get(split, elem),
+                                                  b_.getZeroAttr(elem)));
+    DS_TRY(wide, build<ConcatOp>({col, zeros}, {i64Attr("axis", a + 1)}));
+    SmallVector<int64_t> merged(typeOf(z).getShape());
+    merged[a] = len * s;
+    DS_TRY(flat, reshape(wide, merged));
+    DS_TRY(cut, sliceAxis(flat, a, 0, 1, (len - 1) * s + 1));
+    z = cut;
+  }
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1);
+    lo[d + 2] = span - pads[d];
+    hi[d + 2] = span - pads[d + k] + outPad[d];
+  }
+  DS_TRY(padded, padWith(n, z, lo, hi, "constant", b_.getZeroAttr(elem)));
+  // Weight [C, M/g, k..] -> flipped -> [g, C/g, M/g, k..] -> [g, M/g, C/g, k..] -> [M, C/g, k..].
+  Value wf = w;
+  for (size_t d = 0; d < k; ++d) {
+    DS_TRY(f, sliceAxis(wf, d + 2, kernel[d] - 1, -1, kernel[d]));
+    wf = f;
+  }
+  int64_t mg = typeOf(w).getDimSize(1);
+  SmallVector<int64_t> grouped{group, cin / group, mg};
+  llvm::append_range(grouped, kernel);
+  DS_TRY(wg, reshape(wf, grouped));
+  SmallVector<int64_t> perm{0, 2, 1};
+  for (size_t d = 0; d < k; ++d) perm.push_back(3 + d);
+  DS_TRY(wt, build<TransposeOp>({wg}, {arrAttr("permutation", perm)}));
+  SmallVector<int64_t> convW{group * mg, cin / group};
+  llvm::append_range(convW, kernel);
+  DS_TRY(wc, reshape(wt, convW));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), group * mg};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t o = typeOf(padded).getDimSize(d + 2) - dilations[d] * (kernel[d] - 1);
+    if (o <= 0) return nodeError(n) << "pads leave no output along spatial dimension " << d;
+    shape.push_back(o);
+  }
+  SmallVector<Value> operands{padded, wc};
+  if (bias) operands.push_back(bias);
+  DS_TRY(y, buildTyped<ConvOp>(RankedTensorType::get(shape, elem), operands,
+                               {arrAttr("strides", SmallVector<int64_t>(k, 1)),
+                                arrAttr("dilations", dilations),
+                                arrAttr("pads", SmallVector<int64_t>(2 * k, 0)),
+                                i64Attr("group", group)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   if (n.output_size() > 1 && !n.output(1).empty())
@@ -1668,6 +1804,58 @@ FailureOr<Value> OnnxImporter::sliceAxis(Value x, int64_t axis, int64_t start, i
                              {arrAttr("starts", starts), arrAttr("steps", steps)});
 }
 
+/// Pads (positive) or crops (negative) each axis of `x` by lo/hi.
+FailureOr<Value> OnnxImporter::padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
+                                       ArrayRef<int64_t> hi, StringRef mode, Attribute fill) {
+  Value y = x;
+  int64_t rank = typeOf(x).getRank();
+  Type elemType = typeOf(x).getElementType();
+  for (int64_t a = 0; a < rank; ++a) {
+    int64_t dim = typeOf(y).getDimSize(a);
+    // Crop first: negative pads remove elements.
+    int64_t cropLo = std::max<int64_t>(0, -lo[a]), cropHi = std::max<int64_t>(0, -hi[a]);
+    if (cropLo + cropHi > dim)
+      return FailureOr<Value>(nodeError(n) << "pads crop " << cropLo + cropHi
+                                           << " elements from axis " << a << " of size " << dim);
+    if (cropLo || cropHi) {
+      DS_TRY(c, sliceAxis(y, a, cropLo, 1, dim - cropLo - cropHi));
+      y = c;
+      dim -= cropLo + cropHi;
+    }
+    int64_t before = std::max<int64_t>(0, lo[a]), after = std::max<int64_t>(0, hi[a]);
+    if (!before && !after) continue;
+    if (mode == "reflect" && (before >= dim || after >= dim))
+      return FailureOr<Value>(nodeError(n) << "reflect pads of axis " << a
+                                           << " must be smaller than its size " << dim);
+    if (mode == "edge" && dim == 0)
+      return FailureOr<Value>(nodeError(n) << "edge padding needs a non-empty axis " << a);
+    auto block = [&](int64_t count, bool atStart) -> FailureOr<Value> {
+      SmallVector<int64_t> shape(typeOf(y).getShape());
+      shape[a] = count;
+      auto t = RankedTensorType::get(shape, elemType);
+      if (mode == "constant") return constant(DenseElementsAttr::get(t, fill));
+      if (mode == "reflect")
+        return sliceAxis(y, a, atStart ? count : dim - 2, -1, count);
+      DS_TRY(border, sliceAxis(y, a, atStart ? 0 : dim - 1, 1, 1));
+      if (count == 1) return border;
+      return buildTyped<ExpandOp>(t, border);
+    };
+    SmallVector<Value> parts;
+    if (before) {
+      DS_TRY(v, block(before, true));
+      parts.push_back(v);
+    }
+    parts.push_back(y);
+    if (after) {
+      DS_TRY(v, block(after, false));
+      parts.push_back(v);
+    }
+    DS_TRY(cat, build<ConcatOp>(parts, {i64Attr("axis", a)}));
+    y = cat;
+  }
+  return y;
+}
+
 // Pad is lowered axis by axis to slices and concatenations: a constant fill
 // is a constant block, `edge` repeats the border slice, `reflect` reads a
 // reversed slice, negative pads crop. These ops already have kernels and
@@ -1721,50 +1909,7 @@ LogicalResult OnnxImporter::pad(const onnx::NodeProto &n) {
     lo[a] = given[i];
     hi[a] = given[i + axes.size()];
   }
-  Value y = x;
-  for (int64_t a = 0; a < rank; ++a) {
-    int64_t dim = typeOf(y).getDimSize(a);
-    // Crop first: negative pads remove elements.
-    int64_t cropLo = std::max<int64_t>(0, -lo[a]), cropHi = std::max<int64_t>(0, -hi[a]);
-    if (cropLo + cropHi > dim)
-      return nodeError(n) << "pads crop " << cropLo + cropHi << " elements from axis " << a
-                          << " of size " << dim;
-    if (cropLo || cropHi) {
-      DS_TRY(c, sliceAxis(y, a, cropLo, 1, dim - cropLo - cropHi));
-      y = c;
-      dim -= cropLo + cropHi;
-    }
-    int64_t before = std::max<int64_t>(0, lo[a]), after = std::max<int64_t>(0, hi[a]);
-    if (!before && !after) continue;
-    if (mode == "reflect" && (before >= dim || after >= dim))
-      return nodeError(n) << "reflect pads of axis " << a << " must be smaller than its size "
-                          << dim;
-    if (mode == "edge" && dim == 0)
-      return nodeError(n) << "edge padding needs a non-empty axis " << a;
-    auto block = [&](int64_t count, bool atStart) -> FailureOr<Value> {
-      SmallVector<int64_t> shape(typeOf(y).getShape());
-      shape[a] = count;
-      auto t = RankedTensorType::get(shape, xt.getElementType());
-      if (mode == "constant") return constant(DenseElementsAttr::get(t, fill));
-      if (mode == "reflect")
-        return sliceAxis(y, a, atStart ? count : dim - 2, -1, count);
-      DS_TRY(border, sliceAxis(y, a, atStart ? 0 : dim - 1, 1, 1));
-      if (count == 1) return border;
-      return buildTyped<ExpandOp>(t, border);
-    };
-    SmallVector<Value> parts;
-    if (before) {
-      DS_TRY(v, block(before, true));
-      parts.push_back(v);
-    }
-    parts.push_back(y);
-    if (after) {
-      DS_TRY(v, block(after, false));
-      parts.push_back(v);
-    }
-    DS_TRY(cat, build<ConcatOp>(parts, {i64Attr("axis", a)}));
-    y = cat;
-  }
+  DS_TRY(y, padWith(n, x, lo, hi, mode, fill));
   setOutput(n, 0, y);
   return success();
 }
@@ -2134,6 +2279,7 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"PRelu", &OnnxImporter::prelu},
       {"Tile", &OnnxImporter::tile},
       {"Pad", &OnnxImporter::pad},
+      {"ConvTranspose", &OnnxImporter::convTranspose},
       {"InstanceNormalization", &OnnxImporter::instanceNorm},
       {"Hardmax", &OnnxImporter::hardmax},
       {"OneHot", &OnnxImporter::oneHot},

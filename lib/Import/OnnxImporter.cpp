@@ -387,6 +387,9 @@ private:
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
   LogicalResult pad(const onnx::NodeProto &n);
+  LogicalResult depthSpace(const onnx::NodeProto &n);
+  LogicalResult shrink(const onnx::NodeProto &n);
+  LogicalResult eyeLike(const onnx::NodeProto &n);
   FailureOr<Value> padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
                            ArrayRef<int64_t> hi, StringRef mode, Attribute fill);
   LogicalResult convTranspose(const onnx::NodeProto &n);
@@ -1706,6 +1709,84 @@ LogicalResult OnnxImporter::convTranspose(const onnx::NodeProto &n) {
   return success();
 }
 
+// DepthToSpace / SpaceToDepth: a reshape, a transpose, a reshape.
+LogicalResult OnnxImporter::depthSpace(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(bs, intAttr(n, "blocksize"));
+  if (typeOf(x).getRank() != 4) return nodeError(n) << "needs a 4-D [N, C, H, W] input";
+  ArrayRef<int64_t> in = typeOf(x).getShape();
+  int64_t N = in[0], C = in[1], H = in[2], W = in[3];
+  SmallVector<int64_t> split, perm, out;
+  if (n.op_type() == "DepthToSpace") {
+    DS_TRY(mode, stringAttr(n, "mode", "DCR"));
+    if (bs <= 0 || C % (bs * bs))
+      return nodeError(n) << "blocksize " << bs << " squared must divide the " << C << " channels";
+    int64_t c = C / (bs * bs);
+    if (mode == "DCR") {
+      split = {N, bs, bs, c, H, W};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else if (mode == "CRD") {
+      split = {N, c, bs, bs, H, W};
+      perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      return nodeError(n) << "mode '" << mode << "' is not DCR or CRD";
+    }
+    out = {N, c, H * bs, W * bs};
+  } else {
+    if (bs <= 0 || H % bs || W % bs)
+      return nodeError(n) << "blocksize " << bs << " must divide height " << H << " and width " << W;
+    split = {N, C, H / bs, bs, W / bs, bs};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {N, C * bs * bs, H / bs, W / bs};
+  }
+  DS_TRY(r, reshape(x, split));
+  DS_TRY(t, build<TransposeOp>({r}, {arrAttr("permutation", perm)}));
+  DS_TRY(y, reshape(t, out));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+LogicalResult OnnxImporter::shrink(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(lambd, floatAttr(n, "lambd", 0.5f));
+  DS_TRY(bias, floatAttr(n, "bias", 0.0f));
+  Type elem = typeOf(x).getElementType();
+  DS_TRY(low, build<LessOp>({x, scalar(elem, -lambd)}));
+  DS_TRY(high, build<GreaterOp>({x, scalar(elem, lambd)}));
+  DS_TRY(up, build<AddOp>({x, scalar(elem, bias)}));
+  DS_TRY(down, build<SubOp>({x, scalar(elem, bias)}));
+  DS_TRY(hi, build<WhereOp>({high, down, scalar(elem, 0)}));
+  DS_TRY(y, build<WhereOp>({low, up, hi}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// EyeLike: a constant; only the input's shape matters.
+LogicalResult OnnxImporter::eyeLike(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  if (typeOf(x).getRank() != 2) return nodeError(n) << "needs a 2-D input";
+  DS_TRY(k, intAttr(n, "k", 0));
+  Type elem = typeOf(x).getElementType();
+  if (findAttr(n, "dtype")) {
+    DS_TRY(dt, intAttr(n, "dtype"));
+    FailureOr<Type> e = elementType(static_cast<int32_t>(dt));
+    if (failed(e)) return nodeError(n) << "dtype " << onnxTypeName(static_cast<int32_t>(dt)) << " is not supported";
+    elem = *e;
+  }
+  int64_t rows = typeOf(x).getDimSize(0), cols = typeOf(x).getDimSize(1);
+  auto t = RankedTensorType::get({rows, cols}, elem);
+  Attribute one = isa<FloatType>(elem) ? Attribute(b_.getFloatAttr(elem, 1.0))
+                                       : Attribute(b_.getIntegerAttr(elem, 1));
+  Attribute zero = b_.getZeroAttr(elem);
+  SmallVector<Attribute> values;
+  values.reserve(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) values.push_back(c - r == k ? one : zero);
+  setOutput(n, 0, constant(DenseElementsAttr::get(t, values)));
+  return success();
+}
+
 LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   if (n.output_size() > 1 && !n.output(1).empty())
@@ -2279,6 +2360,10 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"PRelu", &OnnxImporter::prelu},
       {"Tile", &OnnxImporter::tile},
       {"Pad", &OnnxImporter::pad},
+      {"DepthToSpace", &OnnxImporter::depthSpace},
+      {"SpaceToDepth", &OnnxImporter::depthSpace},
+      {"Shrink", &OnnxImporter::shrink},
+      {"EyeLike", &OnnxImporter::eyeLike},
       {"ConvTranspose", &OnnxImporter::convTranspose},
       {"InstanceNormalization", &OnnxImporter::instanceNorm},
       {"Hardmax", &OnnxImporter::hardmax},

@@ -387,6 +387,7 @@ private:
   LogicalResult prelu(const onnx::NodeProto &n);
   LogicalResult tile(const onnx::NodeProto &n);
   LogicalResult pad(const onnx::NodeProto &n);
+  LogicalResult gatherND(const onnx::NodeProto &n);
   LogicalResult depthSpace(const onnx::NodeProto &n);
   LogicalResult shrink(const onnx::NodeProto &n);
   LogicalResult eyeLike(const onnx::NodeProto &n);
@@ -1787,6 +1788,40 @@ LogicalResult OnnxImporter::eyeLike(const onnx::NodeProto &n) {
   return success();
 }
 
+// GatherND (batch_dims 0): each index row becomes one linear index into the
+// data's flattened leading axes, then an ordinary Gather, which has a kernel
+// and a gradient rule.
+LogicalResult OnnxImporter::gatherND(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx0, required(n, 1));
+  DS_TRY(batchDims, intAttr(n, "batch_dims", 0));
+  if (batchDims != 0) return nodeError(n) << "batch_dims " << batchDims << " is not supported (0 is)";
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx0).getShape();
+  if (is.empty() || !isa<IntegerType>(typeOf(idx0).getElementType()))
+    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
+  int64_t k = is.back(), rank = ds.size();
+  if (k < 1 || k > rank)
+    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank;
+  Value idx = idx0;
+  if (!typeOf(idx).getElementType().isInteger(64)) {
+    DS_TRY(c, buildTyped<CastOp>(RankedTensorType::get(is, b_.getI64Type()), idx));
+    idx = c;
+  }
+  SmallVector<int64_t> dims(ds.take_front(k)), strides(k, 1);
+  for (int64_t i = k - 2; i >= 0; --i) strides[i] = strides[i + 1] * ds[i + 1];
+  DS_TRY(neg, build<LessOp>({idx, scalar(b_.getI64Type(), 0)}));
+  DS_TRY(shifted, build<AddOp>({idx, i64Tensor(dims)}));
+  DS_TRY(wrapped, build<WhereOp>({neg, shifted, idx}));
+  DS_TRY(scaled, build<MulOp>({wrapped, i64Tensor(strides)}));
+  DS_TRY(linear, reduceWith<ReduceSumOp>(scaled, {static_cast<int64_t>(is.size()) - 1}, false));
+  SmallVector<int64_t> flatShape{strides[0] * ds[0]};
+  llvm::append_range(flatShape, ds.drop_front(k));
+  DS_TRY(flat, reshape(data, flatShape));
+  DS_TRY(y, build<GatherOp>({flat, linear}, {i64Attr("axis", 0)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   if (n.output_size() > 1 && !n.output(1).empty())
@@ -2360,6 +2395,7 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"PRelu", &OnnxImporter::prelu},
       {"Tile", &OnnxImporter::tile},
       {"Pad", &OnnxImporter::pad},
+      {"GatherND", &OnnxImporter::gatherND},
       {"DepthToSpace", &OnnxImporter::depthSpace},
       {"SpaceToDepth", &OnnxImporter::depthSpace},
       {"Shrink", &OnnxImporter::shrink},

@@ -15,4 +15,15 @@ def DS_GeluApproximation : I32EnumAttr<"GeluApproximation",
 }
 def DS_GeluApproximationAttr : EnumAttr<DS_Dialect, DS_GeluApproximation, "gelu_approximation">;
 
+def DS_ScatterReduction : I32EnumAttr<"ScatterReduction",
+    "how a scattered update combines with the element it lands on", [
+      I32EnumAttrCase<"None", 0, "none">, I32EnumAttrCase<"Add", 1, "add">,
+      I32EnumAttrCase<"Mul", 2, "mul">, I32EnumAttrCase<"Max", 3, "max">,
+      I32EnumAttrCase<"Min", 4, "min">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_ScatterReductionAttr : EnumAttr<DS_Dialect, DS_ScatterReduction, "scatter_reduction">;
+
 #endif // DS_ENUMS_TD

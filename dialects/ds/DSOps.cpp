@@ -250,6 +250,23 @@ template <typename ArgOp> static LogicalResult verifyArg(ArgOp op) {
 LogicalResult ArgMaxOp::verify() { return verifyArg(*this); }
 LogicalResult ArgMinOp::verify() { return verifyArg(*this); }
 
+LogicalResult TopKOp::verify() {
+  auto t = getOperand().getType();
+  if (failed(verifyAxis(*this, getAxis(), t.getRank())))
+    return failure();
+  int64_t dim = t.getDimSize(getAxis());
+  if (getK() < 0 || getK() > dim)
+    return emitOpError("k = ") << getK() << " is outside [0, " << dim << "]";
+  SmallVector<int64_t> shape(t.getShape());
+  shape[getAxis()] = getK();
+  if (getValues().getType().getShape() != ArrayRef<int64_t>(shape) ||
+      getIndices().getType().getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("results must have shape ") << shapeStr(shape);
+  if (getValues().getType().getElementType() != t.getElementType())
+    return emitOpError("values must have the operand's element type");
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }
@@ -531,6 +548,20 @@ LogicalResult GatherElementsOp::verify() {
   return success();
 }
 
+LogicalResult ScatterElementsOp::verify() {
+  auto data = getData().getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (idx.getRank() != data.getRank() || getUpdates().getType().getShape() != idx.getShape())
+    return emitOpError("indices and updates must share one shape of the data's rank");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOpError("indices are larger than the data off the axis");
+  if (getUpdates().getType().getElementType() != data.getElementType() || getType() != data)
+    return emitOpError("updates and result must have the data's type");
+  return success();
+}
+
 LogicalResult GatherElementsGradOp::verify() {
   auto out = getType(), idx = getIndices().getType();
   if (failed(verifyAxis(*this, getAxis(), out.getRank())))
@@ -649,6 +680,15 @@ static LogicalResult verifyPool(Operation *op, RankedTensorType x, RankedTensorT
 }
 
 LogicalResult PoolOp::verify() {
+  if (getType().getElementType() != getInput().getType().getElementType())
+    return emitOpError("result must have the input's element type");
+  if (getKind() == PoolKind::Avg && !isa<FloatType>(getInput().getType().getElementType()))
+    return emitOpError("average pooling needs a floating-point input");
+  return verifyPool(*this, getInput().getType(), getType(), getKernel(), getStrides(),
+                    getDilations(), getPads());
+}
+
+LogicalResult MaxPoolIndicesOp::verify() {
   return verifyPool(*this, getInput().getType(), getType(), getKernel(), getStrides(),
                     getDilations(), getPads());
 }

@@ -18,10 +18,14 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Types
 //===----------------------------------------------------------------------===//
 
-def DS_ElementType : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8]>;
+def DS_ElementType : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
 def DS_Tensor : StaticShapeTensorOf<[DS_ElementType]>;
 def DS_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
-def DS_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16, I32, I64]>;
+def DS_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16, I32, I64,
+                                           UI8, UI16, UI32, UI64]>;
+// Matrix products: floats, and the i32/i64 accumulators of integer GEMMs
+// (ONNX MatMulInteger/QLinearMatMul widen their 8-bit inputs first).
+def DS_MatmulTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 
@@ -268,13 +272,16 @@ def DS_MatmulOp : DS_Op<"matmul",
     %y = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
     ```
 
+    Integer operands (i32, i64) accumulate in their own type and wrap on
+    overflow, as two's complement GEMMs do.
+
     **Constraints:**
-    - operands are floating-point tensors of rank >= 1 with the same element type.
+    - operands are float, i32 or i64 tensors of rank >= 1 with the same element type.
     - the contraction dimensions agree.
     - batch dimensions broadcast; the result has the numpy.matmul shape.
   }];
-  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs);
-  let results = (outs DS_FloatTensor:$result);
+  let arguments = (ins DS_MatmulTensor:$lhs, DS_MatmulTensor:$rhs);
+  let results = (outs DS_MatmulTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
   }];
@@ -351,13 +358,14 @@ def DS_PoolOp : DS_Op<"pool", [Pure]> {
     - the input has rank >= 3; kernel, strides, dilations have one
       positive entry per spatial dimension, pads two non-negative ones.
     - the result is [N, C, o...] with every window starting inside the
-      padded input.
+      padded input, of the input's element type.
+    - average pooling needs a floating-point input (max takes any number).
   }];
-  let arguments = (ins DS_FloatTensor:$input, DS_PoolKindAttr:$kind,
+  let arguments = (ins DS_NumericTensor:$input, DS_PoolKindAttr:$kind,
                    DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
                    DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
-  let results = (outs DS_FloatTensor:$result);
+  let results = (outs DS_NumericTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -378,6 +386,27 @@ def DS_PoolGradOp : DS_Op<"pool_grad", [Pure]> {
                    DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_MaxPoolIndicesOp : DS_Op<"max_pool_indices", [Pure]> {
+  let summary = "where each max-pooling window's maximum is";
+  let description = [{
+    For the windows of a max `pool` with the same attributes, the flat
+    index of the first maximum in the whole input tensor (batch and channel
+    offsets included), as ONNX MaxPool's `Indices` output. With
+    `column_major` (ONNX `storage_order` 1) the spatial part of the index
+    counts the first spatial dimension fastest.
+
+    **Constraints:**
+    - the attributes satisfy `pool`'s constraints for this input and shape.
+    - the result is i64.
+  }];
+  let arguments = (ins DS_NumericTensor:$input, DenseI64ArrayAttr:$kernel,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads, DefaultValuedAttr<BoolAttr, "false">:$column_major);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -428,6 +457,30 @@ class DS_ArgOp<string mnemonic, string desc> : DS_Op<mnemonic, [Pure]> {
 }
 def DS_ArgMaxOp : DS_ArgOp<"arg_max", "maximum">;
 def DS_ArgMinOp : DS_ArgOp<"arg_min", "minimum">;
+
+def DS_TopKOp : DS_Op<"top_k", [Pure]> {
+  let summary = "the k largest (or smallest) elements along an axis, and their indices";
+  let description = [{
+    Along `axis`, the `k` largest elements (smallest with `largest` false)
+    and their i64 indices. Sorted from best to worst; among equal values
+    the lower index comes first, and NaN counts as larger than any number
+    (ONNX `TopK`, `torch.topk`).
+
+    ```mlir
+    %v, %i = ds.top_k %x {axis = 1 : i64, k = 2 : i64} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+    ```
+
+    **Constraints:**
+    - the operand has rank >= 1, `axis` is in [0, rank) and `k` in [0, dim].
+    - `values` has the operand's element type, both results its shape with
+      `k` on the axis, `indices` i64.
+  }];
+  let arguments = (ins DS_NumericTensor:$operand, I64Attr:$k, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs DS_NumericTensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 class DS_SoftmaxLikeOp<string mnemonic, string desc>
     : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
@@ -648,6 +701,31 @@ def DS_GatherElementsGradOp : DS_Op<"gather_elements_grad", [Pure]> {
   let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$dy, I64Attr:$axis);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_ScatterElementsOp : DS_Op<"scatter_elements", [Pure]> {
+  let summary = "a copy of data with updates written at indices along an axis";
+  let description = [{
+    The inverse of `gather_elements`: `result = data`, then for every
+    position p of `indices`, `result[p with p[axis] = indices[p]]` is set to
+    (or, with `reduction`, combined with) `updates[p]`, in row-major order
+    of p, so with `none` the last duplicate wins. Negative indices count from
+    the end; out-of-range ones are a run-time error (ONNX `ScatterElements`,
+    and `ScatterND` after flattening).
+
+    **Constraints:**
+    - `data`, `indices` and `updates` have one rank >= 1; `axis` is in [0, rank).
+    - `indices` and `updates` have one shape, no larger than `data` off the axis.
+    - `updates` and the result have the data's type.
+  }];
+  let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, DS_Tensor:$updates,
+                   I64Attr:$axis,
+                   DefaultValuedAttr<DS_ScatterReductionAttr, "ScatterReduction::None">:$reduction);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

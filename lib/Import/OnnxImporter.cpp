@@ -13,7 +13,9 @@
 #include "ds/Import/OnnxImporter.h"
 
 #include <cmath>
+#include <cctype>
 #include <functional>
+#include <map>
 #include <limits>
 #include <numeric>
 
@@ -142,8 +144,8 @@ private:
     return buildTyped<OpTy>(types, operands, attrs);
   }
   template <typename OpTy>
-  FailureOr<Value> buildTyped(TypeRange types, ValueRange operands,
-                              ArrayRef<NamedAttribute> attrs = {}) {
+  FailureOr<SmallVector<Value>> buildAll(TypeRange types, ValueRange operands,
+                                         ArrayRef<NamedAttribute> attrs = {}) {
     auto op = OpTy::create(b_, loc_, types, operands, attrs);
     if (failed(mlir::verify(op))) {
       op->erase();
@@ -152,8 +154,19 @@ private:
     // Values computable now are folded now: later nodes may need them as
     // compile-time constants (shapes, axes).
     if (auto folded = tryFoldWithKernels(op, opts_.foldLimit))
-      return (*folded)[0];
-    return op->getResult(0);
+      return *folded;
+    return SmallVector<Value>(op->getResults());
+  }
+  template <typename OpTy>
+  FailureOr<Value> buildTyped(TypeRange types, ValueRange operands,
+                              ArrayRef<NamedAttribute> attrs = {}) {
+    auto r = buildAll<OpTy>(types, operands, attrs);
+    if (failed(r)) return failure();
+    return (*r)[0];
+  }
+  FailureOr<Value> castTo(Value v, Type elem) {
+    if (typeOf(v).getElementType() == elem) return v;
+    return buildTyped<CastOp>(RankedTensorType::get(typeOf(v).getShape(), elem), v);
   }
   NamedAttribute attr(StringRef name, Attribute a) { return b_.getNamedAttr(name, a); }
   NamedAttribute i64Attr(StringRef name, int64_t v) {
@@ -256,6 +269,9 @@ private:
     case onnx::TensorProto_DataType_INT32: return b_.getI32Type();
     case onnx::TensorProto_DataType_INT64: return b_.getI64Type();
     case onnx::TensorProto_DataType_UINT8: return b_.getIntegerType(8, false);
+    case onnx::TensorProto_DataType_UINT16: return b_.getIntegerType(16, false);
+    case onnx::TensorProto_DataType_UINT32: return b_.getIntegerType(32, false);
+    case onnx::TensorProto_DataType_UINT64: return b_.getIntegerType(64, false);
     case onnx::TensorProto_DataType_BOOL: return b_.getI1Type();
     default: return failure();
     }
@@ -406,6 +422,22 @@ private:
                            StringRef reduction);
   template <typename OpTy> LogicalResult argReduce(const onnx::NodeProto &n);
   LogicalResult batchNorm(const onnx::NodeProto &n);
+  FailureOr<Value> linearIndex(const onnx::NodeProto &n, Value idx, ArrayRef<int64_t> dims);
+  LogicalResult scatterElements(const onnx::NodeProto &n);
+  LogicalResult scatterND(const onnx::NodeProto &n);
+  LogicalResult topK(const onnx::NodeProto &n);
+  LogicalResult einsum(const onnx::NodeProto &n);
+  FailureOr<Value> alongAxis(const onnx::NodeProto &n, Value v, Value x, int64_t axis);
+  FailureOr<Value> quantize(const onnx::NodeProto &n, Value y, Value zeroPoint, Type qType);
+  FailureOr<Value> centered(const onnx::NodeProto &n, Value x, Value zeroPoint, bool rowwise);
+  LogicalResult quantizeLinear(const onnx::NodeProto &n);
+  LogicalResult dequantizeLinear(const onnx::NodeProto &n);
+  LogicalResult dynamicQuantizeLinear(const onnx::NodeProto &n);
+  LogicalResult matmulInteger(const onnx::NodeProto &n);
+  LogicalResult qlinearMatmul(const onnx::NodeProto &n);
+  LogicalResult window(const onnx::NodeProto &n);
+  LogicalResult meanVarianceNorm(const onnx::NodeProto &n);
+  LogicalResult bitShift(const onnx::NodeProto &n);
 
   static const llvm::StringMap<Handler> &handlers();
 
@@ -746,7 +778,14 @@ LogicalResult OnnxImporter::dropout(const onnx::NodeProto &n) {
     return nodeError(n) << "training-mode Dropout (is_test = 0) is not supported";
   if (input(n, 2)) {
     DenseElementsAttr mode = constantOf(input(n, 2));
-    if (!mode || mode.getSplatValue<bool>())
+    DenseElementsAttr ratio = constantOf(input(n, 1));
+    // Training with ratio 0 drops nothing: the identity, as in inference.
+    bool zeroRatio = ratio && ratio.isSplat() && isa<FloatType>(ratio.getElementType()) &&
+                     ratio.getSplatValue<APFloat>().isZero();
+    if (!mode)
+      return nodeError(n) << "training_mode must be known at compile time (a constant, or "
+                          << "bound with --bind-input)";
+    if (mode.getSplatValue<bool>() && !zeroRatio)
       return nodeError(n) << "training-mode Dropout (random masks) is not supported";
   }
   setOutput(n, 0, x);
@@ -1392,9 +1431,15 @@ LogicalResult OnnxImporter::mod(const onnx::NodeProto &n) {
   DS_TRY(fmod, intAttr(n, "fmod", 0));
   bool isFloat = isa<FloatType>(typeOf(a).getElementType());
   // ds.mod is fmod on floats and floored on integers: the two ONNX pairings.
-  if (isFloat != (fmod != 0))
-    return nodeError(n) << (isFloat ? "floating-point Mod needs fmod=1"
-                                    : "integer Mod with fmod=1 is not supported");
+  if (isFloat && !fmod) return nodeError(n) << "floating-point Mod needs fmod=1";
+  if (!isFloat && fmod) {
+    // C's truncated remainder, a - (a / b) * b: ds.div truncates integers.
+    DS_TRY(q, build<DivOp>({a, c}));
+    DS_TRY(back, build<MulOp>({q, c}));
+    DS_TRY(y, build<SubOp>({a, back}));
+    setOutput(n, 0, y);
+    return success();
+  }
   DS_TRY(y, build<ModOp>({a, c}));
   setOutput(n, 0, y);
   return success();
@@ -1788,34 +1833,60 @@ LogicalResult OnnxImporter::eyeLike(const onnx::NodeProto &n) {
   return success();
 }
 
-// GatherND (batch_dims 0): each index row becomes one linear index into the
-// data's flattened leading axes, then an ordinary Gather, which has a kernel
-// and a gradient rule.
-LogicalResult OnnxImporter::gatherND(const onnx::NodeProto &n) {
-  DS_TRY(data, required(n, 0));
-  DS_TRY(idx0, required(n, 1));
-  DS_TRY(batchDims, intAttr(n, "batch_dims", 0));
-  if (batchDims != 0) return nodeError(n) << "batch_dims " << batchDims << " is not supported (0 is)";
-  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx0).getShape();
-  if (is.empty() || !isa<IntegerType>(typeOf(idx0).getElementType()))
-    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
-  int64_t k = is.back(), rank = ds.size();
-  if (k < 1 || k > rank)
-    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank;
-  Value idx = idx0;
-  if (!typeOf(idx).getElementType().isInteger(64)) {
-    DS_TRY(c, buildTyped<CastOp>(RankedTensorType::get(is, b_.getI64Type()), idx));
-    idx = c;
-  }
-  SmallVector<int64_t> dims(ds.take_front(k)), strides(k, 1);
-  for (int64_t i = k - 2; i >= 0; --i) strides[i] = strides[i + 1] * ds[i + 1];
+/// Index rows [..., k] (possibly negative) into `dims` -> one i64 linear
+/// row-major index per row, shape [...].
+FailureOr<Value> OnnxImporter::linearIndex(const onnx::NodeProto &n, Value idx0,
+                                           ArrayRef<int64_t> dims) {
+  ArrayRef<int64_t> is = typeOf(idx0).getShape();
+  int64_t k = dims.size();
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t i = k - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  DS_TRY(idx, castTo(idx0, b_.getI64Type()));
   DS_TRY(neg, build<LessOp>({idx, scalar(b_.getI64Type(), 0)}));
   DS_TRY(shifted, build<AddOp>({idx, i64Tensor(dims)}));
   DS_TRY(wrapped, build<WhereOp>({neg, shifted, idx}));
   DS_TRY(scaled, build<MulOp>({wrapped, i64Tensor(strides)}));
-  DS_TRY(linear, reduceWith<ReduceSumOp>(scaled, {static_cast<int64_t>(is.size()) - 1}, false));
-  SmallVector<int64_t> flatShape{strides[0] * ds[0]};
-  llvm::append_range(flatShape, ds.drop_front(k));
+  return reduceWith<ReduceSumOp>(scaled, {static_cast<int64_t>(is.size()) - 1}, false);
+}
+
+// GatherND: each index row becomes one linear index into the data's
+// flattened indexed axes (plus its batch's offset with batch_dims), then an
+// ordinary Gather, which has a kernel and a gradient rule.
+LogicalResult OnnxImporter::gatherND(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(b, intAttr(n, "batch_dims", 0));
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape();
+  if (is.empty() || !isa<IntegerType>(typeOf(idx).getElementType()))
+    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
+  int64_t k = is.back(), rank = ds.size();
+  if (b < 0 || b >= static_cast<int64_t>(is.size()) || b >= rank)
+    return nodeError(n) << "batch_dims " << b << " must be below the ranks of data and indices";
+  for (int64_t d = 0; d < b; ++d)
+    if (ds[d] != is[d])
+      return nodeError(n) << "batch dimension " << d << " is " << ds[d] << " in data but "
+                          << is[d] << " in indices";
+  if (k < 1 || b + k > rank)
+    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank
+                        << " with batch_dims " << b;
+  ArrayRef<int64_t> dims = ds.slice(b, k);
+  DS_TRY(linear0, linearIndex(n, idx, dims));
+  Value linear = linear0;
+  int64_t block = 1, batch = 1;
+  for (int64_t d : dims) block *= d;
+  for (int64_t d : ds.take_front(b)) batch *= d;
+  if (b > 0) {
+    // Batch i's rows index block i of the flattened data.
+    SmallVector<int64_t> offShape(is.drop_back());
+    std::fill(offShape.begin() + b, offShape.end(), 1);
+    SmallVector<int64_t> offsets;
+    for (int64_t i = 0; i < batch; ++i) offsets.push_back(i * block);
+    auto t = RankedTensorType::get(offShape, b_.getI64Type());
+    DS_TRY(shifted, build<AddOp>({linear, constant(DenseElementsAttr::get(t, ArrayRef(offsets)))}));
+    linear = shifted;
+  }
+  SmallVector<int64_t> flatShape{batch * block};
+  llvm::append_range(flatShape, ds.drop_front(b + k));
   DS_TRY(flat, reshape(data, flatShape));
   DS_TRY(y, build<GatherOp>({flat, linear}, {i64Attr("axis", 0)}));
   setOutput(n, 0, y);
@@ -1824,8 +1895,7 @@ LogicalResult OnnxImporter::gatherND(const onnx::NodeProto &n) {
 
 LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
-  if (n.output_size() > 1 && !n.output(1).empty())
-    return nodeError(n) << "the Indices output is not supported";
+  bool wantIndices = n.output_size() > 1 && !n.output(1).empty();
   int64_t rank = typeOf(x).getRank();
   if (rank < 3) return nodeError(n) << "input must be [N, C, spatial...]";
   size_t k = rank - 2;
@@ -1860,6 +1930,16 @@ LogicalResult OnnxImporter::pool(const onnx::NodeProto &n) {
                                 arrAttr("dilations", dilations), arrAttr("pads", pads),
                                 attr("count_include_pad", b_.getBoolAttr(includePad != 0))}));
   setOutput(n, 0, y);
+  if (wantIndices) {
+    DS_TRY(order, intAttr(n, "storage_order", 0));
+    if (order != 0 && order != 1) return nodeError(n) << "storage_order must be 0 or 1";
+    auto t = RankedTensorType::get(shape, b_.getI64Type());
+    DS_TRY(idx, buildTyped<MaxPoolIndicesOp>(
+                    t, x, {arrAttr("kernel", kernel), arrAttr("strides", strides),
+                           arrAttr("dilations", dilations), arrAttr("pads", pads),
+                           attr("column_major", b_.getBoolAttr(order == 1))}));
+    setOutput(n, 1, idx);
+  }
   return success();
 }
 
@@ -2332,6 +2412,540 @@ LogicalResult OnnxImporter::batchNorm(const onnx::NodeProto &n) {
   return success();
 }
 
+// ---- scatter, top-k, einsum ---------------------------------------------------------
+
+// ScatterElements (and its opset 9-10 name, Scatter): one ds op.
+LogicalResult OnnxImporter::scatterElements(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(upd, required(n, 2));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  DS_TRY(reduction, stringAttr(n, "reduction", "none"));
+  auto red = symbolizeScatterReduction(reduction);
+  if (!red)
+    return nodeError(n) << "reduction '" << reduction << "' is not none, add, mul, max or min";
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  DS_TRY(y, buildTyped<ScatterElementsOp>(
+                typeOf(data), ValueRange{data, idx, upd},
+                {i64Attr("axis", axis), attr("reduction", ScatterReductionAttr::get(ctx_, *red))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// ScatterND: data viewed as [rows, slice], each index row a linear row
+// number, then scatter_elements along axis 0 with the index repeated
+// across the slice.
+LogicalResult OnnxImporter::scatterND(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(upd, required(n, 2));
+  DS_TRY(reduction, stringAttr(n, "reduction", "none"));
+  auto red = symbolizeScatterReduction(reduction);
+  if (!red)
+    return nodeError(n) << "reduction '" << reduction << "' is not none, add, mul, max or min";
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape();
+  if (is.empty() || !isa<IntegerType>(typeOf(idx).getElementType()))
+    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
+  int64_t k = is.back(), rank = ds.size();
+  if (k < 1 || k > rank)
+    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank;
+  SmallVector<int64_t> updShape(is.drop_back());
+  llvm::append_range(updShape, ds.drop_front(k));
+  if (typeOf(upd).getShape() != ArrayRef<int64_t>(updShape)) {
+    std::string want;
+    llvm::raw_string_ostream os(want);
+    llvm::interleave(updShape, os, "x");
+    return nodeError(n) << "updates must have shape " << want;
+  }
+  int64_t rows = 1, slice = 1, count = 1;
+  for (int64_t d : ds.take_front(k)) rows *= d;
+  for (int64_t d : ds.drop_front(k)) slice *= d;
+  for (int64_t d : is.drop_back()) count *= d;
+  DS_TRY(linear, linearIndex(n, idx, ds.take_front(k)));
+  DS_TRY(column, reshape(linear, {count, 1}));
+  DS_TRY(spread, buildTyped<ExpandOp>(RankedTensorType::get({count, slice}, b_.getI64Type()),
+                                      column));
+  DS_TRY(data2, reshape(data, {rows, slice}));
+  DS_TRY(upd2, reshape(upd, {count, slice}));
+  DS_TRY(s, buildTyped<ScatterElementsOp>(
+                typeOf(data2), ValueRange{data2, spread, upd2},
+                {i64Attr("axis", 0), attr("reduction", ScatterReductionAttr::get(ctx_, *red))}));
+  DS_TRY(y, reshape(s, ds));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::topK(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  DS_TRY(largest, intAttr(n, "largest", 1));
+  int64_t k;
+  if (opset_ < 10) {
+    DS_TRY(kAttr, intAttr(n, "k"));
+    k = kAttr;
+  } else {
+    DS_TRY(kv, constantInts(n, 1, "K"));
+    if (kv.size() != 1) return nodeError(n) << "K must hold one value";
+    k = kv[0];
+  }
+  int64_t rank = typeOf(x).getRank();
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  if (k < 0 || k > typeOf(x).getDimSize(axis))
+    return nodeError(n) << "K = " << k << " is outside [0, " << typeOf(x).getDimSize(axis)
+                        << "] for axis " << axis;
+  SmallVector<int64_t> shape(typeOf(x).getShape());
+  shape[axis] = k;
+  Type types[] = {RankedTensorType::get(shape, typeOf(x).getElementType()),
+                  RankedTensorType::get(shape, b_.getI64Type())};
+  DS_TRY(r, buildAll<TopKOp>(types, x,
+                             {i64Attr("k", k), i64Attr("axis", axis),
+                              attr("largest", b_.getBoolAttr(largest != 0))}));
+  setOutput(n, 0, r[0]);
+  setOutput(n, 1, r[1]);
+  return success();
+}
+
+namespace {
+/// One einsum operand (or partial product): a value and a label per axis.
+struct EinsumTerm {
+  Value v;
+  std::string labels;
+};
+} // namespace
+
+// Einsum: diagonals (mask and sum), labels summed early where nothing else
+// needs them, then a batched matmul per pair of operands ([batch, left,
+// contracted] x [batch, contracted, right]) and a final transpose. Every
+// step is an existing ds op, so Einsum runs and differentiates without a
+// kernel of its own. "..." becomes labels \x01, \x02, ... (right-aligned).
+LogicalResult OnnxImporter::einsum(const onnx::NodeProto &n) {
+  DS_TRY(eq0, stringAttr(n, "equation", ""));
+  std::string eq;
+  for (char ch : eq0)
+    if (ch != ' ') eq.push_back(ch);
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow), rhs = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+  SmallVector<std::string> specs;
+  for (StringRef part : llvm::split(StringRef(lhs), ',')) specs.push_back(part.str());
+  if (static_cast<int>(specs.size()) != n.input_size())
+    return nodeError(n) << "equation '" << eq0 << "' names " << specs.size()
+                        << " operands, the node has " << n.input_size();
+  int64_t ellipsisRank = 0;
+  SmallVector<EinsumTerm> terms;
+  // Expands "..." to `count` labels; checks the rest are letters.
+  auto expand = [&](const std::string &spec, int64_t count, std::string &out) -> LogicalResult {
+    size_t dots = spec.find("...");
+    for (size_t i = 0; i < spec.size(); ++i) {
+      if (i == dots) {
+        for (int64_t e = ellipsisRank - count; e < ellipsisRank; ++e) out.push_back(char(1 + e));
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(spec[i]))) {
+        out.push_back(spec[i]);
+      } else {
+        return nodeError(n) << "equation '" << eq0 << "' has an invalid character '" << spec[i]
+                            << "'";
+      }
+    }
+    return success();
+  };
+  for (auto [i, spec] : llvm::enumerate(specs)) {
+    DS_TRY(v, required(n, i));
+    int64_t letters = 0;
+    for (char ch : spec) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+    int64_t rank = typeOf(v).getRank();
+    bool dots = spec.find("...") != std::string::npos;
+    if (dots ? letters > rank : letters != rank)
+      return nodeError(n) << "operand " << i << " has rank " << rank << " but its subscripts '"
+                          << spec << "' name " << letters << " axes";
+    if (dots) ellipsisRank = std::max(ellipsisRank, rank - letters);
+    terms.push_back({v, ""});
+  }
+  for (auto [i, spec] : llvm::enumerate(specs)) {
+    int64_t letters = 0;
+    for (char ch : spec) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+    if (failed(expand(spec, typeOf(terms[i].v).getRank() - letters, terms[i].labels)))
+      return failure();
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    if (failed(expand(rhs, ellipsisRank, out))) return failure();
+  } else {
+    // Implicit output: the ellipsis, then letters used once, alphabetically.
+    for (int64_t e = 0; e < ellipsisRank; ++e) out.push_back(char(1 + e));
+    std::map<char, int> uses;
+    for (auto &t : terms)
+      for (char ch : t.labels)
+        if (std::isalpha(static_cast<unsigned char>(ch))) ++uses[ch];
+    for (auto [ch, count] : uses)
+      if (count == 1) out.push_back(ch);
+  }
+  std::map<char, int64_t> size;
+  for (auto &t : terms)
+    for (auto [i, ch] : llvm::enumerate(t.labels)) {
+      int64_t d = typeOf(t.v).getDimSize(i);
+      auto [it, fresh] = size.insert({ch, d});
+      if (!fresh && it->second != d && it->second != 1 && d != 1)
+        return nodeError(n) << "subscript '" << (ch < 32 ? std::string("...") : std::string(1, ch))
+                            << "' is " << it->second << " in one operand and " << d
+                            << " in another";
+      if (!fresh && it->second == 1) it->second = d;
+    }
+  for (char ch : out)
+    if (!size.count(ch))
+      return nodeError(n) << "output subscript '" << ch << "' appears in no operand";
+
+  auto permute = [&](EinsumTerm &t, const std::string &order) -> LogicalResult {
+    if (t.labels == order) return success();
+    SmallVector<int64_t> perm;
+    for (char ch : order) perm.push_back(t.labels.find(ch));
+    auto r = build<TransposeOp>({t.v}, {arrAttr("permutation", perm)});
+    if (failed(r)) return failure();
+    t = {*r, order};
+    return success();
+  };
+  // Sums the axes whose labels `keep` rejects.
+  auto sumOut = [&](EinsumTerm &t, llvm::function_ref<bool(char)> keep) -> LogicalResult {
+    SmallVector<int64_t> axes;
+    std::string rest;
+    for (auto [i, ch] : llvm::enumerate(t.labels)) {
+      if (keep(ch)) rest.push_back(ch);
+      else axes.push_back(i);
+    }
+    if (axes.empty()) return success();
+    auto r = reduceWith<ReduceSumOp>(t.v, axes, false);
+    if (failed(r)) return failure();
+    t = {*r, rest};
+    return success();
+  };
+  auto usedAfter = [&](size_t from, char ch) {
+    if (out.find(ch) != std::string::npos) return true;
+    for (size_t j = from; j < terms.size(); ++j)
+      if (terms[j].labels.find(ch) != std::string::npos) return true;
+    return false;
+  };
+
+  // Diagonals: a repeated label keeps only the elements where its axes agree.
+  for (auto &t : terms) {
+    for (size_t i = 0; i < t.labels.size(); ++i) {
+      size_t j = t.labels.find(t.labels[i], i + 1);
+      if (j == std::string::npos) continue;
+      RankedTensorType tt = typeOf(t.v);
+      int64_t d = tt.getDimSize(i);
+      if (tt.getDimSize(j) != d)
+        return nodeError(n) << "repeated subscript '" << t.labels[i] << "' spans axes of "
+                            << d << " and " << tt.getDimSize(j);
+      SmallVector<int64_t> maskShape(tt.getRank(), 1);
+      maskShape[i] = maskShape[j] = d;
+      Type elem = tt.getElementType();
+      SmallVector<Attribute> eye;
+      for (int64_t r = 0; r < d; ++r)
+        for (int64_t c = 0; c < d; ++c)
+          eye.push_back(isa<FloatType>(elem) ? Attribute(b_.getFloatAttr(elem, r == c))
+                                             : Attribute(b_.getIntegerAttr(elem, r == c)));
+      Value mask = constant(DenseElementsAttr::get(RankedTensorType::get(maskShape, elem), eye));
+      DS_TRY(masked, build<MulOp>({t.v, mask}));
+      DS_TRY(summed, reduceWith<ReduceSumOp>(masked, {static_cast<int64_t>(j)}, false));
+      t.v = summed;
+      t.labels.erase(j, 1);
+      --i; // the same label may repeat again
+    }
+  }
+  EinsumTerm acc = terms[0];
+  if (failed(sumOut(acc, [&](char ch) { return usedAfter(1, ch); }))) return failure();
+  for (size_t ti = 1; ti < terms.size(); ++ti) {
+    EinsumTerm rhsTerm = terms[ti];
+    auto keepLater = [&](char ch) { return usedAfter(ti + 1, ch); };
+    auto inOther = [](const EinsumTerm &o, char ch) { return o.labels.find(ch) != std::string::npos; };
+    if (failed(sumOut(rhsTerm, [&](char ch) { return keepLater(ch) || inOther(acc, ch); })))
+      return failure();
+    std::string batch, left, contracted, right;
+    for (char ch : acc.labels) {
+      if (!inOther(rhsTerm, ch)) left.push_back(ch);
+      else if (keepLater(ch)) batch.push_back(ch);
+      else contracted.push_back(ch);
+    }
+    for (char ch : rhsTerm.labels)
+      if (!inOther(acc, ch)) right.push_back(ch);
+    if (failed(permute(acc, batch + left + contracted)) ||
+        failed(permute(rhsTerm, batch + contracted + right)))
+      return failure();
+    auto prod = [&](const std::string &ls) {
+      int64_t p = 1;
+      for (char ch : ls) p *= size[ch];
+      return p;
+    };
+    // Broadcast batch axes of extent 1 (from "...") to the full extent.
+    auto widen = [&](EinsumTerm &t) -> LogicalResult {
+      SmallVector<int64_t> shape;
+      for (auto [i, ch] : llvm::enumerate(t.labels))
+        shape.push_back(i < batch.size() ? size[ch] : typeOf(t.v).getDimSize(i));
+      if (ArrayRef<int64_t>(shape) == typeOf(t.v).getShape()) return success();
+      auto r = buildTyped<ExpandOp>(RankedTensorType::get(shape, typeOf(t.v).getElementType()), t.v);
+      if (failed(r)) return failure();
+      t.v = *r;
+      return success();
+    };
+    if (failed(widen(acc)) || failed(widen(rhsTerm))) return failure();
+    int64_t B = prod(batch), L = prod(left), C = prod(contracted), R = prod(right);
+    DS_TRY(a3, reshape(acc.v, {B, L, C}));
+    DS_TRY(b3, reshape(rhsTerm.v, {B, C, R}));
+    DS_TRY(m, build<MatmulOp>({a3, b3}));
+    SmallVector<int64_t> shape;
+    std::string labels = batch + left + right;
+    for (char ch : labels) shape.push_back(size[ch]);
+    DS_TRY(r, reshape(m, shape));
+    acc = {r, labels};
+  }
+  if (failed(sumOut(acc, [&](char ch) { return out.find(ch) != std::string::npos; })) ||
+      failed(permute(acc, out)))
+    return failure();
+  setOutput(n, 0, acc.v);
+  return success();
+}
+
+// ---- quantization: compositions of round, clip, cast and integer matmul --------------
+
+/// A per-axis (1-D) scale or zero point laid along `axis` of x; scalars and
+/// one-element tensors broadcast as they are.
+FailureOr<Value> OnnxImporter::alongAxis(const onnx::NodeProto &n, Value v, Value x,
+                                         int64_t axis) {
+  RankedTensorType vt = typeOf(v);
+  if (vt.getRank() == 0 || vt.getNumElements() == 1) return v;
+  int64_t rank = typeOf(x).getRank();
+  if (vt.getRank() != 1 || failed(normalizeAxis(n, axis, rank)) ||
+      vt.getDimSize(0) != typeOf(x).getDimSize(axis))
+    return FailureOr<Value>(nodeError(n) << "per-axis scales and zero points must be 1-D with "
+                                         << "one entry per element of the axis");
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = vt.getDimSize(0);
+  return reshape(v, shape);
+}
+
+/// round-half-even(y) + zero point, saturated to qType (ONNX's QuantizeLinear
+/// after the division by the scale).
+FailureOr<Value> OnnxImporter::quantize(const onnx::NodeProto &n, Value y, Value zeroPoint,
+                                        Type qType) {
+  auto it = dyn_cast<IntegerType>(qType);
+  if (!it || it.getWidth() == 1 || it.getWidth() > 16)
+    return FailureOr<Value>(nodeError(n) << "quantizes to " << qType
+                                         << "; 8- and 16-bit integers are supported");
+  Type f = typeOf(y).getElementType();
+  DS_TRY(rounded, build<RoundOp>({y}));
+  Value q = rounded;
+  if (zeroPoint) {
+    DS_TRY(zp, castTo(zeroPoint, f));
+    DS_TRY(shifted, build<AddOp>({q, zp}));
+    q = shifted;
+  }
+  unsigned bits = it.getWidth();
+  double lo = it.isUnsigned() ? 0 : -std::ldexp(1.0, bits - 1);
+  double hi = it.isUnsigned() ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+  DS_TRY(above, build<MaxOp>({q, scalar(f, lo)}));
+  DS_TRY(clipped, build<MinOp>({above, scalar(f, hi)}));
+  return castTo(clipped, qType);
+}
+
+LogicalResult OnnxImporter::quantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x0, required(n, 0));
+  DS_TRY(scale0, required(n, 1));
+  Value zp0 = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", 1));
+  DS_TRY(block, intAttr(n, "block_size", 0));
+  DS_TRY(saturate, intAttr(n, "saturate", 1));
+  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
+  (void)saturate; // only meaningful for float8 outputs, which ds rejects below
+  Type qType = zp0 ? typeOf(zp0).getElementType() : b_.getIntegerType(8, false);
+  DS_TRY(outType, intAttr(n, "output_dtype", 0));
+  if (outType != 0) {
+    FailureOr<Type> t = elementType(static_cast<int32_t>(outType));
+    if (failed(t)) return nodeError(n) << "output_dtype " << outType << " is not supported";
+    qType = *t;
+  }
+  Type f = typeOf(scale0).getElementType();
+  DS_TRY(x, castTo(x0, f));
+  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  Value zp;
+  if (zp0) {
+    DS_TRY(z, alongAxis(n, zp0, x, axis));
+    zp = z;
+  }
+  DS_TRY(scaled, build<DivOp>({x, scale}));
+  DS_TRY(y, quantize(n, scaled, zp, qType));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult OnnxImporter::dequantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x0, required(n, 0));
+  DS_TRY(scale0, required(n, 1));
+  Value zp0 = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", 1));
+  DS_TRY(block, intAttr(n, "block_size", 0));
+  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
+  Type f = typeOf(scale0).getElementType();
+  DS_TRY(x, castTo(x0, f));
+  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  Value centeredX = x;
+  if (zp0) {
+    DS_TRY(z, alongAxis(n, zp0, x, axis));
+    DS_TRY(zf, castTo(z, f));
+    DS_TRY(c, build<SubOp>({x, zf}));
+    centeredX = c;
+  }
+  DS_TRY(y, build<MulOp>({centeredX, scale}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// DynamicQuantizeLinear: uint8 with a scale and zero point that make the
+// data's range, widened to include 0, span [0, 255].
+LogicalResult OnnxImporter::dynamicQuantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  Type f = typeOf(x).getElementType();
+  if (!f.isF32()) return nodeError(n) << "input must be f32";
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < typeOf(x).getRank(); ++d) all.push_back(d);
+  Value zero = scalar(f, 0.0);
+  DS_TRY(mn0, reduceWith<ReduceMinOp>(x, all, false));
+  DS_TRY(mx0, reduceWith<ReduceMaxOp>(x, all, false));
+  DS_TRY(mn, build<MinOp>({mn0, zero}));
+  DS_TRY(mx, build<MaxOp>({mx0, zero}));
+  DS_TRY(range, build<SubOp>({mx, mn}));
+  DS_TRY(scale, build<DivOp>({range, scalar(f, 255.0)}));
+  DS_TRY(minOverScale, build<DivOp>({mn, scale}));
+  DS_TRY(negated, build<SubOp>({zero, minOverScale}));
+  Type u8 = b_.getIntegerType(8, false);
+  DS_TRY(zp, quantize(n, negated, nullptr, u8));
+  DS_TRY(scaled, build<DivOp>({x, scale}));
+  DS_TRY(y, quantize(n, scaled, zp, u8));
+  setOutput(n, 0, y);
+  setOutput(n, 1, scale);
+  setOutput(n, 2, zp);
+  return success();
+}
+
+/// x - zero point, widened to i32 (the integer GEMM's accumulator type). A
+/// 1-D zero point of the left operand is per row (`rowwise`).
+FailureOr<Value> OnnxImporter::centered(const onnx::NodeProto &n, Value x, Value zeroPoint,
+                                        bool rowwise) {
+  Type elem = typeOf(x).getElementType();
+  auto it = dyn_cast<IntegerType>(elem);
+  if (!it || it.getWidth() != 8)
+    return FailureOr<Value>(nodeError(n) << "integer matmul operands must be int8 or uint8, not "
+                                         << elem);
+  DS_TRY(wide, castTo(x, b_.getI32Type()));
+  if (!zeroPoint) return wide;
+  if (typeOf(zeroPoint).getElementType() != elem)
+    return FailureOr<Value>(nodeError(n) << "zero points must have their operand's type");
+  DS_TRY(zp0, castTo(zeroPoint, b_.getI32Type()));
+  Value zp = zp0;
+  if (rowwise && typeOf(zp).getRank() == 1 && typeOf(zp).getNumElements() > 1) {
+    DS_TRY(col, reshape(zp, {typeOf(zp).getNumElements(), 1}));
+    zp = col;
+  }
+  return build<SubOp>({wide, zp});
+}
+
+LogicalResult OnnxImporter::matmulInteger(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(bm, required(n, 1));
+  DS_TRY(ac, centered(n, a, input(n, 2), true));
+  DS_TRY(bc, centered(n, bm, input(n, 3), false));
+  DS_TRY(y, build<MatmulOp>({ac, bc}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// QLinearMatMul: the exact integer product of the centered operands, then
+// requantized by a_scale * b_scale / y_scale.
+LogicalResult OnnxImporter::qlinearMatmul(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(aScale, required(n, 1));
+  DS_TRY(bm, required(n, 3));
+  DS_TRY(bScale, required(n, 4));
+  DS_TRY(yScale, required(n, 6));
+  DS_TRY(yZp, required(n, 7));
+  DS_TRY(ac, centered(n, a, input(n, 2), true));
+  DS_TRY(bc, centered(n, bm, input(n, 5), false));
+  DS_TRY(prod, build<MatmulOp>({ac, bc}));
+  Type f = typeOf(aScale).getElementType();
+  DS_TRY(pf, castTo(prod, f));
+  Value as = aScale;
+  if (typeOf(as).getRank() == 1 && typeOf(as).getNumElements() > 1) {
+    DS_TRY(col, reshape(as, {typeOf(as).getNumElements(), 1}));
+    as = col;
+  }
+  DS_TRY(ab, build<MulOp>({as, bScale}));
+  DS_TRY(multiplier, build<DivOp>({ab, yScale}));
+  DS_TRY(scaled, build<MulOp>({pf, multiplier}));
+  DS_TRY(y, quantize(n, scaled, yZp, typeOf(yZp).getElementType()));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// Hann, Hamming and Blackman windows: the size is known at compile time, so
+// the window is a constant (computed in double, stored in the output type).
+LogicalResult OnnxImporter::window(const onnx::NodeProto &n) {
+  DS_TRY(sizeV, constantInts(n, 0, "size"));
+  if (sizeV.size() != 1 || sizeV[0] < 0)
+    return nodeError(n) << "size must be one non-negative integer";
+  DS_TRY(periodic, intAttr(n, "periodic", 1));
+  DS_TRY(dt, intAttr(n, "output_datatype", onnx::TensorProto_DataType_FLOAT));
+  FailureOr<Type> elem = elementType(static_cast<int32_t>(dt));
+  if (failed(elem)) return nodeError(n) << "output_datatype " << dt << " is not supported";
+  int64_t size = sizeV[0];
+  double denom = periodic ? size : size - 1;
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < size; ++i) {
+    double a = denom > 0 ? 2 * M_PI * i / denom : 0, v;
+    if (n.op_type() == "HannWindow") v = 0.5 - 0.5 * std::cos(a);
+    else if (n.op_type() == "HammingWindow") v = 25.0 / 46 - (21.0 / 46) * std::cos(a);
+    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    values.push_back(isa<FloatType>(*elem) ? Attribute(b_.getFloatAttr(*elem, v))
+                                           : Attribute(b_.getIntegerAttr(*elem, int64_t(v))));
+  }
+  setOutput(n, 0, constant(DenseElementsAttr::get(RankedTensorType::get({size}, *elem), values)));
+  return success();
+}
+
+// MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)
+// over `axes`, ONNX's function body.
+LogicalResult OnnxImporter::meanVarianceNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axesOpt, intsAttr(n, "axes"));
+  SmallVector<int64_t> axes = axesOpt ? *axesOpt : SmallVector<int64_t>{0, 2, 3};
+  if (failed(normalizeAxes(n, axes, typeOf(x).getRank()))) return failure();
+  Type f = typeOf(x).getElementType();
+  DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+  DS_TRY(sq, build<MulOp>({x, x}));
+  DS_TRY(meanSq, reduceWith<ReduceMeanOp>(sq, axes, true));
+  DS_TRY(sqMean, build<MulOp>({mean, mean}));
+  DS_TRY(var, build<SubOp>({meanSq, sqMean}));
+  DS_TRY(std, build<SqrtOp>({var}));
+  DS_TRY(denom, build<AddOp>({std, scalar(f, 1e-9)}));
+  DS_TRY(centered, build<SubOp>({x, mean}));
+  DS_TRY(y, build<DivOp>({centered, denom}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// BitShift on unsigned integers: x * 2^s or x / 2^s, which wrap and
+// truncate exactly as the shifts do.
+LogicalResult OnnxImporter::bitShift(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(s, required(n, 1));
+  DS_TRY(direction, stringAttr(n, "direction", ""));
+  if (direction != "LEFT" && direction != "RIGHT")
+    return nodeError(n) << "direction must be LEFT or RIGHT, not '" << direction << "'";
+  Type elem = typeOf(x).getElementType();
+  if (!elem.isUnsignedInteger()) return nodeError(n) << "BitShift needs unsigned integers";
+  DS_TRY(factor, build<PowOp>({scalar(elem, 2), s}));
+  FailureOr<Value> y = direction == "LEFT" ? build<MulOp>({x, factor}) : build<DivOp>({x, factor});
+  if (failed(y)) return failure();
+  setOutput(n, 0, *y);
+  return success();
+}
+
 const llvm::StringMap<Handler> &OnnxImporter::handlers() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::identity},
@@ -2396,6 +3010,21 @@ const llvm::StringMap<Handler> &OnnxImporter::handlers() {
       {"Tile", &OnnxImporter::tile},
       {"Pad", &OnnxImporter::pad},
       {"GatherND", &OnnxImporter::gatherND},
+      {"HannWindow", &OnnxImporter::window},
+      {"HammingWindow", &OnnxImporter::window},
+      {"BlackmanWindow", &OnnxImporter::window},
+      {"MeanVarianceNormalization", &OnnxImporter::meanVarianceNorm},
+      {"BitShift", &OnnxImporter::bitShift},
+      {"ScatterElements", &OnnxImporter::scatterElements},
+      {"Scatter", &OnnxImporter::scatterElements},
+      {"ScatterND", &OnnxImporter::scatterND},
+      {"TopK", &OnnxImporter::topK},
+      {"Einsum", &OnnxImporter::einsum},
+      {"QuantizeLinear", &OnnxImporter::quantizeLinear},
+      {"DequantizeLinear", &OnnxImporter::dequantizeLinear},
+      {"DynamicQuantizeLinear", &OnnxImporter::dynamicQuantizeLinear},
+      {"MatMulInteger", &OnnxImporter::matmulInteger},
+      {"QLinearMatMul", &OnnxImporter::qlinearMatmul},
       {"DepthToSpace", &OnnxImporter::depthSpace},
       {"SpaceToDepth", &OnnxImporter::depthSpace},
       {"Shrink", &OnnxImporter::shrink},

@@ -101,7 +101,10 @@ size_t mlir::ds::onnxElementBytes(int32_t t) {
   case onnx::TensorProto_DataType_INT8: return 1;
   case onnx::TensorProto_DataType_UINT8: return 1;
   case onnx::TensorProto_DataType_INT16: return 2;
+  case onnx::TensorProto_DataType_UINT16: return 2;
   case onnx::TensorProto_DataType_INT32: return 4;
+  case onnx::TensorProto_DataType_UINT32: return 4;
+  case onnx::TensorProto_DataType_UINT64: return 8;
   case onnx::TensorProto_DataType_INT64: return 8;
   case onnx::TensorProto_DataType_BOOL: return 1;
   default: return 0;
@@ -308,7 +311,17 @@ llvm::Expected<TensorPayload> mlir::ds::readTensorPayload(const onnx::TensorProt
     if (auto e = count(t.int32_data_size())) return std::move(e);
     appendAs<decltype(t.int32_data()), int32_t>(p.bytes, t.int32_data());
     break;
+  case onnx::TensorProto_DataType_UINT32:
+    // ONNX keeps uint32 and uint64 values in uint64_data.
+    if (auto e = count(t.uint64_data_size())) return std::move(e);
+    appendAs<decltype(t.uint64_data()), uint32_t>(p.bytes, t.uint64_data());
+    break;
+  case onnx::TensorProto_DataType_UINT64:
+    if (auto e = count(t.uint64_data_size())) return std::move(e);
+    appendAs<decltype(t.uint64_data()), uint64_t>(p.bytes, t.uint64_data());
+    break;
   case onnx::TensorProto_DataType_INT16:
+  case onnx::TensorProto_DataType_UINT16:
   case onnx::TensorProto_DataType_FLOAT16:
   case onnx::TensorProto_DataType_BFLOAT16:
     if (auto e = count(t.int32_data_size())) return std::move(e);

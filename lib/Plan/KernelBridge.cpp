@@ -19,6 +19,9 @@ FailureOr<plan::DType> mlir::ds::planDType(Type t, Location loc) {
   if (t.isBF16()) return plan::BF16;
   if (t.isInteger(1)) return plan::BOOL;
   if (t.isUnsignedInteger(8)) return plan::U8;
+  if (t.isUnsignedInteger(16)) return plan::U16;
+  if (t.isUnsignedInteger(32)) return plan::U32;
+  if (t.isUnsignedInteger(64)) return plan::U64;
   if (t.isSignlessInteger(8)) return plan::I8;
   if (t.isSignlessInteger(16)) return plan::I16;
   if (t.isSignlessInteger(32)) return plan::I32;
@@ -115,6 +118,25 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         setInts(s, "dilations", o.getDilations());
         setInts(s, "pads", o.getPads());
         setInt(s, "group", o.getGroup());
+        return success();
+      })
+      .Case<TopKOp>([&](TopKOp t) {
+        setInt(s, "k", t.getK());
+        setInt(s, "axis", t.getAxis());
+        setInt(s, "largest", t.getLargest());
+        return success();
+      })
+      .Case<ScatterElementsOp>([&](ScatterElementsOp o) {
+        setInt(s, "axis", o.getAxis());
+        (*s.mutable_attrs())["reduction"].set_s(stringifyScatterReduction(o.getReduction()).str());
+        return success();
+      })
+      .Case<MaxPoolIndicesOp>([&](MaxPoolIndicesOp o) {
+        setInts(s, "kernel", o.getKernel());
+        setInts(s, "strides", o.getStrides());
+        setInts(s, "dilations", o.getDilations());
+        setInts(s, "pads", o.getPads());
+        setInt(s, "column_major", o.getColumnMajor());
         return success();
       })
       .Case<PoolOp, PoolGradOp>([&](auto o) {

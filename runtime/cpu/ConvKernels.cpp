@@ -207,8 +207,87 @@ int64_t paddedCount(const Window &w, int64_t p, const std::vector<int64_t> &padE
   return count;
 }
 
+/// The first maximum of window p in one channel plane: its offset, or -1
+/// when the window lies wholly in the padding. NaN wins, as in PyTorch.
+template <typename T> int64_t windowArgMax(const Window &w, const T *xc, int64_t p) {
+  T best{};
+  int64_t at = -1;
+  forWindow(w, p, [&](int64_t off) {
+    if (at < 0 || xc[off] > best || (xc[off] != xc[off] && best == best)) {
+      best = xc[off];
+      at = off;
+    }
+  });
+  return at;
+}
+
+/// Row-major spatial offset -> the same point's column-major offset.
+int64_t columnMajor(const Window &w, int64_t off) {
+  int64_t r = 0, stride = 1;
+  std::vector<int64_t> coord(w.in.size());
+  for (size_t d = w.in.size(); d-- > 0;) {
+    coord[d] = off % w.in[d];
+    off /= w.in[d];
+  }
+  for (size_t d = 0; d < w.in.size(); ++d) {
+    r += coord[d] * stride;
+    stride *= w.in[d];
+  }
+  return r;
+}
+
+/// Max pooling of any native element type (kIndices: the flat index of each
+/// window's maximum in the whole input instead, MaxPool's Indices output).
+template <typename T, bool kIndices>
+PreparedStep makeMaxPool(const Window &w, const T *xp, void *outp, bool colMajor) {
+  return [=]() -> absl::Status {
+    parallelFor(w.n * w.c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        const T *xc = xp + nc * w.inSize;
+        for (int64_t p = 0; p < w.outSize; ++p) {
+          int64_t at = windowArgMax(w, xc, p), idx = nc * w.outSize + p;
+          if constexpr (kIndices)
+            static_cast<int64_t *>(outp)[idx] =
+                at < 0 ? -1 : nc * w.inSize + (colMajor ? columnMajor(w, at) : at);
+          else
+            static_cast<T *>(outp)[idx] =
+                at >= 0 ? xc[at]
+                        : (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                                : std::numeric_limits<T>::lowest());
+        }
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareMaxPoolIndices(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::I64, "result"));
+  DS_ASSIGN_OR_RETURN(Window w, poolWindow(c, c.in[0], c.out[0]));
+  DS_ASSIGN_OR_RETURN(int64_t colMajor, c.intAttr("column_major"));
+  const TensorView x = c.in[0];
+  void *out = c.out[0].data;
+  return dispatchNative(c, x.dtype, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    using T = decltype(tag);
+    return makeMaxPool<T, true>(w, x.as<T>(), out, colMajor != 0);
+  });
+}
+
 template <bool kGrad>
 absl::StatusOr<PreparedStep> preparePool(const KernelContext &c) {
+  if (!kGrad && c.stringAttr("kind").value_or("") == "max") {
+    // Max pooling of any native type; average pooling and gradients are f32.
+    DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+    DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+    DS_ASSIGN_OR_RETURN(Window w, poolWindow(c, c.in[0], c.out[0]));
+    const TensorView x = c.in[0];
+    void *out = c.out[0].data;
+    return dispatchNative(c, x.dtype, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+      using T = decltype(tag);
+      return makeMaxPool<T, false>(w, x.as<T>(), out, false);
+    });
+  }
   DS_RETURN_IF_ERROR(c.expectArity(kGrad ? 2 : 1, kGrad ? 2 : 1, 1));
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
@@ -235,20 +314,9 @@ absl::StatusOr<PreparedStep> preparePool(const KernelContext &c) {
         const float *xc = xp + nc * w.inSize;
         for (int64_t p = 0; p < w.outSize; ++p) {
           int64_t idx = nc * w.outSize + p;
-          if (isMax) {
-            float best = -std::numeric_limits<float>::infinity();
-            int64_t at = -1;
-            forWindow(w, p, [&](int64_t off) {
-              if (at < 0 || xc[off] > best || (xc[off] != xc[off] && best == best)) {
-                best = xc[off];
-                at = off;
-              }
-            });
-            if (kGrad) {
-              if (at >= 0) out[nc * w.inSize + at] += yp[idx];
-            } else {
-              out[idx] = best;
-            }
+          if (isMax) { // only the gradient: the forward max is makeMaxPool
+            int64_t at = windowArgMax(w, xc, p);
+            if (at >= 0) out[nc * w.inSize + at] += yp[idx];
           } else {
             double sum = 0;
             int64_t inside = 0;
@@ -278,6 +346,7 @@ void registerConvKernels(KernelRegistry &r) {
   r.add("conv_grad", prepareConvGrad);
   r.add("pool", preparePool<false>);
   r.add("pool_grad", preparePool<true>);
+  r.add("max_pool_indices", prepareMaxPoolIndices);
 }
 
 } // namespace ds::rt::cpu

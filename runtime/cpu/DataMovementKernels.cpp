@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt::cpu {
 namespace {
@@ -350,6 +351,56 @@ absl::StatusOr<PreparedStep> prepareGatherElementsGrad(const KernelContext &c) {
   });
 }
 
+/// scatter_elements: out = data, then each update lands (or combines) at
+/// its index along the axis, in order, so the last duplicate wins.
+template <typename T>
+PreparedStep makeScatterElements(const KernelContext &c, ElementIndexing ix,
+                                 const std::string &reduction) {
+  const TensorView data = c.in[0], idx = c.in[1], upd = c.in[2], out = c.out[0];
+  std::string where(c.error("").message());
+  int mode = reduction == "add" ? 1 : reduction == "mul" ? 2 : reduction == "max" ? 3
+           : reduction == "min" ? 4 : 0;
+  return [=]() -> absl::Status {
+    T *o = static_cast<T *>(out.data);
+    const T *u = static_cast<const T *>(upd.data);
+    if (out.data != data.data) std::memcpy(out.data, data.data, out.bytes());
+    for (int64_t i = 0; i < idx.numel; ++i) {
+      absl::StatusOr<int64_t> off = idx.dtype == plan::I64 ? ix.offset(idx.as<int64_t>(), i, where)
+                                                           : ix.offset(idx.as<int32_t>(), i, where);
+      if (!off.ok()) return off.status();
+      T &dst = o[*off];
+      switch (mode) {
+      case 1: dst = static_cast<T>(dst + u[i]); break;
+      case 2: dst = static_cast<T>(dst * u[i]); break;
+      case 3: dst = math::Max()(dst, u[i]); break;
+      case 4: dst = math::Min()(dst, u[i]); break;
+      default: dst = u[i];
+      }
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareScatterElements(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[2], c.in[0].dtype, "updates"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[2], c.in[1].shape, "updates"));
+  DS_ASSIGN_OR_RETURN(ElementIndexing ix, elementIndexing(c, c.in[0], c.in[1]));
+  DS_ASSIGN_OR_RETURN(std::string reduction, c.stringAttr("reduction"));
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+      reduction != "min")
+    return c.error("reduction must be none, add, mul, max or min, not '" + reduction + "'");
+  if (reduction == "none") // a plain copy: any element type, by size
+    return bySize(c, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+      return makeScatterElements<decltype(tag)>(c, ix, reduction);
+    });
+  return dispatchNative(c, c.in[0].dtype, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    return makeScatterElements<decltype(tag)>(c, ix, reduction);
+  });
+}
+
 absl::StatusOr<PreparedStep> prepareExpand(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(expectSameDType(c));
@@ -438,6 +489,7 @@ void registerDataMovementKernels(KernelRegistry &r) {
   r.add("gather", prepareGather);
   r.add("gather_elements", prepareGatherElements);
   r.add("gather_elements_grad", prepareGatherElementsGrad);
+  r.add("scatter_elements", prepareScatterElements);
   r.add("expand", prepareExpand);
 }
 

@@ -106,6 +106,9 @@ absl::StatusOr<PreparedStep> prepareArith(const KernelContext &c) {
   case plan::I8: if (kIntegers) return makeBinary<int8_t, int8_t, Op>(ix, a, b, o); break;
   case plan::I16: if (kIntegers) return makeBinary<int16_t, int16_t, Op>(ix, a, b, o); break;
   case plan::U8: if (kIntegers) return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o); break;
+  case plan::U16: if (kIntegers) return makeBinary<uint16_t, uint16_t, Op>(ix, a, b, o); break;
+  case plan::U32: if (kIntegers) return makeBinary<uint32_t, uint32_t, Op>(ix, a, b, o); break;
+  case plan::U64: if (kIntegers) return makeBinary<uint64_t, uint64_t, Op>(ix, a, b, o); break;
   default: break;
   }
   return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
@@ -122,7 +125,7 @@ PreparedStep makeIntDiv(const KernelContext &c, BroadcastIndexer ix) {
     for (int64_t i = 0; i < b.numel; ++i) {
       if (pb[i] == 0)
         return absl::InvalidArgumentError(where + "integer division by zero");
-      if (pb[i] == T(-1)) {
+      if (std::is_signed_v<T> && pb[i] == T(-1)) {
         const T *pa = a.as<T>();
         for (int64_t j = 0; j < a.numel; ++j)
           if (pa[j] == std::numeric_limits<T>::min())
@@ -148,6 +151,10 @@ absl::StatusOr<PreparedStep> prepareDiv(const KernelContext &c) {
   case plan::I64: return makeIntDiv<int64_t, Op>(c, ix);
   case plan::I8: return makeIntDiv<int8_t, Op>(c, ix);
   case plan::I16: return makeIntDiv<int16_t, Op>(c, ix);
+  case plan::U8: return makeIntDiv<uint8_t, Op>(c, ix);
+  case plan::U16: return makeIntDiv<uint16_t, Op>(c, ix);
+  case plan::U32: return makeIntDiv<uint32_t, Op>(c, ix);
+  case plan::U64: return makeIntDiv<uint64_t, Op>(c, ix);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
 }
@@ -166,6 +173,9 @@ absl::StatusOr<PreparedStep> prepareCompare(const KernelContext &c) {
   case plan::I64: return makeBinary<int64_t, uint8_t, Op>(ix, a, b, o);
   case plan::I8: return makeBinary<int8_t, uint8_t, Op>(ix, a, b, o);
   case plan::I16: return makeBinary<int16_t, uint8_t, Op>(ix, a, b, o);
+  case plan::U16: return makeBinary<uint16_t, uint8_t, Op>(ix, a, b, o);
+  case plan::U32: return makeBinary<uint32_t, uint8_t, Op>(ix, a, b, o);
+  case plan::U64: return makeBinary<uint64_t, uint8_t, Op>(ix, a, b, o);
   case plan::U8:
   case plan::BOOL: return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
@@ -335,6 +345,9 @@ absl::StatusOr<PreparedStep> castFrom(const KernelContext &c) {
   case plan::I32: return makeCast<From, int32_t>(x, o);
   case plan::I64: return makeCast<From, int64_t>(x, o);
   case plan::U8: return makeCast<From, uint8_t>(x, o);
+  case plan::U16: return makeCast<From, uint16_t>(x, o);
+  case plan::U32: return makeCast<From, uint32_t>(x, o);
+  case plan::U64: return makeCast<From, uint64_t>(x, o);
   case plan::BOOL: return makeCast<From, uint8_t, true>(x, o);
   default: return c.error(absl::StrCat("cannot cast to ", dtypeName(o.dtype)));
   }
@@ -393,21 +406,11 @@ absl::StatusOr<PreparedStep> prepareCast(const KernelContext &c) {
   case plan::I16: return castFrom<int16_t>(c);
   case plan::I32: return castFrom<int32_t>(c);
   case plan::I64: return castFrom<int64_t>(c);
-  case plan::U8:
-  case plan::BOOL: {
-    // Bool and u8 sources are numeric 0/1 (or 0-255), not truthiness.
-    const TensorView x = c.in[0], o = c.out[0];
-    switch (o.dtype) {
-    case plan::F32: return makeCast<uint8_t, float>(x, o);
-    case plan::F64: return makeCast<uint8_t, double>(x, o);
-    case plan::I32: return makeCast<uint8_t, int32_t>(x, o);
-    case plan::I64: return makeCast<uint8_t, int64_t>(x, o);
-    case plan::U8: return makeCast<uint8_t, uint8_t>(x, o);
-    case plan::BOOL: return makeCast<uint8_t, uint8_t, true>(x, o);
-    default: break;
-    }
-    return c.error(absl::StrCat("cannot cast to ", dtypeName(o.dtype)));
-  }
+  case plan::U8: return castFrom<uint8_t>(c);
+  case plan::U16: return castFrom<uint16_t>(c);
+  case plan::U32: return castFrom<uint32_t>(c);
+  case plan::U64: return castFrom<uint64_t>(c);
+  case plan::BOOL: return castFrom<uint8_t>(c); // 0/1 values, numeric
   default:
     return c.error(absl::StrCat("cannot cast from ", dtypeName(c.in[0].dtype)));
   }

@@ -63,6 +63,25 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
            int64_t ldc);
 
+/// Calls f(T{}) with the C++ element type of `t` for the types that compute
+/// natively (not f16/bf16 or bool); anything else is an error naming it.
+template <typename F>
+absl::StatusOr<PreparedStep> dispatchNative(const KernelContext &c, DType t, F &&f) {
+  switch (t) {
+  case plan::F32: return f(float{});
+  case plan::F64: return f(double{});
+  case plan::I8: return f(int8_t{});
+  case plan::I16: return f(int16_t{});
+  case plan::I32: return f(int32_t{});
+  case plan::I64: return f(int64_t{});
+  case plan::U8: return f(uint8_t{});
+  case plan::U16: return f(uint16_t{});
+  case plan::U32: return f(uint32_t{});
+  case plan::U64: return f(uint64_t{});
+  default: return c.error("does not support element type " + dtypeName(t));
+  }
+}
+
 /// Product of dims [from, to) of `s` (1 when empty).
 inline int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
   int64_t p = 1;

@@ -2,7 +2,8 @@
 // when built with it (DS_GEMM_ONEDNN; bench/gemm_blas.sh measured it ~10%
 // faster than OpenBLAS per thread here), f64 and the fallback on OpenBLAS.
 // Shapes are checked here, so the library never sees a leading dimension or
-// a pointer the plan did not pay for.
+// a pointer the plan did not pay for. i32/i64 products (integer GEMMs) use a
+// plain loop: no BLAS has them, and they only serve quantized models here.
 #include <cblas.h>
 #include <omp.h>
 #ifdef DS_GEMM_ONEDNN
@@ -58,9 +59,25 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
                 0.0f, c, ldc);
 #endif
-  } else
+  } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb,
                 0.0, c, ldc);
+  } else {
+    // Integer GEMM (MatMulInteger's widened operands): i-k-j order keeps the
+    // inner loop contiguous and vectorizable; unsigned arithmetic wraps on
+    // overflow the way two's complement accumulators do, without UB.
+    using U = std::make_unsigned_t<T>;
+    for (int64_t i = 0; i < m; ++i) {
+      U *ci = reinterpret_cast<U *>(c + i * ldc);
+      std::fill(ci, ci + n, U(0));
+      for (int64_t p = 0; p < k; ++p) {
+        const U av = static_cast<U>(a[i * lda + p]);
+        const U *bp = reinterpret_cast<const U *>(b + p * ldb);
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j];
+      }
+    }
+  }
 }
 
 /// C = A x B on the backend's OpenMP threads. BLAS itself runs one thread
@@ -154,6 +171,8 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
   switch (c.in[0].dtype) {
   case plan::F32: return makeMatmul<float>(c, std::move(g));
   case plan::F64: return makeMatmul<double>(c, std::move(g));
+  case plan::I32: return makeMatmul<int32_t>(c, std::move(g));
+  case plan::I64: return makeMatmul<int64_t>(c, std::move(g));
   default:
     return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }

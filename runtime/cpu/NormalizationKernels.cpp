@@ -318,15 +318,67 @@ absl::StatusOr<PreparedStep> prepareArg(const KernelContext &c) {
   if (c.out[0].numel != c.in[0].numel / std::max<int64_t>(1, c.in[0].shape[axis]) ||
       c.in[0].shape[axis] == 0)
     return c.error("result does not match reducing the axis");
-  switch (c.in[0].dtype) {
-  case plan::F32: return makeArg<float, kMax>(c, axis, last);
-  case plan::F64: return makeArg<double, kMax>(c, axis, last);
-  case plan::I32: return makeArg<int32_t, kMax>(c, axis, last);
-  case plan::I64: return makeArg<int64_t, kMax>(c, axis, last);
-  case plan::I8: return makeArg<int8_t, kMax>(c, axis, last);
-  case plan::U8: return makeArg<uint8_t, kMax>(c, axis, last);
-  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
-  }
+  return dispatchNative(c, c.in[0].dtype, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    return makeArg<decltype(tag), kMax>(c, axis, last);
+  });
+}
+
+/// top_k: per line along the axis, a partial sort of the indices. Order:
+/// better value first (NaN above every number), then the lower index, so
+/// the result is deterministic and matches ONNX and torch.topk.
+template <typename T>
+PreparedStep makeTopK(const KernelContext &c, int64_t axis, int64_t k, bool largest) {
+  const auto &s = c.in[0].shape;
+  int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const T *x = c.in[0].as<T>();
+  T *values = c.out[0].as<T>();
+  int64_t *indices = c.out[1].as<int64_t>();
+  return [=]() -> absl::Status {
+    parallelFor(outer * inner, 16, [&](int64_t lo, int64_t hi) {
+      std::vector<int64_t> order(n);
+      for (int64_t line = lo; line < hi; ++line) {
+        int64_t o = line / inner, i = line % inner;
+        const T *p = x + o * n * inner + i;
+        auto before = [&](int64_t a, int64_t b) {
+          T va = p[a * inner], vb = p[b * inner];
+          bool nanA = va != va, nanB = vb != vb;
+          if (nanA || nanB) {
+            if (nanA != nanB) return largest ? nanA : nanB;
+          } else if (va != vb) {
+            return largest ? va > vb : va < vb;
+          }
+          return a < b;
+        };
+        for (int64_t j = 0; j < n; ++j) order[j] = j;
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t at = o * k * inner + j * inner + i;
+          values[at] = p[order[j] * inner];
+          indices[at] = order[j];
+        }
+      }
+    });
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<PreparedStep> prepareTopK(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 2));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "values"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[1], plan::I64, "indices"));
+  if (c.in[0].rank() == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", c.in[0].rank()));
+  DS_ASSIGN_OR_RETURN(int64_t k, c.intAttr("k"));
+  DS_ASSIGN_OR_RETURN(int64_t largest, c.intAttr("largest"));
+  if (k < 0 || k > c.in[0].shape[axis])
+    return c.error(absl::StrCat("k = ", k, " is outside [0, ", c.in[0].shape[axis], "]"));
+  std::vector<int64_t> shape = c.in[0].shape;
+  shape[axis] = k;
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], shape, "values"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[1], shape, "indices"));
+  return dispatchNative(c, c.in[0].dtype, [&](auto tag) -> absl::StatusOr<PreparedStep> {
+    return makeTopK<decltype(tag)>(c, axis, k, largest != 0);
+  });
 }
 
 absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
@@ -349,6 +401,7 @@ absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
 } // namespace
 
 void registerNormalizationKernels(KernelRegistry &r) {
+  r.add("top_k", prepareTopK);
   r.add("cumsum", prepareCumSum);
   r.add("arg_max", prepareArg<true>);
   r.add("arg_min", prepareArg<false>);

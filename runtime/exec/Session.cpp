@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "runtime/io/Npy.h"
 
 namespace ds::rt {
 
@@ -106,7 +107,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
                                                      dtypeName(b.dtype()), " [",
                                                      shapeToString(views_[id].shape), "])"));
     const HostArray &a = it->second;
-    if (a.dtype != b.dtype())
+    if (!npyHolds(a.dtype, b.dtype()))
       return absl::InvalidArgumentError(absl::StrCat("input '", b.io_name(), "' must be ",
                                                      dtypeName(b.dtype()), ", got ",
                                                      dtypeName(a.dtype)));
@@ -173,7 +174,7 @@ absl::StatusOr<HostArray> Session::readState(const std::string &name) {
 absl::Status Session::writeState(const std::string &name, const HostArray &value) {
   const plan::Buffer *b = stateBuffer(name);
   if (!b) return absl::NotFoundError(absl::StrCat("no state buffer '", name, "' in the plan"));
-  if (value.dtype != b->dtype() || value.shape != views_[b->id()].shape)
+  if (!npyHolds(value.dtype, b->dtype()) || value.shape != views_[b->id()].shape)
     return absl::InvalidArgumentError(absl::StrCat(
         "state '", name, "' is ", dtypeName(b->dtype()), " [",
         shapeToString(views_[b->id()].shape), "], the value given is ", dtypeName(value.dtype),

@@ -26,6 +26,8 @@ constexpr DescrMap kDescrs[] = {
     {"<i8", plan::I64}, {"<i2", plan::I16}, {"|i1", plan::I8},  {"|u1", plan::U8},
     {"|b1", plan::BOOL},
     {"<u2", plan::BF16}, // numpy has no bfloat16: its bits travel as uint16
+    {"<u2", plan::U16},  // listed last, so "<u2" reads as U16 (see npyHolds)
+    {"<u4", plan::U32},  {"<u8", plan::U64},
 };
 
 // Extracts the value text after 'key': in a numpy header dict.
@@ -94,7 +96,8 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
   if (!found)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": unsupported dtype '", descr,
-        "' (supported: float32, float64, float16, int8/16/32/64, uint8, bool; little-endian)"));
+        "' (supported: float32, float64, float16, int8/16/32/64, uint8/16/32/64, bool; "
+        "little-endian)"));
   DS_ASSIGN_OR_RETURN(std::string fortran, dictValue(h, "fortran_order", what));
   if (absl::StripAsciiWhitespace(fortran) != "False")
     return absl::InvalidArgumentError(absl::StrCat(
@@ -120,6 +123,10 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
         shapeToString(a.shape), ") and dtype need ", *bytes));
   a.data.assign(data + dataStart, data + size);
   return a;
+}
+
+bool npyHolds(DType read, DType wanted) {
+  return read == wanted || (read == plan::U16 && wanted == plan::BF16);
 }
 
 std::vector<uint8_t> serializeNpy(const HostArray &a) {

@@ -17,6 +17,10 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
 std::vector<uint8_t> serializeNpy(const HostArray &a);
 
 absl::StatusOr<HostArray> readNpy(const std::string &path);
+
+/// Whether an array read as `read` can fill a `wanted` buffer: the same
+/// type, or uint16 bits for bfloat16 (numpy has no bfloat16 dtype).
+bool npyHolds(DType read, DType wanted);
 absl::Status writeNpy(const std::string &path, const HostArray &a);
 
 /// Arrays of an .npz in archive order, keyed by name (".npy" dropped).

@@ -107,7 +107,8 @@ struct Pow {
     if constexpr (std::is_floating_point_v<T>) {
       return std::pow(a, b);
     } else {
-      if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+      if constexpr (std::is_signed_v<T>)
+        if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
       T r = 1;
       while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
       return r;
@@ -192,7 +193,9 @@ struct Mod {
       return std::fmod(a, b);
     } else {
       T r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+      if constexpr (std::is_signed_v<T>)
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+      return r;
     }
   }
 };

@@ -16,6 +16,9 @@ size_t dtypeSize(DType t) {
   case plan::I32: return 4;
   case plan::I64: return 8;
   case plan::U8: return 1;
+  case plan::U16: return 2;
+  case plan::U32: return 4;
+  case plan::U64: return 8;
   case plan::BOOL: return 1;
   default: return 0;
   }
@@ -32,6 +35,9 @@ std::string dtypeName(DType t) {
   case plan::I32: return "i32";
   case plan::I64: return "i64";
   case plan::U8: return "u8";
+  case plan::U16: return "u16";
+  case plan::U32: return "u32";
+  case plan::U64: return "u64";
   case plan::BOOL: return "bool";
   default: return absl::StrCat("dtype#", static_cast<int>(t));
   }

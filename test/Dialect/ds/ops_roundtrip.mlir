@@ -185,3 +185,18 @@ func.func @windows(%x: tensor<2x4x6x6xf32>, %w: tensor<8x2x3x3xf32>, %b: tensor<
   %pg = ds.pool_grad %y, %p {kind = #ds<pool_kind avg>, kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, count_include_pad = true} : (tensor<2x8x3x3xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x3x3xf32>
   return %y : tensor<2x8x3x3xf32>
 }
+
+// CHECK-LABEL: func.func @indexing_and_quantized
+func.func @indexing_and_quantized(%x: tensor<3x4xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2xf32>, %q: tensor<1x1x4x4xui8>, %a: tensor<2x3xi32>, %b: tensor<3x2xi32>) -> tensor<2x2xi32> {
+  // CHECK: ds.top_k %{{.*}} {axis = 1 : i64, k = 2 : i64, largest = false} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+  %v, %vi = ds.top_k %x {axis = 1 : i64, k = 2 : i64, largest = false} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+  // CHECK: ds.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, reduction = #ds<scatter_reduction max>}
+  %s = ds.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = #ds<scatter_reduction max>} : (tensor<3x4xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<3x4xf32>
+  // CHECK: ds.pool %{{.*}} {{.*}}kind = #ds<pool_kind max>{{.*}} : (tensor<1x1x4x4xui8>) -> tensor<1x1x2x2xui8>
+  %p = ds.pool %q {kind = #ds<pool_kind max>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x4x4xui8>) -> tensor<1x1x2x2xui8>
+  // CHECK: ds.max_pool_indices %{{.*}} {column_major = true
+  %pi = ds.max_pool_indices %q {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, column_major = true} : (tensor<1x1x4x4xui8>) -> tensor<1x1x2x2xi64>
+  // CHECK: ds.matmul %{{.*}}, %{{.*}} : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi32>
+  %m = ds.matmul %a, %b : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi32>
+  return %m : tensor<2x2xi32>
+}

@@ -98,14 +98,6 @@ func.func @matmul_batch(%a: tensor<2x4x3xf32>, %b: tensor<3x3x5xf32>) {
 
 // -----
 
-// matmul operands are floating point.
-func.func @matmul_float(%a: tensor<2x3xi64>) {
-  // expected-error@+1 {{operand #0 must be statically shaped tensor of}}
-  %0 = ds.matmul %a, %a : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi64>
-  return
-}
-
-// -----
 
 // Reduction axes are in range.
 func.func @reduce_range(%a: tensor<2x3xf32>) {
@@ -435,5 +427,104 @@ func.func @pool_window(%x: tensor<1x1x2x2xf32>) {
 func.func @pool_kernel(%x: tensor<1x1x4x4xf32>) {
   // expected-error@+1 {{needs one kernel, stride and dilation and two pads per spatial dimension}}
   %0 = ds.pool %x {kind = #ds<pool_kind avg>, kernel = array<i64: 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+// top_k: k must fit the axis.
+func.func @top_k_range(%x: tensor<3x4xf32>) {
+  // expected-error@+1 {{k = 5 is outside [0, 4]}}
+  %v, %i = ds.top_k %x {axis = 1 : i64, k = 5 : i64} : (tensor<3x4xf32>) -> (tensor<3x5xf32>, tensor<3x5xi64>)
+  return
+}
+
+// -----
+
+// top_k: both results have the operand's shape with k on the axis.
+func.func @top_k_shape(%x: tensor<3x4xf32>) {
+  // expected-error@+1 {{results must have shape [3x2]}}
+  %v, %i = ds.top_k %x {axis = 1 : i64, k = 2 : i64} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<2x2xi64>)
+  return
+}
+
+// -----
+
+// top_k: values keep the operand's element type.
+func.func @top_k_type(%x: tensor<3x4xf32>) {
+  // expected-error@+1 {{values must have the operand's element type}}
+  %v, %i = ds.top_k %x {axis = 1 : i64, k = 2 : i64} : (tensor<3x4xf32>) -> (tensor<3x2xf64>, tensor<3x2xi64>)
+  return
+}
+
+// -----
+
+// scatter_elements: indices and updates share one shape.
+func.func @scatter_shapes(%d: tensor<4x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x2xf32>) {
+  // expected-error@+1 {{indices and updates must share one shape of the data's rank}}
+  %0 = ds.scatter_elements %d, %i, %u {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// scatter_elements: indices fit the data off the axis.
+func.func @scatter_off_axis(%d: tensor<4x3xf32>, %i: tensor<2x5xi64>, %u: tensor<2x5xf32>) {
+  // expected-error@+1 {{indices are larger than the data off the axis}}
+  %0 = ds.scatter_elements %d, %i, %u {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x5xi64>, tensor<2x5xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// scatter_elements: updates and result have the data's type.
+func.func @scatter_type(%d: tensor<4x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf64>) {
+  // expected-error@+1 {{updates and result must have the data's type}}
+  %0 = ds.scatter_elements %d, %i, %u {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf64>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// scatter_elements: the axis is in range.
+func.func @scatter_axis(%d: tensor<4x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) {
+  // expected-error@+1 {{axis 2 is out of range}}
+  %0 = ds.scatter_elements %d, %i, %u {axis = 2 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// pool: average pooling needs floats.
+func.func @pool_avg_int(%x: tensor<1x1x4x4xi32>) {
+  // expected-error@+1 {{average pooling needs a floating-point input}}
+  %0 = ds.pool %x {kind = #ds<pool_kind avg>, kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x4x4xi32>) -> tensor<1x1x3x3xi32>
+  return
+}
+
+// -----
+
+// pool: the result keeps the input's element type.
+func.func @pool_type(%x: tensor<1x1x4x4xf32>) {
+  // expected-error@+1 {{result must have the input's element type}}
+  %0 = ds.pool %x {kind = #ds<pool_kind max>, kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf64>
+  return
+}
+
+// -----
+
+// max_pool_indices: the windows must fit, as for pool.
+func.func @max_pool_indices_window(%x: tensor<1x1x2x2xf32>) {
+  // expected-error@+1 {{window of 3 exceeds the padded extent 2}}
+  %0 = ds.max_pool_indices %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xi64>
+  return
+}
+
+// -----
+
+// matmul: integer operands are i32 or i64 (8-bit ones are widened first).
+func.func @matmul_i8(%a: tensor<2x3xi8>, %b: tensor<3x2xi8>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float or 32-bit signless integer or 64-bit signless integer values}}
+  %0 = ds.matmul %a, %b : (tensor<2x3xi8>, tensor<3x2xi8>) -> tensor<2x2xi8>
   return
 }

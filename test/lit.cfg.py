@@ -28,6 +28,11 @@ for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HOME"):
         config.environment[var] = os.environ[var]
 
 config.substitutions.append(("%python", config.python))
+# Multi-rank tests: OpenMPI's launcher, allowed as root and on more ranks
+# than cores (CI machines are small).
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 config.substitutions.append(("%ds_src", config.ds_src_root))
 config.substitutions.append(("%testlib", os.path.join(config.ds_src_root, "test", "lib")))
 

@@ -29,6 +29,9 @@ def DS_MatmulTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 
+// Mesh, shardings and collectives use the types above.
+include "dialects/ds/DSSharding.td"
+
 //===----------------------------------------------------------------------===//
 // Constants and parameters
 //===----------------------------------------------------------------------===//

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/exec/Collectives.h"
 #include "runtime/io/Npy.h"
 
 namespace ds::rt {
@@ -13,10 +15,68 @@ Session::~Session() {
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::create(const LoadedPlan &plan,
-                                                         Backend &backend) {
+                                                         Backend &backend, Comm *comm) {
   std::unique_ptr<Session> s(new Session(plan, backend));
+  if (!comm) {
+    DS_ASSIGN_OR_RETURN(s->ownedComm_, createComm(CommOptions{"local"}));
+    comm = s->ownedComm_.get();
+  }
+  s->comm_ = comm;
+  uint32_t world = std::max<uint32_t>(1, plan.plan().world_size());
+  if (static_cast<uint32_t>(comm->size()) != world) {
+    std::string mesh;
+    for (const auto &a : plan.plan().mesh().axes())
+      absl::StrAppend(&mesh, mesh.empty() ? " (mesh " : ", ", a.name(), "=", a.size());
+    if (!mesh.empty()) mesh += ")";
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plan ", plan.path(), " was compiled for ", world, " ranks", mesh, " but runs on ",
+        comm->size(), "; launch it with mpirun -np ", world));
+  }
+  if (comm->rank() != plan.rank())
+    return absl::InternalError("the plan was loaded for another rank");
   DS_RETURN_IF_ERROR(s->bind());
   return s;
+}
+
+/// The communicator of the ranks that differ from this one only along
+/// `axes` (comma-separated mesh axis names). Ranks are row-major over the
+/// mesh axes; made once per axis set, in plan order on every rank (split is
+/// collective).
+absl::StatusOr<Comm *> Session::groupFor(const std::string &axes) {
+  auto it = groups_.find(axes);
+  if (it != groups_.end()) return it->second.get();
+  const auto &mesh = plan_.plan().mesh();
+  std::vector<std::string> names = absl::StrSplit(axes, ',', absl::SkipEmpty());
+  if (names.empty()) return absl::InvalidArgumentError("a collective names no mesh axes");
+  std::vector<int64_t> coord(mesh.axes_size());
+  int64_t rest = comm_->rank();
+  for (int i = mesh.axes_size() - 1; i >= 0; --i) {
+    coord[i] = rest % mesh.axes(i).size();
+    rest /= mesh.axes(i).size();
+  }
+  int64_t color = 0, key = 0;
+  for (int i = 0; i < mesh.axes_size(); ++i) {
+    bool inGroup = std::find(names.begin(), names.end(), mesh.axes(i).name()) != names.end();
+    (inGroup ? key : color) = (inGroup ? key : color) * mesh.axes(i).size() + coord[i];
+  }
+  for (const std::string &n : names) {
+    bool known = false;
+    for (const auto &a : mesh.axes()) known |= a.name() == n;
+    if (!known) return absl::InvalidArgumentError("collective over unknown mesh axis '" + n + "'");
+  }
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<Comm> g,
+                      comm_->split(static_cast<int>(color), static_cast<int>(key)));
+  return (groups_[axes] = std::move(g)).get();
+}
+
+void Session::record(TraceEvent e) {
+  std::lock_guard<std::mutex> lock(traceMu_);
+  trace_.push_back(std::move(e));
+}
+
+std::vector<TraceEvent> Session::takeTrace() {
+  std::lock_guard<std::mutex> lock(traceMu_);
+  return std::move(trace_);
 }
 
 absl::Status Session::bind() {
@@ -68,11 +128,42 @@ absl::Status Session::bind() {
   }
   for (const auto &prog : p.programs()) {
     auto &prepared = steps_[prog.name()];
+    auto &ranges = ranges_[prog.name()];
+    auto &comm = isComm_[prog.name()];
+    auto &bytes = stepBytes_[prog.name()];
     for (const auto &step : prog.steps()) {
       std::vector<TensorView> ins, outs;
-      for (uint32_t id : step.inputs()) ins.push_back(views_[id]);
-      for (uint32_t id : step.outputs()) outs.push_back(views_[id]);
-      auto ps = backend_.prepare(step, ins, outs);
+      std::vector<Range> rs;
+      uint64_t touched = 0;
+      for (uint32_t id : step.inputs()) {
+        ins.push_back(views_[id]);
+        auto *lo = static_cast<const uint8_t *>(views_[id].data);
+        rs.push_back({lo, lo + p.buffers(id).size_bytes(), false});
+        touched += p.buffers(id).size_bytes();
+      }
+      for (uint32_t id : step.outputs()) {
+        outs.push_back(views_[id]);
+        auto *lo = static_cast<const uint8_t *>(views_[id].data);
+        rs.push_back({lo, lo + p.buffers(id).size_bytes(), true});
+        touched += p.buffers(id).size_bytes();
+      }
+      ranges.push_back(std::move(rs));
+      bool collective = isCollective(step.kernel());
+      comm.push_back(collective);
+      bytes.push_back(collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes() : touched);
+      absl::StatusOr<PreparedStep> ps = absl::UnknownError("");
+      if (collective) {
+        auto axes = step.attrs().find("axes");
+        auto group = groupFor(axes == step.attrs().end() ? "" : axes->second.s());
+        if (!group.ok())
+          return absl::InvalidArgumentError(absl::StrCat("plan ", plan_.path(), ", program '",
+                                                         prog.name(), "', step ", step.kernel(),
+                                                         ": ", group.status().message()));
+        ps = prepareCollective(step, ins, outs, **group, scratch_);
+        if (!worker_) worker_ = std::make_unique<CommWorker>();
+      } else {
+        ps = backend_.prepare(step, ins, outs);
+      }
       if (!ps.ok())
         return absl::Status(ps.status().code(),
                             absl::StrCat("plan ", plan_.path(), ", program '", prog.name(),
@@ -119,12 +210,67 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   }
   profile_.clear();
   auto &steps = steps_[name];
+  const auto &ranges = ranges_[name];
+  const auto &isComm = isComm_[name];
+  const auto &bytes = stepBytes_[name];
+  // Collectives go to the communication thread; a step waits only for the
+  // in-flight collectives whose bytes it shares (read-after-write,
+  // write-after-read, write-after-write), so the rest overlap.
+  struct InFlight { uint64_t ticket; size_t step; };
+  std::vector<InFlight> inFlight;
+  auto fail = [&](size_t i, const absl::Status &st) {
+    return absl::Status(st.code(), absl::StrCat("program '", name, "', step ", i, " (",
+                                                prog->steps(static_cast<int>(i)).kernel(),
+                                                "): ", st.message()));
+  };
+  auto conflicts = [&](size_t a, size_t b) {
+    for (const Range &x : ranges[a])
+      for (const Range &y : ranges[b])
+        if ((x.write || y.write) && x.lo < y.hi && y.lo < x.hi) return true;
+    return false;
+  };
+  auto drain = [&](auto pred) -> absl::Status {
+    absl::Status first;
+    for (auto it = inFlight.begin(); it != inFlight.end();) {
+      if (!pred(*it)) { ++it; continue; }
+      absl::Status st = worker_->wait(it->ticket);
+      if (!st.ok() && first.ok()) first = fail(it->step, st);
+      it = inFlight.erase(it);
+    }
+    return first;
+  };
+  auto usPast = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - epoch_).count();
+  };
   for (size_t i = 0; i < steps.size(); ++i) {
+    const plan::Step &ps = prog->steps(static_cast<int>(i));
+    DS_RETURN_IF_ERROR(drain([&](const InFlight &f) { return conflicts(f.step, i); }));
+    if (isComm[i]) {
+      PreparedStep fn = steps[i];
+      TraceEvent ev{ps.kernel(), ps.location(), 1, 0, 0, bytes[i]};
+      bool trace = tracing_;
+      inFlight.push_back({worker_->submit([this, fn, ev, trace, usPast]() mutable {
+                            auto t0 = std::chrono::steady_clock::now();
+                            absl::Status st = fn();
+                            if (trace) {
+                              ev.startUs = usPast(t0);
+                              ev.durUs = usPast(std::chrono::steady_clock::now()) - ev.startUs;
+                              record(std::move(ev));
+                            }
+                            return st;
+                          }),
+                          i});
+      continue;
+    }
     auto t0 = std::chrono::steady_clock::now();
     absl::Status st = steps[i]();
-    if (!st.ok())
-      return absl::Status(st.code(), absl::StrCat("program '", name, "', step ", i, ": ",
-                                                  st.message()));
+    if (!st.ok()) {
+      (void)drain([](const InFlight &) { return true; });
+      return fail(i, st);
+    }
+    if (tracing_)
+      record({ps.kernel(), ps.location(), 0, usPast(t0),
+              usPast(std::chrono::steady_clock::now()) - usPast(t0), bytes[i]});
     if (profiling_) {
       DS_RETURN_IF_ERROR(backend_.synchronize());
       const auto &s = prog->steps(static_cast<int>(i));
@@ -132,6 +278,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
     }
   }
+  DS_RETURN_IF_ERROR(drain([](const InFlight &) { return true; }));
   DS_RETURN_IF_ERROR(backend_.synchronize());
   NamedArrays out;
   for (uint32_t id : prog->outputs()) {

@@ -5,13 +5,17 @@
 // state buffers (parameters, gradients, optimizer moments).
 #pragma once
 
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/backend/Backend.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/comm/CommWorker.h"
 #include "runtime/plan/PlanFile.h"
 
 namespace ds::rt {
@@ -24,11 +28,22 @@ struct StepTiming {
   double seconds = 0;
 };
 
+/// One span of a --trace timeline: a kernel or a collective on a stream.
+struct TraceEvent {
+  std::string name, location;
+  int stream = 0;          // 0 compute, 1 communication
+  double startUs = 0, durUs = 0;
+  uint64_t bytes = 0;      // bytes the step reads and writes (collectives: sent)
+};
+
 class Session {
 public:
   ~Session();
+  /// `comm` is the world communicator; null means one local rank. The
+  /// plan's world size must equal its size.
   static absl::StatusOr<std::unique_ptr<Session>> create(const LoadedPlan &plan,
-                                                         Backend &backend);
+                                                         Backend &backend,
+                                                         Comm *comm = nullptr);
 
   /// Binds the program's inputs by ONNX name (every input, exact dtype and
   /// shape), runs it and returns its outputs in graph order.
@@ -46,10 +61,16 @@ public:
 
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<StepTiming> &lastProfile() const { return profile_; }
+  /// Records every step of every run as a TraceEvent (see takeTrace()).
+  void setTracing(bool on) { tracing_ = on; }
+  std::vector<TraceEvent> takeTrace();
+  Comm &comm() { return *comm_; }
 
 private:
   Session(const LoadedPlan &plan, Backend &backend) : plan_(plan), backend_(backend) {}
   absl::Status bind();
+  absl::StatusOr<Comm *> groupFor(const std::string &axes);
+  void record(TraceEvent e);
   const plan::Buffer *stateBuffer(const std::string &name) const;
 
   const LoadedPlan &plan_;
@@ -60,6 +81,22 @@ private:
   std::map<std::string, std::vector<PreparedStep>> steps_; // by program
   bool profiling_ = false;
   std::vector<StepTiming> profile_;
+
+  // Multi-rank: the world, one communicator per set of mesh axes, and the
+  // communication thread with the byte ranges its in-flight steps touch.
+  std::unique_ptr<Comm> ownedComm_;
+  Comm *comm_ = nullptr;
+  std::map<std::string, std::unique_ptr<Comm>> groups_;
+  std::vector<std::vector<uint8_t>> scratch_;
+  struct Range { const uint8_t *lo, *hi; bool write; };
+  std::map<std::string, std::vector<std::vector<Range>>> ranges_; // by program, step
+  std::map<std::string, std::vector<uint8_t>> isComm_;            // by program, step
+  std::map<std::string, std::vector<uint64_t>> stepBytes_;        // by program, step
+  std::unique_ptr<CommWorker> worker_;
+  bool tracing_ = false;
+  std::mutex traceMu_;
+  std::vector<TraceEvent> trace_;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
 };
 
 } // namespace ds::rt

@@ -136,9 +136,10 @@ const plan::Program *LoadedPlan::findProgram(const std::string &name) const {
 }
 
 absl::StatusOr<std::unique_ptr<LoadedPlan>>
-LoadedPlan::open(const std::string &path) {
+LoadedPlan::open(const std::string &path, int rank) {
   std::unique_ptr<LoadedPlan> lp(new LoadedPlan());
   lp->path_ = path;
+  lp->rank_ = rank;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::NotFoundError(
@@ -232,17 +233,32 @@ absl::Status LoadedPlan::parse(const uint8_t *data, uint64_t size) {
   return validate();
 }
 
+static bool hasWeightBytes(const plan::Buffer &b) {
+  return b.kind() == plan::Buffer::WEIGHT ||
+         (b.kind() == plan::Buffer::STATE && b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS);
+}
+
+uint64_t LoadedPlan::rankWeightBytes() const {
+  uint64_t total = 0;
+  for (const auto &b : plan_.buffers())
+    if (hasWeightBytes(b)) total += b.size_bytes();
+  return total;
+}
+
 absl::Status LoadedPlan::validate() {
   DS_RETURN_IF_ERROR(validatePlanStructure(plan_, weightsSize_));
+  uint32_t world = std::max<uint32_t>(1, plan_.world_size());
+  if (rank_ < 0 || static_cast<uint32_t>(rank_) >= world)
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, " is outside the plan's world of ", world));
   for (const auto &b : plan_.buffers()) {
-    bool hasWeightBytes = b.kind() == plan::Buffer::WEIGHT ||
-                          (b.kind() == plan::Buffer::STATE &&
-                           b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS);
-    if (!hasWeightBytes)
+    if (!hasWeightBytes(b))
       continue;
-    if (crc32Of(weights_ + b.offset(), b.size_bytes()) != b.crc32())
+    uint32_t want = b.rank_shards_size() ? b.rank_shards(rank_).crc32() : b.crc32();
+    if (crc32Of(weightData(b), b.size_bytes()) != want)
       return absl::DataLossError(absl::StrCat(
           "checksum mismatch in weight buffer ", b.id(), " (", b.debug_name(),
+          b.rank_shards_size() ? absl::StrCat(", rank ", rank_, "'s shard") : std::string(),
           "): the weight section is corrupt"));
   }
   return absl::OkStatus();
@@ -250,6 +266,25 @@ absl::Status LoadedPlan::validate() {
 
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
   const int n = p.buffers_size();
+  const uint32_t world = std::max<uint32_t>(1, p.world_size());
+  if (p.world_size() > 4096)
+    return absl::InvalidArgumentError(absl::StrCat("world size ", p.world_size(),
+                                                   " is larger than ds supports (4096)"));
+  if (p.mesh().axes_size()) {
+    int64_t product = 1;
+    std::set<std::string> axisNames;
+    for (const auto &a : p.mesh().axes()) {
+      if (a.name().empty() || a.size() < 1 || a.size() > 4096 || !axisNames.insert(a.name()).second)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mesh axis '", a.name(), "' of size ", a.size(),
+            " is invalid (names must be unique and non-empty, sizes in [1, 4096])"));
+      product *= a.size();
+      if (product > 4096) break;
+    }
+    if (product != world)
+      return absl::InvalidArgumentError(absl::StrCat("the mesh's axes multiply to ", product,
+                                                     " ranks but the world size is ", world));
+  }
   std::set<std::string> stateNames;
   for (int i = 0; i < n; ++i) {
     const plan::Buffer &b = p.buffers(i);
@@ -270,6 +305,20 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, " declares ", b.size_bytes(), " bytes but its shape [",
           shapeToString(shape), "] of ", dtypeName(b.dtype()), " needs ", *bytes));
+    if (b.rank_shards_size()) {
+      if (!hasWeightBytes(b))
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " has rank shards but no weight bytes"));
+      if (static_cast<uint32_t>(b.rank_shards_size()) != world)
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " has ", b.rank_shards_size(), " rank shards for a world of ", world));
+      for (const auto &s : b.rank_shards())
+        if (s.offset() > weightBytes || b.size_bytes() > weightBytes - s.offset() ||
+            s.offset() % dtypeSize(b.dtype()) != 0)
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": a rank shard at weight offset ", s.offset(), " (", b.size_bytes(),
+              " bytes) lies outside the ", weightBytes, "-byte weight section"));
+    }
     switch (b.kind()) {
     case plan::Buffer::ARENA:
       if (b.offset() > p.arena_bytes() || b.size_bytes() > p.arena_bytes() - b.offset())

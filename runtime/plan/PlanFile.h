@@ -61,15 +61,21 @@ public:
 
   const plan::Plan &plan() const { return plan_; }
   const std::string &path() const { return path_; }
-  /// Bytes of a WEIGHT buffer (already bounds- and checksum-checked).
+  /// Bytes of a WEIGHT buffer for this process's rank (already bounds- and
+  /// checksum-checked).
   const uint8_t *weightData(const plan::Buffer &b) const {
-    return weights_ + b.offset();
+    return weights_ + (b.rank_shards_size() ? b.rank_shards(rank_).offset() : b.offset());
   }
+  int rank() const { return rank_; }
+  /// Weight bytes this rank reads (its shards and the replicated weights).
+  uint64_t rankWeightBytes() const;
   const plan::Program *findProgram(const std::string &name) const;
 
   /// Opens, maps and validates `path`. Every failure names the file and what
   /// is wrong with it.
-  static absl::StatusOr<std::unique_ptr<LoadedPlan>> open(const std::string &path);
+  /// `rank` selects the weight shards of a multi-rank plan; only those (and
+  /// replicated weights) are checksummed and touched.
+  static absl::StatusOr<std::unique_ptr<LoadedPlan>> open(const std::string &path, int rank = 0);
   /// Same checks on bytes already in memory (used by the fuzzer and tests).
   static absl::StatusOr<std::unique_ptr<LoadedPlan>>
   fromBytes(std::vector<uint8_t> bytes, const std::string &name);
@@ -78,6 +84,7 @@ private:
   LoadedPlan() = default;
   absl::Status parse(const uint8_t *data, uint64_t size);
   absl::Status validate();
+  int rank_ = 0;
 
   std::string path_;
   plan::Plan plan_;

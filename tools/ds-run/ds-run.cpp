@@ -3,6 +3,7 @@
 //   ds-run model.dsplan --inputs in.npz --outputs out.npz
 //   ds-run model.dsplan --dump
 //   ds-run model.dsplan --inputs in.npz --benchmark 50
+//   mpirun -np 2 ds-run tp2.dsplan --inputs in.npz --outputs out.npz --trace trace.json
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,7 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/comm/Comm.h"
 #include "runtime/exec/Session.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/io/Npy.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/train/Checkpoint.h"
@@ -41,6 +44,10 @@ ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
+ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local or mpi");
+ABSL_FLAG(double, collective_timeout, 300, "seconds a collective may wait for its peers before every rank stops with an error");
+ABSL_FLAG(std::string, trace, "", "write a Chrome trace-event JSON timeline (one track per rank and stream) of the run");
+ABSL_FLAG(bool, rank_report, false, "print one JSON line per rank: its weight bytes and arena bytes");
 ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
@@ -48,7 +55,17 @@ namespace {
 using namespace ds::rt;
 namespace plan = ds::plan;
 
+Comm *gWorld = nullptr; // set once the communicator exists
+
+/// Reports and ends the run. With several ranks the error ends every rank
+/// at once (MPI_Abort) instead of leaving peers to wait for their timeout.
 int fail(const absl::Status &st) {
+  if (gWorld && gWorld->size() > 1) {
+    std::fprintf(stderr, "ds-run: error: rank %d: %s\n", gWorld->rank(),
+                 std::string(st.message()).c_str());
+    std::fflush(stderr);
+    gWorld->abort(1);
+  }
   std::fprintf(stderr, "ds-run: error: %s\n", std::string(st.message()).c_str());
   return 1;
 }
@@ -107,23 +124,36 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n");
     return 2;
   }
-  auto loaded = LoadedPlan::open(args[1]);
-  if (!loaded.ok()) return fail(loaded.status());
-  const ds::plan::Plan &p = (*loaded)->plan();
   if (absl::GetFlag(FLAGS_dump)) {
-    std::fputs(dumpPlan(p).c_str(), stdout);
+    auto loaded = LoadedPlan::open(args[1]);
+    if (!loaded.ok()) return fail(loaded.status());
+    std::fputs(dumpPlan((*loaded)->plan()).c_str(), stdout);
     return 0;
   }
-  if (p.world_size() > 1)
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "plan was compiled for ", p.world_size(), " ranks; launch it with mpirun -np ",
-        p.world_size())));
+  CommOptions commOpts;
+  commOpts.kind = absl::GetFlag(FLAGS_comm);
+  commOpts.timeout_seconds = absl::GetFlag(FLAGS_collective_timeout);
+  auto world = createComm(commOpts);
+  if (!world.ok()) return fail(world.status());
+  gWorld = world->get();
+  // Each rank maps the plan and checks only its own weight shards.
+  auto loaded = LoadedPlan::open(args[1], std::min(gWorld->rank(), 4095));
+  if (!loaded.ok()) return fail(loaded.status());
+  const ds::plan::Plan &p = (*loaded)->plan();
   BackendOptions opts;
   opts.threads = absl::GetFlag(FLAGS_threads);
   auto backend = createBackend(absl::GetFlag(FLAGS_backend), opts);
   if (!backend.ok()) return fail(backend.status());
-  auto session = Session::create(**loaded, **backend);
+  auto session = Session::create(**loaded, **backend, gWorld);
   if (!session.ok()) return fail(session.status());
+  const bool isRoot = gWorld->rank() == 0;
+  if (absl::GetFlag(FLAGS_rank_report))
+    std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu}\n",
+                gWorld->rank(), gWorld->size(),
+                static_cast<unsigned long long>((*loaded)->rankWeightBytes()),
+                static_cast<unsigned long long>(p.arena_bytes()));
+  const std::string tracePath = absl::GetFlag(FLAGS_trace);
+  (*session)->setTracing(!tracePath.empty());
   if (!absl::GetFlag(FLAGS_data).empty()) {
     TrainOptions t;
     t.dataPath = absl::GetFlag(FLAGS_data);
@@ -224,8 +254,14 @@ int main(int argc, char **argv) {
     absl::Status st = writeNpz(statePath, state);
     if (!st.ok()) return fail(st);
   }
+  if (!tracePath.empty()) {
+    absl::Status st = writeTrace(tracePath, (*session)->takeTrace(), *gWorld);
+    if (!st.ok()) return fail(st);
+  }
+  // Outputs are replicated across ranks: rank 0 writes them.
   std::string outPath = absl::GetFlag(FLAGS_outputs);
-  if (!outPath.empty()) {
+  if (!isRoot) {
+  } else if (!outPath.empty()) {
     absl::Status st = writeOutputs(outPath, *outs);
     if (!st.ok()) return fail(st);
   } else if (iters == 0) {

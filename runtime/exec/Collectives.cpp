@@ -1,0 +1,163 @@
+#include "runtime/exec/Collectives.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ds::rt {
+namespace {
+
+absl::Status stepError(const plan::Step &s, const std::string &msg) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(s.kernel(), " (", s.location(), "): ", msg));
+}
+
+int64_t attrInt(const plan::Step &s, const char *name, int64_t dflt) {
+  auto it = s.attrs().find(name);
+  return it == s.attrs().end() ? dflt : it->second.i();
+}
+
+/// [outer, n, blk] <-> [n, outer, blk] (bytes): moves the blocks of one
+/// dimension to the front (toFront) or back.
+void moveBlocks(const uint8_t *src, uint8_t *dst, int64_t outer, int64_t n, int64_t blk,
+                bool toFront) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t *from = toFront ? src + (o * n + i) * blk : src + (i * outer + o) * blk;
+      uint8_t *to = toFront ? dst + (i * outer + o) * blk : dst + (o * n + i) * blk;
+      std::memcpy(to, from, blk);
+    }
+}
+
+int64_t product(const std::vector<int64_t> &s, int64_t from, int64_t to) {
+  int64_t p = 1;
+  for (int64_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+absl::StatusOr<ReduceOp> reduction(const plan::Step &s) {
+  auto it = s.attrs().find("reduction");
+  std::string r = it == s.attrs().end() ? "sum" : it->second.s();
+  if (r == "sum") return ReduceOp::Sum;
+  if (r == "max") return ReduceOp::Max;
+  if (r == "min") return ReduceOp::Min;
+  if (r == "prod") return ReduceOp::Prod;
+  return stepError(s, "unknown reduction '" + r + "'");
+}
+
+} // namespace
+
+bool isCollective(const std::string &k) {
+  return k == "all_reduce" || k == "all_gather" || k == "reduce_scatter" || k == "broadcast" ||
+         k == "all_to_all" || k == "shard_slice";
+}
+
+absl::StatusOr<PreparedStep> prepareCollective(const plan::Step &s,
+                                               const std::vector<TensorView> &ins,
+                                               const std::vector<TensorView> &outs, Comm &g,
+                                               std::vector<std::vector<uint8_t>> &scratch) {
+  if (ins.size() != 1 || outs.size() != 1) return stepError(s, "takes one input and one output");
+  const TensorView in = ins[0], out = outs[0];
+  if (in.dtype != out.dtype) return stepError(s, "input and output differ in element type");
+  const int64_t n = g.size();
+  const std::string &k = s.kernel();
+  const uint64_t es = dtypeSize(in.dtype);
+  // The dimension a gather/scatter/slice works on, and the byte geometry
+  // around it: [outer, dim, inner].
+  auto geometry = [&](const TensorView &big, const TensorView &small, int64_t d,
+                      int64_t &outer, int64_t &blk) -> absl::Status {
+    if (d < 0 || d >= static_cast<int64_t>(big.shape.size()) || big.shape.size() != small.shape.size())
+      return stepError(s, absl::StrCat("dim ", d, " is out of range"));
+    for (size_t i = 0; i < big.shape.size(); ++i) {
+      int64_t want = static_cast<int64_t>(i) == d ? small.shape[i] * n : small.shape[i];
+      if (big.shape[i] != want)
+        return stepError(s, absl::StrCat("shapes [", shapeToString(small.shape), "] and [",
+                                         shapeToString(big.shape), "] do not differ by the ", n,
+                                         " ranks of the group on dim ", d));
+    }
+    outer = product(small.shape, 0, d);
+    blk = small.numel / std::max<int64_t>(outer, 1) * es;
+    return absl::OkStatus();
+  };
+
+  if (k == "all_reduce" || k == "broadcast") {
+    if (in.shape != out.shape) return stepError(s, "input and output shapes differ");
+    int64_t root = attrInt(s, "root", 0);
+    ReduceOp op = ReduceOp::Sum;
+    if (k == "all_reduce") {
+      DS_ASSIGN_OR_RETURN(op, reduction(s));
+    }
+    bool isReduce = k == "all_reduce";
+    return PreparedStep([=, &g]() -> absl::Status {
+      if (in.data != out.data) std::memcpy(out.data, in.data, out.bytes());
+      return isReduce ? g.allReduce(out.data, out.numel, out.dtype, op)
+                      : g.broadcast(out.data, out.numel, out.dtype, static_cast<int>(root));
+    });
+  }
+  if (k == "all_gather") {
+    int64_t outer = 0, blk = 0;
+    DS_RETURN_IF_ERROR(geometry(out, in, attrInt(s, "dim", 0), outer, blk));
+    if (outer == 1)
+      return PreparedStep([=, &g] { return g.allGather(in.data, out.data, in.numel, in.dtype); });
+    scratch.emplace_back(out.bytes());
+    uint8_t *tmp = scratch.back().data();
+    return PreparedStep([=, &g]() -> absl::Status {
+      DS_RETURN_IF_ERROR(g.allGather(in.data, tmp, in.numel, in.dtype));
+      moveBlocks(tmp, static_cast<uint8_t *>(out.data), outer, n, blk, false);
+      return absl::OkStatus();
+    });
+  }
+  if (k == "reduce_scatter" || k == "shard_slice") {
+    int64_t outer = 0, blk = 0;
+    DS_RETURN_IF_ERROR(geometry(in, out, attrInt(s, "dim", 0), outer, blk));
+    if (k == "shard_slice") {
+      int64_t r = g.rank();
+      return PreparedStep([=]() -> absl::Status {
+        for (int64_t o = 0; o < outer; ++o)
+          std::memcpy(static_cast<uint8_t *>(out.data) + o * blk,
+                      static_cast<const uint8_t *>(in.data) + (o * n + r) * blk, blk);
+        return absl::OkStatus();
+      });
+    }
+    DS_ASSIGN_OR_RETURN(ReduceOp op, reduction(s));
+    if (outer == 1)
+      return PreparedStep(
+          [=, &g] { return g.reduceScatter(in.data, out.data, out.numel, out.dtype, op); });
+    scratch.emplace_back(in.bytes());
+    uint8_t *tmp = scratch.back().data();
+    return PreparedStep([=, &g]() -> absl::Status {
+      moveBlocks(static_cast<const uint8_t *>(in.data), tmp, outer, n, blk, true);
+      return g.reduceScatter(tmp, out.data, out.numel, out.dtype, op);
+    });
+  }
+  if (k == "all_to_all") {
+    int64_t sd = attrInt(s, "split_dim", 0), cd = attrInt(s, "concat_dim", 0);
+    int64_t rank = in.shape.size();
+    if (sd < 0 || sd >= rank || cd < 0 || cd >= rank || out.shape.size() != in.shape.size())
+      return stepError(s, "split_dim and concat_dim must be dims of the input");
+    // The piece sent to each rank: the input with its split dim divided.
+    TensorView piece = in;
+    if (in.shape[sd] % n) return stepError(s, "split_dim does not divide by the group size");
+    piece.shape[sd] /= n;
+    piece.numel /= n;
+    std::vector<int64_t> want = piece.shape;
+    want[cd] *= n;
+    if (out.shape != want)
+      return stepError(s, absl::StrCat("output must be [", shapeToString(want), "]"));
+    int64_t sOuter = product(in.shape, 0, sd), sBlk = piece.numel / std::max<int64_t>(sOuter, 1) * es;
+    int64_t cOuter = product(piece.shape, 0, cd), cBlk = piece.numel / std::max<int64_t>(cOuter, 1) * es;
+    scratch.emplace_back(in.bytes());
+    uint8_t *sendBuf = scratch.back().data();
+    scratch.emplace_back(in.bytes());
+    uint8_t *recvBuf = scratch.back().data();
+    return PreparedStep([=, &g]() -> absl::Status {
+      moveBlocks(static_cast<const uint8_t *>(in.data), sendBuf, sOuter, n, sBlk, true);
+      DS_RETURN_IF_ERROR(g.allToAll(sendBuf, recvBuf, piece.numel, in.dtype));
+      moveBlocks(recvBuf, static_cast<uint8_t *>(out.data), cOuter, n, cBlk, false);
+      return absl::OkStatus();
+    });
+  }
+  return stepError(s, "is not a collective");
+}
+
+} // namespace ds::rt

@@ -10,7 +10,7 @@
 #include "ds/Import/OnnxImporter.h"
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
-#include "ds/Plan/Pipelines.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"

@@ -45,7 +45,13 @@ MeshAttr MeshAttr::lookup(Operation *op) {
 }
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr dims,
-                                   ArrayAttr partial) {
+                                   ArrayAttr partial, DenseI64ArrayAttr outer) {
+  if (outer) {
+    if (outer.size() != static_cast<int64_t>(dims.size()))
+      return emitError() << "outer needs one entry per dimension";
+    for (int64_t o : outer.asArrayRef())
+      if (o < 1) return emitError() << "outer factors must be >= 1";
+  }
   llvm::StringSet<> seen;
   auto axisList = [&](Attribute list, StringRef what) -> LogicalResult {
     auto arr = dyn_cast<ArrayAttr>(list);
@@ -71,10 +77,12 @@ static ArrayAttr namesAttr(MLIRContext *ctx, ArrayRef<StringRef> names) {
 }
 
 ShardingAttr ShardingAttr::get(MLIRContext *ctx, ArrayRef<SmallVector<StringRef>> dims,
-                               ArrayRef<StringRef> partial) {
+                               ArrayRef<StringRef> partial, ArrayRef<int64_t> outer) {
   SmallVector<Attribute> d;
   for (const auto &axes : dims) d.push_back(namesAttr(ctx, axes));
-  return get(ctx, ArrayAttr::get(ctx, d), partial.empty() ? ArrayAttr() : namesAttr(ctx, partial));
+  bool plain = llvm::all_of(outer, [](int64_t o) { return o == 1; });
+  return get(ctx, ArrayAttr::get(ctx, d), partial.empty() ? ArrayAttr() : namesAttr(ctx, partial),
+             plain ? DenseI64ArrayAttr() : DenseI64ArrayAttr::get(ctx, outer));
 }
 
 ShardingAttr ShardingAttr::replicated(MLIRContext *ctx, int64_t rank) {
@@ -102,7 +110,7 @@ bool ShardingAttr::isReplicated() const {
 }
 
 ShardingAttr ShardingAttr::withoutPartial() const {
-  return get(getContext(), getDims(), ArrayAttr());
+  return get(getContext(), getDims(), ArrayAttr(), getOuter());
 }
 
 FailureOr<int64_t> ShardingAttr::localExtent(int64_t d, int64_t extent, MeshAttr mesh) const {
@@ -112,7 +120,7 @@ FailureOr<int64_t> ShardingAttr::localExtent(int64_t d, int64_t extent, MeshAttr
     if (!n) return failure();
     parts *= *n;
   }
-  if (extent % parts) return failure();
+  if (extent % (parts * outerOf(d))) return failure();
   return extent / parts;
 }
 
@@ -149,9 +157,10 @@ static bool isSpmd(Operation *op) {
 /// range, and the shapes either equal (global view; `dim` divisible) or
 /// related by the group size (spmd): big = small * n on `dim`.
 static LogicalResult verifyResplit(Operation *op, RankedTensorType in, RankedTensorType out,
-                                   int64_t dim, ArrayAttr axes, bool grows) {
+                                   int64_t dim, ArrayAttr axes, bool grows, int64_t outer) {
   FailureOr<int64_t> n = groupSize(op, axes);
   if (failed(n)) return failure();
+  if (outer < 1) return op->emitOpError("outer must be >= 1");
   if (dim < 0 || dim >= in.getRank())
     return op->emitOpError("dim ") << dim << " is out of range for rank " << in.getRank();
   if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
@@ -159,11 +168,14 @@ static LogicalResult verifyResplit(Operation *op, RankedTensorType in, RankedTen
   if (!isSpmd(op)) {
     if (in.getShape() != out.getShape())
       return op->emitOpError("in the global view the result has the operand's shape");
-    if (in.getDimSize(dim) % *n)
+    if (in.getDimSize(dim) % (*n * outer))
       return op->emitOpError("dimension ") << dim << " (" << in.getDimSize(dim)
-                                           << ") does not divide by the group size " << *n;
+                                           << ") does not divide by the group size " << *n
+                                           << (outer > 1 ? " times outer" : "");
     return success();
   }
+  if ((grows ? in : out).getDimSize(dim) % outer)
+    return op->emitOpError("the local dimension ") << dim << " does not divide by outer " << outer;
   for (int64_t d = 0; d < in.getRank(); ++d) {
     int64_t want = d != dim ? in.getDimSize(d)
                    : grows  ? in.getDimSize(d) * *n
@@ -206,13 +218,16 @@ LogicalResult BroadcastOp::verify() {
 }
 
 LogicalResult AllGatherOp::verify() {
-  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), true);
+  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), true,
+                       getOuter());
 }
 LogicalResult ReduceScatterOp::verify() {
-  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), false);
+  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), false,
+                       getOuter());
 }
 LogicalResult ShardSliceOp::verify() {
-  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), false);
+  return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), false,
+                       getOuter());
 }
 
 LogicalResult AllToAllOp::verify() {

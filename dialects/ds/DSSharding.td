@@ -60,20 +60,27 @@ def DS_ShardingAttr : AttrDef<DS_Dialect, "Sharding"> {
     that split it (major to minor); an empty list is not split. `partial`
     names axes over which the value is an unreduced partial sum (a
     row-parallel matmul's output before its all_reduce). Every axis appears
-    at most once. `#ds.sharding<[[], []]>` is replicated.
+    at most once. `#ds.sharding<[[], []]>` is replicated. `outer` (one
+    entry per dimension, default 1) views a dimension of extent D as
+    [outer, D / outer] and splits only the second factor into blocks: the
+    merged (batch * heads) dimension of an attention whose heads are split
+    has outer = batch.
 
     ```mlir
     %w = ds.shard %p {sharding = #ds.sharding<[[], ["tp"]]>} : tensor<64x256xf32>
     %y = ds.matmul %h, %w2 {ds.sharding = #ds.sharding<[[], []], partial = ["tp"]>} : ...
     ```
   }];
-  let parameters = (ins "ArrayAttr":$dims, OptionalParameter<"ArrayAttr">:$partial);
-  let assemblyFormat = "`<` $dims (`,` `partial` `=` $partial^)? `>`";
+  let parameters = (ins "ArrayAttr":$dims, OptionalParameter<"ArrayAttr">:$partial,
+                        OptionalParameter<"DenseI64ArrayAttr">:$outer);
+  let assemblyFormat = "`<` $dims (`,` `partial` `=` $partial^)? (`,` `outer` `=` $outer^)? `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     static ShardingAttr replicated(MLIRContext *ctx, int64_t rank);
     static ShardingAttr get(MLIRContext *ctx, ArrayRef<SmallVector<StringRef>> dims,
-                            ArrayRef<StringRef> partial = {});
+                            ArrayRef<StringRef> partial = {}, ArrayRef<int64_t> outer = {});
+    /// Dimension `d`'s outer factor (1: plain blocks).
+    int64_t outerOf(int64_t d) const { return getOuter() ? getOuter()[d] : 1; }
     int64_t getRank() const { return getDims().size(); }
     /// The axes splitting dimension `d`.
     SmallVector<StringRef> axesOf(int64_t d) const;
@@ -149,10 +156,13 @@ def DS_AllGatherOp : DS_CollectiveOp<"all_gather"> {
     **Constraints:**
     - the module has a `ds.mesh`; `axes` are distinct axes of it.
     - `dim` is a dimension of the operand; the element types agree.
-    - global view: the shapes agree and `dim` divides by the group size;
+    - `outer` >= 1 (`dim` is viewed as [outer, extent / outer] and the
+      blocks are of the second factor, as in a sharding's `outer`).
+    - global view: the shapes agree and `dim` divides by outer times the group size;
       `ds.spmd`: the result's `dim` is the operand's times the group size.
   }];
-  let arguments = (ins DS_Tensor:$operand, StrArrayAttr:$axes, I64Attr:$dim);
+  let arguments = (ins DS_Tensor:$operand, StrArrayAttr:$axes, I64Attr:$dim,
+                   DefaultValuedAttr<I64Attr, "1">:$outer);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -167,10 +177,13 @@ def DS_ReduceScatterOp : DS_CollectiveOp<"reduce_scatter"> {
     **Constraints:**
     - the module has a `ds.mesh`; `axes` are distinct axes of it.
     - `dim` is a dimension of the operand; the element types agree.
-    - global view: the shapes agree and `dim` divides by the group size;
+    - `outer` >= 1 (`dim` is viewed as [outer, extent / outer] and the
+      blocks are of the second factor, as in a sharding's `outer`).
+    - global view: the shapes agree and `dim` divides by outer times the group size;
       `ds.spmd`: the result's `dim` is the operand's divided by the group size.
   }];
   let arguments = (ins DS_NumericTensor:$operand, StrArrayAttr:$axes, I64Attr:$dim,
+                   DefaultValuedAttr<I64Attr, "1">:$outer,
                    DefaultValuedAttr<DS_CollectiveReductionAttr,
                                      "CollectiveReduction::Sum">:$reduction);
   let results = (outs DS_NumericTensor:$result);
@@ -188,10 +201,13 @@ def DS_ShardSliceOp : DS_CollectiveOp<"shard_slice"> {
     **Constraints:**
     - the module has a `ds.mesh`; `axes` are distinct axes of it.
     - `dim` is a dimension of the operand; the element types agree.
-    - global view: the shapes agree and `dim` divides by the group size;
+    - `outer` >= 1 (`dim` is viewed as [outer, extent / outer] and the
+      blocks are of the second factor, as in a sharding's `outer`).
+    - global view: the shapes agree and `dim` divides by outer times the group size;
       `ds.spmd`: the result's `dim` is the operand's divided by the group size.
   }];
-  let arguments = (ins DS_Tensor:$operand, StrArrayAttr:$axes, I64Attr:$dim);
+  let arguments = (ins DS_Tensor:$operand, StrArrayAttr:$axes, I64Attr:$dim,
+                   DefaultValuedAttr<I64Attr, "1">:$outer);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -2,8 +2,9 @@
 #include "ds/InitAll.h"
 
 #include "dialects/ds/DSDialect.h"
+#include "ds/Partition/Passes.h"
 #include "ds/Plan/Passes.h"
-#include "ds/Plan/Pipelines.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -15,6 +16,7 @@ void mlir::ds::registerAllDialects(DialectRegistry &registry) {
 
 void mlir::ds::registerAllPasses() {
   registerDSTransformsPasses();
+  registerDSPartitionPasses();
   registerDSPlanPasses();
   registerTransformsPasses(); // canonicalize, cse, ...
   registerPipelines();

@@ -176,6 +176,8 @@ private:
       if (it->second != *id) addCopy(it->second, *id, locationString(loc));
       return success();
     }
+    if (isOnlySharded(&op)) return success(); // its shards are the weights
+    if (isWeightShard(&op)) return emitWeightShards(cast<ShardSliceOp>(op));
     if (isa<ConstantOp, ParameterOp>(op)) {
       Attribute value = isa<ConstantOp>(op) ? cast<ConstantOp>(op).getValue()
                                             : cast<ParameterOp>(op).getValue();
@@ -220,6 +222,54 @@ private:
         p_.mutable_buffers(*id)->set_offset(offsets[i]);
       }
       s->add_outputs(*id);
+    }
+    return success();
+  }
+
+  /// A shard_slice of a constant or parameter: one buffer whose bytes are,
+  /// for each rank of the world, that rank's block (Buffer.rank_shards).
+  LogicalResult emitWeightShards(ShardSliceOp s) {
+    Operation *src = s.getOperand().getDefiningOp();
+    Attribute value = isa<ConstantOp>(src) ? cast<ConstantOp>(src).getValue()
+                                           : cast<ParameterOp>(src).getValue();
+    std::string name = isa<ParameterOp>(src) ? cast<ParameterOp>(src).getSymName().str()
+                                             : locationString(src->getLoc());
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(value, s.getLoc());
+    if (failed(bytes)) return failure();
+    MeshAttr mesh = MeshAttr::lookup(s);
+    if (!mesh) return s.emitError("needs a ds.mesh on the module");
+    auto global = s.getOperand().getType();
+    int64_t dim = s.getDim(), outer = s.getOuter();
+    SmallVector<StringRef> axes;
+    for (Attribute a : s.getAxes()) axes.push_back(cast<StringAttr>(a).getValue());
+    int64_t n = 1;
+    for (StringRef a : axes) n *= *mesh.getAxisSize(a);
+    uint64_t es = bytes->size() / std::max<int64_t>(1, global.getNumElements());
+    int64_t before = 1;
+    for (int64_t d = 0; d < dim; ++d) before *= global.getDimSize(d);
+    int64_t chunks = before * outer;
+    uint64_t blk = bytes->size() / static_cast<uint64_t>(chunks * n);
+    FailureOr<uint32_t> id = newBuffer(s.getResult(), plan::Buffer::WEIGHT, s.getLoc(), name);
+    if (failed(id)) return failure();
+    (void)es;
+    std::vector<uint8_t> shard(static_cast<size_t>(chunks) * blk);
+    int64_t ranks = mesh.getNumRanks();
+    for (int64_t r = 0; r < ranks; ++r) {
+      // r's index in the group: its coordinates on `axes`, row-major.
+      int64_t rest = r, key = 0, scale = 1;
+      SmallVector<int64_t> coord(mesh.getAxes().size());
+      for (int64_t i = static_cast<int64_t>(coord.size()) - 1; i >= 0; --i) {
+        coord[i] = rest % mesh.getAxes()[i].getSize();
+        rest /= mesh.getAxes()[i].getSize();
+      }
+      for (int64_t i = static_cast<int64_t>(coord.size()) - 1; i >= 0; --i)
+        if (llvm::is_contained(axes, mesh.getAxes()[i].getName())) {
+          key += coord[i] * scale;
+          scale *= mesh.getAxes()[i].getSize();
+        }
+      for (int64_t c = 0; c < chunks; ++c)
+        std::memcpy(shard.data() + c * blk, bytes->data() + (c * n + key) * blk, blk);
+      w_.addWeightShard(*p_.mutable_buffers(*id), shard.data(), shard.size());
     }
     return success();
   }
@@ -327,6 +377,14 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
   p.set_source(options.source);
   p.set_arena_bytes(arena);
   p.set_world_size(1);
+  if (MeshAttr mesh = MeshAttr::lookup(module)) {
+    p.set_world_size(static_cast<uint32_t>(mesh.getNumRanks()));
+    for (MeshAxisAttr a : mesh.getAxes()) {
+      plan::MeshAxis *ax = p.mutable_mesh()->add_axes();
+      ax->set_name(a.getName().str());
+      ax->set_size(a.getSize());
+    }
+  }
   PlanEmitter emitter(writer);
   if (failed(emitter.emitGlobals(module))) return failure();
   if (failed(emitter.emitFunction(entry, "forward"))) return failure();

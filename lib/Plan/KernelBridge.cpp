@@ -88,6 +88,21 @@ static void setInt(plan::Step &s, const char *name, int64_t v) {
   (*s.mutable_attrs())[name].set_i(v);
 }
 
+bool mlir::ds::isCollective(Operation *op) {
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp>(op);
+}
+
+bool mlir::ds::isWeightShard(Operation *op) {
+  auto s = dyn_cast<ShardSliceOp>(op);
+  return s && s.getOperand().getDefiningOp() &&
+         isa<ConstantOp, ParameterOp>(s.getOperand().getDefiningOp());
+}
+
+bool mlir::ds::isOnlySharded(Operation *op) {
+  return isa<ConstantOp, ParameterOp>(op) && !op->use_empty() &&
+         llvm::all_of(op->getUsers(), [](Operation *u) { return isWeightShard(u); });
+}
+
 LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
   if (isa<ConstantOp, ParameterOp>(op) || !isa<DSDialect>(op->getDialect()))
     return op->emitError("has no runtime kernel");
@@ -120,6 +135,23 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         setInt(s, "group", o.getGroup());
         return success();
       })
+      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp>(
+          [&](auto c) {
+            // Collectives run on the communication stream over the ranks
+            // that share every mesh coordinate but `axes`.
+            std::string axes;
+            for (Attribute a : c.getAxes())
+              axes += (axes.empty() ? "" : ",") + cast<StringAttr>(a).str();
+            (*s.mutable_attrs())["axes"].set_s(axes);
+            s.set_stream(1);
+            Operation *op = c.getOperation();
+            for (const char *name : {"dim", "outer", "root", "split_dim", "concat_dim"})
+              if (auto v = op->getAttrOfType<IntegerAttr>(name)) setInt(s, name, v.getInt());
+            if (auto r = op->getAttrOfType<CollectiveReductionAttr>("reduction"))
+              (*s.mutable_attrs())["reduction"].set_s(stringifyCollectiveReduction(r.getValue()).str());
+            if (isa<ShardSliceOp>(op)) s.set_stream(0); // local: no communication
+            return success();
+          })
       .Case<TopKOp>([&](TopKOp t) {
         setInt(s, "k", t.getK());
         setInt(s, "axis", t.getAxis());

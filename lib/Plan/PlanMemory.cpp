@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Plan/Passes.h"
+#include "ds/Plan/KernelBridge.h"
 
 #include "dialects/ds/DSOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -72,6 +73,7 @@ private:
     for (Operation &op : block) {
       // Weights, state and outputs have homes of their own.
       if (isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op) ||
+          isWeightShard(&op) ||
           &op == terminator)
         continue;
       for (Value r : op.getResults()) {
@@ -121,6 +123,7 @@ private:
     Builder b(func.getContext());
     for (Operation &op : block) {
       if (isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op) ||
+          isWeightShard(&op) ||
           &op == terminator)
         continue;
       SmallVector<int64_t> offsets(op.getNumResults(), -1);

@@ -2,6 +2,7 @@
 #include "ds/Plan/Report.h"
 
 #include "dialects/ds/DSOps.h"
+#include "ds/Plan/KernelBridge.h"
 #include "ds/Plan/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -24,6 +25,11 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   if (!arena)
     return entry.emitError("has no memory plan; run ds-plan-memory before --report");
   MemoryReport r;
+  if (MeshAttr mesh = MeshAttr::lookup(module)) {
+    r.worldSize = mesh.getNumRanks();
+    for (MeshAxisAttr a : mesh.getAxes())
+      r.mesh += (r.mesh.empty() ? "" : ", ") + a.getName().str() + "=" + std::to_string(a.getSize());
+  }
   // Activations: the largest arena of any program (training: train_step).
   for (auto f : module.getOps<func::FuncOp>())
     if (auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
@@ -45,6 +51,25 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   for (Type t : entry.getArgumentTypes()) r.inputBytes += bytesOf(t);
   for (Type t : entry.getResultTypes()) r.outputBytes += bytesOf(t);
   entry.walk([&](Operation *op) {
+    // A parameter sliced per rank counts as its slice (what the rank holds).
+    if (isOnlySharded(op)) return;
+    if (isWeightShard(op)) {
+      int64_t b = bytesOf(op->getResult(0).getType());
+      if (isa<ParameterOp>(op->getOperand(0).getDefiningOp())) {
+        ++r.parameters;
+        r.parameterBytes += b;
+        r.splitParameterBytes += b;
+        r.largestParameterBytes = std::max(r.largestParameterBytes, b);
+      } else {
+        r.constantBytes += b;
+      }
+      return;
+    }
+    if (isCollective(op)) {
+      r.collectiveBytes[op->getName().stripDialect().str()] += bytesOf(op->getOperand(0).getType());
+      ++r.steps;
+      return;
+    }
     if (auto p = dyn_cast<ParameterOp>(op)) {
       ++r.parameters;
       int64_t b = bytesOf(p.getType());
@@ -66,10 +91,13 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     if (!note.empty()) os << "  " << note;
     os << "\n";
   };
-  os << "memory per rank (world size 1):\n";
+  os << "memory per rank (world size " << r.worldSize
+     << (r.mesh.empty() ? std::string() : ", mesh " + r.mesh) << "):\n";
   row("parameters", r.parameterBytes,
       (std::to_string(r.parameters) + " tensors, largest " +
-       std::to_string(r.largestParameterBytes) + " B").c_str());
+       std::to_string(r.largestParameterBytes) + " B" +
+       (r.splitParameterBytes ? ", " + std::to_string(r.splitParameterBytes) + " B of it this rank's slices"
+                              : std::string())).c_str());
   row("constants", r.constantBytes);
   if (r.training) {
     row("gradients", r.gradientBytes, "fp32 accumulators");
@@ -80,4 +108,8 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   row("outputs", r.outputBytes);
   row("total", r.total());
   os << "  steps: " << r.steps << "\n";
+  if (!r.collectiveBytes.empty()) {
+    os << "communication per rank and forward run:\n";
+    for (const auto &[kind, bytes] : r.collectiveBytes) row(kind, bytes);
+  }
 }

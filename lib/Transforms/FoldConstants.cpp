@@ -17,7 +17,9 @@ std::optional<SmallVector<Value>> mlir::ds::tryFoldWithKernels(Operation *op,
                                                                int64_t maxElements) {
   // Ops without operands (ds.fill) stay kernels: folding would store their
   // result in the plan.
+  // Collectives depend on the rank that runs them: never folded.
   if (isa<ConstantOp, ParameterOp>(op) || !isa_and_nonnull<DSDialect>(op->getDialect()) ||
+      isCollective(op) ||
       op->getNumResults() == 0 || op->getNumOperands() == 0)
     return std::nullopt;
   SmallVector<Attribute> values;

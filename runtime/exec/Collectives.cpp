@@ -75,7 +75,12 @@ absl::StatusOr<PreparedStep> prepareCollective(const plan::Step &s,
                                          shapeToString(big.shape), "] do not differ by the ", n,
                                          " ranks of the group on dim ", d));
     }
-    outer = product(small.shape, 0, d);
+    // A dimension with an outer factor o is [o, extent / o]; the blocks are
+    // of the second factor, so o joins the outer count.
+    int64_t o = attrInt(s, "outer", 1);
+    if (o < 1 || small.shape[d] % o)
+      return stepError(s, absl::StrCat("outer ", o, " does not divide dim ", d));
+    outer = product(small.shape, 0, d) * o;
     blk = small.numel / std::max<int64_t>(outer, 1) * es;
     return absl::OkStatus();
   };

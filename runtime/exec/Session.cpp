@@ -149,7 +149,9 @@ absl::Status Session::bind() {
       }
       ranges.push_back(std::move(rs));
       bool collective = isCollective(step.kernel());
-      comm.push_back(collective);
+      // Stream 1 runs on the communication thread; a collective on stream 0
+      // (shard_slice, which only copies) runs in order like a kernel.
+      comm.push_back(collective && step.stream() == 1);
       bytes.push_back(collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes() : touched);
       absl::StatusOr<PreparedStep> ps = absl::UnknownError("");
       if (collective) {

@@ -79,6 +79,20 @@ void PlanWriter::addWeight(plan::Buffer &buffer, const void *bytes,
   buffer.set_crc32(crc32Of(bytes, size));
 }
 
+void PlanWriter::addWeightShard(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  bool first = buffer.rank_shards_size() == 0;
+  uint64_t before = buffer.offset();
+  uint32_t crc = buffer.crc32();
+  addWeight(buffer, bytes, size);
+  plan::WeightShard *s = buffer.add_rank_shards();
+  s->set_offset(buffer.offset());
+  s->set_crc32(buffer.crc32());
+  if (!first) { // offset and crc32 keep naming rank 0's shard
+    buffer.set_offset(before);
+    buffer.set_crc32(crc);
+  }
+}
+
 uint32_t planCrc32(const void *data, uint64_t size) { return crc32Of(data, size); }
 
 std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> &weights) {

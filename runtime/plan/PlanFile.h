@@ -37,6 +37,9 @@ public:
   /// Appends `bytes` to the weight section and returns its (aligned) offset;
   /// also fills the buffer's offset, size and crc32.
   void addWeight(plan::Buffer &buffer, const void *bytes, uint64_t size);
+  /// Appends one rank's shard of a buffer (call once per rank, in rank
+  /// order); rank 0's also fills offset, size and crc32.
+  void addWeightShard(plan::Buffer &buffer, const void *bytes, uint64_t size);
   /// Writes atomically: to `path.tmp`, then rename.
   absl::Status write(const std::string &path);
 

@@ -71,3 +71,62 @@ def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--workdir", required=True)
     return p.parse_args()
+
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def rank_reports(stdout):
+    """The {"rank": ...} lines ds-run --rank-report prints, by rank."""
+    import json
+    reps = [json.loads(l) for l in stdout.splitlines() if l.startswith('{"rank"')]
+    return {r["rank"]: r for r in reps}
+
+
+def tensor_parallel_compare(name, onnx_path, inputs, ref_outputs, workdir, tp, parallel_bytes,
+                            tol=1e-5, output_names=("output",)):
+    """Compiles `onnx_path` for one rank and with --tensor-parallel tp, runs
+    the latter under mpirun -np tp, and checks its outputs against the
+    one-rank plan's and `ref_outputs` (PyTorch's) within `tol`, and that each
+    rank holds the one-rank weights minus (tp-1)/tp of `parallel_bytes` (the
+    bytes of the matrices and column biases tensor parallelism splits)."""
+    inp = os.path.join(workdir, name + ".in.npz")
+    np.savez(inp, **inputs)
+    one = os.path.join(workdir, name + ".tp1.dsplan")
+    run(["ds-opt", onnx_path, "-o", one])
+    one_out = os.path.join(workdir, name + ".tp1.out.npz")
+    single = rank_reports(run(["ds-run", one, "--inputs", inp, "--outputs", one_out,
+                               "--rank-report"]))[0]["weight_bytes"]
+    plan = os.path.join(workdir, "%s.tp%d.dsplan" % (name, tp))
+    run(["ds-opt", onnx_path, "--tensor-parallel", str(tp), "-o", plan])
+    out = os.path.join(workdir, "%s.tp%d.out.npz" % (name, tp))
+    reps = rank_reports(run(MPIRUN + ["-np", str(tp), "ds-run", plan, "--inputs", inp,
+                                      "--outputs", out, "--rank-report"]))
+    if sorted(reps) != list(range(tp)):
+        sys.exit("%s: expected reports from ranks 0..%d, got %s" % (name, tp - 1, sorted(reps)))
+    got, base = np.load(out), np.load(one_out)
+    worst = 0.0
+    for oname, ref in zip(output_names, ref_outputs):
+        e_one = relative_error(got[oname], base[oname])
+        e_ref = relative_error(got[oname], ref)
+        worst = max(worst, e_one, e_ref)
+        print("%s tp=%d output %s: relative error %.3g vs one rank, %.3g vs PyTorch (tolerance %.1g)"
+              % (name, tp, oname, e_one, e_ref, tol))
+    if worst > tol:
+        sys.exit("%s tp=%d: relative error %.3g exceeds %.1g" % (name, tp, worst, tol))
+    want = single - parallel_bytes * (tp - 1) // tp
+    # ds-opt --report predicts what each rank holds before anything runs.
+    report = run(["ds-opt", onnx_path, "--tensor-parallel", str(tp), "--report"])
+    predicted = sum(int(l.split()[1]) for l in report.splitlines()
+                    if l.split()[:1] in (["parameters"], ["constants"]))
+    print("%s tp=%d: ds-opt --report predicts %d weight bytes per rank" % (name, tp, predicted))
+    if "world size %d" % tp not in report or predicted != reps[0]["weight_bytes"]:
+        sys.exit("%s tp=%d: --report (%d B) disagrees with ds-run (%d B)"
+                 % (name, tp, predicted, reps[0]["weight_bytes"]))
+    for r, rep in sorted(reps.items()):
+        print("%s tp=%d rank %d: %d weight bytes (one rank: %d, expected %d)"
+              % (name, tp, r, rep["weight_bytes"], single, want))
+        if abs(rep["weight_bytes"] - want) > 0.02 * want:
+            sys.exit("%s tp=%d rank %d holds %d weight bytes, expected about %d"
+                     % (name, tp, r, rep["weight_bytes"], want))
+    return worst

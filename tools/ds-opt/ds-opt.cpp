@@ -11,7 +11,7 @@
 #include <set>
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
-#include "ds/Plan/Pipelines.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "ds/Plan/Report.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -52,6 +52,12 @@ static llvm::cl::opt<bool>
            llvm::cl::desc("print per-rank memory (parameters, constants, activation arena, "
                           "inputs, outputs) after the pipeline"),
            llvm::cl::init(false), llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<int64_t>
+    tensorParallel("tensor-parallel",
+                   llvm::cl::desc("split the model Megatron-style over N ranks (a `tp` mesh axis); "
+                                  "run the plan with mpirun -np N"),
+                   llvm::cl::init(1), llvm::cl::cat(dsCategory));
 
 static llvm::cl::OptionCategory trainCategory("ds-opt training options");
 static llvm::cl::opt<std::string>
@@ -180,6 +186,11 @@ int main(int argc, char **argv) {
   // --config/--loss make a training plan; otherwise a plan (and a report)
   // needs the inference pipeline unless the user spelled passes out.
   bool training = !configPath.empty() || !lossKind.empty();
+  if (tensorParallel < 1 || tensorParallel > 4096)
+    return fail("--tensor-parallel must be in [1, 4096], got " + llvm::Twine(tensorParallel));
+  if (training && tensorParallel > 1)
+    return fail("--tensor-parallel compiles inference plans; tensor-parallel training is not "
+                "supported yet");
   if (training && pm.size() == 0) {
     mlir::ds::TrainingPipelineOptions t;
     t.configPath = configPath;
@@ -191,8 +202,10 @@ int main(int argc, char **argv) {
     t.frozen.assign(freeze.begin(), freeze.end());
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
     mlir::ds::buildTrainingPipeline(pm, t);
-  } else if ((emit == "plan" || report) && pm.size() == 0) {
-    mlir::ds::buildInferencePipeline(pm, mlir::ds::InferencePipelineOptions());
+  } else if ((emit == "plan" || report || tensorParallel > 1) && pm.size() == 0) {
+    mlir::ds::InferencePipelineOptions inference;
+    inference.tensorParallel = tensorParallel;
+    mlir::ds::buildInferencePipeline(pm, inference);
   }
   if (failed(pm.run(*module)))
     return 1;

@@ -26,6 +26,14 @@ FailureOr<std::vector<uint8_t>> constantBytes(Attribute value, Location loc);
 /// A DenseElementsAttr of `type` from bytes laid out as constantBytes does.
 DenseElementsAttr denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes);
 
+/// A shard_slice of a constant or parameter: no step, but per-rank weights.
+bool isWeightShard(Operation *op);
+/// Collectives (their results depend on the rank: never folded).
+bool isCollective(Operation *op);
+/// A constant or parameter read only through weight shards (it gets no
+/// replicated buffer of its own).
+bool isOnlySharded(Operation *op);
+
 /// Kernel name and attributes of a ds op; fails for ops with no kernel.
 LogicalResult describeStep(Operation *op, ::ds::plan::Step &step);
 

@@ -2,6 +2,9 @@
 #ifndef DS_PLAN_REPORT_H
 #define DS_PLAN_REPORT_H
 
+#include <map>
+#include <string>
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -18,6 +21,10 @@ struct MemoryReport {
   int64_t activationArenaBytes = 0; // peak of intermediates (ds-plan-memory)
   int64_t inputBytes = 0, outputBytes = 0;
   int64_t steps = 0;
+  int64_t worldSize = 1;
+  std::string mesh;                            // "tp=2", empty for one rank
+  int64_t splitParameterBytes = 0;             // of parameterBytes: this rank's slices
+  std::map<std::string, int64_t> collectiveBytes; // per kind, per forward run, this rank sends
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;

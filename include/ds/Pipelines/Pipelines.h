@@ -4,8 +4,8 @@
 // and an explicit pass list are two spellings of the same thing.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DS_PLAN_PIPELINES_H
-#define DS_PLAN_PIPELINES_H
+#ifndef DS_PIPELINES_PIPELINES_H
+#define DS_PIPELINES_PIPELINES_H
 
 #include <string>
 #include <vector>
@@ -16,10 +16,14 @@ namespace mlir::ds {
 
 struct InferencePipelineOptions {
   int64_t foldMaxElements = 65536;
+  /// Ranks of the `tp` mesh axis (DeepSpeed-Inference's tp_size); 1: none.
+  int64_t tensorParallel = 1;
 };
 
-/// Imported ds IR -> memory-planned IR ready for plan emission:
-/// fold constants, canonicalize, CSE, plan the arena.
+/// Imported ds IR -> memory-planned IR ready for plan emission: with
+/// tensor parallelism, ds-tensor-parallel, ds-propagate-sharding,
+/// ds-insert-collectives and ds-global-to-local first; then fold constants,
+/// canonicalize, CSE, plan the arena.
 void buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &options);
 
 struct TrainingPipelineOptions {
@@ -43,4 +47,4 @@ void registerPipelines();
 
 } // namespace mlir::ds
 
-#endif // DS_PLAN_PIPELINES_H
+#endif // DS_PIPELINES_PIPELINES_H

@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - pass pipelines -------------------------------------===//
-#include "ds/Plan/Pipelines.h"
+#include "ds/Pipelines/Pipelines.h"
 
+#include "ds/Partition/Passes.h"
 #include "ds/Plan/Passes.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -10,6 +11,14 @@ using namespace mlir;
 
 void mlir::ds::buildInferencePipeline(OpPassManager &pm,
                                       const InferencePipelineOptions &options) {
+  if (options.tensorParallel > 1) {
+    TensorParallelPassOptions tp;
+    tp.size = options.tensorParallel;
+    pm.addPass(createTensorParallelPass(tp));
+    pm.addPass(createPropagateShardingPass());
+    pm.addPass(createInsertCollectivesPass());
+    pm.addPass(createGlobalToLocalPass());
+  }
   FoldConstantsPassOptions fold;
   fold.maxElements = options.foldMaxElements;
   pm.addPass(createFoldConstantsPass(fold));

@@ -1,0 +1,106 @@
+//===- Passes.td - partitioning passes ---------------------*- tablegen -*-===//
+//
+// From one global program to the per-rank one: decide shardings
+// (ds-tensor-parallel, and later ZeRO), propagate them through the graph,
+// turn producer/consumer disagreements into collectives, then rewrite types
+// to each rank's slice.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_PARTITION_PASSES_TD
+#define DS_PARTITION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TensorParallelPass : Pass<"ds-tensor-parallel", "ModuleOp"> {
+  let summary = "splits transformer blocks and MLP stacks Megatron-style over the `tp` mesh axis";
+  let description = [{
+    Finds pairs of weight matmuls (a matmul whose right operand is a
+    `ds.parameter`) connected by ops that can run on slices: the first
+    (QKV projections, the first MLP layer) becomes column-parallel, the
+    second (attention output, second MLP layer) row-parallel, so each block
+    needs one all_reduce (after the row-parallel matmul) and attention heads
+    are split across ranks. A fused QKV weight whose output is split into
+    equal parts (as GPT-2 and torch.nn.MultiheadAttention export it) is
+    first split into one weight per part, so each rank's heads stay whole.
+
+    The pass only adds the module's `ds.mesh` (a `tp` axis of `size`) and a
+    `ds.shard` constraint on each column-parallel weight; propagation and
+    ds-insert-collectives derive the rest. A weight dimension or a head
+    count that does not divide by `size` is an error naming the layer.
+
+    ```mlir
+    %h = ds.matmul %x, %w1 ...      // column-parallel: %w1 becomes ds.shard %w1 [[], ["tp"]]
+    %a = ds.gelu %h ...
+    %y = ds.matmul %a, %w2 ...      // row-parallel: partial sums, all_reduce follows
+    ```
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", /*default=*/"2", "ranks on the tp axis">,
+    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"", "name of the mesh axis">
+  ];
+  let statistics = [
+    Statistic<"numPairs", "num-pairs", "column/row-parallel matmul pairs">,
+    Statistic<"numFusedSplit", "num-fused-split", "fused weights split into parts">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def PropagateShardingPass : Pass<"ds-propagate-sharding", "ModuleOp"> {
+  let summary = "gives every value a sharding, from the constraints and each op's rule";
+  let description = [{
+    Walks each function in order and applies the sharding rule of every op
+    (include/ds/Partition/Sharding.h) to the shardings its operands have,
+    recording the result's in `ds.sharding` (`ds.shardings` for several
+    results). Elementwise ops, transposes and reshapes carry splits along
+    (a reshape that merges a split dimension with an unsplit one records an
+    `outer` factor); a matmul whose contraction dimension is split on both
+    sides gives an unreduced partial sum; ops without a rule compute on
+    replicated values. Nothing is moved yet: that is ds-insert-collectives.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def InsertCollectivesPass : Pass<"ds-insert-collectives", "ModuleOp"> {
+  let summary = "turns sharding disagreements into collectives";
+  let description = [{
+    For every op, compares the sharding each operand has with the one the
+    op's rule needs and inserts what moves it there: `all_reduce` for a
+    partial sum needed whole (`reduce_scatter` when it is needed split on
+    the same axes), `all_gather` to undo a split, `shard_slice` to split a
+    replicated value (no communication; a sliced parameter becomes per-rank
+    weights in the plan). `ds.shard` constraints are replaced by the same
+    conversion. Function results are made replicated.
+
+    ```mlir
+    %p = ds.matmul %h, %w2s {ds.sharding = #ds.sharding<[[], []], partial = ["tp"]>}
+    %y = ds.add %p, %b
+    ```
+    becomes
+    ```mlir
+    %p = ds.matmul %h, %w2s {ds.sharding = #ds.sharding<[[], []], partial = ["tp"]>}
+    %r = ds.all_reduce %p {axes = ["tp"]}
+    %y = ds.add %r, %b
+    ```
+  }];
+  let statistics = [
+    Statistic<"numCollectives", "num-collectives", "collectives inserted (all_reduce, all_gather, reduce_scatter)">,
+    Statistic<"numSlices", "num-slices", "shard_slice ops inserted">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def GlobalToLocalPass : Pass<"ds-global-to-local", "ModuleOp"> {
+  let summary = "rewrites every type to one rank's slice (SPMD form)";
+  let description = [{
+    Each value's type becomes its sharding's per-rank shape (split
+    dimensions divided by their axes' sizes) and each function gets
+    `ds.spmd`, after which a collective's shapes show what it moves (an
+    all_gather's result is its operand times the group). Every rank runs the
+    same program; only parameters sliced by `shard_slice` differ, and the
+    plan stores each rank's slice as that rank's weights. A split that does
+    not divide is an error naming the op.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+#endif // DS_PARTITION_PASSES_TD

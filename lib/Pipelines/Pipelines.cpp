@@ -38,6 +38,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
   t.frozen.assign(o.frozen.begin(), o.frozen.end());
   t.gradInputs.assign(o.gradInputs.begin(), o.gradInputs.end());
   pm.addPass(createBuildTrainStepPass(t));
+  if (o.worldSize > 1) {
+    DataParallelPassOptions dp;
+    dp.worldSize = o.worldSize;
+    pm.addPass(createDataParallelPass(dp));
+  }
   buildInferencePipeline(pm, o.inference);
 }
 

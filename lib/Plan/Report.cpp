@@ -48,6 +48,15 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       r.optimizerStateBytes += b;
     }
   }
+  // Traffic of every program (forward; training: per micro-step and per
+  // optimizer step), what this rank sends into each kind of collective.
+  for (auto f : module.getOps<func::FuncOp>())
+    f.walk([&](Operation *op) {
+      if (isCollective(op) && !isWeightShard(op) && !isa<ShardSliceOp>(op))
+        r.collectiveBytes[(f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +
+                          ": " + op->getName().stripDialect().str()] +=
+            bytesOf(op->getOperand(0).getType());
+    });
   for (Type t : entry.getArgumentTypes()) r.inputBytes += bytesOf(t);
   for (Type t : entry.getResultTypes()) r.outputBytes += bytesOf(t);
   entry.walk([&](Operation *op) {
@@ -66,9 +75,8 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       return;
     }
     if (isCollective(op)) {
-      r.collectiveBytes[op->getName().stripDialect().str()] += bytesOf(op->getOperand(0).getType());
       ++r.steps;
-      return;
+      return; // counted per program below
     }
     if (auto p = dyn_cast<ParameterOp>(op)) {
       ++r.parameters;
@@ -109,7 +117,7 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   row("total", r.total());
   os << "  steps: " << r.steps << "\n";
   if (!r.collectiveBytes.empty()) {
-    os << "communication per rank and forward run:\n";
+    os << "communication per rank and program run:\n";
     for (const auto &[kind, bytes] : r.collectiveBytes) row(kind, bytes);
   }
 }

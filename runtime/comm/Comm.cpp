@@ -11,15 +11,23 @@ namespace ds::rt {
 
 absl::StatusOr<std::unique_ptr<Comm>> createLocalComm();
 absl::StatusOr<std::unique_ptr<Comm>> createMpiComm(const CommOptions &opts);
+#ifdef DS_HAVE_NCCL
+absl::StatusOr<std::unique_ptr<Comm>> createNcclComm(const CommOptions &opts);
+#endif
 
 absl::StatusOr<std::unique_ptr<Comm>> createComm(const CommOptions &opts) {
   std::string kind = opts.kind;
   if (kind == "auto") kind = std::getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "local";
   if (kind == "local") return createLocalComm();
   if (kind == "mpi") return createMpiComm(opts);
-  if (kind == "nccl")
+  if (kind == "nccl") {
+#ifdef DS_HAVE_NCCL
+    return createNcclComm(opts);
+#else
     return absl::UnimplementedError(
-        "--comm=nccl needs the cuda backend, which has no usable device here");
+        "this ds-run was built without CUDA, so without the nccl communicator; use --comm=mpi");
+#endif
+  }
   return absl::InvalidArgumentError("unknown communicator '" + kind +
                                     "' (expected auto, local, mpi or nccl)");
 }

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
@@ -47,9 +48,18 @@ absl::Status train(Session &session, const TrainOptions &o) {
   if (!micro || !session.program(t.optimizer_program()))
     return absl::InvalidArgumentError("the plan's training programs are missing");
   std::vector<std::string> dataInputs(t.data_inputs().begin(), t.data_inputs().end());
+  // Data parallelism: rank r trains on its slice of every global batch; the
+  // plan averages gradients and the logged loss over the ranks. Rank 0
+  // logs and saves (every rank holds the same state).
+  Comm &comm = session.comm();
+  const bool root = comm.rank() == 0;
+  if (std::max<int64_t>(1, t.world_size()) != comm.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan trains with ", t.world_size(), " data-parallel ranks but runs on ", comm.size()));
   DS_ASSIGN_OR_RETURN(DataLoader data,
                       DataLoader::open(o.dataPath, p, *micro, dataInputs, t.micro_batch_size(),
-                                       /*rank=*/0, t.world_size(), o.shuffle, o.seed));
+                                       comm.rank(), std::max<int64_t>(1, t.world_size()),
+                                       o.shuffle, o.seed));
   int64_t step = 0;
   if (o.resume) {
     if (o.checkpointDir.empty())
@@ -69,7 +79,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
     }
   }
   std::FILE *log = nullptr;
-  if (!o.logPath.empty()) {
+  if (!o.logPath.empty() && root) {
     log = std::fopen(o.logPath.c_str(), o.resume ? "a" : "w");
     if (!log)
       return absl::InvalidArgumentError(absl::StrCat("cannot open ", o.logPath, ": ",
@@ -142,7 +152,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
                    static_cast<long long>(step + 1), loss, lr, gradNorm, secs, samplesPerSec);
       std::fflush(log);
     }
-    if (o.progress) {
+    if (o.progress && root) {
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double eta = elapsed / (step + 1 - firstStep) * (o.steps - step - 1);
@@ -152,8 +162,16 @@ absl::Status train(Session &session, const TrainOptions &o) {
       std::fflush(stderr);
     }
     bool last = step + 1 == o.steps;
-    int sig = stopSignal.load();
-    if (!o.checkpointDir.empty() &&
+    // Ranks agree on stopping (a signal may reach them at different steps).
+    int32_t sig = stopSignal.load();
+    if (comm.size() > 1) {
+      absl::Status st = comm.allReduce(&sig, 1, ds::plan::I32, ReduceOp::Max);
+      if (!st.ok()) {
+        closeLog();
+        return st;
+      }
+    }
+    if (!o.checkpointDir.empty() && root &&
         ((o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0) || last || sig)) {
       absl::Status st = save(step + 1);
       if (!st.ok()) {
@@ -169,7 +187,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
                                   : "; checkpoint saved, continue with --resume"));
     }
   }
-  if (o.progress) std::fprintf(stderr, "\n");
+  if (o.progress && root) std::fprintf(stderr, "\n");
   closeLog();
   return absl::OkStatus();
 }

@@ -44,7 +44,7 @@ ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
-ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local or mpi");
+ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");
 ABSL_FLAG(double, collective_timeout, 300, "seconds a collective may wait for its peers before every rank stops with an error");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace-event JSON timeline (one track per rank and stream) of the run");
 ABSL_FLAG(bool, rank_report, false, "print one JSON line per rank: its weight bytes and arena bytes");
@@ -132,6 +132,9 @@ int main(int argc, char **argv) {
   }
   CommOptions commOpts;
   commOpts.kind = absl::GetFlag(FLAGS_comm);
+  if (commOpts.kind == "nccl" && absl::GetFlag(FLAGS_backend) != "cuda")
+    return fail(absl::InvalidArgumentError(
+        "--comm=nccl moves device memory: it needs --backend=cuda (use --comm=mpi with the cpu backend)"));
   commOpts.timeout_seconds = absl::GetFlag(FLAGS_collective_timeout);
   auto world = createComm(commOpts);
   if (!world.ok()) return fail(world.status());

@@ -103,4 +103,36 @@ def GlobalToLocalPass : Pass<"ds-global-to-local", "ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
+  let summary = "data parallelism (ZeRO stage 0) of a training module over the `dp` mesh axis";
+  let description = [{
+    Each rank runs `@train_step` on its own micro-batches (ds-run feeds rank
+    r its slice of every global batch) and accumulates its gradients; at the
+    gradient accumulation boundary `@optimizer_step` all-reduces each
+    gradient and divides by the rank count, so every rank clips and updates
+    with the gradient of the global batch's mean loss and all ranks keep
+    identical parameters and optimizer state (DeepSpeed's stage 0). The
+    loss `@train_step` returns is averaged the same way, so the logged loss
+    is the mean over the global batch whatever the rank count.
+
+    ```mlir
+    %g = ml_program.global_load @"grad:fc1.weight" : tensor<8x16xf32>
+    ```
+    becomes
+    ```mlir
+    %g = ml_program.global_load @"grad:fc1.weight" : tensor<8x16xf32>
+    %s = ds.all_reduce %g {axes = ["dp"]} : tensor<8x16xf32>
+    %a = ds.mul %s, %inv_ranks : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "data-parallel ranks">,
+    Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
+  ];
+  let statistics = [
+    Statistic<"numReduced", "num-reduced", "gradients all-reduced">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 #endif // DS_PARTITION_PASSES_TD

@@ -83,7 +83,54 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
     SmallVector<std::tuple<int64_t, int64_t, Value>> parts;
     SmallVector<Operation *> users(out.getUsers().begin(), out.getUsers().end());
     if (users.empty()) return success();
-    for (Operation *u : users) {
+    // The packed form (timm, ViT): reshape [..., m] -> [..., k, rest...],
+    // maybe a transpose, then part i picked by a gather of index i along
+    // the k axis. Part i is then its own [..., m/k] reshaped to [..., rest]
+    // and transposed without the k axis.
+    ReshapeOp packed;
+    TransposeOp packedT;
+    int64_t packedAxis = -1;
+    if (users.size() == 1)
+      if (auto r = dyn_cast<ReshapeOp>(users.front())) {
+        ArrayRef<int64_t> in = cast<RankedTensorType>(out.getType()).getShape();
+        ArrayRef<int64_t> rs = r.getType().getShape();
+        if (rs.size() >= in.size() + 1 && rs.take_front(last) == in.take_front(last) &&
+            rs[last] >= 2) {
+          Value v = r.getResult();
+          int64_t axis = last;
+          SmallVector<Operation *> pickers(v.getUsers().begin(), v.getUsers().end());
+          if (pickers.size() == 1 && isa<TransposeOp>(pickers.front())) {
+            packedT = cast<TransposeOp>(pickers.front());
+            axis = llvm::find(packedT.getPermutation(), last) - packedT.getPermutation().begin();
+            v = packedT.getResult();
+            pickers.assign(v.getUsers().begin(), v.getUsers().end());
+          }
+          int64_t k = rs[last];
+          SmallVector<Value> byIndex(k);
+          bool ok = !pickers.empty();
+          for (Operation *u : pickers) {
+            auto g = dyn_cast<GatherOp>(u);
+            DenseElementsAttr idx;
+            if (g && g.getAxis() == static_cast<uint64_t>(axis))
+              if (auto c = g.getIndices().getDefiningOp<ConstantOp>())
+                idx = dyn_cast<DenseElementsAttr>(c.getValue());
+            if (!idx || idx.getType().getRank() != 0) { ok = false; break; }
+            int64_t i = (*idx.getValues<APInt>().begin()).getSExtValue();
+            if (i < 0) i += k;
+            if (i < 0 || i >= k || byIndex[i]) { ok = false; break; }
+            byIndex[i] = g.getResult();
+          }
+          if (ok && llvm::all_of(byIndex, [](Value x) { return bool(x); })) {
+            packed = r;
+            packedAxis = axis;
+            for (int64_t i = 0; i < k; ++i) parts.push_back({i * (cols / k), cols / k, byIndex[i]});
+            users = pickers;
+            if (packedT) users.push_back(packedT);
+            users.push_back(r);
+          }
+        }
+      }
+    for (Operation *u : packed ? ArrayRef<Operation *>() : ArrayRef<Operation *>(users)) {
       if (auto split = dyn_cast<SplitOp>(u); split && split.getAxis() == last && users.size() == 1) {
         int64_t at = 0;
         for (Value r : split.getResults()) {
@@ -148,6 +195,18 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
           pb = ConstantOp::create(b, bias.getLoc(), denseFromBytes(bt, piece));
         y = bias.getLhs() == m.getResult() ? Value(AddOp::create(b, bias.getLoc(), y, pb))
                                            : Value(AddOp::create(b, bias.getLoc(), pb, y));
+      }
+      if (packed) {
+        // [..., m/k] -> [..., rest] -> the transpose without the k axis.
+        SmallVector<int64_t> shape(packed.getType().getShape());
+        shape.erase(shape.begin() + last);
+        y = ReshapeOp::create(b, packed.getLoc(), RankedTensorType::get(shape, elem), y);
+        if (packedT) {
+          SmallVector<int64_t> perm;
+          for (int64_t p : packedT.getPermutation())
+            if (p != last) perm.push_back(p > last ? p - 1 : p);
+          y = TransposeOp::create(b, packedT.getLoc(), y, b.getDenseI64ArrayAttr(perm));
+        }
       }
       replaced.replaceAllUsesWith(y);
     }

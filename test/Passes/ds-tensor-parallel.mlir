@@ -82,3 +82,36 @@ func.func @width(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %y = ds.matmul %a, %w2 : (tensor<4x15xf32>, tensor<15x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// timm's packed qkv: reshape to [B, T, 3, H, D], permute, gather part i.
+// Each part becomes its own weight, reshaped and transposed without the
+// part axis.
+// CHECK-LABEL: func.func @packed_qkv
+func.func @packed_qkv(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w = ds.parameter "qkv.weight" = dense<0.5> : tensor<8x24xf32>
+  %wo = ds.parameter "proj.weight" = dense<0.25> : tensor<8x8xf32>
+  %i0 = ds.constant dense<0> : tensor<i64>
+  %i1 = ds.constant dense<1> : tensor<i64>
+  %i2 = ds.constant dense<2> : tensor<i64>
+  // CHECK: ds.parameter "qkv.weight#0" = dense<5.000000e-01> : tensor<8x8xf32>
+  // CHECK: ds.shard
+  // CHECK: ds.reshape %{{.+}} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  // CHECK: ds.transpose %{{.+}} {permutation = array<i64: 0, 2, 1, 3>}
+  // CHECK-NOT: ds.gather
+  %m = ds.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+  %r = ds.reshape %m : (tensor<2x4x24xf32>) -> tensor<2x4x3x2x4xf32>
+  %t = ds.transpose %r {permutation = array<i64: 2, 0, 3, 1, 4>} : (tensor<2x4x3x2x4xf32>) -> tensor<3x2x2x4x4xf32>
+  %q = ds.gather %t, %i0 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %k = ds.gather %t, %i1 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %v = ds.gather %t, %i2 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %kt = ds.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %s = ds.matmul %q, %kt : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = ds.softmax %s {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %c = ds.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ct = ds.transpose %c {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
+  %cm = ds.reshape %ct : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %y = ds.matmul %cm, %wo : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}

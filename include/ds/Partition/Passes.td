@@ -21,7 +21,9 @@ def TensorParallelPass : Pass<"ds-tensor-parallel", "ModuleOp"> {
     needs one all_reduce (after the row-parallel matmul) and attention heads
     are split across ranks. A fused QKV weight whose output is split into
     equal parts (as GPT-2 and torch.nn.MultiheadAttention export it) is
-    first split into one weight per part, so each rank's heads stay whole.
+    first split into one weight per part, so each rank's heads stay whole;
+    so is the packed form (reshape to [B, T, 3, H, D], transpose, gather part
+    i) timm and ViT export.
 
     The pass only adds the module's `ds.mesh` (a `tp` axis of `size`) and a
     `ds.shard` constraint on each column-parallel weight; propagation and

@@ -3,6 +3,7 @@
 #include "ds/Partition/Sharding.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DATAPARALLELPASS
@@ -32,6 +33,176 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     v.replaceAllUsesExcept(avg, sum.getDefiningOp());
   }
 
+  //===--------------------------------------------------------------------===//
+  // ZeRO stages 1 and 2
+  //===--------------------------------------------------------------------===//
+
+  /// Elements of one rank's block of a parameter of `n` elements.
+  int64_t blockOf(int64_t n) const { return (n + worldSize - 1) / worldSize; }
+
+  /// [shape] -> [N * block]: flattened and zero-padded.
+  Value flatPadded(OpBuilder &b, Location loc, Value x) {
+    auto t = cast<RankedTensorType>(x.getType());
+    int64_t n = t.getNumElements(), padded = blockOf(n) * worldSize;
+    Value flat = x;
+    if (t.getRank() != 1) flat = ReshapeOp::create(b, loc, RankedTensorType::get({n}, t.getElementType()), x);
+    if (padded == n) return flat;
+    Value zeros = FillOp::create(b, loc, RankedTensorType::get({padded - n}, t.getElementType()),
+                                 b.getF64FloatAttr(0.0));
+    return ConcatOp::create(b, loc, RankedTensorType::get({padded}, t.getElementType()),
+                            ValueRange{flat, zeros}, b.getI64IntegerAttr(0));
+  }
+
+  /// This rank's averaged block of a whole (unreduced) gradient.
+  Value gradientBlock(OpBuilder &b, Location loc, Value g, ArrayAttr axes) {
+    auto t = cast<RankedTensorType>(g.getType());
+    auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
+    Value rs = ReduceScatterOp::create(
+        b, loc, bt, flatPadded(b, loc, g), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1),
+        CollectiveReductionAttr::get(b.getContext(), CollectiveReduction::Sum));
+    Value inv = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                                       b.getFloatAttr(t.getElementType(), 1.0 / worldSize)));
+    return MulOp::create(b, loc, rs, inv);
+  }
+
+  /// Gives a state global (and every load and store of it) one block's type.
+  void shrinkGlobal(ModuleOp module, StringRef name, RankedTensorType blockType) {
+    auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
+    g.setType(blockType);
+    module.walk([&](Operation *op) {
+      if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op);
+          l && l.getGlobal().getLeafReference() == name)
+        l.getResult().setType(blockType);
+    });
+  }
+
+  LogicalResult partitionOptimizer(ModuleOp module, func::FuncOp step, func::FuncOp opt,
+                                   ArrayAttr axes) {
+    MLIRContext *ctx = module.getContext();
+    // Stage 2: every micro-step's gradient is reduce-scattered into a
+    // sharded accumulator, so no rank ever holds a whole accumulated one.
+    if (stage >= 2) {
+      SmallVector<ml_program::GlobalStoreOp> stores;
+      step.walk([&](ml_program::GlobalStoreOp s) {
+        if (s.getGlobal().getLeafReference().getValue().starts_with("grad:")) stores.push_back(s);
+      });
+      for (auto s : stores) {
+        auto add = s.getValue().getDefiningOp<AddOp>();
+        auto load = add ? add.getLhs().getDefiningOp<ml_program::GlobalLoadOp>() : nullptr;
+        if (!load || load.getGlobal() != s.getGlobal())
+          return s.emitError("ZeRO-2 expects gradient accumulation as grad = grad + micro-step gradient");
+        OpBuilder b(s);
+        auto t = cast<RankedTensorType>(add.getRhs().getType());
+        auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
+        Value block = gradientBlock(b, s.getLoc(), add.getRhs(), axes);
+        shrinkGlobal(module, s.getGlobal().getLeafReference(), bt);
+        Value sum = AddOp::create(b, s.getLoc(), load.getResult(), block);
+        s.getValueMutable().assign(sum);
+        if (add->use_empty()) add->erase();
+      }
+      step->setAttr("ds.spmd", UnitAttr::get(ctx));
+    }
+
+    // The update of each parameter, on this rank's blocks.
+    SmallVector<Operation *> updates;
+    opt.walk([&](Operation *op) {
+      if (isa<AdamUpdateOp, SgdUpdateOp>(op)) updates.push_back(op);
+    });
+    auto sqrt = [&]() -> SqrtOp {
+      SqrtOp found;
+      opt.walk([&](SqrtOp s) { if (!found) found = s; });
+      return found;
+    }();
+    if (!sqrt || updates.empty())
+      return opt.emitError("ZeRO expects the optimizer step ds-build-train-step builds");
+    Value sumSq;
+    OpBuilder nb(sqrt);
+    for (Operation *u : updates) {
+      Value param = u->getOperand(0), grad = u->getOperand(1);
+      auto pt = cast<RankedTensorType>(param.getType());
+      auto bt = RankedTensorType::get({blockOf(pt.getNumElements())}, pt.getElementType());
+      auto gl = grad.getDefiningOp<ml_program::GlobalLoadOp>();
+      if (!gl) return u->emitError("ZeRO expects the gradient read from its global");
+      // The gradient block: stage 2 stores it; stage 1 reduce-scatters the
+      // whole accumulator right after it is read.
+      Value gBlock;
+      if (stage >= 2) {
+        gBlock = grad; // already one averaged block (its type shrank above)
+      } else {
+        OpBuilder b(gl);
+        b.setInsertionPointAfter(gl);
+        gBlock = gradientBlock(b, gl.getLoc(), grad, axes);
+      }
+      // Its share of the clipping norm.
+      Value sq = MulOp::create(nb, sqrt.getLoc(), gBlock, gBlock);
+      Value s = ReduceSumOp::create(nb, sqrt.getLoc(), ValueRange{sq},
+                                    {nb.getNamedAttr("axes", nb.getDenseI64ArrayAttr({0})),
+                                     nb.getNamedAttr("keepdims", nb.getBoolAttr(false))});
+      sumSq = sumSq ? Value(AddOp::create(nb, sqrt.getLoc(), sumSq, s)) : s;
+
+      OpBuilder b(u);
+      Location loc = u->getLoc();
+      Value pBlock = ShardSliceOp::create(b, loc, bt, flatPadded(b, loc, param), axes,
+                                          b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+      SmallVector<Value> operands(u->getOperands());
+      operands[0] = pBlock;
+      operands[1] = gBlock;
+      // The moments: one block per rank.
+      unsigned states = isa<AdamUpdateOp>(u) ? 2 : 1;
+      for (unsigned i = 0; i < states; ++i) {
+        auto sl = u->getOperand(2 + i).getDefiningOp<ml_program::GlobalLoadOp>();
+        if (!sl) return u->emitError("ZeRO expects optimizer state read from its global");
+        shrinkGlobal(module, sl.getGlobal().getLeafReference(), bt);
+        operands[2 + i] = sl.getResult();
+      }
+      SmallVector<Type> types(u->getNumResults(), bt);
+      OperationState st(loc, u->getName(), operands, types, u->getAttrs());
+      Operation *nu = b.create(st);
+      // The new parameter: every rank's block, unpadded, reshaped.
+      int64_t n = pt.getNumElements();
+      Value all = AllGatherOp::create(
+          b, loc, RankedTensorType::get({bt.getDimSize(0) * worldSize}, pt.getElementType()),
+          nu->getResult(0), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+      if (bt.getDimSize(0) * worldSize != n)
+        all = SliceOp::create(b, loc, RankedTensorType::get({n}, pt.getElementType()), all,
+                              b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
+      Value newParam = pt.getRank() == 1 ? all : Value(ReshapeOp::create(b, loc, pt, all));
+      u->getResult(0).replaceAllUsesWith(newParam);
+      for (unsigned i = 1; i < u->getNumResults(); ++i)
+        u->getResult(i).replaceAllUsesWith(nu->getResult(i));
+      u->erase();
+    }
+    // The global norm: every rank's blocks together.
+    Value total = AllReduceOp::create(nb, sqrt.getLoc(), sumSq.getType(), sumSq, axes,
+                                      CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum));
+    sqrt->setOperand(0, total);
+    // Stage 2's zeroed accumulators are blocks too.
+    if (stage >= 2)
+      opt.walk([&](ml_program::GlobalStoreOp s) {
+        if (!s.getGlobal().getLeafReference().getValue().starts_with("grad:")) return;
+        auto g = module.lookupSymbol<ml_program::GlobalOp>(s.getGlobal().getLeafReference());
+        if (auto f = s.getValue().getDefiningOp<FillOp>())
+          f.getResult().setType(cast<RankedTensorType>(g.getType()));
+      });
+    opt->setAttr("ds.spmd", UnitAttr::get(ctx));
+    // The whole-gradient norm chain (and stage 2's old accumulation) are
+    // dead now, and typed for whole tensors: remove them.
+    for (func::FuncOp f : {step, opt}) {
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        SmallVector<Operation *> dead;
+        f.walk([&](Operation *op) {
+          if (op != f && isOpTriviallyDead(op)) dead.push_back(op);
+        });
+        for (Operation *op : dead) op->erase();
+        changed = !dead.empty();
+      }
+    }
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -59,6 +230,24 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     module->setAttr("ds.mesh", MeshAttr::get(ctx, meshAxes));
     ArrayAttr axes = ArrayAttr::get(ctx, {StringAttr::get(ctx, axis)});
 
+    if (stage < 0)
+      if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
+        if (auto z = t.getAs<IntegerAttr>("zero_stage")) stage = z.getInt();
+    if (stage < 0) stage = 0;
+    if (stage > 2) {
+      module.emitError("ds-data-parallel: ZeRO stage ") << stage.getValue()
+          << " is not supported (0, 1 and 2 are; stage 3 is not implemented yet)";
+      return signalPassFailure();
+    }
+    if (stage > 0) {
+      if (failed(partitionOptimizer(module, step, opt, axes))) return signalPassFailure();
+    } else {
+      averageGradients(opt, axes);
+    }
+    averageLoss(step, axes);
+  }
+
+  void averageGradients(func::FuncOp opt, ArrayAttr axes) {
     // Gradients, once per optimizer step (the accumulation boundary).
     SmallVector<ml_program::GlobalLoadOp> grads;
     opt.walk([&](ml_program::GlobalLoadOp l) {
@@ -70,6 +259,10 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       average(l.getResult(), b, axes);
       ++numReduced;
     }
+  }
+
+  void averageLoss(func::FuncOp step, ArrayAttr axes) {
+    MLIRContext *ctx = step.getContext();
     // The loss each micro-step returns: the global batch's mean.
     Operation *ret = step.getBody().front().getTerminator();
     for (unsigned i = 0; i < step.getNumResults(); ++i) {

@@ -306,6 +306,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_gradient_accumulation_steps(i64("gradient_accumulation_steps"));
   t.set_train_batch_size(i64("train_batch_size"));
   t.set_world_size(i64("world_size"));
+  t.set_zero_stage(i64("zero_stage"));
   t.set_gradient_clipping(f64("gradient_clipping"));
   plan::Optimizer *o = t.mutable_optimizer();
   StringRef kind = str("optimizer");

@@ -58,33 +58,55 @@ std::string stepName(int64_t step) { return absl::StrFormat("step_%08d", step); 
 
 } // namespace
 
+/// Every rank's `ok` combined: all must succeed (a no-op on one rank).
+static absl::Status agree(Comm *comm, absl::Status mine, const std::string &what) {
+  if (!comm || comm->size() == 1) return mine;
+  int32_t ok = mine.ok() ? 1 : 0;
+  DS_RETURN_IF_ERROR(comm->allReduce(&ok, 1, ds::plan::I32, ReduceOp::Min));
+  if (!mine.ok()) return mine;
+  if (!ok) return absl::InternalError(absl::StrCat(what, " failed on another rank"));
+  return absl::OkStatus();
+}
+
 absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,
                             Session &session, const CheckpointOptions &opts) {
+  Comm *comm = opts.perRank && opts.perRank->size() > 1 ? opts.perRank : nullptr;
+  const bool root = !comm || comm->rank() == 0;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   const std::string name = stepName(meta.step());
-  const std::string tmp = absl::StrCat(dir, "/.tmp-", name, "-", ::getpid());
+  // One temporary directory for all ranks (no pid in its name), made by
+  // rank 0 before the others write into it.
+  const std::string tmp = comm ? absl::StrCat(dir, "/.tmp-", name)
+                               : absl::StrCat(dir, "/.tmp-", name, "-", ::getpid());
   const std::string final = dir + "/" + name;
-  // Leftovers of saves that died (never committed) go first.
-  for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
-  if (!fs::create_directory(tmp, ec) || ec)
-    return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
   auto fail = [&](absl::Status st) {
     std::error_code ignore;
-    fs::remove_all(tmp, ignore); // a partial save never survives
+    if (root) fs::remove_all(tmp, ignore); // a partial save never survives
     return st;
   };
+  absl::Status made;
+  if (root) {
+    fs::create_directories(dir, ec);
+    if (ec) made = absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+    // Leftovers of saves that died (never committed) go first.
+    if (made.ok())
+      for (const auto &e : fs::directory_iterator(dir, ec))
+        if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+    if (made.ok() && (!fs::create_directory(tmp, ec) || ec))
+      made = absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+  }
+  DS_RETURN_IF_ERROR(agree(comm, made, "creating the checkpoint directory"));
 
   std::vector<std::pair<std::string, HostArray>> state;
+  absl::Status st;
   for (const std::string &n : session.stateNames()) {
     auto a = session.readState(n);
-    if (!a.ok()) return fail(a.status());
+    if (!a.ok()) { st = a.status(); break; }
     state.emplace_back(n, std::move(*a));
   }
-  absl::Status st = writeNpz(tmp + "/state.npz", state);
-  if (!st.ok()) return fail(st);
+  const std::string stateFile =
+      comm ? absl::StrCat(tmp, "/state.rank", comm->rank(), ".npz") : tmp + "/state.npz";
+  if (st.ok()) st = writeNpz(stateFile, state);
   if (const char *hook = std::getenv("DS_TEST_ABORT_DURING_CHECKPOINT");
       hook && std::atoll(hook) == meta.step()) {
     // Test hook: die mid-save of the given step, as a preempted rank would.
@@ -92,41 +114,46 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
     std::fflush(stderr);
     std::_Exit(137);
   }
+  if (st.ok()) st = fsyncPath(stateFile, false);
+  st = agree(comm, st, "writing a rank's checkpoint state");
+  if (!st.ok()) return fail(st);
+  if (!root) return agree(comm, absl::OkStatus(), "committing the checkpoint");
+
   std::string text;
   google::protobuf::TextFormat::PrintToString(meta, &text);
   st = writeFileSynced(tmp + "/meta.txtpb", text);
-  if (!st.ok()) return fail(st);
-  st = fsyncPath(tmp + "/state.npz", false);
   if (st.ok()) st = fsyncPath(tmp, true);
-  if (!st.ok()) return fail(st);
+  auto commit = [&]() -> absl::Status {
+    if (!st.ok()) return fail(st);
+    // A checkpoint of the same step from an earlier run is replaced.
+    if (fs::exists(final)) {
+      std::string old = final + ".old";
+      fs::remove_all(old, ec);
+      fs::rename(final, old, ec);
+      if (ec) return fail(absl::InternalError(absl::StrCat("cannot move aside ", final, ": ", ec.message())));
+    }
+    fs::rename(tmp, final, ec);
+    if (ec) return fail(absl::InternalError(absl::StrCat("rename ", tmp, ": ", ec.message())));
+    DS_RETURN_IF_ERROR(fsyncPath(dir, true));
+    // Commit: `latest` names the new checkpoint only once it is complete.
+    DS_RETURN_IF_ERROR(writeFileSynced(dir + "/latest.tmp", name + "\n"));
+    if (std::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
+      return absl::InternalError(absl::StrCat("commit ", dir, "/latest: ", std::strerror(errno)));
+    DS_RETURN_IF_ERROR(fsyncPath(dir, true));
+    fs::remove_all(final + ".old", ec);
 
-  // A checkpoint of the same step from an earlier run is replaced.
-  if (fs::exists(final)) {
-    std::string old = final + ".old";
-    fs::remove_all(old, ec);
-    fs::rename(final, old, ec);
-    if (ec) return fail(absl::InternalError(absl::StrCat("cannot move aside ", final, ": ", ec.message())));
-  }
-  fs::rename(tmp, final, ec);
-  if (ec) return fail(absl::InternalError(absl::StrCat("rename ", tmp, ": ", ec.message())));
-  DS_RETURN_IF_ERROR(fsyncPath(dir, true));
-  // Commit: `latest` names the new checkpoint only once it is complete.
-  DS_RETURN_IF_ERROR(writeFileSynced(dir + "/latest.tmp", name + "\n"));
-  if (std::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
-    return absl::InternalError(absl::StrCat("commit ", dir, "/latest: ", std::strerror(errno)));
-  DS_RETURN_IF_ERROR(fsyncPath(dir, true));
-  fs::remove_all(final + ".old", ec);
-
-  // Retire old checkpoints, newest kept.
-  std::vector<std::string> steps;
-  for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
-        e.path().filename().string().find('.') == std::string::npos)
-      steps.push_back(e.path().filename().string());
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + opts.keep < steps.size(); ++i)
-    if (steps[i] != name) fs::remove_all(dir + "/" + steps[i], ec);
-  return absl::OkStatus();
+    // Retire old checkpoints, newest kept.
+    std::vector<std::string> steps;
+    for (const auto &e : fs::directory_iterator(dir, ec))
+      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
+          e.path().filename().string().find('.') == std::string::npos)
+        steps.push_back(e.path().filename().string());
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + opts.keep < steps.size(); ++i)
+      if (steps[i] != name) fs::remove_all(dir + "/" + steps[i], ec);
+    return absl::OkStatus();
+  };
+  return agree(comm, commit(), "committing the checkpoint");
 }
 
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
@@ -147,13 +174,24 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
   if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1 ||
       meta.step() < 0 || meta.data_cursor() < 0)
     return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb does not parse or is not version 1"));
-  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(ck + "/state.npz"));
+  // ZeRO checkpoints hold one state file per rank, for the world they were
+  // saved at.
+  std::string stateFile = ck + "/state.npz";
+  if (meta.zero_stage() > 0 && meta.world_size() > 1) {
+    const Comm &comm = session.comm();
+    if (meta.world_size() != comm.size())
+      return absl::UnimplementedError(absl::StrCat(
+          ck, " was saved by ", meta.world_size(), " ranks with ZeRO stage ", meta.zero_stage(),
+          "; resuming on ", comm.size(), " ranks (resharding) is not supported yet"));
+    stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
+  }
+  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));
   std::vector<std::string> want = session.stateNames();
   for (const std::string &n : want) {
     auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto &kv) { return kv.first == n; });
     if (it == arrays.end())
       return absl::InvalidArgumentError(
-          absl::StrCat(ck, "/state.npz has no '", n, "' (a checkpoint of another plan?)"));
+          absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
     DS_RETURN_IF_ERROR(session.writeState(n, it->second));
   }
   return meta;

@@ -13,6 +13,11 @@ namespace ds::rt {
 
 struct CheckpointOptions {
   int keep = 2; // committed checkpoints to keep
+  /// ZeRO: every rank of `comm` holds different state and saves its own
+  /// state.rank<R>.npz into the one checkpoint, which rank 0 commits only
+  /// when every rank's file is written and synced. Without it, the caller
+  /// (rank 0) writes state.npz.
+  Comm *perRank = nullptr;
 };
 
 absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,

@@ -53,6 +53,8 @@ absl::Status train(Session &session, const TrainOptions &o) {
   // logs and saves (every rank holds the same state).
   Comm &comm = session.comm();
   const bool root = comm.rank() == 0;
+  // ZeRO >= 1: optimizer state differs per rank, so every rank saves.
+  const bool perRankState = t.zero_stage() > 0 && comm.size() > 1;
   if (std::max<int64_t>(1, t.world_size()) != comm.size())
     return absl::InvalidArgumentError(absl::StrCat(
         "the plan trains with ", t.world_size(), " data-parallel ranks but runs on ", comm.size()));
@@ -97,7 +99,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
     meta.set_shuffle(o.shuffle);
     meta.set_plan_source(p.source());
     meta.set_world_size(t.world_size());
-    return saveCheckpoint(o.checkpointDir, meta, session);
+    meta.set_zero_stage(t.zero_stage());
+    CheckpointOptions co;
+    if (perRankState) co.perRank = &comm;
+    return saveCheckpoint(o.checkpointDir, meta, session, co);
   };
 
   // Preemption: finish the step in flight, save, and stop.
@@ -171,7 +176,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
         return st;
       }
     }
-    if (!o.checkpointDir.empty() && root &&
+    if (!o.checkpointDir.empty() && (root || perRankState) &&
         ((o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0) || last || sig)) {
       absl::Status st = save(step + 1);
       if (!st.ok()) {

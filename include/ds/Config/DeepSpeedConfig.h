@@ -46,6 +46,9 @@ struct TrainingConfig {
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
   /// Global-norm clipping threshold; 0 disables. DeepSpeed's code default.
   double gradientClipping = 1.0;
+  /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
+  /// gradients partitioned over the data-parallel ranks.
+  int64_t zeroStage = 0;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
 };

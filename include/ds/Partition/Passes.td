@@ -117,6 +117,17 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
     loss `@train_step` returns is averaged the same way, so the logged loss
     is the mean over the global batch whatever the rank count.
 
+    ZeRO stages 1 and 2 partition the optimizer: each parameter is
+    flattened and zero-padded to a multiple of the rank count, and rank r
+    owns block r. Stage 1 keeps whole gradient accumulators and
+    reduce-scatters them at the boundary; stage 2 reduce-scatters each
+    micro-step's gradient into a sharded accumulator (`grad:` globals hold
+    one block). Either way the optimizer moments (`adam_m:`, `adam_v:`,
+    `momentum:`) hold one block per rank, the clipping norm is an all_reduce
+    of the blocks' squared sums, each rank updates its block of every
+    parameter, and an all_gather rebuilds the parameters: 2 Psi of traffic
+    per step, like stage 0's all_reduce. The functions become `ds.spmd`.
+
     ```mlir
     %g = ml_program.global_load @"grad:fc1.weight" : tensor<8x16xf32>
     ```
@@ -129,6 +140,9 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "data-parallel ranks">,
+    Option<"stage", "stage", "int64_t", /*default=*/"-1",
+           "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients); "
+           "-1: the config's (ds.training's zero_stage)">,
     Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
   ];
   let statistics = [

@@ -11,28 +11,14 @@ import os
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
-import torch
 import torch.nn.functional as F
 from e2e import MPIRUN, parse_args, run
-from torch_models import GPT, randomize_layernorms
-from train_reference import compare, train_torch
+from train_reference import compare, gpt_training_setup, train_torch
 
 args = parse_args()
-os.makedirs(args.workdir, exist_ok=True)
-vocab, ctx, T, steps = 64, 16, 16, 20
-rng = np.random.default_rng(4)
-tokens = rng.integers(0, vocab, (64, T + 1)).astype(np.int64)
-data = {"idx": tokens[:, :-1].copy(), "labels": tokens[:, 1:].copy()}
-data_path = os.path.join(args.workdir, "data.npz")
-np.savez(data_path, **data)
-
-torch.manual_seed(5)
-model = GPT(vocab=vocab, ctx=ctx, d=32, heads=4, layers=2, tied=True)
-randomize_layernorms(model, torch.Generator().manual_seed(5))
-onnx_path = os.path.join(args.workdir, "gpt.onnx")
-torch.onnx.export(copy.deepcopy(model), (torch.zeros(2, T, dtype=torch.long),), onnx_path,
-                  input_names=["idx"], output_names=["logits"], opset_version=17,
-                  dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}})
+T, steps = 16, 20
+data_path, onnx_path, model = gpt_training_setup(args.workdir, 4)
+data = dict(np.load(data_path))
 base = {"train_batch_size": 8, "gradient_clipping": 1.0,
         "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "weight_decay": 0.01}},
         "zero_optimization": {"stage": 0}}

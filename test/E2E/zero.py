@@ -6,33 +6,19 @@
 # ZeRO-2 run resumed from its step-10 checkpoint continues exactly.
 # REQUIRES: torch, compiler, mpi
 # RUN: %python %s --workdir %t
-import copy
 import json
 import os
 import re
+import shutil
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
-import torch
 from e2e import MPIRUN, parse_args, run
-from torch_models import GPT, randomize_layernorms
-from train_reference import compare
+from train_reference import compare, gpt_training_setup
 
 args = parse_args()
-os.makedirs(args.workdir, exist_ok=True)
-vocab, ctx, T, steps = 64, 16, 16, 20
-rng = np.random.default_rng(6)
-tokens = rng.integers(0, vocab, (64, T + 1)).astype(np.int64)
-data_path = os.path.join(args.workdir, "data.npz")
-np.savez(data_path, idx=tokens[:, :-1].copy(), labels=tokens[:, 1:].copy())
-
-torch.manual_seed(6)
-model = GPT(vocab=vocab, ctx=ctx, d=32, heads=4, layers=2, tied=True)
-randomize_layernorms(model, torch.Generator().manual_seed(6))
-onnx_path = os.path.join(args.workdir, "gpt.onnx")
-torch.onnx.export(copy.deepcopy(model), (torch.zeros(2, T, dtype=torch.long),), onnx_path,
-                  input_names=["idx"], output_names=["logits"], opset_version=17,
-                  dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}})
+T, steps = 16, 20
+data_path, onnx_path, model = gpt_training_setup(args.workdir, 6)
 
 
 def compile_plan(name, world, mbs, stage, gas=None):
@@ -102,7 +88,6 @@ for stage in (1, 2):
 # Resume a ZeRO-2 run from its step-10 checkpoint: the same trajectory.
 work, plan, _ = compile_plan("zero2_resume", 2, 4, 2)
 full = train(work, plan, 2, steps)
-import shutil
 shutil.rmtree(os.path.join(work, "ckpt"))
 first = train(work, plan, 2, 10)
 rest = train(work, plan, 2, steps, resume=True)

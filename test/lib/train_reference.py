@@ -123,3 +123,25 @@ def compare(name, ds_losses, torch_losses, tol=1e-4):
     if worst > tol:
         sys.exit("%s: loss trajectories differ: worst relative error %.3g > %.1g" % (name, worst, tol))
     print("%s: %d steps agree, worst relative error %.2e" % (name, len(ds_losses), worst))
+
+
+def gpt_training_setup(workdir, seed, samples=64, vocab=64, ctx=16, T=16):
+    """Next-token data and a GPT-style decoder exported with a dynamic batch
+    (fixed per run with --input-shape): what the multi-rank training tests
+    share. Returns (data_path, onnx_path, model)."""
+    import copy
+    import torch
+    from torch_models import GPT, randomize_layernorms
+    os.makedirs(workdir, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, vocab, (samples, T + 1)).astype(np.int64)
+    data_path = os.path.join(workdir, "data.npz")
+    np.savez(data_path, idx=tokens[:, :-1].copy(), labels=tokens[:, 1:].copy())
+    torch.manual_seed(seed)
+    model = GPT(vocab=vocab, ctx=ctx, d=32, heads=4, layers=2, tied=True)
+    randomize_layernorms(model, torch.Generator().manual_seed(seed))
+    onnx_path = os.path.join(workdir, "gpt.onnx")
+    torch.onnx.export(copy.deepcopy(model), (torch.zeros(2, T, dtype=torch.long),), onnx_path,
+                      input_names=["idx"], output_names=["logits"], opset_version=17,
+                      dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}})
+    return data_path, onnx_path, model

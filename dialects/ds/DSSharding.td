@@ -124,8 +124,11 @@ def DS_ShardOp : DS_Op<"shard", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+// Collectives are not Pure: CSE must not merge ZeRO-3's gather before a
+// backward use with the forward's (the gathered parameter would live from
+// forward to backward), and every rank must issue the same sequence.
 class DS_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : DS_Op<mnemonic, traits # [Pure]> {
+    : DS_Op<mnemonic, traits # [MemoryEffects<[MemRead, MemWrite]>]> {
   code commonConstraints = [{
     - the module has a `ds.mesh`; `axes` are distinct axes of it.
   }];

@@ -247,8 +247,6 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     std::optional<int64_t> st = stage ? stage->getAsInteger() : std::optional<int64_t>(0);
     if (!st || *st < 0 || *st > 3)
       return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
-    if (*st == 3)
-      return r.error("zero_optimization.stage", "stage 3 is not supported yet (0, 1 and 2 are)");
     for (const auto &kv : *zo)
       if (kv.first != "stage")
         return r.error("zero_optimization." + kv.first.str(),

@@ -77,6 +77,54 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     });
   }
 
+  /// Stage 3: every trained parameter is stored as one block per rank
+  /// (its whole initial value kept in ds.full_value for the plan) and
+  /// all-gathered right before each use outside the optimizer step, so the
+  /// whole tensor lives only while that use needs it: one gather per use
+  /// in the forward and again in the backward.
+  LogicalResult partitionParameters(ModuleOp module, ArrayRef<Operation *> updates,
+                                    ArrayAttr axes) {
+    MLIRContext *ctx = module.getContext();
+    for (Operation *u : updates) {
+      auto pl = u->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
+      if (!pl) return u->emitError("ZeRO-3 expects the parameter read from its global");
+      StringRef name = pl.getGlobal().getLeafReference();
+      auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
+      auto pt = cast<RankedTensorType>(g.getType());
+      auto bt = RankedTensorType::get({blockOf(pt.getNumElements())}, pt.getElementType());
+      if (Attribute init = g.getValueAttr()) {
+        g->setAttr("ds.full_value", init);
+        g.removeValueAttr();
+      }
+      SmallVector<ml_program::GlobalLoadOp> loads;
+      module.walk([&](ml_program::GlobalLoadOp l) {
+        if (l.getGlobal().getLeafReference() == name) loads.push_back(l);
+      });
+      shrinkGlobal(module, name, bt);
+      for (auto l : loads) {
+        auto f = l->getParentOfType<func::FuncOp>();
+        if (f.getSymName() == "optimizer_step") continue; // updates the block
+        f->setAttr("ds.spmd", UnitAttr::get(ctx));
+        SmallVector<OpOperand *> uses;
+        for (OpOperand &use : l.getResult().getUses()) uses.push_back(&use);
+        for (OpOperand *use : uses) {
+          OpBuilder b(use->getOwner());
+          Location loc = l.getLoc();
+          int64_t n = pt.getNumElements(), padded = bt.getDimSize(0) * worldSize;
+          Value all = AllGatherOp::create(b, loc, RankedTensorType::get({padded}, pt.getElementType()),
+                                          l.getResult(), axes, b.getI64IntegerAttr(0),
+                                          b.getI64IntegerAttr(1));
+          if (padded != n)
+            all = SliceOp::create(b, loc, RankedTensorType::get({n}, pt.getElementType()), all,
+                                  b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
+          Value whole = pt.getRank() == 1 ? all : Value(ReshapeOp::create(b, loc, pt, all));
+          use->set(whole);
+        }
+      }
+    }
+    return success();
+  }
+
   LogicalResult partitionOptimizer(ModuleOp module, func::FuncOp step, func::FuncOp opt,
                                    ArrayAttr axes) {
     MLIRContext *ctx = module.getContext();
@@ -84,6 +132,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     // sharded accumulator, so no rank ever holds a whole accumulated one.
     if (stage >= 2) {
       SmallVector<ml_program::GlobalStoreOp> stores;
+      // (stage 3 also partitions the parameters, after the optimizer's
+      // update ops are found below)
       step.walk([&](ml_program::GlobalStoreOp s) {
         if (s.getGlobal().getLeafReference().getValue().starts_with("grad:")) stores.push_back(s);
       });
@@ -109,6 +159,9 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     opt.walk([&](Operation *op) {
       if (isa<AdamUpdateOp, SgdUpdateOp>(op)) updates.push_back(op);
     });
+    SmallVector<RankedTensorType> paramTypes; // before stage 3 shrinks them
+    for (Operation *u : updates) paramTypes.push_back(cast<RankedTensorType>(u->getOperand(0).getType()));
+    if (stage >= 3 && failed(partitionParameters(module, updates, axes))) return failure();
     auto sqrt = [&]() -> SqrtOp {
       SqrtOp found;
       opt.walk([&](SqrtOp s) { if (!found) found = s; });
@@ -118,9 +171,9 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       return opt.emitError("ZeRO expects the optimizer step ds-build-train-step builds");
     Value sumSq;
     OpBuilder nb(sqrt);
-    for (Operation *u : updates) {
+    for (auto [ui, u] : llvm::enumerate(updates)) {
       Value param = u->getOperand(0), grad = u->getOperand(1);
-      auto pt = cast<RankedTensorType>(param.getType());
+      RankedTensorType pt = paramTypes[ui];
       auto bt = RankedTensorType::get({blockOf(pt.getNumElements())}, pt.getElementType());
       auto gl = grad.getDefiningOp<ml_program::GlobalLoadOp>();
       if (!gl) return u->emitError("ZeRO expects the gradient read from its global");
@@ -143,8 +196,11 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
 
       OpBuilder b(u);
       Location loc = u->getLoc();
-      Value pBlock = ShardSliceOp::create(b, loc, bt, flatPadded(b, loc, param), axes,
-                                          b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+      // Stage 3 stores the parameter as this rank's block already.
+      Value pBlock = stage >= 3 ? param
+                                : Value(ShardSliceOp::create(b, loc, bt, flatPadded(b, loc, param),
+                                                             axes, b.getI64IntegerAttr(0),
+                                                             b.getI64IntegerAttr(1)));
       SmallVector<Value> operands(u->getOperands());
       operands[0] = pBlock;
       operands[1] = gBlock;
@@ -159,6 +215,12 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       SmallVector<Type> types(u->getNumResults(), bt);
       OperationState st(loc, u->getName(), operands, types, u->getAttrs());
       Operation *nu = b.create(st);
+      if (stage >= 3) { // the new block is the new parameter
+        for (unsigned i = 0; i < u->getNumResults(); ++i)
+          u->getResult(i).replaceAllUsesWith(nu->getResult(i));
+        u->erase();
+        continue;
+      }
       // The new parameter: every rank's block, unpadded, reshaped.
       int64_t n = pt.getNumElements();
       Value all = AllGatherOp::create(
@@ -234,9 +296,9 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
         if (auto z = t.getAs<IntegerAttr>("zero_stage")) stage = z.getInt();
     if (stage < 0) stage = 0;
-    if (stage > 2) {
+    if (stage > 3) {
       module.emitError("ds-data-parallel: ZeRO stage ") << stage.getValue()
-          << " is not supported (0, 1 and 2 are; stage 3 is not implemented yet)";
+          << " does not exist (0 to 3)";
       return signalPassFailure();
     }
     if (stage > 0) {

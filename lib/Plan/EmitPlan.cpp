@@ -47,6 +47,22 @@ public:
       FailureOr<uint32_t> id = newBuffer(t, plan::Buffer::STATE, g.getLoc(), g.getSymName().str());
       if (failed(id)) return failure();
       plan::Buffer &b = *p_.mutable_buffers(*id);
+      // ZeRO-3: a parameter stored as one block per rank keeps its whole
+      // initial value in ds.full_value; each rank's block of the flattened,
+      // zero-padded value is that rank's initial state.
+      if (auto full = g->getAttr("ds.full_value")) {
+        FailureOr<std::vector<uint8_t>> bytes = constantBytes(full, g.getLoc());
+        if (failed(bytes)) return failure();
+        uint64_t block = b.size_bytes();
+        int64_t ranks = MeshAttr::lookup(module) ? MeshAttr::lookup(module).getNumRanks() : 1;
+        if (bytes->size() > block * ranks)
+          return g.emitError("ds.full_value does not fit ") << ranks << " blocks of the state";
+        bytes->resize(block * ranks, 0); // the padding
+        b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
+        for (int64_t r = 0; r < ranks; ++r) w_.addWeightShard(b, bytes->data() + r * block, block);
+        state_[g.getSymName()] = *id;
+        continue;
+      }
       Attribute init = g.getValueAttr();
       auto dense = dyn_cast_or_null<DenseElementsAttr>(init);
       bool zero = !init || (dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&

@@ -12,6 +12,10 @@ absl::Status exportOnnx(Session &session, const std::string &path) {
   if (p.onnx_graph().empty() || !p.has_training())
     return absl::InvalidArgumentError(
         "this plan carries no ONNX graph to export (compile a training plan from an .onnx model)");
+  if (p.training().zero_stage() >= 3 && p.world_size() > 1)
+    return absl::UnimplementedError(
+        "ZeRO-3 keeps one block of every parameter per rank: exporting needs the blocks "
+        "consolidated (DeepSpeed's zero_to_fp32), which ds does not do yet");
   onnx::ModelProto model;
   if (!model.ParseFromString(p.onnx_graph()))
     return absl::DataLossError("the plan's ONNX graph does not parse");

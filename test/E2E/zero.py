@@ -1,9 +1,10 @@
-# ZeRO stages 1 and 2 (optimizer state, and gradients, partitioned over the
-# data-parallel ranks) train a GPT-style decoder on 2 and 4 ranks like one
-# rank with the same global batch: per-step losses within 1e-5 over 20
-# steps, final weights within 1e-4. Each rank keeps 1/N of the optimizer
-# moments (ds-opt --report), checkpoints hold one state file per rank, and a
-# ZeRO-2 run resumed from its step-10 checkpoint continues exactly.
+# ZeRO stages 1, 2 and 3 (optimizer state; and gradients; and parameters,
+# partitioned over the data-parallel ranks) train a GPT-style decoder on 2
+# and 4 ranks like one rank with the same global batch: per-step losses
+# within 1e-5 over 20 steps, final weights within 1e-4. Each rank keeps 1/N
+# of the optimizer moments (and at stage 3 of the parameters) per ds-opt
+# --report, checkpoints hold one state file per rank, and a ZeRO-2 run
+# resumed from its step-10 checkpoint continues exactly.
 # REQUIRES: torch, compiler, mpi
 # RUN: %python %s --workdir %t
 import json
@@ -47,32 +48,45 @@ def train(work, plan, world, n, resume=False):
     return [json.loads(l)["loss"] for l in open(log)]
 
 
-def final_params(work):
+def final_params(work, like):
+    """The trained parameters of a checkpoint; ZeRO-3's per-rank blocks are
+    joined in rank order, unpadded and reshaped like `like`'s."""
     ckpt = os.path.join(work, "ckpt")
     step = open(os.path.join(ckpt, "latest")).read().strip()
-    files = sorted(f for f in os.listdir(os.path.join(ckpt, step)) if f.startswith("state"))
-    state = np.load(os.path.join(ckpt, step, files[0]))
-    return files, {k: state[k] for k in state.files if k.startswith("param:")}
+    files = sorted((f for f in os.listdir(os.path.join(ckpt, step)) if f.startswith("state")),
+                   key=lambda f: int(re.sub(r"\D", "", f) or 0))
+    states = [np.load(os.path.join(ckpt, step, f)) for f in files]
+    params = {}
+    for k in states[0].files:
+        if not k.startswith("param:"):
+            continue
+        v = states[0][k]
+        if like and v.shape != like[k].shape:  # blocks
+            v = np.concatenate([s[k] for s in states])[:like[k].size].reshape(like[k].shape)
+        params[k] = v
+    return files, params
 
 
-def optimizer_bytes(report):
-    return int(re.search(r"optimizer state\s+(\d+) B", report).group(1))
+def report_bytes(report, what):
+    return int(re.search(what + r"\s+(\d+) B", report).group(1))
 
 
 work1, plan1, report1 = compile_plan("w1", 1, 8, 0)
 one = train(work1, plan1, 1, steps)
-_, one_params = final_params(work1)
-for stage in (1, 2):
+_, one_params = final_params(work1, None)
+for stage in (1, 2, 3):
     for world in (2, 4):
         name = "zero%d_w%d" % (stage, world)
         work, plan, report = compile_plan(name, world, 8 // world, stage)
-        ob, ob1 = optimizer_bytes(report), optimizer_bytes(report1)
-        print("%s: optimizer state per rank %d B (one rank %d B)" % (name, ob, ob1))
-        if ob > ob1 / world + 8 * 64 * world:  # + padding to a multiple of the ranks
-            sys.exit("%s: optimizer state is not partitioned" % name)
+        for what, from_stage in (("optimizer state", 1), ("gradients", 2), ("parameters", 3)):
+            b, b1 = report_bytes(report, what), report_bytes(report1, what)
+            print("%s: %s per rank %d B (one rank %d B)" % (name, what, b, b1))
+            slack = 8 * 64 * world  # padding to a multiple of the ranks
+            if stage >= from_stage and b > b1 / world + slack:
+                sys.exit("%s: %s are not partitioned" % (name, what))
         losses = train(work, plan, world, steps)
         compare("%s vs 1 rank" % name, losses, one, tol=1e-5)
-        files, params = final_params(work)
+        files, params = final_params(work, one_params)
         if files != ["state.rank%d.npz" % r for r in range(world)]:
             sys.exit("%s: checkpoint files %s, expected one per rank" % (name, files))
         worst = 0.0

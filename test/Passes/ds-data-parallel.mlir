@@ -8,15 +8,23 @@
 // padded parameter per rank; each micro-step reduce-scatters its gradient,
 // the optimizer updates the rank's block and all-gathers the parameter.
 // RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=2" | FileCheck %s --check-prefix=Z2
+// ZeRO-3 also stores the parameter as one block per rank (its whole initial
+// value kept for the plan) and all-gathers it right before each use.
+// RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=3" | FileCheck %s --check-prefix=Z3
 
 // CHECK: module attributes {ds.mesh = #ds.mesh<[<"dp" = 4>]>}
 module {
   ml_program.global private mutable @"param:w"(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
+  // Z3: ml_program.global private mutable @"param:w" : tensor<1xf32> {ds.full_value = dense<1.000000e+00> : tensor<4xf32>}
   ml_program.global private mutable @"grad:w" : tensor<4xf32>
   ml_program.global private mutable @"momentum:w" : tensor<4xf32>
   // Z2: ml_program.global private mutable @"momentum:w" : tensor<1xf32>
   // CHECK-LABEL: func.func @train_step
   func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {ds.name = "loss"}) {
+    // Z3-LABEL: func.func @train_step
+    // Z3: %[[B:.+]] = ml_program.global_load @"param:w" : tensor<1xf32>
+    // Z3: %[[W:.+]] = ds.all_gather %[[B]] {axes = ["dp"], dim = 0 : i64} : (tensor<1xf32>) -> tensor<4xf32>
+    // Z3: ds.mul %[[W]], %arg0
     %w = ml_program.global_load @"param:w" : tensor<4xf32>
     %p = ds.mul %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %l = ds.reduce_sum %p {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
@@ -37,6 +45,10 @@ module {
     // CHECK: %[[R:.+]] = ds.all_reduce %[[G]] {axes = ["dp"]} : tensor<4xf32>
     // CHECK: %[[A:.+]] = ds.mul %[[R]], %{{.+}}
     // CHECK: ds.mul %[[A]], %[[A]]
+    // Z3-LABEL: func.func @optimizer_step
+    // Z3: %[[PB:.+]] = ml_program.global_load @"param:w" : tensor<1xf32>
+    // Z3: %[[NP3:.+]], %{{.+}} = ds.sgd_update %[[PB]]
+    // Z3: ml_program.global_store @"param:w" = %[[NP3]] : tensor<1xf32>
     // Z2-LABEL: func.func @optimizer_step
     // Z2: %[[G:.+]] = ml_program.global_load @"grad:w" : tensor<1xf32>
     // Z2: ds.all_reduce %{{.+}} {axes = ["dp"]} : tensor<f32>

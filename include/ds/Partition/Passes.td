@@ -126,7 +126,13 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
     `momentum:`) hold one block per rank, the clipping norm is an all_reduce
     of the blocks' squared sums, each rank updates its block of every
     parameter, and an all_gather rebuilds the parameters: 2 Psi of traffic
-    per step, like stage 0's all_reduce. The functions become `ds.spmd`.
+    per step, like stage 0's all_reduce. Stage 3 also stores every trained
+    parameter as one block per rank (its whole initial value kept in
+    `ds.full_value` for the plan) and all-gathers it right before each use
+    outside the optimizer step: once in the forward and again in the
+    backward, each gathered copy living only until that use (3 Psi of
+    traffic per step); the optimizer updates the block in place. The
+    functions become `ds.spmd`.
 
     ```mlir
     %g = ml_program.global_load @"grad:fc1.weight" : tensor<8x16xf32>
@@ -141,7 +147,8 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "data-parallel ranks">,
     Option<"stage", "stage", "int64_t", /*default=*/"-1",
-           "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients); "
+           "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients), "
+           "3 (and parameters); "
            "-1: the config's (ds.training's zero_stage)">,
     Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
   ];

@@ -69,6 +69,11 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
   /// Gives a state global (and every load and store of it) one block's type.
   void shrinkGlobal(ModuleOp module, StringRef name, RankedTensorType blockType) {
     auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
+    // The whole tensor's size, for checkpoints resharded to another world.
+    if (!g->hasAttr("ds.partition_numel"))
+      g->setAttr("ds.partition_numel",
+               IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                cast<RankedTensorType>(g.getType()).getNumElements()));
     g.setType(blockType);
     module.walk([&](Operation *op) {
       if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op);

@@ -47,6 +47,8 @@ public:
       FailureOr<uint32_t> id = newBuffer(t, plan::Buffer::STATE, g.getLoc(), g.getSymName().str());
       if (failed(id)) return failure();
       plan::Buffer &b = *p_.mutable_buffers(*id);
+      if (auto n = g->getAttrOfType<IntegerAttr>("ds.partition_numel"))
+        b.set_partition_numel(n.getInt());
       // ZeRO-3: a parameter stored as one block per rank keeps its whole
       // initial value in ds.full_value; each rank's block of the flattened,
       // zero-padded value is that rank's initial state.

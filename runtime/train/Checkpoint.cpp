@@ -156,6 +156,62 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   return agree(comm, commit(), "committing the checkpoint");
 }
 
+/// A ZeRO checkpoint of W ranks loaded on W' ranks: every partitioned
+/// state is rebuilt whole from the W blocks (in rank order, padding
+/// dropped) and cut again into W' blocks; replicated state comes from rank
+/// 0's file. What DeepSpeed's Universal Checkpointing does offline, here at
+/// load time.
+static absl::StatusOr<ds::plan::CheckpointMeta>
+loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Session &session) {
+  const Comm &comm = session.comm();
+  std::vector<std::vector<std::pair<std::string, HostArray>>> files;
+  for (int64_t r = 0; r < meta.world_size(); ++r) {
+    DS_ASSIGN_OR_RETURN(auto arrays, readNpz(absl::StrCat(ck, "/state.rank", r, ".npz")));
+    files.push_back(std::move(arrays));
+  }
+  auto find = [&](int64_t r, const std::string &n) -> const HostArray * {
+    for (const auto &kv : files[r])
+      if (kv.first == n) return &kv.second;
+    return nullptr;
+  };
+  for (const auto &b : session.plan().plan().buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    const std::string &n = b.io_name();
+    if (!find(0, n))
+      return absl::InvalidArgumentError(
+          absl::StrCat(ck, "/state.rank0.npz has no '", n, "' (a checkpoint of another plan?)"));
+    if (b.partition_numel() == 0) {
+      DS_RETURN_IF_ERROR(session.writeState(n, *find(0, n)));
+      continue;
+    }
+    const uint64_t es = dtypeSize(b.dtype());
+    std::vector<uint8_t> whole;
+    for (int64_t r = 0; r < meta.world_size(); ++r) {
+      const HostArray *a = find(r, n);
+      if (!a || a->dtype != b.dtype())
+        return absl::InvalidArgumentError(
+            absl::StrCat(ck, "/state.rank", r, ".npz lacks '", n, "' as ", dtypeName(b.dtype())));
+      whole.insert(whole.end(), a->data.begin(), a->data.end());
+    }
+    const uint64_t n0 = b.partition_numel();
+    if (whole.size() < n0 * es)
+      return absl::DataLossError(absl::StrCat(ck, ": the blocks of '", n, "' hold ",
+                                              whole.size() / es, " elements, not ", n0));
+    whole.resize(b.size_bytes() * comm.size(), 0); // the new padding
+    HostArray mine;
+    mine.dtype = b.dtype();
+    mine.shape.assign(b.shape().begin(), b.shape().end());
+    mine.data.assign(whole.begin() + b.size_bytes() * comm.rank(),
+                     whole.begin() + b.size_bytes() * (comm.rank() + 1));
+    // Elements past the whole tensor are padding: zero, whatever was saved.
+    for (uint64_t i = std::max<uint64_t>(n0 * es, b.size_bytes() * comm.rank());
+         i < b.size_bytes() * (comm.rank() + 1); ++i)
+      mine.data[i - b.size_bytes() * comm.rank()] = 0;
+    DS_RETURN_IF_ERROR(session.writeState(n, mine));
+  }
+  return meta;
+}
+
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
                                                               Session &session) {
   std::ifstream latest(dir + "/latest");
@@ -177,12 +233,15 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
   // ZeRO checkpoints hold one state file per rank, for the world they were
   // saved at.
   std::string stateFile = ck + "/state.npz";
+  const Comm &comm = session.comm();
+  const ds::plan::Plan &p = session.plan().plan();
   if (meta.zero_stage() > 0 && meta.world_size() > 1) {
-    const Comm &comm = session.comm();
-    if (meta.world_size() != comm.size())
+    if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
       return absl::UnimplementedError(absl::StrCat(
-          ck, " was saved by ", meta.world_size(), " ranks with ZeRO stage ", meta.zero_stage(),
-          "; resuming on ", comm.size(), " ranks (resharding) is not supported yet"));
+          ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
+          p.training().zero_stage(), " (convert between stages is not supported)"));
+    if (meta.world_size() != comm.size())
+      return loadResharded(ck, meta, session);
     stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
   }
   DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));

@@ -4,7 +4,7 @@
 # and without gradient accumulation (weights within 1e-4: Adam amplifies
 # summation-order rounding); the one-rank run matches PyTorch.
 # REQUIRES: torch, compiler, mpi
-# RUN: %python %s --workdir %t
+# RUN: rm -rf %t && %python %s --workdir %t
 import copy
 import json
 import os

@@ -7,7 +7,7 @@
 # one-rank plan and PyTorch within 1e-5, and each rank holds 1/tp of the
 # split weights.
 # REQUIRES: torch, compiler, mpi
-# RUN: %python %s --workdir %t
+# RUN: rm -rf %t && %python %s --workdir %t
 import math
 import os
 import sys

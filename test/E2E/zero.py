@@ -8,7 +8,7 @@
 # saved by 4 ranks resumes on 2 (resharded at load) and continues like an
 # uninterrupted run.
 # REQUIRES: torch, compiler, mpi
-# RUN: %python %s --workdir %t
+# RUN: rm -rf %t && %python %s --workdir %t
 import json
 import os
 import re

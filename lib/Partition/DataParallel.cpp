@@ -53,17 +53,21 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
                             ValueRange{flat, zeros}, b.getI64IntegerAttr(0));
   }
 
-  /// This rank's averaged block of a whole (unreduced) gradient.
-  Value gradientBlock(OpBuilder &b, Location loc, Value g, ArrayAttr axes) {
+  /// This rank's averaged block of a whole (unreduced) gradient. The
+  /// reduce-scatter is issued at `b`; the averaging at `late` (when given),
+  /// so the collective can run while the ops in between compute.
+  Value gradientBlock(OpBuilder &b, Location loc, Value g, ArrayAttr axes,
+                      OpBuilder *late = nullptr) {
     auto t = cast<RankedTensorType>(g.getType());
     auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
     Value rs = ReduceScatterOp::create(
         b, loc, bt, flatPadded(b, loc, g), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1),
         CollectiveReductionAttr::get(b.getContext(), CollectiveReduction::Sum));
+    OpBuilder &at = late ? *late : b;
     Value inv = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
-                                       b.getFloatAttr(t.getElementType(), 1.0 / worldSize)));
-    return MulOp::create(b, loc, rs, inv);
+        at, loc, DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                                        at.getFloatAttr(t.getElementType(), 1.0 / worldSize)));
+    return MulOp::create(at, loc, rs, inv);
   }
 
   /// Gives a state global (and every load and store of it) one block's type.
@@ -150,7 +154,11 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         OpBuilder b(s);
         auto t = cast<RankedTensorType>(add.getRhs().getType());
         auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
-        Value block = gradientBlock(b, s.getLoc(), add.getRhs(), axes);
+        // Reduce-scatter as soon as the backward has produced the gradient,
+        // so it overlaps the rest of the backward (DeepSpeed's overlap_comm).
+        OpBuilder early(s);
+        if (Operation *d = add.getRhs().getDefiningOp()) early.setInsertionPointAfter(d);
+        Value block = gradientBlock(early, s.getLoc(), add.getRhs(), axes, &b);
         shrinkGlobal(module, s.getGlobal().getLeafReference(), bt);
         Value sum = AddOp::create(b, s.getLoc(), load.getResult(), block);
         s.getValueMutable().assign(sum);

@@ -8,6 +8,8 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/Support/Format.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -90,6 +92,44 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     }
   });
   return r;
+}
+
+void mlir::ds::printZeroEstimate(int stage, int64_t params, int64_t largestLayer,
+                                 int64_t gpusPerNode, int64_t nodes, llvm::raw_ostream &os) {
+  const double factor = 1.5; // additional_buffer_factor
+  const int64_t gpus = gpusPerNode * nodes;
+  auto gb = [](double bytes) { return bytes / (1024.0 * 1024 * 1024); };
+  os << "Estimated memory needed for params, optim states and gradients for a:\n"
+     << "HW: Setup with " << nodes << " node" << (nodes == 1 ? "" : "s") << ", " << gpusPerNode
+     << " GPU" << (gpusPerNode == 1 ? "" : "s") << " per node.\n"
+     << "SW: Model with " << static_cast<int64_t>(params / 1e6) << "M total params";
+  if (stage == 3) os << ", " << static_cast<int64_t>(largestLayer / 1e6) << "M largest layer params";
+  os << ".\n  per CPU  |  per GPU |   Options\n";
+  auto row = [&](double cpu, double gpu, StringRef options) {
+    os << llvm::format("  %7.2fGB | %6.2fGB | ", gb(std::floor(cpu)), gb(std::floor(gpu)))
+       << options << "\n";
+  };
+  double p = static_cast<double>(params);
+  if (stage == 2) {
+    // deepspeed/runtime/zero/stage_1_and_2.py
+    row(p * std::max<int64_t>(4 * gpus, 16) * factor, 2 * p, "offload_optimizer=cpu ");
+    row(p * 4 * gpusPerNode * factor, 4 * p + std::floor(16 * p / gpus), "offload_optimizer=none");
+    return;
+  }
+  // deepspeed/runtime/zero/stage3.py (zero_init as the cold estimate does)
+  double largest = 4.0 * static_cast<double>(largestLayer), perNode = 1.0 / nodes;
+  for (bool zeroInit : {true, false}) {
+    std::string zi = zeroInit ? ", zero_init=1" : ", zero_init=0";
+    row(zeroInit ? p * 18 * perNode * factor
+                 : p * std::max<double>(4 * gpusPerNode, 18 * perNode) * factor,
+        largest, "offload_param=cpu , offload_optimizer=cpu " + zi);
+    row(zeroInit ? p * 16 * perNode * factor
+                 : p * std::max<double>(4 * gpusPerNode, 16 * perNode) * factor,
+        largest + std::floor(2 * p / gpus), "offload_param=none, offload_optimizer=cpu " + zi);
+    row(zeroInit ? static_cast<double>(largestLayer) * 4 * gpusPerNode * factor
+                 : p * 4 * gpusPerNode * factor,
+        largest + std::floor(18 * p / gpus), "offload_param=none, offload_optimizer=none" + zi);
+  }
 }
 
 void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {

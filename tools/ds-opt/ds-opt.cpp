@@ -59,6 +59,23 @@ static llvm::cl::opt<int64_t>
                                   "run the plan with mpirun -np N"),
                    llvm::cl::init(1), llvm::cl::cat(dsCategory));
 
+static llvm::cl::OptionCategory estimateCategory(
+    "ds-opt ZeRO memory estimator (DeepSpeed's estimate_zero2/3_model_states_mem_needs)");
+static llvm::cl::opt<int> estimateZero(
+    "estimate-zero", llvm::cl::desc("print DeepSpeed's model-state memory table for ZeRO stage 2 or 3 "
+                                    "and exit (no model needed)"),
+    llvm::cl::init(0), llvm::cl::cat(estimateCategory));
+static llvm::cl::opt<int64_t> estimateParams("params", llvm::cl::desc("total parameters"),
+                                             llvm::cl::init(0), llvm::cl::cat(estimateCategory));
+static llvm::cl::opt<int64_t> estimateLargest("largest-layer",
+                                              llvm::cl::desc("largest layer's parameters (ZeRO-3)"),
+                                              llvm::cl::init(0), llvm::cl::cat(estimateCategory));
+static llvm::cl::opt<int64_t> estimateGpus("gpus-per-node", llvm::cl::init(1),
+                                           llvm::cl::desc("GPUs per node"),
+                                           llvm::cl::cat(estimateCategory));
+static llvm::cl::opt<int64_t> estimateNodes("nodes", llvm::cl::init(1), llvm::cl::desc("nodes"),
+                                            llvm::cl::cat(estimateCategory));
+
 static llvm::cl::OptionCategory trainCategory("ds-opt training options");
 static llvm::cl::opt<std::string>
     configPath("config", llvm::cl::desc("DeepSpeed config (ds_config.json): compile a training plan"),
@@ -123,6 +140,17 @@ int main(int argc, char **argv) {
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
+  if (estimateZero != 0) {
+    if (estimateZero != 2 && estimateZero != 3)
+      return fail("--estimate-zero takes 2 or 3");
+    if (estimateParams <= 0 || estimateGpus <= 0 || estimateNodes <= 0 ||
+        (estimateZero == 3 && estimateLargest <= 0))
+      return fail("--estimate-zero needs --params > 0, --gpus-per-node and --nodes > 0"
+                  " (and --largest-layer > 0 for stage 3)");
+    mlir::ds::printZeroEstimate(estimateZero, estimateParams, estimateLargest, estimateGpus,
+                                estimateNodes, llvm::outs());
+    return 0;
+  }
   std::string emit = emitKind;
   if (emit.empty())
     emit = llvm::StringRef(outputFilename).ends_with(".dsplan") ? "plan" : "mlir";

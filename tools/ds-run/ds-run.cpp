@@ -25,6 +25,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ExportOnnx.h"
 #include "runtime/train/Trainer.h"
+#include <sys/resource.h>
 #include <unistd.h>
 
 ABSL_FLAG(std::string, inputs, "", "input arrays: an .npz keyed by the model's input names, or an .npy for a one-input model");
@@ -47,7 +48,7 @@ ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the tr
 ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");
 ABSL_FLAG(double, collective_timeout, 300, "seconds a collective may wait for its peers before every rank stops with an error");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace-event JSON timeline (one track per rank and stream) of the run");
-ABSL_FLAG(bool, rank_report, false, "print one JSON line per rank: its weight bytes and arena bytes");
+ABSL_FLAG(bool, rank_report, false, "at the end, print one JSON line per rank: weight, arena, parameter/gradient/optimizer state bytes and peak RSS");
 ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
@@ -150,11 +151,28 @@ int main(int argc, char **argv) {
   auto session = Session::create(**loaded, **backend, gWorld);
   if (!session.ok()) return fail(session.status());
   const bool isRoot = gWorld->rank() == 0;
-  if (absl::GetFlag(FLAGS_rank_report))
-    std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu}\n",
+  // What this rank holds, measured: mapped weights, the arena, the state
+  // buffers by kind (ZeRO partitions them), and the process's peak RSS.
+  auto rankReport = [&] {
+    if (!absl::GetFlag(FLAGS_rank_report)) return;
+    unsigned long long params = 0, grads = 0, optimizer = 0;
+    for (const auto &b : p.buffers()) {
+      if (b.kind() != plan::Buffer::STATE) continue;
+      const std::string &n = b.io_name();
+      (n.rfind("param:", 0) == 0 ? params : n.rfind("grad:", 0) == 0 ? grads : optimizer) +=
+          b.size_bytes();
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
+                "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
+                "\"peak_rss_bytes\": %llu}\n",
                 gWorld->rank(), gWorld->size(),
                 static_cast<unsigned long long>((*loaded)->rankWeightBytes()),
-                static_cast<unsigned long long>(p.arena_bytes()));
+                static_cast<unsigned long long>(p.arena_bytes()), params, grads, optimizer,
+                static_cast<unsigned long long>(ru.ru_maxrss) * 1024ull);
+    std::fflush(stdout);
+  };
   const std::string tracePath = absl::GetFlag(FLAGS_trace);
   (*session)->setTracing(!tracePath.empty());
   if (!absl::GetFlag(FLAGS_data).empty()) {
@@ -170,6 +188,9 @@ int main(int argc, char **argv) {
     t.progress = isatty(STDERR_FILENO);
     if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
     absl::Status st = train(**session, t);
+    rankReport();
+    if (st.ok() && !tracePath.empty())
+      st = writeTrace(tracePath, (*session)->takeTrace(), *gWorld);
     if (absl::IsCancelled(st)) {
       // Preempted: state saved; EX_TEMPFAIL tells a launcher to resume.
       std::fprintf(stderr, "ds-run: %s\n", std::string(st.message()).c_str());
@@ -257,6 +278,7 @@ int main(int argc, char **argv) {
     absl::Status st = writeNpz(statePath, state);
     if (!st.ok()) return fail(st);
   }
+  rankReport();
   if (!tracePath.empty()) {
     absl::Status st = writeTrace(tracePath, (*session)->takeTrace(), *gWorld);
     if (!st.ok()) return fail(st);

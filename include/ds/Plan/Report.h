@@ -31,6 +31,13 @@ struct MemoryReport {
   }
 };
 
+/// DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold, same
+/// arithmetic and table: per-CPU and per-GPU bytes of the model states for
+/// each offload option, for `params` parameters (and, for ZeRO-3, the
+/// largest layer's), `gpusPerNode` x `nodes` GPUs, and the 1.5 buffer factor.
+void printZeroEstimate(int stage, int64_t params, int64_t largestLayer, int64_t gpusPerNode,
+                       int64_t nodes, llvm::raw_ostream &os);
+
 /// Fails (with a diagnostic) when the module has no memory plan.
 FailureOr<MemoryReport> computeMemoryReport(ModuleOp module);
 void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);

@@ -80,6 +80,16 @@ for stage in (1, 2, 3):
     for world in (2, 4):
         name = "zero%d_w%d" % (stage, world)
         work, plan, report = compile_plan(name, world, 8 // world, stage)
+        # Traffic per step (one micro-step here) as the ZeRO paper counts it:
+        # 2 Psi at stages 1-2, 3 Psi at stage 3 (4 bytes per element; Psi is
+        # the trained parameters, padded to N blocks).
+        volume = sum(int(v) for v in re.findall(r"(?:train_step|optimizer_step): (?:all_gather|"
+                                                 r"reduce_scatter|all_reduce)\s+(\d+) B", report))
+        psi4 = report_bytes(report1, "gradients")
+        want = (3 if stage == 3 else 2) * psi4
+        print("%s: %d B of collectives per step, %.3f x Psi" % (name, volume, volume / psi4))
+        if abs(volume - want) > 0.02 * want:
+            sys.exit("%s: traffic %d B per step, the ZeRO formula says %d" % (name, volume, want))
         for what, from_stage in (("optimizer state", 1), ("gradients", 2), ("parameters", 3)):
             b, b1 = report_bytes(report, what), report_bytes(report1, what)
             print("%s: %s per rank %d B (one rank %d B)" % (name, what, b, b1))

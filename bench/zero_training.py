@@ -68,7 +68,8 @@ def main():
             mbs = a.batch // world
             cfg = {"train_batch_size": a.batch, "train_micro_batch_size_per_gpu": mbs,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-                   "zero_optimization": {"stage": stage}}
+                   "zero_optimization": {"stage": stage,
+                                         "stage3_param_persistence_threshold": 0}}
             cfg_path = os.path.join(work, "cfg.json")
             json.dump(cfg, open(cfg_path, "w"))
             plan = os.path.join(work, "z%d_w%d.dsplan" % (stage, world))

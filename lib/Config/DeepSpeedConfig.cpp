@@ -248,10 +248,18 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     if (!st || *st < 0 || *st > 3)
       return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
     for (const auto &kv : *zo)
-      if (kv.first != "stage")
+      if (kv.first != "stage" && kv.first != "stage3_param_persistence_threshold")
         return r.error("zero_optimization." + kv.first.str(),
                        "is not supported yet (ds schedules ZeRO's collectives itself; remove it)");
     c.zeroStage = *st;
+    if (const json::Value *t = zo->get("stage3_param_persistence_threshold")) {
+      // DeepSpeed writes it as 1e5-style numbers too.
+      std::optional<double> d = t->getAsNumber();
+      if (!d || *d < 0 || *d != std::floor(*d) || *d > 9.0e15)
+        return r.error("zero_optimization.stage3_param_persistence_threshold",
+                       "expected a non-negative integer");
+      c.stage3ParamPersistenceThreshold = static_cast<int64_t>(*d);
+    }
   }
   // Logging and bookkeeping keys with no effect on the computation.
   for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",

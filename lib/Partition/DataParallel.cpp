@@ -92,9 +92,14 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
   /// whole tensor lives only while that use needs it: one gather per use
   /// in the forward and again in the backward.
   LogicalResult partitionParameters(ModuleOp module, ArrayRef<Operation *> updates,
-                                    ArrayAttr axes) {
+                                    ArrayAttr axes, llvm::SmallPtrSetImpl<Operation *> &blocked) {
     MLIRContext *ctx = module.getContext();
     for (Operation *u : updates) {
+      // Small parameters persist: whole on every rank, no gathers.
+      if (cast<RankedTensorType>(u->getOperand(0).getType()).getNumElements() <
+          persistenceThreshold)
+        continue;
+      blocked.insert(u);
       auto pl = u->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
       if (!pl) return u->emitError("ZeRO-3 expects the parameter read from its global");
       StringRef name = pl.getGlobal().getLeafReference();
@@ -174,7 +179,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     });
     SmallVector<RankedTensorType> paramTypes; // before stage 3 shrinks them
     for (Operation *u : updates) paramTypes.push_back(cast<RankedTensorType>(u->getOperand(0).getType()));
-    if (stage >= 3 && failed(partitionParameters(module, updates, axes))) return failure();
+    llvm::SmallPtrSet<Operation *, 16> blocked; // stage 3: parameters stored as blocks
+    if (stage >= 3 && failed(partitionParameters(module, updates, axes, blocked))) return failure();
     auto sqrt = [&]() -> SqrtOp {
       SqrtOp found;
       opt.walk([&](SqrtOp s) { if (!found) found = s; });
@@ -210,7 +216,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       OpBuilder b(u);
       Location loc = u->getLoc();
       // Stage 3 stores the parameter as this rank's block already.
-      Value pBlock = stage >= 3 ? param
+      const bool isBlock = blocked.contains(u);
+      Value pBlock = isBlock ? param
                                 : Value(ShardSliceOp::create(b, loc, bt, flatPadded(b, loc, param),
                                                              axes, b.getI64IntegerAttr(0),
                                                              b.getI64IntegerAttr(1)));
@@ -228,7 +235,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       SmallVector<Type> types(u->getNumResults(), bt);
       OperationState st(loc, u->getName(), operands, types, u->getAttrs());
       Operation *nu = b.create(st);
-      if (stage >= 3) { // the new block is the new parameter
+      if (isBlock) { // the new block is the new parameter
         for (unsigned i = 0; i < u->getNumResults(); ++i)
           u->getResult(i).replaceAllUsesWith(nu->getResult(i));
         u->erase();
@@ -309,6 +316,12 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
         if (auto z = t.getAs<IntegerAttr>("zero_stage")) stage = z.getInt();
     if (stage < 0) stage = 0;
+    if (persistenceThreshold < 0) {
+      persistenceThreshold = 100000; // DeepSpeed's default
+      if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
+        if (auto z = t.getAs<IntegerAttr>("stage3_param_persistence_threshold"))
+          persistenceThreshold = z.getInt();
+    }
     if (stage > 3) {
       module.emitError("ds-data-parallel: ZeRO stage ") << stage.getValue()
           << " does not exist (0 to 3)";

@@ -455,6 +455,8 @@ private:
         b.getNamedAttr("train_batch_size", b.getI64IntegerAttr(config_.trainBatchSize)),
         b.getNamedAttr("world_size", b.getI64IntegerAttr(config_.worldSize)),
         b.getNamedAttr("zero_stage", b.getI64IntegerAttr(config_.zeroStage)),
+        b.getNamedAttr("stage3_param_persistence_threshold",
+                       b.getI64IntegerAttr(config_.stage3ParamPersistenceThreshold)),
         b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
         b.getNamedAttr("optimizer", b.getStringAttr(kind)),
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),

@@ -24,12 +24,13 @@ T, steps = 16, 20
 data_path, onnx_path, model = gpt_training_setup(args.workdir, 6)
 
 
-def compile_plan(name, world, mbs, stage, gas=None):
+def compile_plan(name, world, mbs, stage, persistence=0):
     work = os.path.join(args.workdir, name)
     os.makedirs(work, exist_ok=True)
     cfg = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": mbs, "gradient_clipping": 1.0,
            "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "weight_decay": 0.01}},
-           "zero_optimization": {"stage": stage}}
+           "zero_optimization": {"stage": stage,
+                                 "stage3_param_persistence_threshold": persistence}}
     cfg_path = os.path.join(work, "ds_config.json")
     json.dump(cfg, open(cfg_path, "w"))
     plan = os.path.join(work, "train.dsplan")
@@ -118,6 +119,16 @@ shutil.rmtree(os.path.join(work, "ckpt"))
 first = train(work, plan, 2, 10)
 rest = train(work, plan, 2, steps, resume=True)
 compare("zero2 resumed at step 10 vs uninterrupted", first + rest[-10:], full, tol=1e-7)
+
+# DeepSpeed's default persistence threshold (1e5 elements) keeps all of this
+# small model's parameters whole at stage 3; 2048 splits only the larger ones.
+for threshold, want in ((100000, "all whole"), (2048, "some split")):
+    _, _, rep = compile_plan("zero3_persist%d" % threshold, 2, 4, 3, threshold)
+    pb, pb1 = report_bytes(rep, "parameters"), report_bytes(report1, "parameters")
+    print("stage 3, persistence threshold %d: parameters per rank %d B (one rank %d B)"
+          % (threshold, pb, pb1))
+    if (pb == pb1) != (want == "all whole") or pb > pb1:
+        sys.exit("persistence threshold %d: expected %s" % (threshold, want))
 
 # Save at 4 ranks, resume at 2 (ZeRO-3: parameters, moments and gradient
 # blocks are rejoined and cut again): the losses continue like one rank's.

@@ -10,12 +10,15 @@
 // RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=2" | FileCheck %s --check-prefix=Z2
 // ZeRO-3 also stores the parameter as one block per rank (its whole initial
 // value kept for the plan) and all-gathers it right before each use.
-// RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=3" | FileCheck %s --check-prefix=Z3
+// RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=3 persistence-threshold=0" | FileCheck %s --check-prefix=Z3
+// Parameters below stage3_param_persistence_threshold stay whole (as at stage 2).
+// RUN: ds-opt %s --ds-data-parallel="world-size=4 stage=3" | FileCheck %s --check-prefix=PERSIST
 
 // CHECK: module attributes {ds.mesh = #ds.mesh<[<"dp" = 4>]>}
 module {
   ml_program.global private mutable @"param:w"(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
   // Z3: ml_program.global private mutable @"param:w" : tensor<1xf32> {ds.full_value = dense<1.000000e+00> : tensor<4xf32>, ds.partition_numel = 4 : i64}
+  // PERSIST: ml_program.global private mutable @"param:w"(dense<1.000000e+00> : tensor<4xf32>) : tensor<4xf32>
   ml_program.global private mutable @"grad:w" : tensor<4xf32>
   ml_program.global private mutable @"momentum:w" : tensor<4xf32>
   // Z2: ml_program.global private mutable @"momentum:w" : tensor<1xf32> {ds.partition_numel = 4 : i64}

@@ -49,6 +49,9 @@ struct TrainingConfig {
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;
+  /// ZeRO-3 keeps parameters with fewer elements than this whole on every
+  /// rank (no gathers for biases and norms). DeepSpeed's default.
+  int64_t stage3ParamPersistenceThreshold = 100000;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
 };

@@ -131,7 +131,9 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
     `ds.full_value` for the plan) and all-gathers it right before each use
     outside the optimizer step: once in the forward and again in the
     backward, each gathered copy living only until that use (3 Psi of
-    traffic per step); the optimizer updates the block in place. The
+    traffic per step); the optimizer updates the block in place. Parameters
+    smaller than `stage3_param_persistence_threshold` elements stay whole
+    on every rank and are updated as at stage 2. The
     functions become `ds.spmd`.
 
     ```mlir
@@ -150,6 +152,9 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
            "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients), "
            "3 (and parameters); "
            "-1: the config's (ds.training's zero_stage)">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t", /*default=*/"-1",
+           "ZeRO-3: parameters with fewer elements stay whole on every rank; -1: the config's "
+           "stage3_param_persistence_threshold (DeepSpeed's default 1e5)">,
     Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
   ];
   let statistics = [

@@ -323,3 +323,56 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
                                    buf.getError().message().c_str());
   return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize);
 }
+
+std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &path,
+                                                           std::string &error) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) return std::nullopt; // readDeepSpeedConfig reports it
+  llvm::Expected<json::Value> parsed = json::parse((*buf)->getBuffer());
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return std::nullopt;
+  }
+  const json::Object *root = parsed->getAsObject();
+  // deepspeed.init_inference's config: a tensor-parallel section and no
+  // training keys.
+  if (!root || (!root->get("tensor_parallel") && !root->get("mp_size")) ||
+      root->get("train_batch_size") || root->get("train_micro_batch_size_per_gpu") ||
+      root->get("optimizer"))
+    return std::nullopt;
+  Reader r(root, "", path);
+  InferenceConfig c;
+  auto check = [&](llvm::Error e) {
+    if (!e) return true;
+    error = llvm::toString(std::move(e));
+    return false;
+  };
+  if (const json::Value *tp = r.get("tensor_parallel")) {
+    const json::Object *o = tp->getAsObject();
+    if (!o) {
+      error = path + ": tensor_parallel: expected an object";
+      return InferenceConfig{};
+    }
+    Reader t(o, "tensor_parallel", path);
+    bool enabled = true;
+    if (!check(t.boolean("enabled", enabled)) || !check(t.integer("tp_size", c.tpSize, true)) ||
+        !check(t.finish()))
+      return InferenceConfig{};
+    if (!enabled) c.tpSize = 1;
+  }
+  int64_t mp = 0;
+  if (!check(r.integer("mp_size", mp, true))) return InferenceConfig{};
+  if (mp) c.tpSize = mp; // the older spelling
+  if (const json::Value *d = r.get("dtype")) {
+    std::optional<llvm::StringRef> s = d->getAsString();
+    if (!s || (*s != "fp32" && *s != "float32" && *s != "torch.float32" && *s != "float")) {
+      error = path + ": dtype: only fp32 inference is supported yet";
+      return InferenceConfig{};
+    }
+  }
+  // Kernel injection is what ds does anyway (its kernels are compiled).
+  bool inject = false;
+  if (!check(r.boolean("replace_with_kernel_inject", inject)) || !check(r.finish()))
+    return InferenceConfig{};
+  return c;
+}

@@ -6,6 +6,7 @@
 //   ds-opt some.mlir --ds-plan-memory            mlir-opt behaviour for .mlir
 //
 //===----------------------------------------------------------------------===//
+#include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Import/OnnxImporter.h"
 #include "ds/Import/OnnxModelFile.h"
 #include <set>
@@ -213,6 +214,19 @@ int main(int argc, char **argv) {
     return fail("bad pass pipeline");
   // --config/--loss make a training plan; otherwise a plan (and a report)
   // needs the inference pipeline unless the user spelled passes out.
+  // A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
+  // inference plan; any other --config a training one.
+  if (!configPath.empty() && lossKind.empty()) {
+    std::string error;
+    if (auto inference = mlir::ds::asInferenceConfig(configPath, error)) {
+      if (!error.empty()) return fail(error);
+      if (tensorParallel > 1 && tensorParallel != inference->tpSize)
+        return fail("--tensor-parallel " + llvm::Twine(tensorParallel.getValue()) +
+                    " disagrees with the config's tp_size " + llvm::Twine(inference->tpSize));
+      tensorParallel = inference->tpSize;
+      configPath.setValue("");
+    }
+  }
   bool training = !configPath.empty() || !lossKind.empty();
   if (tensorParallel < 1 || tensorParallel > 4096)
     return fail("--tensor-parallel must be in [1, 4096], got " + llvm::Twine(tensorParallel));

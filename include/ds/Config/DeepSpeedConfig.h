@@ -10,6 +10,7 @@
 #define DS_CONFIG_DEEPSPEEDCONFIG_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "llvm/ADT/StringRef.h"
@@ -55,6 +56,16 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
 };
+
+/// A DeepSpeed-Inference config (deepspeed.init_inference): tensor_parallel
+/// .tp_size (or the older mp_size), dtype fp32, replace_with_kernel_inject.
+struct InferenceConfig {
+  int64_t tpSize = 1;
+};
+/// The inference config in `path` when it is one (a tensor_parallel or
+/// mp_size section and no training keys); nullopt otherwise. A malformed
+/// one sets `error` (naming the key).
+std::optional<InferenceConfig> asInferenceConfig(const std::string &path, std::string &error);
 
 /// Parses and checks `path` for a run on `worldSize` data-parallel ranks.
 llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize);

@@ -1,9 +1,7 @@
 #include "runtime/train/Trainer.h"
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -11,12 +9,10 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Schedule.h"
+#include "runtime/train/StopSignals.h"
 
 namespace ds::rt {
 namespace {
-
-std::atomic<int> stopSignal{0};
-extern "C" void onStopSignal(int sig) { stopSignal.store(sig); }
 
 HostArray scalarF32(float v) {
   HostArray a;
@@ -106,9 +102,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
   };
 
   // Preemption: finish the step in flight, save, and stop.
-  stopSignal.store(0);
-  std::signal(SIGTERM, onStopSignal);
-  std::signal(SIGINT, onStopSignal);
+  armGracefulStop(true);
+  struct Disarm {
+    ~Disarm() { armGracefulStop(false); }
+  } disarm;
   const int64_t gas = std::max<int64_t>(1, t.gradient_accumulation_steps());
   const bool sgd = t.optimizer().kind() == ds::plan::Optimizer::SGD;
   auto start = std::chrono::steady_clock::now();
@@ -168,7 +165,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
     }
     bool last = step + 1 == o.steps;
     // Ranks agree on stopping (a signal may reach them at different steps).
-    int32_t sig = stopSignal.load();
+    int32_t sig = stopRequested();
     if (comm.size() > 1) {
       absl::Status st = comm.allReduce(&sig, 1, ds::plan::I32, ReduceOp::Max);
       if (!st.ok()) {

@@ -24,6 +24,7 @@
 #include "runtime/plan/PlanFile.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ExportOnnx.h"
+#include "runtime/train/StopSignals.h"
 #include "runtime/train/Trainer.h"
 #include <sys/resource.h>
 #include <unistd.h>
@@ -105,6 +106,8 @@ absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
+  ds::rt::installStopSignals();
   absl::SetProgramUsageMessage(
       "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
       "Executes a plan compiled by ds-opt.");

@@ -74,10 +74,14 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
   void shrinkGlobal(ModuleOp module, StringRef name, RankedTensorType blockType) {
     auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
     // The whole tensor's size, for checkpoints resharded to another world.
-    if (!g->hasAttr("ds.partition_numel"))
-      g->setAttr("ds.partition_numel",
-               IntegerAttr::get(IntegerType::get(module.getContext(), 64),
-                                cast<RankedTensorType>(g.getType()).getNumElements()));
+    if (!g->hasAttr("ds.partition_numel")) {
+      auto whole = cast<RankedTensorType>(g.getType());
+      g->setAttr("ds.partition_numel", IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                                        whole.getNumElements()));
+      // ... and its shape, for consolidation (zero_to_fp32).
+      g->setAttr("ds.partition_shape",
+                 DenseI64ArrayAttr::get(module.getContext(), whole.getShape()));
+    }
     g.setType(blockType);
     module.walk([&](Operation *op) {
       if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op);

@@ -49,6 +49,8 @@ public:
       plan::Buffer &b = *p_.mutable_buffers(*id);
       if (auto n = g->getAttrOfType<IntegerAttr>("ds.partition_numel"))
         b.set_partition_numel(n.getInt());
+      if (auto shape = g->getAttrOfType<DenseI64ArrayAttr>("ds.partition_shape"))
+        for (int64_t d : shape.asArrayRef()) b.add_partition_shape(d);
       // ZeRO-3: a parameter stored as one block per rank keeps its whole
       // initial value in ds.full_value; each rank's block of the flattened,
       // zero-padded value is that rank's initial state.

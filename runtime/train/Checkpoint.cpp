@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,64 +157,9 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   return agree(comm, commit(), "committing the checkpoint");
 }
 
-/// A ZeRO checkpoint of W ranks loaded on W' ranks: every partitioned
-/// state is rebuilt whole from the W blocks (in rank order, padding
-/// dropped) and cut again into W' blocks; replicated state comes from rank
-/// 0's file. What DeepSpeed's Universal Checkpointing does offline, here at
-/// load time.
-static absl::StatusOr<ds::plan::CheckpointMeta>
-loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Session &session) {
-  const Comm &comm = session.comm();
-  std::vector<std::vector<std::pair<std::string, HostArray>>> files;
-  for (int64_t r = 0; r < meta.world_size(); ++r) {
-    DS_ASSIGN_OR_RETURN(auto arrays, readNpz(absl::StrCat(ck, "/state.rank", r, ".npz")));
-    files.push_back(std::move(arrays));
-  }
-  auto find = [&](int64_t r, const std::string &n) -> const HostArray * {
-    for (const auto &kv : files[r])
-      if (kv.first == n) return &kv.second;
-    return nullptr;
-  };
-  for (const auto &b : session.plan().plan().buffers()) {
-    if (b.kind() != ds::plan::Buffer::STATE) continue;
-    const std::string &n = b.io_name();
-    if (!find(0, n))
-      return absl::InvalidArgumentError(
-          absl::StrCat(ck, "/state.rank0.npz has no '", n, "' (a checkpoint of another plan?)"));
-    if (b.partition_numel() == 0) {
-      DS_RETURN_IF_ERROR(session.writeState(n, *find(0, n)));
-      continue;
-    }
-    const uint64_t es = dtypeSize(b.dtype());
-    std::vector<uint8_t> whole;
-    for (int64_t r = 0; r < meta.world_size(); ++r) {
-      const HostArray *a = find(r, n);
-      if (!a || a->dtype != b.dtype())
-        return absl::InvalidArgumentError(
-            absl::StrCat(ck, "/state.rank", r, ".npz lacks '", n, "' as ", dtypeName(b.dtype())));
-      whole.insert(whole.end(), a->data.begin(), a->data.end());
-    }
-    const uint64_t n0 = b.partition_numel();
-    if (whole.size() < n0 * es)
-      return absl::DataLossError(absl::StrCat(ck, ": the blocks of '", n, "' hold ",
-                                              whole.size() / es, " elements, not ", n0));
-    whole.resize(b.size_bytes() * comm.size(), 0); // the new padding
-    HostArray mine;
-    mine.dtype = b.dtype();
-    mine.shape.assign(b.shape().begin(), b.shape().end());
-    mine.data.assign(whole.begin() + b.size_bytes() * comm.rank(),
-                     whole.begin() + b.size_bytes() * (comm.rank() + 1));
-    // Elements past the whole tensor are padding: zero, whatever was saved.
-    for (uint64_t i = std::max<uint64_t>(n0 * es, b.size_bytes() * comm.rank());
-         i < b.size_bytes() * (comm.rank() + 1); ++i)
-      mine.data[i - b.size_bytes() * comm.rank()] = 0;
-    DS_RETURN_IF_ERROR(session.writeState(n, mine));
-  }
-  return meta;
-}
-
-absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
-                                                              Session &session) {
+/// The latest committed checkpoint of `dir`: its directory and metadata.
+static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
+readLatest(const std::string &dir) {
   std::ifstream latest(dir + "/latest");
   if (!latest) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
   std::string name;
@@ -230,6 +176,126 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
   if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1 ||
       meta.step() < 0 || meta.data_cursor() < 0)
     return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb does not parse or is not version 1"));
+  return std::make_pair(ck, meta);
+}
+
+namespace {
+/// Every rank's state file of one checkpoint, read once.
+struct RankFiles {
+  std::string ck;
+  std::vector<std::vector<std::pair<std::string, HostArray>>> files;
+
+  static absl::StatusOr<RankFiles> read(const std::string &ck, int64_t ranks) {
+    RankFiles f{ck, {}};
+    for (int64_t r = 0; r < ranks; ++r) {
+      DS_ASSIGN_OR_RETURN(auto arrays, readNpz(absl::StrCat(ck, "/state.rank", r, ".npz")));
+      f.files.push_back(std::move(arrays));
+    }
+    return f;
+  }
+  const HostArray *find(int64_t r, const std::string &n) const {
+    for (const auto &kv : files[r])
+      if (kv.first == n) return &kv.second;
+    return nullptr;
+  }
+  /// Buffer `b` whole: replicated state from rank 0's file; a partitioned
+  /// one joined from every rank's block in rank order, padding dropped.
+  absl::StatusOr<HostArray> whole(const ds::plan::Buffer &b) const {
+    const std::string &n = b.io_name();
+    const HostArray *first = find(0, n);
+    if (!first)
+      return absl::InvalidArgumentError(
+          absl::StrCat(ck, "/state.rank0.npz has no '", n, "' (a checkpoint of another plan?)"));
+    if (b.partition_numel() == 0) return *first;
+    HostArray a;
+    a.dtype = b.dtype();
+    for (size_t r = 0; r < files.size(); ++r) {
+      const HostArray *blk = find(static_cast<int64_t>(r), n);
+      if (!blk || blk->dtype != b.dtype())
+        return absl::InvalidArgumentError(
+            absl::StrCat(ck, "/state.rank", r, ".npz lacks '", n, "' as ", dtypeName(b.dtype())));
+      a.data.insert(a.data.end(), blk->data.begin(), blk->data.end());
+    }
+    const uint64_t bytes = b.partition_numel() * dtypeSize(b.dtype());
+    if (a.data.size() < bytes)
+      return absl::DataLossError(absl::StrCat(ck, ": the blocks of '", n, "' hold ",
+                                              a.data.size() / dtypeSize(b.dtype()),
+                                              " elements, not ", b.partition_numel()));
+    a.data.resize(bytes);
+    if (b.partition_shape_size())
+      a.shape.assign(b.partition_shape().begin(), b.partition_shape().end());
+    else
+      a.shape = {static_cast<int64_t>(b.partition_numel())};
+    return a;
+  }
+};
+} // namespace
+
+/// A ZeRO checkpoint of W ranks loaded on W' ranks: every partitioned
+/// state is rebuilt whole from the W blocks and cut again into W' blocks;
+/// replicated state comes from rank 0's file. What DeepSpeed's Universal
+/// Checkpointing does offline, here at load time.
+static absl::StatusOr<ds::plan::CheckpointMeta>
+loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Session &session) {
+  const Comm &comm = session.comm();
+  DS_ASSIGN_OR_RETURN(RankFiles files, RankFiles::read(ck, meta.world_size()));
+  for (const auto &b : session.plan().plan().buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    DS_ASSIGN_OR_RETURN(HostArray whole, files.whole(b));
+    if (b.partition_numel() == 0) {
+      DS_RETURN_IF_ERROR(session.writeState(b.io_name(), whole));
+      continue;
+    }
+    whole.data.resize(b.size_bytes() * comm.size(), 0); // the new padding
+    HostArray mine;
+    mine.dtype = b.dtype();
+    mine.shape.assign(b.shape().begin(), b.shape().end());
+    mine.data.assign(whole.data.begin() + b.size_bytes() * comm.rank(),
+                     whole.data.begin() + b.size_bytes() * (comm.rank() + 1));
+    DS_RETURN_IF_ERROR(session.writeState(b.io_name(), mine));
+  }
+  return meta;
+}
+
+absl::StatusOr<std::map<std::string, HostArray>>
+consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
+                            ds::plan::CheckpointMeta *metaOut) {
+  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir));
+  const auto &[ck, meta] = latest;
+  if (metaOut) *metaOut = meta;
+  if (plan.has_training() && plan.training().zero_stage() != meta.zero_stage())
+    return absl::InvalidArgumentError(absl::StrCat(
+        ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
+        plan.training().zero_stage(), ": consolidate with the plan that trained it"));
+  const bool perRank = meta.zero_stage() > 0 && meta.world_size() > 1;
+  std::optional<RankFiles> files;
+  std::vector<std::pair<std::string, HostArray>> single;
+  if (perRank) {
+    DS_ASSIGN_OR_RETURN(files, RankFiles::read(ck, meta.world_size()));
+  } else {
+    DS_ASSIGN_OR_RETURN(single, readNpz(ck + "/state.npz"));
+  }
+  std::map<std::string, HostArray> out;
+  for (const auto &b : plan.buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    if (files) {
+      DS_ASSIGN_OR_RETURN(out[b.io_name()], files->whole(b));
+      continue;
+    }
+    auto it = std::find_if(single.begin(), single.end(),
+                           [&](const auto &kv) { return kv.first == b.io_name(); });
+    if (it == single.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          ck, "/state.npz has no '", b.io_name(), "' (a checkpoint of another plan?)"));
+    out[b.io_name()] = it->second;
+  }
+  return out;
+}
+
+absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
+                                                              Session &session) {
+  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir));
+  const auto &[ck, meta] = latest;
   // ZeRO checkpoints hold one state file per rank, for the world they were
   // saved at.
   std::string stateFile = ck + "/state.npz";

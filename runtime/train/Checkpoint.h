@@ -5,6 +5,7 @@
 // checkpoints are deleted only after the new one commits.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "runtime/exec/Session.h"
@@ -30,5 +31,14 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
 /// NotFound when the directory has no committed checkpoint.
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
                                                               Session &session);
+
+/// The latest checkpoint in `dir` as whole tensors by state name, whatever
+/// world size and ZeRO stage saved it: partitioned buffers are joined from
+/// every rank's block (padding dropped) and given their whole shape, as
+/// DeepSpeed's zero_to_fp32 does. Needs no session or communicator, so one
+/// process consolidates a checkpoint of any number of ranks.
+absl::StatusOr<std::map<std::string, HostArray>>
+consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
+                            ds::plan::CheckpointMeta *meta = nullptr);
 
 } // namespace ds::rt

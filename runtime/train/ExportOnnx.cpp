@@ -6,51 +6,68 @@
 #include <onnx/onnx_pb.h>
 
 namespace ds::rt {
+namespace {
 
-absl::Status exportOnnx(Session &session, const std::string &path) {
-  const ds::plan::Plan &p = session.plan().plan();
+absl::StatusOr<onnx::ModelProto> sourceModel(const ds::plan::Plan &p) {
   if (p.onnx_graph().empty() || !p.has_training())
     return absl::InvalidArgumentError(
         "this plan carries no ONNX graph to export (compile a training plan from an .onnx model)");
-  if (p.training().zero_stage() >= 3 && p.world_size() > 1)
-    return absl::UnimplementedError(
-        "ZeRO-3 keeps one block of every parameter per rank: exporting needs the blocks "
-        "consolidated (DeepSpeed's zero_to_fp32), which ds does not do yet");
   onnx::ModelProto model;
   if (!model.ParseFromString(p.onnx_graph()))
     return absl::DataLossError("the plan's ONNX graph does not parse");
+  return model;
+}
+
+} // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, HostArray>>>
+trainedInitializers(const ds::plan::Plan &p, const StateReader &state) {
+  DS_ASSIGN_OR_RETURN(onnx::ModelProto model, sourceModel(p));
+  std::vector<std::pair<std::string, HostArray>> out;
   for (const auto &b : p.training().export_bindings()) {
-    onnx::TensorProto *init = nullptr;
-    for (auto &t : *model.mutable_graph()->mutable_initializer())
+    const onnx::TensorProto *init = nullptr;
+    for (const auto &t : model.graph().initializer())
       if (t.name() == b.initializer()) init = &t;
     if (!init)
       return absl::DataLossError(absl::StrCat("initializer '", b.initializer(),
                                               "' is missing from the plan's ONNX graph"));
-    DS_ASSIGN_OR_RETURN(HostArray a, session.readState(b.state()));
+    DS_ASSIGN_OR_RETURN(HostArray a, state(b.state()));
     if (a.dtype != ds::plan::F32 || init->data_type() != onnx::TensorProto_DataType_FLOAT)
       return absl::UnimplementedError(absl::StrCat("exporting '", b.initializer(),
                                                    "': only float32 weights are exported"));
     std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
-    std::string bytes(reinterpret_cast<const char *>(a.data.data()), a.data.size());
     if (b.transpose()) {
       if (a.shape.size() != 2 || dims.size() != 2 || dims[0] != a.shape[1] || dims[1] != a.shape[0])
         return absl::DataLossError(absl::StrCat("state '", b.state(), "' is not the transpose of '",
                                                 b.initializer(), "'"));
       int64_t r = a.shape[0], c = a.shape[1];
       const float *src = reinterpret_cast<const float *>(a.data.data());
-      std::vector<float> t(static_cast<size_t>(r * c));
+      std::vector<uint8_t> t(a.data.size());
+      float *dst = reinterpret_cast<float *>(t.data());
       for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < c; ++j) t[j * r + i] = src[i * c + j];
-      bytes.assign(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(float));
+        for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
+      a.data = std::move(t);
+      a.shape = dims;
     } else if (dims != a.shape) {
       return absl::DataLossError(absl::StrCat("state '", b.state(), "' does not have the shape of '",
                                               b.initializer(), "'"));
     }
-    init->clear_float_data();
-    init->clear_external_data();
-    init->set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
-    init->set_raw_data(bytes);
+    out.emplace_back(b.initializer(), std::move(a));
   }
+  return out;
+}
+
+absl::Status exportOnnx(const ds::plan::Plan &p, const StateReader &state, const std::string &path) {
+  DS_ASSIGN_OR_RETURN(onnx::ModelProto model, sourceModel(p));
+  DS_ASSIGN_OR_RETURN(auto weights, trainedInitializers(p, state));
+  for (auto &[name, a] : weights)
+    for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+      if (init.name() != name) continue;
+      init.clear_float_data();
+      init.clear_external_data();
+      init.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
+      init.set_raw_data(std::string(reinterpret_cast<const char *>(a.data.data()), a.data.size()));
+    }
   std::string out;
   if (!model.SerializeToString(&out))
     return absl::InternalError("the exported model does not serialize (over 2 GiB?)");
@@ -63,6 +80,15 @@ absl::Status exportOnnx(Session &session, const std::string &path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
   return absl::OkStatus();
+}
+
+absl::Status exportOnnx(Session &session, const std::string &path) {
+  const ds::plan::Plan &p = session.plan().plan();
+  if (p.has_training() && p.training().zero_stage() >= 3 && session.comm().size() > 1)
+    return absl::InvalidArgumentError(
+        "ZeRO-3 ranks hold one block of every parameter: export from a checkpoint, in one "
+        "process (ds-run PLAN --checkpoint-dir DIR --export-onnx OUT.onnx, without mpirun)");
+  return exportOnnx(p, [&](const std::string &n) { return session.readState(n); }, path);
 }
 
 } // namespace ds::rt

@@ -4,12 +4,28 @@
 // transposed), so ONNX tools see the original graph with trained weights.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/exec/Session.h"
 
 namespace ds::rt {
 
+/// A state buffer's value, whole, by its state name.
+using StateReader = std::function<absl::StatusOr<HostArray>(const std::string &state)>;
+
+/// The trained weights under their ONNX initializer names, in the ONNX
+/// shapes (what zero_to_fp32 gives a DeepSpeed user: a state dict).
+absl::StatusOr<std::vector<std::pair<std::string, HostArray>>>
+trainedInitializers(const ds::plan::Plan &plan, const StateReader &state);
+
+absl::Status exportOnnx(const ds::plan::Plan &plan, const StateReader &state,
+                        const std::string &path);
+
+/// From a session's own state. Multi-rank ZeRO-3 sessions hold blocks:
+/// export those from a checkpoint instead (consolidateLatestCheckpoint).
 absl::Status exportOnnx(Session &session, const std::string &path);
 
 } // namespace ds::rt

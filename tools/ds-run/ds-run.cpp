@@ -46,6 +46,7 @@ ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
+ABSL_FLAG(std::string, zero_to_fp32, "", "write the trained weights of the latest checkpoint in --checkpoint-dir, whole (ZeRO blocks of every rank joined), to this .npz keyed by ONNX initializer name; one process, any world size");
 ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");
 ABSL_FLAG(double, collective_timeout, 300, "seconds a collective may wait for its peers before every rank stops with an error");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace-event JSON timeline (one track per rank and stream) of the run");
@@ -105,6 +106,57 @@ absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
 
 } // namespace
 
+/// --zero-to-fp32 / --export-onnx with --checkpoint-dir (and nothing to
+/// run): true when it handled the command, with the exit code in *rc.
+bool consolidate(const std::string &planPath, int *rc) {
+  const std::string toFp32 = absl::GetFlag(FLAGS_zero_to_fp32);
+  const std::string onnxOut = absl::GetFlag(FLAGS_export_onnx);
+  const std::string ck = absl::GetFlag(FLAGS_checkpoint_dir);
+  const bool nothingToRun = absl::GetFlag(FLAGS_inputs).empty() && absl::GetFlag(FLAGS_data).empty();
+  if (toFp32.empty() && (onnxOut.empty() || ck.empty() || !nothingToRun)) return false;
+  *rc = 1;
+  if (ck.empty()) {
+    fail(absl::InvalidArgumentError("--zero-to-fp32 needs --checkpoint-dir (the checkpoint to consolidate)"));
+    return true;
+  }
+  if (const char *n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    fail(absl::InvalidArgumentError(
+        "consolidating a checkpoint runs in one process: start ds-run without mpirun"));
+    return true;
+  }
+  auto loaded = LoadedPlan::open(planPath);
+  if (!loaded.ok()) return fail(loaded.status()), true;
+  const plan::Plan &p = (*loaded)->plan();
+  plan::CheckpointMeta meta;
+  auto state = consolidateLatestCheckpoint(ck, p, &meta);
+  if (!state.ok()) return fail(state.status()), true;
+  StateReader read = [&](const std::string &n) -> absl::StatusOr<HostArray> {
+    auto it = state->find(n);
+    if (it == state->end()) return absl::NotFoundError(absl::StrCat("no state '", n, "'"));
+    return it->second;
+  };
+  size_t tensors = 0;
+  uint64_t elements = 0;
+  if (!toFp32.empty()) {
+    auto weights = trainedInitializers(p, read);
+    if (!weights.ok()) return fail(weights.status()), true;
+    for (const auto &[name, a] : *weights) elements += a.data.size() / sizeof(float);
+    tensors = weights->size();
+    if (absl::Status st = writeNpz(toFp32, *weights); !st.ok()) return fail(st), true;
+  }
+  if (!onnxOut.empty())
+    if (absl::Status st = exportOnnx(p, read, onnxOut); !st.ok()) return fail(st), true;
+  std::printf("ds-run: consolidated step %lld of a %lld-rank checkpoint (ZeRO stage %lld)%s\n",
+               static_cast<long long>(meta.step()),
+               static_cast<long long>(std::max<int64_t>(1, meta.world_size())),
+               static_cast<long long>(meta.zero_stage()),
+               toFp32.empty() ? ""
+                              : absl::StrFormat(": %d fp32 tensors, %d parameters", tensors,
+                                                elements).c_str());
+  *rc = 0;
+  return true;
+}
+
 int main(int argc, char **argv) {
   // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
   ds::rt::installStopSignals();
@@ -134,6 +186,10 @@ int main(int argc, char **argv) {
     std::fputs(dumpPlan((*loaded)->plan()).c_str(), stdout);
     return 0;
   }
+  // Consolidation (DeepSpeed's zero_to_fp32, and ONNX export from a
+  // checkpoint) reads a checkpoint of any world size in one process: no
+  // session and no communicator.
+  if (int rc = 0; consolidate(args[1], &rc)) return rc;
   CommOptions commOpts;
   commOpts.kind = absl::GetFlag(FLAGS_comm);
   if (commOpts.kind == "nccl" && absl::GetFlag(FLAGS_backend) != "cuda")

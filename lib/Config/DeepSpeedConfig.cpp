@@ -247,19 +247,55 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     std::optional<int64_t> st = stage ? stage->getAsInteger() : std::optional<int64_t>(0);
     if (!st || *st < 0 || *st > 3)
       return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
-    for (const auto &kv : *zo)
-      if (kv.first != "stage" && kv.first != "stage3_param_persistence_threshold")
-        return r.error("zero_optimization." + kv.first.str(),
-                       "is not supported yet (ds schedules ZeRO's collectives itself; remove it)");
     c.zeroStage = *st;
-    if (const json::Value *t = zo->get("stage3_param_persistence_threshold")) {
-      // DeepSpeed writes it as 1e5-style numbers too.
-      std::optional<double> d = t->getAsNumber();
+    // Element counts: DeepSpeed configs write them as 5e8-style numbers too.
+    auto count = [&](llvm::StringRef key, int64_t &out) -> llvm::Error {
+      const json::Value *v = zo->get(key);
+      if (!v) return llvm::Error::success();
+      std::optional<double> d = v->getAsNumber();
       if (!d || *d < 0 || *d != std::floor(*d) || *d > 9.0e15)
-        return r.error("zero_optimization.stage3_param_persistence_threshold",
-                       "expected a non-negative integer");
-      c.stage3ParamPersistenceThreshold = static_cast<int64_t>(*d);
-    }
+        return r.error(llvm::Twine("zero_optimization.") + key, "expected a non-negative integer");
+      out = static_cast<int64_t>(*d);
+      return llvm::Error::success();
+    };
+    auto flag = [&](llvm::StringRef key, bool &out) -> llvm::Error {
+      const json::Value *v = zo->get(key);
+      if (!v) return llvm::Error::success();
+      std::optional<bool> b = v->getAsBoolean();
+      if (!b) return r.error(llvm::Twine("zero_optimization.") + key, "expected true or false");
+      out = *b;
+      return llvm::Error::success();
+    };
+    auto knob = [&](llvm::StringRef k) -> llvm::Error {
+      if (k == "stage") return llvm::Error::success();
+      if (k == "stage3_param_persistence_threshold") return count(k, c.stage3ParamPersistenceThreshold);
+      if (k == "reduce_bucket_size") return count(k, c.reduceBucketSize);
+      if (k == "allgather_bucket_size") return count(k, c.allgatherBucketSize);
+      if (k == "stage3_prefetch_bucket_size") return count(k, c.stage3PrefetchBucketSize);
+      if (k == "stage3_max_live_parameters") return count(k, c.stage3MaxLiveParameters);
+      if (k == "stage3_max_reuse_distance") return count(k, c.stage3MaxReuseDistance);
+      if (k == "contiguous_gradients") return flag(k, c.contiguousGradients);
+      if (k == "overlap_comm") {
+        bool on = false;
+        if (llvm::Error e = flag(k, on)) return e;
+        c.overlapComm = on ? 1 : 0;
+        return llvm::Error::success();
+      }
+      if (k == "reduce_scatter") {
+        bool on = true;
+        if (llvm::Error e = flag(k, on)) return e;
+        if (on) return llvm::Error::success();
+        return r.error("zero_optimization.reduce_scatter",
+                       "false (all-reduce instead of reduce-scatter) is not supported; ds "
+                       "always reduce-scatters into the partitions");
+      }
+      return r.error(llvm::Twine("zero_optimization.") + k,
+                     "is not supported yet (ds supports stage, reduce_bucket_size, "
+                     "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter "
+                     "and the stage3_* prefetch, persistence, live and reuse knobs)");
+    };
+    for (const auto &kv : *zo)
+      if (llvm::Error e = knob(kv.first)) return e;
   }
   // Logging and bookkeeping keys with no effect on the computation.
   for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",

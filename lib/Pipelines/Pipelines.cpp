@@ -42,6 +42,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
     DataParallelPassOptions dp;
     dp.worldSize = o.worldSize;
     pm.addPass(createDataParallelPass(dp));
+    pm.addPass(createZeroSchedulePass());
   }
   buildInferencePipeline(pm, o.inference);
 }

@@ -61,8 +61,10 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       int64_t whole = isa<AllGatherOp>(op) ? bytesOf(op->getResult(0).getType())
                       : isa<AllReduceOp>(op) ? 2 * bytesOf(op->getOperand(0).getType())
                                              : bytesOf(op->getOperand(0).getType());
-      r.collectiveBytes[(f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +
-                        ": " + op->getName().stripDialect().str()] += whole;
+      std::string key = (f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +
+                        ": " + op->getName().stripDialect().str();
+      r.collectiveBytes[key] += whole;
+      ++r.collectiveCounts[key];
     });
   for (Type t : entry.getArgumentTypes()) r.inputBytes += bytesOf(t);
   for (Type t : entry.getResultTypes()) r.outputBytes += bytesOf(t);
@@ -163,6 +165,9 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   os << "  steps: " << r.steps << "\n";
   if (!r.collectiveBytes.empty()) {
     os << "communication volume per program run (ZeRO paper's count; all_reduce = 2x):\n";
-    for (const auto &[kind, bytes] : r.collectiveBytes) row(kind, bytes);
+    for (const auto &[kind, bytes] : r.collectiveBytes) {
+      int64_t n = r.collectiveCounts.lookup(kind);
+      row(kind, bytes, (std::to_string(n) + (n == 1 ? " collective" : " collectives")).c_str());
+    }
   }
 }

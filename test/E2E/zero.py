@@ -25,13 +25,17 @@ T, steps = 16, 20
 data_path, onnx_path, model = gpt_training_setup(args.workdir, 6)
 
 
-def compile_plan(name, world, mbs, stage, persistence=0):
+def compile_plan(name, world, mbs, stage, persistence=0, **knobs):
     work = os.path.join(args.workdir, name)
     os.makedirs(work, exist_ok=True)
+    # Stage 3 releases every gathered parameter after its use (no reuse
+    # between forward and backward), the schedule the 3 Psi formula counts.
+    zero = {"stage": stage, "stage3_param_persistence_threshold": persistence,
+            "stage3_max_reuse_distance": 0}
+    zero.update(knobs)
     cfg = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": mbs, "gradient_clipping": 1.0,
            "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "weight_decay": 0.01}},
-           "zero_optimization": {"stage": stage,
-                                 "stage3_param_persistence_threshold": persistence}}
+           "zero_optimization": zero}
     cfg_path = os.path.join(work, "ds_config.json")
     json.dump(cfg, open(cfg_path, "w"))
     plan = os.path.join(work, "train.dsplan")
@@ -145,6 +149,59 @@ for k, v in fp32.items():
 print("zero_to_fp32 of 4 ZeRO-3 ranks: %d tensors, relative error vs one rank %.3g" % (len(fp32), worst))
 if worst > 1e-4:
     sys.exit("consolidated weights differ from one rank's by %.3g" % worst)
+
+# DeepSpeed's scheduling knobs change when bytes move, never the result.
+def collectives(report, program, kind):
+    m = re.search(program + r": " + kind + r"\s+(\d+) B.*?(\d+) collectives?", report)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def arena(report):
+    return report_bytes(report, r"activations \(arena\)")
+
+
+def knob_run(name, stage, **knobs):
+    work, plan, report = compile_plan(name, 4, 2, stage, **knobs)
+    compare("%s vs 1 rank" % name, train(work, plan, 4, steps), one, tol=1e-5)
+    return report
+
+
+# reduce/allgather_bucket_size: DeepSpeed's default (5e8 elements) holds the
+# whole model in one bucket, one collective per step; 3000-element buckets
+# split it (stage 2; overlap_comm issues each bucket as its last gradient is
+# produced).
+base = knob_run("knobs_z2_base", 2)
+small = knob_run("knobs_z2_buckets", 2, reduce_bucket_size=3000, allgather_bucket_size=3000,
+                 overlap_comm=True)
+for program, kind in (("train_step", "reduce_scatter"), ("optimizer_step", "all_gather")):
+    (b0, n0), (b1, n1) = collectives(base, program, kind), collectives(small, program, kind)
+    print("stage 2 %s %s: %d collective per step, %d with 3000-element buckets (%d B both)"
+          % (program, kind, n0, n1, b1))
+    if not (n0 == 1 and b1 == b0 and n1 >= b1 // 4 / 3000):
+        sys.exit("%s buckets: %d -> %d collectives, %d -> %d B" % (kind, n0, n1, b0, b1))
+# stage3_max_reuse_distance at DeepSpeed's default (1e9): the forward's
+# gathered copies serve the backward (gathers once per step, 2 Psi in all),
+# for longer-lived copies; stage3_max_live_parameters bounds that.
+release = knob_run("knobs_z3_release", 3, stage3_prefetch_bucket_size=0)
+reuse = knob_run("knobs_z3_reuse", 3, stage3_prefetch_bucket_size=0, stage3_max_reuse_distance=10 ** 9)
+bounded = knob_run("knobs_z3_bounded", 3, stage3_prefetch_bucket_size=0,
+                   stage3_max_reuse_distance=10 ** 9, stage3_max_live_parameters=3000)
+g_release, g_reuse, g_bounded = (collectives(r, "train_step", "all_gather")[0]
+                                 for r in (release, reuse, bounded))
+print("stage 3 gathers per step: %d B released after use, %d B reused, %d B reuse under a "
+      "3000-element live bound; arena %d / %d / %d B" % (
+          g_release, g_reuse, g_bounded, arena(release), arena(reuse), arena(bounded)))
+if not (g_reuse * 1.7 < g_release and g_reuse < g_bounded and arena(reuse) > arena(release)
+        and arena(bounded) < arena(reuse)):
+    sys.exit("stage3_max_reuse_distance / stage3_max_live_parameters had no effect")
+# stage3_prefetch_bucket_size: gathers issued ahead of their use keep more
+# gathered bytes alive (the price of the overlap); the live bound caps it.
+prefetch = knob_run("knobs_z3_prefetch", 3)
+capped = knob_run("knobs_z3_prefetch_capped", 3, stage3_max_live_parameters=3000)
+print("stage 3 arena: %d B without prefetch, %d B prefetching, %d B under a 3000-element bound"
+      % (arena(release), arena(prefetch), arena(capped)))
+if not (arena(prefetch) > arena(release) and arena(capped) < arena(prefetch)):
+    sys.exit("stage3_prefetch_bucket_size / stage3_max_live_parameters had no effect")
 
 # Resume a ZeRO-2 run from its step-10 checkpoint: the same trajectory.
 work, plan, _ = compile_plan("zero2_resume", 2, 4, 2)

@@ -53,6 +53,13 @@ struct TrainingConfig {
   /// ZeRO-3 keeps parameters with fewer elements than this whole on every
   /// rank (no gathers for biases and norms). DeepSpeed's default.
   int64_t stage3ParamPersistenceThreshold = 100000;
+  /// How the ZeRO collectives are bucketed and scheduled (ds-schedule-zero);
+  /// DeepSpeed's code defaults, in elements. overlapComm -1: on at stage 3.
+  int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
+  int64_t overlapComm = -1;
+  bool contiguousGradients = true;
+  int64_t stage3PrefetchBucketSize = 50000000, stage3MaxLiveParameters = 1000000000,
+          stage3MaxReuseDistance = 1000000000;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
 };

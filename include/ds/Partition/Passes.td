@@ -163,4 +163,80 @@ def DataParallelPass : Pass<"ds-data-parallel", "ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def ZeroSchedulePass : Pass<"ds-schedule-zero", "ModuleOp"> {
+  let summary = "buckets and schedules the ZeRO collectives of a data-parallel training module";
+  let description = [{
+    Runs after `ds-data-parallel` and decides, from DeepSpeed's
+    `zero_optimization` knobs (kept in the module's `ds.training`), when and
+    in what groups the collectives run. The runtime issues collectives on
+    the communication stream in program order and a kernel waits only for
+    collectives whose bytes it reads, so moving a collective earlier in the
+    program is what overlaps it with compute.
+
+    - `reduce_bucket_size` (elements): gradient reduce-scatters (stages 1-3)
+      and gradient all-reduces (stage 0) that follow one another are merged
+      into buckets of at most this many elements: one collective per bucket
+      over the members laid side by side ([ranks, block] pieces joined on
+      the block dimension, so each rank still receives its block of every
+      member).
+    - `overlap_comm`: a bucket is issued as soon as its last gradient is
+      produced (overlapping the rest of the backward); without it, right
+      before the first use of its result. DeepSpeed's default: on at stage
+      3, off otherwise.
+    - `allgather_bucket_size` (elements): the optimizer step's parameter
+      all-gathers (stages 1-2) are bucketed the same way.
+    - `stage3_max_reuse_distance` (elements): a stage-3 parameter gathered
+      for one use is kept for its next use when fewer elements of other
+      parameters are gathered in between (its forward copy serves the
+      backward), instead of being released and gathered again.
+    - `stage3_prefetch_bucket_size` (elements): each stage-3 gather is
+      hoisted so that, while one parameter is in use, the gathers of the
+      next ones are in flight, up to this many elements ahead.
+    - `stage3_max_live_parameters` (elements): hoisting and reuse never make
+      more gathered parameter elements live at once than this.
+    - `contiguous_gradients` is accepted: ds's statically planned arena
+      never fragments, and bucket members are copied into one contiguous
+      buffer anyway.
+
+    ```mlir
+    %a = ds.reduce_scatter %g1 {axes = ["dp"], dim = 0 : i64} : (tensor<8xf32>) -> tensor<4xf32>
+    %b = ds.reduce_scatter %g2 {axes = ["dp"], dim = 0 : i64} : (tensor<4xf32>) -> tensor<2xf32>
+    ```
+    becomes, with both in one bucket,
+    ```mlir
+    %1 = ds.reshape %g1 : (tensor<8xf32>) -> tensor<2x4xf32>
+    %2 = ds.reshape %g2 : (tensor<4xf32>) -> tensor<2x2xf32>
+    %3 = ds.concat %1, %2 {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x2xf32>) -> tensor<2x6xf32>
+    %4 = ds.reshape %3 : (tensor<2x6xf32>) -> tensor<12xf32>
+    %5 = ds.reduce_scatter %4 {axes = ["dp"], dim = 0 : i64} : (tensor<12xf32>) -> tensor<6xf32>
+    %a = ds.slice %5 {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<6xf32>) -> tensor<4xf32>
+    %b = ds.slice %5 {starts = array<i64: 4>, steps = array<i64: 1>} : (tensor<6xf32>) -> tensor<2xf32>
+    ```
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"-1", "ZeRO stage; -1: ds.training's">,
+    Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", /*default=*/"-1",
+           "elements per gradient reduction bucket; -1: ds.training's (DeepSpeed's 5e8)">,
+    Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t", /*default=*/"-1",
+           "elements per parameter all-gather bucket; -1: ds.training's (5e8)">,
+    Option<"overlapComm", "overlap-comm", "int64_t", /*default=*/"-1",
+           "1: issue reductions as gradients are produced, 0: before their first use; "
+           "-1: ds.training's (DeepSpeed: on at stage 3)">,
+    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t", /*default=*/"-1",
+           "stage 3: elements gathered ahead of use; -1: ds.training's (5e7)">,
+    Option<"maxLiveParameters", "max-live-parameters", "int64_t", /*default=*/"-1",
+           "stage 3: bound on gathered elements live at once; -1: ds.training's (1e9)">,
+    Option<"maxReuseDistance", "max-reuse-distance", "int64_t", /*default=*/"-1",
+           "stage 3: keep a gathered parameter for a next use this close (elements); "
+           "-1: ds.training's (1e9)">,
+    Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "num-buckets", "collectives that merge several">,
+    Statistic<"numReused", "num-reused", "stage-3 gathers replaced by an earlier one">,
+    Statistic<"numPrefetched", "num-prefetched", "stage-3 gathers hoisted ahead of their use">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 #endif // DS_PARTITION_PASSES_TD

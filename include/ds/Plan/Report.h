@@ -25,6 +25,7 @@ struct MemoryReport {
   std::string mesh;                            // "tp=2", empty for one rank
   int64_t splitParameterBytes = 0;             // of parameterBytes: this rank's slices
   std::map<std::string, int64_t> collectiveBytes; // per kind, per forward run, this rank sends
+  llvm::StringMap<int64_t> collectiveCounts;      // how many collectives of each kind
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;

@@ -132,9 +132,29 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
     if (failed(movers)) return;
     OpBuilder b(at);
     SmallVector<Value> parts = build(b);
+    Block *block = at->getBlock();
     for (auto [m, part] : llvm::zip(bucket, parts)) m->getResult(0).replaceAllUsesWith(part);
     for (Operation *op : *movers) op->moveBefore(at);
     for (Op m : bucket) m->erase(); // `at` may be one of them
+    // Each member's slice (and reshape) waits for the collective: place it
+    // right before the member's first use, not right after the collective,
+    // so the compute in between runs while the bytes travel.
+    for (Value part : parts) {
+      // The member's own ops: slices and reshapes back to the collective
+      // (a view shared by several members stays).
+      SmallVector<Operation *> chain;
+      for (Operation *op = part.getDefiningOp();
+           op && isa<SliceOp, ReshapeOp>(op) && (chain.empty() || op->hasOneUse());
+           op = op->getOperand(0).getDefiningOp())
+        chain.push_back(op);
+      Operation *first = nullptr;
+      for (Operation *u : part.getUsers())
+        if (Operation *top = block->findAncestorOpInBlock(*u);
+            top && (!first || top->isBeforeInBlock(first)))
+          first = top;
+      if (!first || chain.empty() || first->isBeforeInBlock(chain.front())) continue;
+      for (Operation *op : llvm::reverse(chain)) op->moveBefore(first);
+    }
     if (bucket.size() > 1) ++numBuckets;
   }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Plan/Passes.h"
+#include <limits>
 #include "ds/Plan/KernelBridge.h"
 
 #include "dialects/ds/DSOps.h"
@@ -87,6 +88,19 @@ private:
           if (!inBlock)
             return user->emitError("ds-plan-memory: use outside the function body");
           last = std::max(last, index[inBlock]);
+          // A collective runs on the communication thread and reads its
+          // operand until it completes, which the first reader of its
+          // result waits for at the latest: until then the operand's bytes
+          // must not be handed to other values (a kernel writing them would
+          // have to wait for the collective, undoing the overlap).
+          if (isCollective(inBlock)) {
+            int64_t done = std::numeric_limits<int64_t>::max();
+            for (Value cr : inBlock->getResults())
+              for (Operation *u : cr.getUsers())
+                if (Operation *top = block.findAncestorOpInBlock(*u))
+                  done = std::min(done, index[top]);
+            if (done != std::numeric_limits<int64_t>::max()) last = std::max(last, done);
+          }
         }
         intervals.push_back({r, tensorBytes(r), index[&op], last});
       }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -106,6 +108,23 @@ absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
 
 } // namespace
 
+/// A /proc/self/status size ("VmHWM:", "VmRSS:") in bytes. Not getrusage's
+/// ru_maxrss: Linux carries that across exec, so it reports the launcher's
+/// peak (a Python parent with torch loaded) when that was larger.
+unsigned long long procStatusBytes(const char *key) {
+  std::FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, key, std::strlen(key)) == 0) {
+      kb = std::strtoull(line + std::strlen(key), nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kb * 1024ull;
+}
+
 /// --zero-to-fp32 / --export-onnx with --checkpoint-dir (and nothing to
 /// run): true when it handled the command, with the exit code in *rc.
 bool consolidate(const std::string &planPath, int *rc) {
@@ -199,6 +218,9 @@ int main(int argc, char **argv) {
   auto world = createComm(commOpts);
   if (!world.ok()) return fail(world.status());
   gWorld = world->get();
+  // The process before any plan is mapped (libraries, MPI): --rank-report
+  // subtracts it so the growth is what ds itself holds.
+  const unsigned long long startRss = procStatusBytes("VmRSS:");
   // Each rank maps the plan and checks only its own weight shards.
   auto loaded = LoadedPlan::open(args[1], std::min(gWorld->rank(), 4095));
   if (!loaded.ok()) return fail(loaded.status());
@@ -221,15 +243,13 @@ int main(int argc, char **argv) {
       (n.rfind("param:", 0) == 0 ? params : n.rfind("grad:", 0) == 0 ? grads : optimizer) +=
           b.size_bytes();
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
                 "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
-                "\"peak_rss_bytes\": %llu}\n",
+                "\"peak_rss_bytes\": %llu, \"start_rss_bytes\": %llu}\n",
                 gWorld->rank(), gWorld->size(),
                 static_cast<unsigned long long>((*loaded)->rankWeightBytes()),
                 static_cast<unsigned long long>(p.arena_bytes()), params, grads, optimizer,
-                static_cast<unsigned long long>(ru.ru_maxrss) * 1024ull);
+                procStatusBytes("VmHWM:"), startRss);
     std::fflush(stdout);
   };
   const std::string tracePath = absl::GetFlag(FLAGS_trace);

@@ -50,3 +50,26 @@ func.func @weights(%x: tensor<2xf32>) -> tensor<2xf32> {
   %0 = ds.mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+// A collective runs on the communication thread and reads its operand until
+// the first reader of its result waits for it: the operand's bytes (%a at 0)
+// are not handed to %c or %d, which run while the reduce-scatter is in
+// flight, so they can overlap it.
+// CHECK-LABEL: func.func @collective_operand
+// CHECK: %[[A:.+]] = ds.exp %{{.*}} {ds.arena_offsets = array<i64: 0>}
+// CHECK: ds.reduce_scatter %[[A]] {axes = ["dp"], dim = 0 : i64, ds.arena_offsets = array<i64: {{[1-9][0-9]*}}>}
+// CHECK: ds.exp %arg1 {ds.arena_offsets = array<i64: {{[1-9][0-9]*}}>}
+// CHECK: ds.exp %{{.*}} {ds.arena_offsets = array<i64: {{[1-9][0-9]*}}>}
+module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
+  func.func @collective_operand(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<4xf32>, tensor<8xf32>) attributes {ds.spmd} {
+    %a = ds.exp %x : tensor<8xf32>
+    %r = ds.reduce_scatter %a {axes = ["dp"], dim = 0 : i64} : (tensor<8xf32>) -> tensor<4xf32>
+    %c = ds.exp %y : tensor<8xf32>
+    %d = ds.exp %c : tensor<8xf32>
+    %e = ds.exp %r : tensor<4xf32>
+    %f = ds.exp %d : tensor<8xf32>
+    return %e, %f : tensor<4xf32>, tensor<8xf32>
+  }
+}

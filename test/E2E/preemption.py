@@ -56,6 +56,10 @@ assert got == want, "losses differ after preemption and resume"
 # Preemption at arbitrary points: a signal must never land in a compute
 # thread (it once corrupted the heap inside oneDNN ~1 run in 20).
 rng_t = np.random.default_rng(1)
+# Checkpointing removes only what it wrote under --checkpoint-dir: the rest
+# of the directory (plan, data, logs) is left as it was.
+before = {f: open(os.path.join(w, f), "rb").read() for f in os.listdir(w)
+          if os.path.isfile(os.path.join(w, f))}
 for i in range(8):
     cki = os.path.join(w, "ckpt%d" % i)
     logi = os.path.join(w, "part%d.jsonl" % i)
@@ -69,4 +73,7 @@ for i in range(8):
     assert q.returncode == 75, (i, q.returncode, err)
     n = len(open(logi).readlines())
     assert open(os.path.join(cki, "latest")).read().strip() == "step_%08d" % n, (i, n)
+after = {f: open(os.path.join(w, f), "rb").read() for f in before if os.path.exists(os.path.join(w, f))}
+assert after == before, "preempted runs changed files outside their checkpoint directories: %s" % (
+    sorted(f for f in before if after.get(f) != before[f]))
 print("preempted after step %d of %s; resumed run matches the uninterrupted one" % (done, steps))

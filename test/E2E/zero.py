@@ -203,6 +203,11 @@ print("stage 3 arena: %d B without prefetch, %d B prefetching, %d B under a 3000
 if not (arena(prefetch) > arena(release) and arena(capped) < arena(prefetch)):
     sys.exit("stage3_prefetch_bucket_size / stage3_max_live_parameters had no effect")
 
+# Gradient accumulation under ZeRO-3 (2 ranks x 2 micro-steps of 2): the
+# reduce-scattered blocks accumulate, the optimizer steps once per global batch.
+work, plan, _ = compile_plan("zero3_gas2", 2, 2, 3)
+compare("zero3 2 ranks, 2 accumulation steps vs 1 rank", train(work, plan, 2, steps), one, tol=1e-5)
+
 # Resume a ZeRO-2 run from its step-10 checkpoint: the same trajectory.
 work, plan, _ = compile_plan("zero2_resume", 2, 4, 2)
 full = train(work, plan, 2, steps)

@@ -319,17 +319,37 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                                  why, tbs, mbs, gas, worldSize)
                        .str());
   };
+  // Products in checked arithmetic: absurd sizes are an error, not overflow.
+  auto times = [](int64_t a, int64_t b) -> std::optional<int64_t> {
+    int64_t p;
+    if (__builtin_mul_overflow(a, b, &p)) return std::nullopt;
+    return p;
+  };
+  auto tooLarge = [&] {
+    return r.error("train_batch_size",
+                   "the batch sizes are too large (their product overflows 64-bit integers)");
+  };
   if (haveTbs && haveMbs && haveGas) {
-    if (tbs != mbs * gas * worldSize) return mismatch("batch sizes disagree");
+    auto want = times(mbs, gas);
+    if (want) want = times(*want, worldSize);
+    if (!want) return tooLarge();
+    if (tbs != *want) return mismatch("batch sizes disagree");
   } else if (haveTbs && haveMbs) {
-    if (tbs % (mbs * worldSize)) return mismatch("not divisible");
-    gas = tbs / (mbs * worldSize);
+    auto per = times(mbs, worldSize);
+    if (!per) return tooLarge();
+    if (tbs % *per) return mismatch("not divisible");
+    gas = tbs / *per;
   } else if (haveTbs && haveGas) {
-    if (tbs % (gas * worldSize)) return mismatch("not divisible");
-    mbs = tbs / (gas * worldSize);
+    auto per = times(gas, worldSize);
+    if (!per) return tooLarge();
+    if (tbs % *per) return mismatch("not divisible");
+    mbs = tbs / *per;
   } else if (haveMbs) {
     if (!haveGas) gas = 1;
-    tbs = mbs * gas * worldSize;
+    auto all = times(mbs, gas);
+    if (all) all = times(*all, worldSize);
+    if (!all) return tooLarge();
+    tbs = *all;
   } else if (haveTbs) {
     gas = 1;
     if (tbs % worldSize) return mismatch("not divisible");

@@ -12,7 +12,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_ZEROSCHEDULEPASS
@@ -130,6 +132,14 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
     for (Op m : bucket) results.push_back(m->getResult(0));
     FailureOr<SmallVector<Operation *>> movers = usersBefore(results, at);
     if (failed(movers)) return;
+    // A member computed from another member's result cannot join its bucket.
+    llvm::SmallPtrSet<Operation *, 16> moving(movers->begin(), movers->end());
+    for (Op m : bucket) {
+      Value in = m->getOperand(0);
+      if (moving.contains(m) || llvm::is_contained(results, in) ||
+          (in.getDefiningOp() && moving.contains(in.getDefiningOp())))
+        return;
+    }
     OpBuilder b(at);
     SmallVector<Value> parts = build(b);
     Block *block = at->getBlock();
@@ -314,12 +324,25 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
       if (!g || !overAxis(g.getAxes(), axis)) continue;
       auto load = g.getOperand().getDefiningOp<ml_program::GlobalLoadOp>();
       if (!load) continue;
+      // Follow only what ds-data-parallel added: the unpadding slice (from
+      // 0, the whole tensor's element count) and the reshape to its shape;
+      // the model's own slices of a fused weight are uses, not the whole.
+      auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+          load, load.getGlobalAttr());
+      if (!global) continue;
+      auto numelAttr = global->getAttrOfType<IntegerAttr>("ds.partition_numel");
+      auto shapeAttr = global->getAttrOfType<DenseI64ArrayAttr>("ds.partition_shape");
       Value whole = g.getResult();
-      for (int i = 0; i < 2 && whole.hasOneUse(); ++i) {
-        Operation *u = *whole.getUsers().begin();
-        if (!isa<SliceOp, ReshapeOp>(u) || u->getBlock() != &body) break;
-        whole = u->getResult(0);
-      }
+      if (numelAttr && whole.hasOneUse())
+        if (auto s = dyn_cast<SliceOp>(*whole.getUsers().begin());
+            s && s->getBlock() == &body && numel(s.getResult()) == numelAttr.getInt() &&
+            llvm::all_of(s.getStarts(), [](int64_t v) { return v == 0; }))
+          whole = s.getResult();
+      if (shapeAttr && whole.hasOneUse())
+        if (auto r = dyn_cast<ReshapeOp>(*whole.getUsers().begin());
+            r && r->getBlock() == &body &&
+            cast<RankedTensorType>(r.getType()).getShape() == shapeAttr.asArrayRef())
+          whole = r.getResult();
       // The anchor: the first op reading the gather (a slice, reshape or
       // the use itself), which nothing here moves.
       Operation *anchor = nullptr;
@@ -366,7 +389,16 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
     // Reuse: a gather whose parameter was gathered recently enough serves
     // the new use too, when the live bound allows the longer life.
     SmallVector<ParamGather> kept;
-    for (ParamGather &g : gathers) {
+    // The bound counts every gather still in the program: those kept so
+    // far and those after the one being decided.
+    auto liveWithRest = [&](size_t from) {
+      SmallVector<ParamGather> all(kept.begin(), kept.end());
+      for (size_t i = from; i < gathers.size(); ++i)
+        if (gathers[i].op) all.push_back(gathers[i]);
+      return peakLive(all);
+    };
+    for (size_t gi = 0; gi < gathers.size(); ++gi) {
+      ParamGather &g = gathers[gi];
       ParamGather *prev = nullptr;
       for (ParamGather &k : kept)
         if (k.param == g.param) prev = &k;
@@ -376,12 +408,12 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
         for (ParamGather &o : gathers)
           if (o.param != g.param && o.op && from->isBeforeInBlock(o.op) && o.op->isBeforeInBlock(g.op))
             between += o.elements;
-        if (between < reuse) {
+        if (between < reuse && prev->whole.getType() == g.whole.getType()) {
           Value mine = g.whole;
           SmallVector<OpOperand *> uses;
           for (OpOperand &u : mine.getUses()) uses.push_back(&u);
           mine.replaceAllUsesWith(prev->whole);
-          if (peakLive(kept) <= maxLive) {
+          if (liveWithRest(gi + 1) <= maxLive) {
             // Drop the now unused chain: reshape, slice, gather.
             for (Operation *op = mine.getDefiningOp(); op && op != g.op;) {
               Operation *next = op->getOperand(0).getDefiningOp();
@@ -402,27 +434,30 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
     // the earliest such that gathers k..j together stay within `prefetch`
     // elements: while k's parameter is in use the next ones are in flight.
     // Never beyond the live bound.
+    // Loads move up with their gathers; fine unless the function also
+    // stores that global (parameters are stored only by the optimizer).
+    llvm::DenseSet<StringAttr> stored;
+    f.walk([&](ml_program::GlobalStoreOp st) { stored.insert(st.getGlobal().getLeafReference()); });
     for (size_t j = 1; j < kept.size(); ++j) {
       ParamGather &g = kept[j];
+      if (stored.contains(g.param)) continue;
       int64_t window = g.elements;
       size_t k = j;
       while (k > 0 && window + kept[k - 1].elements <= prefetch) window += kept[--k].elements;
       for (; k < j; ++k) {
         Operation *to = kept[k].anchor;
         if (!to->isBeforeInBlock(g.op)) continue;
+        // The load (shared by every gather of the parameter) moves up and
+        // stays there if the hoist is undone: a load earlier is harmless,
+        // and moving it back could put it after another of its users.
         Operation *load = g.op.getOperand().getDefiningOp();
-        bool loadMoved = false;
-        if (load->getBlock() == to->getBlock() && !load->isBeforeInBlock(to)) {
-          load->moveBefore(to);
-          loadMoved = true;
-        }
+        if (load->getBlock() == to->getBlock() && !load->isBeforeInBlock(to)) load->moveBefore(to);
         g.op->moveBefore(to);
         if (peakLive(kept) <= maxLive) {
           ++numPrefetched;
           break;
         }
         g.op->moveBefore(g.anchor);
-        if (loadMoved) load->moveBefore(g.op);
       }
     }
   }

@@ -289,6 +289,37 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                        "false (all-reduce instead of reduce-scatter) is not supported; ds "
                        "always reduce-scatters into the partitions");
       }
+      // Keys of DeepSpeed's example configs that change nothing here:
+      // sub_group_size bounds how much of the flat fp32 state one optimizer
+      // step touches at once, and ds already updates one parameter's block
+      // at a time; the 16-bit save gathers nothing in fp32 training (whole
+      // weights come from --zero-to-fp32 / --export-onnx).
+      if (k == "sub_group_size") {
+        int64_t ignored = 0;
+        return count(k, ignored);
+      }
+      if (k == "stage3_gather_16bit_weights_on_model_save" ||
+          k == "gather_16bit_weights_on_model_save" || k == "stage3_gather_fp16_weights_on_model_save") {
+        bool ignored = false;
+        return flag(k, ignored);
+      }
+      // Offload is not implemented: accepted only when it is off.
+      if (k == "offload_optimizer" || k == "offload_param") {
+        const json::Object *o = zo->getObject(k);
+        const json::Value *device = o ? o->get("device") : nullptr;
+        if (o && (!device || (device->getAsString() && *device->getAsString() == "none")))
+          return llvm::Error::success();
+        return r.error(llvm::Twine("zero_optimization.") + k,
+                       "is not supported yet (ds does not offload; remove it or set \"device\": \"none\")");
+      }
+      if (k == "round_robin_gradients") {
+        bool on = false;
+        if (llvm::Error e = flag(k, on)) return e;
+        if (!on) return llvm::Error::success();
+        return r.error("zero_optimization.round_robin_gradients",
+                       "true is not supported (it orders gradient copies to CPU offload, which ds "
+                       "does not do)");
+      }
       return r.error(llvm::Twine("zero_optimization.") + k,
                      "is not supported yet (ds supports stage, reduce_bucket_size, "
                      "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter "

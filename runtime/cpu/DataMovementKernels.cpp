@@ -40,6 +40,35 @@ void stridedCopy(const T *base, T *out, const std::vector<int64_t> &dims,
   const size_t r = dims.size();
   const int64_t inner = r ? dims.back() : 1;
   const int64_t innerStride = r ? strides.back() : 0;
+  // A transpose of the last two dimensions (matmul operands in backward,
+  // attention's key permute): copied in square tiles, so the strided reads
+  // of a tile's columns stay in L1 instead of missing once per element.
+  if (r >= 2 && innerStride != 1 && strides[r - 2] == 1 && inner >= 8 && dims[r - 2] >= 8) {
+    constexpr int64_t kTile = 32;
+    const int64_t a = dims[r - 2], b = inner;
+    const int64_t outer = product(dims, 0, r - 2);
+    const int64_t tilesA = (a + kTile - 1) / kTile;
+    parallelFor(outer * tilesA, std::max<int64_t>(1, 16384 / (kTile * b)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t w = lo; w < hi; ++w) {
+                    int64_t o = w / tilesA, a0 = (w % tilesA) * kTile;
+                    int64_t a1 = std::min(a, a0 + kTile);
+                    int64_t off = 0, rem = o;
+                    for (int64_t d = static_cast<int64_t>(r) - 3; d >= 0; --d) {
+                      off += (rem % dims[d]) * strides[d];
+                      rem /= dims[d];
+                    }
+                    const T *src = base + off;
+                    T *dst = out + o * a * b;
+                    for (int64_t b0 = 0; b0 < b; b0 += kTile) {
+                      int64_t b1 = std::min(b, b0 + kTile);
+                      for (int64_t i = a0; i < a1; ++i)
+                        for (int64_t j = b0; j < b1; ++j) dst[i * b + j] = src[i + j * innerStride];
+                    }
+                  }
+                });
+    return;
+  }
   const int64_t rows = product(dims, 0, r ? r - 1 : 0);
   parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
               [&](int64_t lo, int64_t hi) {

@@ -162,13 +162,36 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         ValueRange operands, DictionaryAttr,
-                                         OpaqueProperties, RegionRange,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange regions,
                                          SmallVectorImpl<Type> &inferred) {
+  // The flags from properties or, for generic builders, the attribute
+  // dictionary; absent means false (either may be missing here).
+  bool transposeLhs = false, transposeRhs = false;
+  if (auto *p = props.as<Properties *>()) {
+    if (p->transpose_lhs) transposeLhs = p->transpose_lhs.getValue();
+    if (p->transpose_rhs) transposeRhs = p->transpose_rhs.getValue();
+  }
+  if (attrs) {
+    if (auto v = attrs.getAs<BoolAttr>("transpose_lhs")) transposeLhs = v.getValue();
+    if (auto v = attrs.getAs<BoolAttr>("transpose_rhs")) transposeRhs = v.getValue();
+  }
+  (void)regions;
   auto a = rankedType(operands[0]), b = rankedType(operands[1]);
   if (a.getElementType() != b.getElementType())
     return emitOptionalError(loc, "operands have different element types");
-  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape();
+  SmallVector<int64_t> aShape(a.getShape()), bShape(b.getShape());
+  for (auto [shape, transposed, what] :
+       {std::tuple<SmallVector<int64_t> &, bool, const char *>{aShape, transposeLhs, "lhs"},
+        {bShape, transposeRhs, "rhs"}}) {
+    if (!transposed) continue;
+    if (shape.size() < 2)
+      return emitOptionalError(loc, "transpose_", what, " needs an operand of rank >= 2");
+    if (!isa<FloatType>(a.getElementType()) || a.getElementType().getIntOrFloatBitWidth() < 32)
+      return emitOptionalError(loc, "transpose_", what, " needs f32 or f64 operands");
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  }
+  ArrayRef<int64_t> as = aShape, bs = bShape;
   if (as.empty() || bs.empty())
     return emitOptionalError(loc, "operands must have rank >= 1");
   int64_t k = as.back();
@@ -189,6 +212,41 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     shape.push_back(bs.back());
   inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
   return success();
+}
+
+namespace {
+/// matmul(transpose(x) with its last two dimensions swapped, y) reads x
+/// transposed instead: no copy. f32/f64 only (the BLAS kernels).
+struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  static Value swappedSource(Value v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t) return nullptr;
+    ArrayRef<int64_t> perm = t.getPermutation();
+    int64_t r = static_cast<int64_t>(perm.size());
+    if (r < 2) return nullptr;
+    for (int64_t i = 0; i < r - 2; ++i)
+      if (perm[i] != i) return nullptr;
+    if (perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return nullptr;
+    return t.getOperand();
+  }
+  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+    auto et = cast<RankedTensorType>(op.getType()).getElementType();
+    if (!et.isF32() && !et.isF64()) return failure();
+    Value lhs = swappedSource(op.getLhs()), rhs = swappedSource(op.getRhs());
+    if (!lhs && !rhs) return failure();
+    bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+    if (lhs) tl = !tl;
+    if (rhs) tr = !tr;
+    rewriter.replaceOpWithNewOp<MatmulOp>(op, op.getType(), lhs ? lhs : op.getLhs(),
+                                          rhs ? rhs : op.getRhs(), tl, tr);
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<FoldTransposeIntoMatmul>(context);
 }
 
 //===----------------------------------------------------------------------===//

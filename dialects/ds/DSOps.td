@@ -278,16 +278,26 @@ def DS_MatmulOp : DS_Op<"matmul",
     Integer operands (i32, i64) accumulate in their own type and wrap on
     overflow, as two's complement GEMMs do.
 
+    `transpose_lhs` / `transpose_rhs` read that operand with its last two
+    dimensions swapped: what a `ds.transpose` feeding the product would do,
+    done by the GEMM's own transposed access instead of a copy
+    (canonicalization folds such transposes, which autodiff's backward
+    products are full of).
+
     **Constraints:**
     - operands are float, i32 or i64 tensors of rank >= 1 with the same element type.
+    - a transposed operand has rank >= 2 and is f32 or f64.
     - the contraction dimensions agree.
     - batch dimensions broadcast; the result has the numpy.matmul shape.
   }];
-  let arguments = (ins DS_MatmulTensor:$lhs, DS_MatmulTensor:$rhs);
+  let arguments = (ins DS_MatmulTensor:$lhs, DS_MatmulTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs DS_MatmulTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
   }];
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -167,6 +167,8 @@ ShardingDecision matmul(Operation *op, ArrayRef<Sharding> in) {
                     rs = shapeOf(op->getResult(0));
   int64_t ra = as.size(), rb = bs.size(), rr = rs.size();
   if (ra < 2 || rb < 2) return {};
+  // Transposed operands (folded late, after partitioning) have no rule.
+  if (auto m = dyn_cast<MatmulOp>(op); m && (m.getTransposeLhs() || m.getTransposeRhs())) return {};
   const Sharding &a = in[0], &b = in[1];
   Sharding res = Sharding::replicated(rr);
   llvm::StringSet<> used;

@@ -37,7 +37,8 @@ std::string layerName(MatmulOp m) {
 
 bool isWeightMatmul(Operation *op) {
   auto m = dyn_cast<MatmulOp>(op);
-  return m && m.getRhs().getDefiningOp<ParameterOp>() && m.getRhs().getType().getRank() == 2 &&
+  return m && !m.getTransposeLhs() && !m.getTransposeRhs() &&
+         m.getRhs().getDefiningOp<ParameterOp>() && m.getRhs().getType().getRank() == 2 &&
          m.getLhs().getType().getRank() >= 2;
 }
 

@@ -113,6 +113,12 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
         s.set_kernel("copy");
         return success();
       })
+      .Case<MatmulOp>([&](MatmulOp m) {
+        // Only when set: plans without transposed operands stay as before.
+        if (m.getTransposeLhs()) setInt(s, "transpose_lhs", 1);
+        if (m.getTransposeRhs()) setInt(s, "transpose_rhs", 1);
+        return success();
+      })
       .Case<GeluOp>([&](GeluOp g) {
         (*s.mutable_attrs())["approximate"].set_s(
             stringifyGeluApproximation(g.getApproximate()).str());

@@ -271,6 +271,9 @@ FailureOr<SmallVector<Value>> gradientOf(Operation *op, ArrayRef<Value> dres,
             return success();
           })
           .Case<MatmulOp>([&](MatmulOp o) -> LogicalResult {
+            if (o.getTransposeLhs() || o.getTransposeRhs())
+              return o.emitError("autodiff of a matmul with transposed operands: differentiate "
+                                 "before canonicalization folds transposes into it");
             RankedTensorType at = operandType(0), bt = operandType(1);
             if (at.getRank() < 2 || bt.getRank() < 2) {
               // numpy's vector cases: differentiate the matrix product with

@@ -17,15 +17,29 @@ namespace {
 
 struct MatmulGeometry {
   int64_t m = 0, k = 0, n = 0;
+  bool ta = false, tb = false; // operand stored with its last two dims swapped
   std::vector<int64_t> batch;          // broadcast batch shape of the result
   std::vector<int64_t> aBatch, bBatch; // operand batch shapes
 };
 
 absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
-  const auto &a = c.in[0].shape, &b = c.in[1].shape;
+  std::vector<int64_t> a = c.in[0].shape, b = c.in[1].shape;
   if (a.empty() || b.empty())
     return c.error("operands must have rank >= 1");
   MatmulGeometry g;
+  // transpose_lhs/rhs: the GEMM reads that operand transposed (BLAS types).
+  for (auto [name, shape, flag] : {std::tuple<const char *, std::vector<int64_t> &, bool &>{
+                                       "transpose_lhs", a, g.ta},
+                                   {"transpose_rhs", b, g.tb}}) {
+    if (!c.step.attrs().count(name)) continue;
+    DS_ASSIGN_OR_RETURN(int64_t on, c.intAttr(name));
+    flag = on != 0;
+    if (!flag) continue;
+    if (shape.size() < 2) return c.error(absl::StrCat(name, " needs an operand of rank >= 2"));
+    if (c.in[0].dtype != plan::F32 && c.in[0].dtype != plan::F64)
+      return c.error(absl::StrCat(name, " needs f32 or f64 operands"));
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  }
   bool aVec = a.size() == 1, bVec = b.size() == 1;
   g.m = aVec ? 1 : a[a.size() - 2];
   g.k = a.back();
@@ -50,19 +64,20 @@ absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
 
 template <typename T>
 void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b,
-               int64_t ldb, T *c, int64_t ldc) {
+               int64_t ldb, T *c, int64_t ldc, bool ta = false, bool tb = false) {
   if constexpr (std::is_same_v<T, float>) {
 #ifdef DS_GEMM_ONEDNN
     // Inside our parallel regions oneDNN's OpenMP runtime runs one thread.
-    dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
-                0.0f, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 #endif
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb,
-                0.0, c, ldc);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
   } else {
+    // (transposed operands are refused for integers when the step is prepared)
     // Integer GEMM (MatMulInteger's widened operands): i-k-j order keeps the
     // inner loop contiguous and vectorizable; unsigned arithmetic wraps on
     // overflow the way two's complement accumulators do, without UB.
@@ -85,18 +100,22 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
 /// no spinning BLAS workers stealing cores from the next elementwise step.
 /// Rows are split when there are enough, else columns.
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
+void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c, bool ta = false,
+          bool tb = false) {
   const int64_t work = m * n * k;
   const int64_t threads = omp_get_max_threads();
+  // A transposed operand is stored [k, m] (A) or [n, k] (B): its leading
+  // dimension and where a block of rows/columns starts change with it.
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   if (work < (1 << 16) || threads == 1) {
-    gemmBlock<T>(m, n, k, a, k, b, n, c, n);
+    gemmBlock<T>(m, n, k, a, lda, b, ldb, c, n, ta, tb);
   } else if (m >= 8 * threads) {
     parallelFor(m, 8, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(hi - lo, n, k, a + lo * k, k, b, n, c + lo * n, n);
+      gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * k), lda, b, ldb, c + lo * n, n, ta, tb);
     });
   } else {
     parallelFor(n, 16, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(m, hi - lo, k, a, k, b + lo, n, c + lo, n);
+      gemmBlock<T>(m, hi - lo, k, a, lda, b + (tb ? lo * k : lo), ldb, c + lo, n, ta, tb);
     });
   }
 }
@@ -119,10 +138,10 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
   }
   // A shared right operand and a full left batch fold into one tall GEMM:
   // the common [B, T, K] x [K, N] projection.
-  if (bBatches == 1 && g.aBatch == g.batch) {
+  if (bBatches == 1 && g.aBatch == g.batch && !g.ta) {
     int64_t rows = batches * g.m;
     return PreparedStep([=] {
-      gemm<T>(rows, g.n, g.k, pa, pb, po);
+      gemm<T>(rows, g.n, g.k, pa, pb, po, false, g.tb);
       return absl::OkStatus();
     });
   }
@@ -142,7 +161,7 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
       ix.rowOffsets(batch / inner, off);
       int64_t i = batch % inner;
       gemm<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat,
-              pb + (off[1] + i * sb) * bMat, po + batch * oMat);
+              pb + (off[1] + i * sb) * bMat, po + batch * oMat, g.ta, g.tb);
     };
     // Many small products (attention scores) parallelize over batches,
     // each a one-thread BLAS call; few big ones split inside gemm().
@@ -152,8 +171,9 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
           int64_t off[2];
           ix.rowOffsets(b / inner, off);
           int64_t i = b % inner;
-          gemmBlock<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat, g.k,
-                       pb + (off[1] + i * sb) * bMat, g.n, po + b * oMat, g.n);
+          gemmBlock<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat, g.ta ? g.m : g.k,
+                       pb + (off[1] + i * sb) * bMat, g.tb ? g.k : g.n, po + b * oMat, g.n,
+                       g.ta, g.tb);
         }
       });
     } else {

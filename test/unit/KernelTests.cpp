@@ -286,6 +286,71 @@ TEST(DataMovement, TiledTransposeMatchesIndexing) {
   }
 }
 
+// transpose_lhs/rhs: the GEMM reads the operand transposed. Every path of
+// the kernel (one tall GEMM, batched with broadcasting, the row and column
+// splits of big products) against the product of explicitly transposed
+// operands.
+TEST(Linalg, TransposedOperandsMatchExplicitTransposes) {
+  struct Case {
+    std::vector<int64_t> a, b; // stored shapes
+    bool ta, tb;
+  };
+  for (const Case &k : {Case{{7, 5}, {7, 3}, true, false}, Case{{2, 4, 6}, {5, 6}, false, true},
+                        Case{{2, 6, 4}, {2, 6, 5}, true, false}, Case{{3, 4, 6}, {1, 5, 6}, false, true},
+                        Case{{96, 300}, {96, 200}, true, false}, Case{{300, 96}, {200, 96}, false, true},
+                        Case{{40, 64}, {300, 40}, true, true}, Case{{40, 8}, {300, 40}, true, true}}) {
+    auto fill = [](const std::vector<int64_t> &shape, float seed) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::vector<float> v(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = std::sin(seed + 0.37f * i);
+      return Tensor::f32(shape, v);
+    };
+    auto swapLast = [](std::vector<int64_t> s) {
+      std::swap(s[s.size() - 1], s[s.size() - 2]);
+      return s;
+    };
+    auto perm = [](size_t r) {
+      std::vector<int64_t> p(r);
+      for (size_t i = 0; i < r; ++i) p[i] = static_cast<int64_t>(i);
+      std::swap(p[r - 1], p[r - 2]);
+      return p;
+    };
+    auto a = fill(k.a, 0.1f), b = fill(k.b, 0.7f);
+    // Reference: transpose explicitly, then the plain product.
+    auto ea = k.ta ? Tensor::empty(plan::F32, swapLast(k.a)) : fill(k.a, 0.1f);
+    auto eb = k.tb ? Tensor::empty(plan::F32, swapLast(k.b)) : fill(k.b, 0.7f);
+    if (k.ta) ASSERT_TRUE(run("transpose", {&a}, {&ea}, [&](plan::Step &s) { ints(s, "perm", perm(k.a.size())); }).ok());
+    if (k.tb) ASSERT_TRUE(run("transpose", {&b}, {&eb}, [&](plan::Step &s) { ints(s, "perm", perm(k.b.size())); }).ok());
+    std::vector<int64_t> as = k.ta ? swapLast(k.a) : k.a, bs = k.tb ? swapLast(k.b) : k.b;
+    // numpy broadcasting of the batch dimensions (aligned from the right).
+    std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    std::vector<int64_t> batch(std::max(ab.size(), bb.size()), 1);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      int64_t x = i < ab.size() ? ab[ab.size() - 1 - i] : 1, y = i < bb.size() ? bb[bb.size() - 1 - i] : 1;
+      batch[batch.size() - 1 - i] = std::max(x, y);
+    }
+    std::vector<int64_t> outShape = batch;
+    outShape.push_back(as[as.size() - 2]);
+    outShape.push_back(bs.back());
+    auto want = Tensor::empty(plan::F32, outShape), got = Tensor::empty(plan::F32, outShape);
+    ASSERT_TRUE(run("matmul", {&ea, &eb}, {&want}).ok());
+    auto st = run("matmul", {&a, &b}, {&got}, [&](plan::Step &s) {
+      if (k.ta) (*s.mutable_attrs())["transpose_lhs"].set_i(1);
+      if (k.tb) (*s.mutable_attrs())["transpose_rhs"].set_i(1);
+    });
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<float> w = want.floats(), g = got.floats();
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-4f * (1 + std::fabs(w[i]))) << i;
+  }
+  // Integers have no BLAS to transpose for them: refused, naming the flag.
+  auto x = Tensor::i64({2, 2}, {1, 2, 3, 4});
+  auto o = Tensor::empty(plan::I64, {2, 2});
+  auto st = run("matmul", {&x, &x}, {&o}, [](plan::Step &s) { (*s.mutable_attrs())["transpose_lhs"].set_i(1); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("transpose_lhs needs f32 or f64"), std::string::npos);
+}
+
 TEST(Registry, UnknownAttributesAreErrors) {
   auto x = Tensor::f32({2}, {0, 1});
   auto o = Tensor::empty(plan::F32, {2});

@@ -41,3 +41,31 @@ func.func @reshape_constant() -> tensor<2x2xi64> {
   %0 = ds.reshape %c : (tensor<4xi64>) -> tensor<2x2xi64>
   return %0 : tensor<2x2xi64>
 }
+
+// -----
+
+// A transpose of the last two dimensions feeding a matmul becomes the
+// product's transposed read (no copy); a transpose of other dimensions, or
+// of integers (no BLAS), stays; a set flag round-trips.
+// CHECK-LABEL: func.func @matmul_transposes
+// CHECK: %[[A:.+]] = ds.matmul %arg0, %arg1 {transpose_lhs = true} : (tensor<2x8x4xf32>, tensor<8x5xf32>) -> tensor<2x4x5xf32>
+// CHECK: %[[B:.+]] = ds.matmul %arg2, %arg3 {transpose_rhs = true} : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
+// CHECK: %[[T:.+]] = ds.transpose %arg4
+// CHECK: ds.matmul %[[T]], %arg4 : (tensor<3x3x3xf32>, tensor<3x3x3xf32>)
+// CHECK: %[[I:.+]] = ds.transpose %arg5
+// CHECK: ds.matmul %[[I]], %arg5 : (tensor<3x2xi64>, tensor<2x3xi64>)
+// CHECK: ds.matmul %arg2, %arg3 {transpose_rhs = true}
+func.func @matmul_transposes(%a: tensor<2x8x4xf32>, %b: tensor<8x5xf32>, %c: tensor<4x8xf32>,
+                             %d: tensor<5x8xf32>, %e: tensor<3x3x3xf32>, %i: tensor<2x3xi64>)
+    -> (tensor<2x4x5xf32>, tensor<4x5xf32>, tensor<3x3x3xf32>, tensor<3x3xi64>, tensor<4x5xf32>) {
+  %at = ds.transpose %a {permutation = array<i64: 0, 2, 1>} : (tensor<2x8x4xf32>) -> tensor<2x4x8xf32>
+  %0 = ds.matmul %at, %b : (tensor<2x4x8xf32>, tensor<8x5xf32>) -> tensor<2x4x5xf32>
+  %dt = ds.transpose %d {permutation = array<i64: 1, 0>} : (tensor<5x8xf32>) -> tensor<8x5xf32>
+  %1 = ds.matmul %c, %dt : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
+  %et = ds.transpose %e {permutation = array<i64: 1, 0, 2>} : (tensor<3x3x3xf32>) -> tensor<3x3x3xf32>
+  %2 = ds.matmul %et, %e : (tensor<3x3x3xf32>, tensor<3x3x3xf32>) -> tensor<3x3x3xf32>
+  %it = ds.transpose %i {permutation = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  %3 = ds.matmul %it, %i : (tensor<3x2xi64>, tensor<2x3xi64>) -> tensor<3x3xi64>
+  %4 = ds.matmul %c, %d {transpose_rhs = true} : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
+  return %0, %1, %2, %3, %4 : tensor<2x4x5xf32>, tensor<4x5xf32>, tensor<3x3x3xf32>, tensor<3x3xi64>, tensor<4x5xf32>
+}

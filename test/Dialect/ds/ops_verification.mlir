@@ -528,3 +528,31 @@ func.func @matmul_i8(%a: tensor<2x3xi8>, %b: tensor<3x2xi8>) {
   %0 = ds.matmul %a, %b : (tensor<2x3xi8>, tensor<3x2xi8>) -> tensor<2x2xi8>
   return
 }
+
+// -----
+
+func.func @matmul_transpose_vector(%a: tensor<4xf32>, %b: tensor<4x3xf32>) -> tensor<3xf32> {
+  // expected-error@+2 {{transpose_lhs needs an operand of rank >= 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.matmul %a, %b {transpose_lhs = true} : (tensor<4xf32>, tensor<4x3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @matmul_transpose_int(%a: tensor<4x2xi64>, %b: tensor<4x3xi64>) -> tensor<2x3xi64> {
+  // expected-error@+2 {{transpose_lhs needs f32 or f64 operands}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.matmul %a, %b {transpose_lhs = true} : (tensor<4x2xi64>, tensor<4x3xi64>) -> tensor<2x3xi64>
+  return %0 : tensor<2x3xi64>
+}
+
+// -----
+
+// The contraction is checked on the transposed view: [4,2] x [4,3]^T.
+func.func @matmul_transposed_contraction(%a: tensor<4x2xf32>, %b: tensor<4x3xf32>) -> tensor<4x4xf32> {
+  // expected-error@+2 {{contraction dimensions differ}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.matmul %a, %b {transpose_rhs = true} : (tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

@@ -10,6 +10,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "dialects/ds/DSInterfaces.td"
 
 def DS_Dialect : Dialect {
   let name = "ds";
@@ -26,7 +27,18 @@ def DS_Dialect : Dialect {
   let hasConstantMaterializer = 1;
 }
 
-class DS_Op<string mnemonic, list<Trait> traits = []>
+// An op that runs as a kernel step. `stepMethods` names the
+// KernelStepOpInterface methods the op implements itself (in
+// dialects/ds/ops/, beside its family): those that write attributes or
+// pick another kernel. Use DS_OwnStep for that.
+class DS_Op<string mnemonic, list<Trait> traits = [], list<string> stepMethods = []>
+    : Op<DS_Dialect, mnemonic,
+         traits # [DeclareOpInterfaceMethods<DS_KernelStepOpInterface, stepMethods>]>;
+defvar DS_OwnStep = ["describeKernelStep"];
+
+// An op that is data rather than a step (constants, parameters): the plan
+// stores its value.
+class DS_DataOp<string mnemonic, list<Trait> traits = []>
     : Op<DS_Dialect, mnemonic, traits>;
 
 #endif // DS_DIALECT_TD

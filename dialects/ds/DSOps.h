@@ -10,11 +10,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "dialects/ds/DSDialect.h"
-#include "dialects/ds/DSEnums.h.inc"
-
-#define GET_ATTRDEF_CLASSES
-#include "dialects/ds/DSAttrs.h.inc"
+#include "dialects/ds/DSAttributes.h"
+#include "dialects/ds/DSInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "dialects/ds/DSOps.h.inc"

@@ -36,7 +36,7 @@ include "dialects/ds/DSSharding.td"
 // Constants and parameters
 //===----------------------------------------------------------------------===//
 
-def DS_ConstantOp : DS_Op<"constant",
+def DS_ConstantOp : DS_DataOp<"constant",
     [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor";
   let description = [{
@@ -56,7 +56,7 @@ def DS_ConstantOp : DS_Op<"constant",
   let hasFolder = 1;
 }
 
-def DS_FillOp : DS_Op<"fill", [Pure]> {
+def DS_FillOp : DS_Op<"fill", [Pure], DS_OwnStep> {
   let summary = "a tensor with every element set to one value";
   let description = [{
     Like a splat constant, but a kernel rather than plan weight bytes: it
@@ -75,7 +75,7 @@ def DS_FillOp : DS_Op<"fill", [Pure]> {
   let assemblyFormat = "$value attr-dict `:` type($result)";
 }
 
-def DS_ParameterOp : DS_Op<"parameter",
+def DS_ParameterOp : DS_DataOp<"parameter",
     [Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "a named model parameter (an ONNX initializer)";
   let description = [{
@@ -102,7 +102,7 @@ def DS_ParameterOp : DS_Op<"parameter",
 //===----------------------------------------------------------------------===//
 
 class DS_UnaryOp<string mnemonic, Type T, string desc, list<Trait> traits = []>
-    : DS_Op<mnemonic, traits # [Pure, SameOperandsAndResultType]> {
+    : DS_Op<mnemonic, traits # [Pure, SameOperandsAndResultType, DS_Elementwise]> {
   let summary = "elementwise " # mnemonic;
   let description = desc # [{
 
@@ -114,36 +114,36 @@ class DS_UnaryOp<string mnemonic, Type T, string desc, list<Trait> traits = []>
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
-def DS_SqrtOp : DS_UnaryOp<"sqrt", DS_FloatTensor, "`sqrt(x)`">;
-def DS_ReciprocalOp : DS_UnaryOp<"reciprocal", DS_FloatTensor, "`1 / x`">;
-def DS_ExpOp : DS_UnaryOp<"exp", DS_FloatTensor, "`e^x`">;
-def DS_LogOp : DS_UnaryOp<"log", DS_FloatTensor, "natural logarithm">;
-def DS_ErfOp : DS_UnaryOp<"erf", DS_FloatTensor, "the error function">;
-def DS_TanhOp : DS_UnaryOp<"tanh", DS_FloatTensor, "hyperbolic tangent">;
-def DS_SigmoidOp : DS_UnaryOp<"sigmoid", DS_FloatTensor, "`1 / (1 + e^-x)`">;
-def DS_ReluOp : DS_UnaryOp<"relu", DS_NumericTensor, "`max(x, 0)`">;
-def DS_NegOp : DS_UnaryOp<"neg", DS_NumericTensor, "`-x`">;
-def DS_AbsOp : DS_UnaryOp<"abs", DS_NumericTensor, "`|x|`">;
+def DS_SqrtOp : DS_UnaryOp<"sqrt", DS_FloatTensor, "`sqrt(x)`", [DS_Differentiable]>;
+def DS_ReciprocalOp : DS_UnaryOp<"reciprocal", DS_FloatTensor, "`1 / x`", [DS_Differentiable]>;
+def DS_ExpOp : DS_UnaryOp<"exp", DS_FloatTensor, "`e^x`", [DS_Differentiable]>;
+def DS_LogOp : DS_UnaryOp<"log", DS_FloatTensor, "natural logarithm", [DS_Differentiable]>;
+def DS_ErfOp : DS_UnaryOp<"erf", DS_FloatTensor, "the error function", [DS_Differentiable]>;
+def DS_TanhOp : DS_UnaryOp<"tanh", DS_FloatTensor, "hyperbolic tangent", [DS_Differentiable]>;
+def DS_SigmoidOp : DS_UnaryOp<"sigmoid", DS_FloatTensor, "`1 / (1 + e^-x)`", [DS_Differentiable]>;
+def DS_ReluOp : DS_UnaryOp<"relu", DS_NumericTensor, "`max(x, 0)`", [DS_Differentiable]>;
+def DS_NegOp : DS_UnaryOp<"neg", DS_NumericTensor, "`-x`", [DS_Differentiable]>;
+def DS_AbsOp : DS_UnaryOp<"abs", DS_NumericTensor, "`|x|`", [DS_Differentiable]>;
 def DS_NotOp : DS_UnaryOp<"not", DS_BoolTensor, "logical negation">;
-def DS_SinOp : DS_UnaryOp<"sin", DS_FloatTensor, "sine">;
-def DS_CosOp : DS_UnaryOp<"cos", DS_FloatTensor, "cosine">;
-def DS_TanOp : DS_UnaryOp<"tan", DS_FloatTensor, "tangent">;
-def DS_AsinOp : DS_UnaryOp<"asin", DS_FloatTensor, "arcsine">;
-def DS_AcosOp : DS_UnaryOp<"acos", DS_FloatTensor, "arccosine">;
-def DS_AtanOp : DS_UnaryOp<"atan", DS_FloatTensor, "arctangent">;
-def DS_SinhOp : DS_UnaryOp<"sinh", DS_FloatTensor, "hyperbolic sine">;
-def DS_CoshOp : DS_UnaryOp<"cosh", DS_FloatTensor, "hyperbolic cosine">;
-def DS_AsinhOp : DS_UnaryOp<"asinh", DS_FloatTensor, "inverse hyperbolic sine">;
-def DS_AcoshOp : DS_UnaryOp<"acosh", DS_FloatTensor, "inverse hyperbolic cosine">;
-def DS_AtanhOp : DS_UnaryOp<"atanh", DS_FloatTensor, "inverse hyperbolic tangent">;
-def DS_FloorOp : DS_UnaryOp<"floor", DS_FloatTensor, "round toward negative infinity">;
-def DS_CeilOp : DS_UnaryOp<"ceil", DS_FloatTensor, "round toward positive infinity">;
-def DS_RoundOp : DS_UnaryOp<"round", DS_FloatTensor, "round half to even">;
-def DS_SignOp : DS_UnaryOp<"sign", DS_NumericTensor, "-1, 0 or 1">;
-def DS_SoftplusOp : DS_UnaryOp<"softplus", DS_FloatTensor, "`log(1 + e^x)`, computed stably">;
+def DS_SinOp : DS_UnaryOp<"sin", DS_FloatTensor, "sine", [DS_Differentiable]>;
+def DS_CosOp : DS_UnaryOp<"cos", DS_FloatTensor, "cosine", [DS_Differentiable]>;
+def DS_TanOp : DS_UnaryOp<"tan", DS_FloatTensor, "tangent", [DS_Differentiable]>;
+def DS_AsinOp : DS_UnaryOp<"asin", DS_FloatTensor, "arcsine", [DS_Differentiable]>;
+def DS_AcosOp : DS_UnaryOp<"acos", DS_FloatTensor, "arccosine", [DS_Differentiable]>;
+def DS_AtanOp : DS_UnaryOp<"atan", DS_FloatTensor, "arctangent", [DS_Differentiable]>;
+def DS_SinhOp : DS_UnaryOp<"sinh", DS_FloatTensor, "hyperbolic sine", [DS_Differentiable]>;
+def DS_CoshOp : DS_UnaryOp<"cosh", DS_FloatTensor, "hyperbolic cosine", [DS_Differentiable]>;
+def DS_AsinhOp : DS_UnaryOp<"asinh", DS_FloatTensor, "inverse hyperbolic sine", [DS_Differentiable]>;
+def DS_AcoshOp : DS_UnaryOp<"acosh", DS_FloatTensor, "inverse hyperbolic cosine", [DS_Differentiable]>;
+def DS_AtanhOp : DS_UnaryOp<"atanh", DS_FloatTensor, "inverse hyperbolic tangent", [DS_Differentiable]>;
+def DS_FloorOp : DS_UnaryOp<"floor", DS_FloatTensor, "round toward negative infinity", [DS_Differentiable]>;
+def DS_CeilOp : DS_UnaryOp<"ceil", DS_FloatTensor, "round toward positive infinity", [DS_Differentiable]>;
+def DS_RoundOp : DS_UnaryOp<"round", DS_FloatTensor, "round half to even", [DS_Differentiable]>;
+def DS_SignOp : DS_UnaryOp<"sign", DS_NumericTensor, "-1, 0 or 1", [DS_Differentiable]>;
+def DS_SoftplusOp : DS_UnaryOp<"softplus", DS_FloatTensor, "`log(1 + e^x)`, computed stably", [DS_Differentiable]>;
 
 class DS_PredicateOp<string mnemonic, string desc>
-    : DS_Op<mnemonic, [Pure, SameOperandsAndResultShape]> {
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultShape, DS_Elementwise]> {
   let summary = desc;
   let description = desc # [{ (result i1).
 
@@ -157,7 +157,8 @@ class DS_PredicateOp<string mnemonic, string desc>
 def DS_IsNanOp : DS_PredicateOp<"is_nan", "true where the element is NaN">;
 def DS_IsInfOp : DS_PredicateOp<"is_inf", "true where the element is infinite">;
 
-def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Elementwise,
+                                DS_Differentiable], DS_OwnStep> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x/2 * (1 + erf(x/sqrt(2)))`, or with `approximate = tanh`
@@ -174,7 +175,8 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
-def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape, DS_Elementwise,
+                                DS_Differentiable]> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Float to integer conversion truncates toward zero and saturates; any
@@ -195,7 +197,7 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 
 class DS_BinaryOp<string mnemonic, Type T, Type R, string desc,
                   list<Trait> traits = []>
-    : DS_Op<mnemonic, traits # [Pure,
+    : DS_Op<mnemonic, traits # [Pure, DS_Elementwise,
         DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "elementwise " # mnemonic # " with broadcasting";
   let description = desc # [{
@@ -221,15 +223,19 @@ class DS_CompareOp<string mnemonic, string desc>
 class DS_LogicalOp<string mnemonic, string desc>
     : DS_BinaryOp<mnemonic, DS_BoolTensor, DS_BoolTensor, desc, [Commutative]>;
 
-def DS_AddOp : DS_ArithOp<"add", "`lhs + rhs`", [Commutative]>;
-def DS_SubOp : DS_ArithOp<"sub", "`lhs - rhs`">;
-def DS_MulOp : DS_ArithOp<"mul", "`lhs * rhs`", [Commutative]>;
-def DS_DivOp : DS_ArithOp<"div", "`lhs / rhs`; integer division truncates">;
-def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`">;
-def DS_MinOp : DS_ArithOp<"min", "the smaller operand; NaN propagates", [Commutative]>;
-def DS_MaxOp : DS_ArithOp<"max", "the larger operand; NaN propagates", [Commutative]>;
+def DS_AddOp : DS_ArithOp<"add", "`lhs + rhs`", [Commutative, DS_Differentiable]>;
+def DS_SubOp : DS_ArithOp<"sub", "`lhs - rhs`", [DS_Differentiable]>;
+def DS_MulOp : DS_ArithOp<"mul", "`lhs * rhs`", [Commutative, DS_Differentiable]>;
+def DS_DivOp : DS_ArithOp<"div", "`lhs / rhs`; integer division truncates",
+                          [DS_Differentiable]>;
+def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`", [DS_Differentiable]>;
+def DS_MinOp : DS_ArithOp<"min", "the smaller operand; NaN propagates",
+                          [Commutative, DS_Differentiable]>;
+def DS_MaxOp : DS_ArithOp<"max", "the larger operand; NaN propagates",
+                          [Commutative, DS_Differentiable]>;
 def DS_ModOp : DS_ArithOp<"mod", "remainder: floored (sign of the divisor) for integers, "
-                                  "truncated (C fmod) for floats, as ONNX Mod with fmod=1">;
+                                  "truncated (C fmod) for floats, as ONNX Mod with fmod=1",
+                          [DS_Differentiable]>;
 def DS_EqualOp : DS_CompareOp<"equal", "`lhs == rhs`">;
 def DS_LessOp : DS_CompareOp<"less", "`lhs < rhs`">;
 def DS_GreaterOp : DS_CompareOp<"greater", "`lhs > rhs`">;
@@ -240,7 +246,7 @@ def DS_OrOp : DS_LogicalOp<"or", "logical or">;
 def DS_XorOp : DS_LogicalOp<"xor", "logical exclusive or">;
 
 def DS_WhereOp : DS_Op<"where",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DS_Elementwise, DS_Differentiable, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "elementwise select with broadcasting";
   let description = [{
     `condition ? on_true : on_false`, all three broadcast together.
@@ -263,7 +269,8 @@ def DS_WhereOp : DS_Op<"where",
 //===----------------------------------------------------------------------===//
 
 def DS_MatmulOp : DS_Op<"matmul",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DS_Differentiable, DS_OwnShardingRule,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = "matrix product with numpy batch broadcasting";
   let description = [{
     `numpy.matmul` semantics: the last two dimensions multiply, leading
@@ -304,7 +311,7 @@ def DS_MatmulOp : DS_Op<"matmul",
 // Convolution and pooling (N-D, channels second: [N, C, spatial...])
 //===----------------------------------------------------------------------===//
 
-def DS_ConvOp : DS_Op<"conv", [Pure]> {
+def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
   let summary = "N-D convolution with groups, strides, dilations and padding";
   let description = [{
     `input` [N, C, d...], `weight` [M, C/group, k...], optional `bias` [M];
@@ -329,7 +336,7 @@ def DS_ConvOp : DS_Op<"conv", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_ConvGradOp : DS_Op<"conv_grad", [Pure]> {
+def DS_ConvGradOp : DS_Op<"conv_grad", [Pure], DS_OwnStep> {
   let summary = "gradients of conv with respect to input and weight";
   let description = [{
     For the output gradient `dy` of `conv(input, weight)` with the same
@@ -358,7 +365,7 @@ def DS_PoolKind : I32EnumAttr<"PoolKind", "pooling reduction", [
 }
 def DS_PoolKindAttr : EnumAttr<DS_Dialect, DS_PoolKind, "pool_kind">;
 
-def DS_PoolOp : DS_Op<"pool", [Pure]> {
+def DS_PoolOp : DS_Op<"pool", [Pure, DS_Differentiable], DS_OwnStep> {
   let summary = "N-D max or average pooling";
   let description = [{
     Windows of `kernel` elements with `strides`, `dilations` and `pads`
@@ -383,7 +390,7 @@ def DS_PoolOp : DS_Op<"pool", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_PoolGradOp : DS_Op<"pool_grad", [Pure]> {
+def DS_PoolGradOp : DS_Op<"pool_grad", [Pure], DS_OwnStep> {
   let summary = "gradient of pool with respect to its input";
   let description = [{
     Max: each window's gradient goes to its first maximum; average: spread
@@ -402,7 +409,7 @@ def DS_PoolGradOp : DS_Op<"pool_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_MaxPoolIndicesOp : DS_Op<"max_pool_indices", [Pure]> {
+def DS_MaxPoolIndicesOp : DS_Op<"max_pool_indices", [Pure], DS_OwnStep> {
   let summary = "where each max-pooling window's maximum is";
   let description = [{
     For the windows of a max `pool` with the same attributes, the flat
@@ -428,7 +435,8 @@ def DS_MaxPoolIndicesOp : DS_Op<"max_pool_indices", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class DS_ReduceOp<string mnemonic, string desc>
-    : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    : DS_Op<mnemonic, [Pure, DS_Differentiable,
+                       DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = desc # " over axes";
   let description = [{
     Reduces `operand` over `axes`. With `keepdims` the reduced dimensions
@@ -451,7 +459,7 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max", "maximum">;
 def DS_ReduceMinOp : DS_ReduceOp<"reduce_min", "minimum">;
 def DS_ReduceProdOp : DS_ReduceOp<"reduce_prod", "product">;
 
-class DS_ArgOp<string mnemonic, string desc> : DS_Op<mnemonic, [Pure]> {
+class DS_ArgOp<string mnemonic, string desc> : DS_Op<mnemonic, [Pure], DS_OwnStep> {
   let summary = "index of the " # desc # " along an axis";
   let description = [{
     i64 indices along `axis`, the first occurrence unless
@@ -471,7 +479,7 @@ class DS_ArgOp<string mnemonic, string desc> : DS_Op<mnemonic, [Pure]> {
 def DS_ArgMaxOp : DS_ArgOp<"arg_max", "maximum">;
 def DS_ArgMinOp : DS_ArgOp<"arg_min", "minimum">;
 
-def DS_TopKOp : DS_Op<"top_k", [Pure]> {
+def DS_TopKOp : DS_Op<"top_k", [Pure], DS_OwnStep> {
   let summary = "the k largest (or smallest) elements along an axis, and their indices";
   let description = [{
     Along `axis`, the `k` largest elements (smallest with `largest` false)
@@ -496,7 +504,8 @@ def DS_TopKOp : DS_Op<"top_k", [Pure]> {
 }
 
 class DS_SoftmaxLikeOp<string mnemonic, string desc>
-    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType, DS_Differentiable,
+                       DS_OwnShardingRule], DS_OwnStep> {
   let summary = desc;
   let description = desc # [{ along one axis (numerically stable: the
 maximum is subtracted first).
@@ -513,7 +522,8 @@ maximum is subtracted first).
 def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "softmax">;
 def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "log of softmax">;
 
-def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AllTypesMatch<["operand", "result"]>]> {
+def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AllTypesMatch<["operand", "result"]>,
+                                          DS_Differentiable], DS_OwnStep> {
   let summary = "layer normalization over the trailing dimensions";
   let description = [{
     Normalizes over dimensions `[axis, rank)`:
@@ -539,7 +549,8 @@ def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AllTypesMatch<["operand", "resul
 // Shape and data movement
 //===----------------------------------------------------------------------===//
 
-def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
+def DS_ReshapeOp : DS_Op<"reshape", [Pure, DS_LayoutOnly, DS_Differentiable,
+                                    DS_OwnShardingRule], DS_OwnStep> {
   let summary = "the same elements in another shape";
   let description = [{
     Row-major reinterpretation. ONNX `Reshape`, `Flatten` and shape chains
@@ -556,7 +567,8 @@ def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
 }
 
 class DS_AxesReshapeOp<string mnemonic, string desc>
-    : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    : DS_Op<mnemonic, [Pure, DS_LayoutOnly, DS_Differentiable, DS_OwnShardingRule,
+                       DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = desc;
   let description = desc # [{ at `axes` (positions in the
 result for unsqueeze, in the operand for squeeze).
@@ -575,7 +587,8 @@ def DS_SqueezeOp : DS_AxesReshapeOp<"squeeze", "removes unit dimensions">;
 def DS_UnsqueezeOp : DS_AxesReshapeOp<"unsqueeze", "inserts unit dimensions">;
 
 def DS_TransposeOp : DS_Op<"transpose",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DS_LayoutOnly, DS_Differentiable, DS_OwnShardingRule,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = "permutes dimensions";
   let description = [{
     `result.shape[i] = operand.shape[permutation[i]]`.
@@ -589,7 +602,7 @@ def DS_TransposeOp : DS_Op<"transpose",
   let hasFolder = 1;
 }
 
-def DS_SliceOp : DS_Op<"slice", [Pure]> {
+def DS_SliceOp : DS_Op<"slice", [Pure, DS_Differentiable, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "a strided window of a tensor";
   let description = [{
     `result[i...] = operand[starts + i * steps ...]`, per dimension, with
@@ -610,7 +623,7 @@ def DS_SliceOp : DS_Op<"slice", [Pure]> {
 }
 
 def DS_ConcatOp : DS_Op<"concat",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DS_Differentiable, DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = "joins tensors along an axis";
   let description = [{
     **Constraints:**
@@ -622,7 +635,7 @@ def DS_ConcatOp : DS_Op<"concat",
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def DS_SplitOp : DS_Op<"split", [Pure]> {
+def DS_SplitOp : DS_Op<"split", [Pure, DS_Differentiable, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "cuts a tensor into pieces along an axis";
   let description = [{
     The result types give the piece sizes.
@@ -639,7 +652,7 @@ def DS_SplitOp : DS_Op<"split", [Pure]> {
 }
 
 def DS_GatherOp : DS_Op<"gather",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DS_Differentiable, DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = "selects slices along an axis by index (embedding lookup)";
   let description = [{
     `result = data[:axis] ++ indices.shape ++ data[axis+1:]`, as ONNX
@@ -654,7 +667,8 @@ def DS_GatherOp : DS_Op<"gather",
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def DS_TriluOp : DS_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+def DS_TriluOp : DS_Op<"trilu", [Pure, SameOperandsAndResultType, DS_Differentiable],
+                       DS_OwnStep> {
   let summary = "keeps the upper or lower triangle of the last two dimensions";
   let description = [{
     `upper`: keeps elements with `col - row >= k`; otherwise keeps
@@ -669,7 +683,8 @@ def DS_TriluOp : DS_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType, DS_Differentiable],
+                        DS_OwnStep> {
   let summary = "running sum along an axis";
   let description = [{
     `exclusive` leaves each element out of its own sum; `reverse` sums from
@@ -686,7 +701,7 @@ def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def DS_GatherElementsOp : DS_Op<"gather_elements", [Pure]> {
+def DS_GatherElementsOp : DS_Op<"gather_elements", [Pure, DS_Differentiable], DS_OwnStep> {
   let summary = "picks one element per index along an axis";
   let description = [{
     `result[i][j][k] = data[index[i][j][k]][j][k]` for `axis` 0, and so on
@@ -704,7 +719,7 @@ def DS_GatherElementsOp : DS_Op<"gather_elements", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_GatherElementsGradOp : DS_Op<"gather_elements_grad", [Pure]> {
+def DS_GatherElementsGradOp : DS_Op<"gather_elements_grad", [Pure], DS_OwnStep> {
   let summary = "scatter-add of gather_elements gradients to the data's shape";
   let description = [{
     **Constraints:**
@@ -717,7 +732,7 @@ def DS_GatherElementsGradOp : DS_Op<"gather_elements_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_ScatterElementsOp : DS_Op<"scatter_elements", [Pure]> {
+def DS_ScatterElementsOp : DS_Op<"scatter_elements", [Pure], DS_OwnStep> {
   let summary = "a copy of data with updates written at indices along an axis";
   let description = [{
     The inverse of `gather_elements`: `result = data`, then for every
@@ -742,7 +757,7 @@ def DS_ScatterElementsOp : DS_Op<"scatter_elements", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_ExpandOp : DS_Op<"expand", [Pure]> {
+def DS_ExpandOp : DS_Op<"expand", [Pure, DS_Differentiable]> {
   let summary = "broadcasts a tensor to a larger shape";
   let description = [{
     **Constraints:**
@@ -760,7 +775,8 @@ def DS_ExpandOp : DS_Op<"expand", [Pure]> {
 // Training: losses, gradients the autodiff pass emits, optimizer updates
 //===----------------------------------------------------------------------===//
 
-def DS_SoftmaxCrossEntropyOp : DS_Op<"softmax_cross_entropy", [Pure]> {
+def DS_SoftmaxCrossEntropyOp : DS_Op<"softmax_cross_entropy", [Pure, DS_Differentiable],
+                                      DS_OwnStep> {
   let summary = "mean cross entropy of softmax(logits) against class labels";
   let description = [{
     Classes are the last dimension of `logits`; `labels` has the other
@@ -779,7 +795,7 @@ def DS_SoftmaxCrossEntropyOp : DS_Op<"softmax_cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_SoftmaxCrossEntropyGradOp : DS_Op<"softmax_cross_entropy_grad", [Pure]> {
+def DS_SoftmaxCrossEntropyGradOp : DS_Op<"softmax_cross_entropy_grad", [Pure], DS_OwnStep> {
   let summary = "gradient of softmax_cross_entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(labels)) * dloss / count` on rows whose
@@ -796,7 +812,7 @@ def DS_SoftmaxCrossEntropyGradOp : DS_Op<"softmax_cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure]> {
+def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure], DS_OwnStep> {
   let summary = "gradients of layer_norm: input, scale and bias";
   let description = [{
     Recomputes the statistics of `operand` and returns `d operand`,
@@ -815,7 +831,8 @@ def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>]> {
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>],
+                         DS_OwnStep> {
   let summary = "dy * gelu'(x)";
   let description = [{
     **Constraints:**
@@ -828,7 +845,7 @@ def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "r
   let assemblyFormat = "$operand `,` $dy attr-dict `:` type($result)";
 }
 
-def DS_GatherGradOp : DS_Op<"gather_grad", [Pure]> {
+def DS_GatherGradOp : DS_Op<"gather_grad", [Pure], DS_OwnStep> {
   let summary = "scatter-add of gathered gradients back to the data's shape";
   let description = [{
     The adjoint of `gather` (an embedding's weight gradient): a zero tensor
@@ -846,7 +863,7 @@ def DS_GatherGradOp : DS_Op<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure]> {
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure], DS_OwnStep> {
   let summary = "a zero tensor with the operand written at a strided window";
   let description = [{
     The adjoint of `slice`: `result[starts + i * steps] = operand[i]`, zero
@@ -863,7 +880,7 @@ def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure]> {
+def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure], DS_OwnStep> {
   let summary = "one Adam/AdamW step of a parameter (the fused CPU-Adam kernel)";
   let description = [{
     With `g = grad * grad_scale` (the clipping coefficient): with
@@ -892,7 +909,7 @@ def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure]> {
+def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure], DS_OwnStep> {
   let summary = "one SGD step with momentum (torch.optim.SGD)";
   let description = [{
     `d = grad * grad_scale + weight_decay * param`; with momentum

@@ -251,3 +251,34 @@ LogicalResult AllToAllOp::verify() {
     return emitOpError("result shape does not follow from split_dim and concat_dim");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Sharding values (DSInterfaces.h)
+//===----------------------------------------------------------------------===//
+
+Sharding Sharding::fromAttr(ShardingAttr a) {
+  Sharding s;
+  for (int64_t d = 0; d < a.getRank(); ++d) s.dims.push_back({a.axesOf(d), a.outerOf(d)});
+  s.partial = a.partialAxes();
+  return s;
+}
+
+ShardingAttr Sharding::toAttr(MLIRContext *ctx) const {
+  SmallVector<SmallVector<StringRef>> axes;
+  SmallVector<int64_t> outer;
+  for (const DimSharding &d : dims) {
+    axes.push_back(d.axes);
+    outer.push_back(d.isSplit() ? d.outer : 1);
+  }
+  return ShardingAttr::get(ctx, axes, partial, outer);
+}
+
+bool Sharding::isReplicated() const {
+  return partial.empty() && llvm::none_of(dims, [](const DimSharding &d) { return d.isSplit(); });
+}
+
+int64_t mlir::ds::groupSizeOf(ArrayRef<StringRef> axes, MeshAttr mesh) {
+  int64_t n = 1;
+  for (StringRef a : axes) n *= mesh ? mesh.getAxisSize(a).value_or(1) : 1;
+  return n;
+}

@@ -128,7 +128,7 @@ def DS_ShardOp : DS_Op<"shard", [Pure, SameOperandsAndResultType]> {
 // backward use with the forward's (the gathered parameter would live from
 // forward to backward), and every rank must issue the same sequence.
 class DS_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : DS_Op<mnemonic, traits # [MemoryEffects<[MemRead, MemWrite]>]> {
+    : DS_Op<mnemonic, traits # [MemoryEffects<[MemRead, MemWrite]>], DS_OwnStep> {
   code commonConstraints = [{
     - the module has a `ds.mesh`; `axes` are distinct axes of it.
   }];

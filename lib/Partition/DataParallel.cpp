@@ -1,6 +1,7 @@
 //===- DataParallel.cpp - stage 0: gradients averaged over dp -------------===//
 #include "ds/Partition/Passes.h"
 #include "ds/Partition/Sharding.h"
+#include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -185,11 +186,10 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     for (Operation *u : updates) paramTypes.push_back(cast<RankedTensorType>(u->getOperand(0).getType()));
     llvm::SmallPtrSet<Operation *, 16> blocked; // stage 3: parameters stored as blocks
     if (stage >= 3 && failed(partitionParameters(module, updates, axes, blocked))) return failure();
-    auto sqrt = [&]() -> SqrtOp {
-      SqrtOp found;
-      opt.walk([&](SqrtOp s) { if (!found) found = s; });
-      return found;
-    }();
+    SqrtOp sqrt;
+    opt.walk([&](SqrtOp s) {
+      if (!sqrt && s->hasAttr(kGradNormAttr)) sqrt = s;
+    });
     if (!sqrt || updates.empty())
       return opt.emitError("ZeRO expects the optimizer step ds-build-train-step builds");
     Value sumSq;

@@ -47,12 +47,11 @@ bool isLeaf(Value v) {
   return d && isa<ConstantOp, ParameterOp, FillOp>(d);
 }
 
-/// Ops a column split passes through on its way to the row-parallel matmul.
+/// Ops a column split passes through on its way to the row-parallel matmul:
+/// elementwise and layout-only ops, softmaxes, and products of activations.
 bool isTransparent(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, WhereOp, CastOp, GeluOp, SqrtOp,
-             ReciprocalOp, ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, ReluOp, NegOp, AbsOp,
-             SoftplusOp, TransposeOp, ReshapeOp, SqueezeOp, UnsqueezeOp, SoftmaxOp, LogSoftmaxOp,
-             MatmulOp>(op) &&
+  return (op->hasTrait<OpTrait::ds::Elementwise>() || op->hasTrait<OpTrait::ds::LayoutOnly>() ||
+          isa<SoftmaxOp, LogSoftmaxOp, MatmulOp>(op)) &&
          !isWeightMatmul(op);
 }
 

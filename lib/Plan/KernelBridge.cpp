@@ -5,7 +5,6 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "runtime/cpu/KernelRegistry.h"
 #include "runtime/plan/DType.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -80,14 +79,6 @@ DenseElementsAttr mlir::ds::denseFromBytes(RankedTensorType type, ArrayRef<uint8
       type, ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
 }
 
-static void setInts(plan::Step &s, const char *name, ArrayRef<int64_t> v) {
-  auto *list = (*s.mutable_attrs())[name].mutable_ints();
-  for (int64_t x : v) list->add_values(x);
-}
-static void setInt(plan::Step &s, const char *name, int64_t v) {
-  (*s.mutable_attrs())[name].set_i(v);
-}
-
 bool mlir::ds::isCollective(Operation *op) {
   return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp>(op);
 }
@@ -104,157 +95,22 @@ bool mlir::ds::isOnlySharded(Operation *op) {
 }
 
 LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
-  if (isa<ConstantOp, ParameterOp>(op) || !isa<DSDialect>(op->getDialect()))
-    return op->emitError("has no runtime kernel");
-  // Kernels are named after their op unless listed here.
-  s.set_kernel(op->getName().stripDialect().str());
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([&](auto) {
-        s.set_kernel("copy");
-        return success();
-      })
-      .Case<MatmulOp>([&](MatmulOp m) {
-        // Only when set: plans without transposed operands stay as before.
-        if (m.getTransposeLhs()) setInt(s, "transpose_lhs", 1);
-        if (m.getTransposeRhs()) setInt(s, "transpose_rhs", 1);
-        return success();
-      })
-      .Case<GeluOp>([&](GeluOp g) {
-        (*s.mutable_attrs())["approximate"].set_s(
-            stringifyGeluApproximation(g.getApproximate()).str());
-        return success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>(
-          [&](auto r) {
-            setInts(s, "axes", r.getAxes());
-            return success();
-          })
-      .Case<ArgMaxOp, ArgMinOp>([&](auto a) {
-        setInt(s, "axis", a.getAxis());
-        setInt(s, "select_last_index", a.getSelectLastIndex());
-        return success();
-      })
-      .Case<ConvOp, ConvGradOp>([&](auto o) {
-        setInts(s, "strides", o.getStrides());
-        setInts(s, "dilations", o.getDilations());
-        setInts(s, "pads", o.getPads());
-        setInt(s, "group", o.getGroup());
-        return success();
-      })
-      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp>(
-          [&](auto c) {
-            // Collectives run on the communication stream over the ranks
-            // that share every mesh coordinate but `axes`.
-            std::string axes;
-            for (Attribute a : c.getAxes())
-              axes += (axes.empty() ? "" : ",") + cast<StringAttr>(a).str();
-            (*s.mutable_attrs())["axes"].set_s(axes);
-            s.set_stream(1);
-            Operation *op = c.getOperation();
-            for (const char *name : {"dim", "outer", "root", "split_dim", "concat_dim"})
-              if (auto v = op->getAttrOfType<IntegerAttr>(name)) setInt(s, name, v.getInt());
-            if (auto r = op->getAttrOfType<CollectiveReductionAttr>("reduction"))
-              (*s.mutable_attrs())["reduction"].set_s(stringifyCollectiveReduction(r.getValue()).str());
-            if (isa<ShardSliceOp>(op)) s.set_stream(0); // local: no communication
-            return success();
-          })
-      .Case<TopKOp>([&](TopKOp t) {
-        setInt(s, "k", t.getK());
-        setInt(s, "axis", t.getAxis());
-        setInt(s, "largest", t.getLargest());
-        return success();
-      })
-      .Case<ScatterElementsOp>([&](ScatterElementsOp o) {
-        setInt(s, "axis", o.getAxis());
-        (*s.mutable_attrs())["reduction"].set_s(stringifyScatterReduction(o.getReduction()).str());
-        return success();
-      })
-      .Case<MaxPoolIndicesOp>([&](MaxPoolIndicesOp o) {
-        setInts(s, "kernel", o.getKernel());
-        setInts(s, "strides", o.getStrides());
-        setInts(s, "dilations", o.getDilations());
-        setInts(s, "pads", o.getPads());
-        setInt(s, "column_major", o.getColumnMajor());
-        return success();
-      })
-      .Case<PoolOp, PoolGradOp>([&](auto o) {
-        (*s.mutable_attrs())["kind"].set_s(stringifyPoolKind(o.getKind()).str());
-        setInts(s, "kernel", o.getKernel());
-        setInts(s, "strides", o.getStrides());
-        setInts(s, "dilations", o.getDilations());
-        setInts(s, "pads", o.getPads());
-        setInt(s, "count_include_pad", o.getCountIncludePad());
-        return success();
-      })
-      .Case<FillOp>([&](FillOp f) {
-        (*s.mutable_attrs())["value"].set_f(f.getValue().convertToDouble());
-        return success();
-      })
-      .Case<TriluOp>([&](TriluOp t) {
-        setInt(s, "upper", t.getUpper());
-        setInt(s, "k", t.getK());
-        return success();
-      })
-      .Case<CumSumOp>([&](CumSumOp t) {
-        setInt(s, "axis", t.getAxis());
-        setInt(s, "exclusive", t.getExclusive());
-        setInt(s, "reverse", t.getReverse());
-        return success();
-      })
-      .Case<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>([&](auto o) {
-        setInt(s, "ignore_index", o.getIgnoreIndex());
-        return success();
-      })
-      .Case<LayerNormGradOp>([&](LayerNormGradOp l) {
-        setInt(s, "axis", l.getAxis());
-        (*s.mutable_attrs())["epsilon"].set_f(l.getEpsilon().convertToFloat());
-        return success();
-      })
-      .Case<GeluGradOp>([&](GeluGradOp g) {
-        (*s.mutable_attrs())["approximate"].set_s(
-            stringifyGeluApproximation(g.getApproximate()).str());
-        return success();
-      })
-      .Case<InsertSliceOp>([&](InsertSliceOp sl) {
-        setInts(s, "starts", sl.getStarts());
-        setInts(s, "steps", sl.getSteps());
-        return success();
-      })
-      .Case<AdamUpdateOp>([&](AdamUpdateOp a) {
-        (*s.mutable_attrs())["beta1"].set_f(a.getBeta1().convertToDouble());
-        (*s.mutable_attrs())["beta2"].set_f(a.getBeta2().convertToDouble());
-        (*s.mutable_attrs())["eps"].set_f(a.getEps().convertToDouble());
-        (*s.mutable_attrs())["weight_decay"].set_f(a.getWeightDecay().convertToDouble());
-        setInt(s, "decoupled", a.getDecoupled());
-        return success();
-      })
-      .Case<SgdUpdateOp>([&](SgdUpdateOp a) {
-        (*s.mutable_attrs())["momentum"].set_f(a.getMomentum().convertToDouble());
-        (*s.mutable_attrs())["dampening"].set_f(a.getDampening().convertToDouble());
-        (*s.mutable_attrs())["weight_decay"].set_f(a.getWeightDecay().convertToDouble());
-        setInt(s, "nesterov", a.getNesterov());
-        return success();
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp, ConcatOp, SplitOp, GatherOp, GatherGradOp, GatherElementsOp,
-            GatherElementsGradOp>([&](auto o) {
-        setInt(s, "axis", o.getAxis());
-        return success();
-      })
-      .Case<LayerNormOp>([&](LayerNormOp l) {
-        setInt(s, "axis", l.getAxis());
-        (*s.mutable_attrs())["epsilon"].set_f(l.getEpsilon().convertToFloat());
-        return success();
-      })
-      .Case<TransposeOp>([&](TransposeOp t) {
-        setInts(s, "perm", t.getPermutation());
-        return success();
-      })
-      .Case<SliceOp>([&](SliceOp sl) {
-        setInts(s, "starts", sl.getStarts());
-        setInts(s, "steps", sl.getSteps());
-        return success();
-      })
-      .Default([&](Operation *) { return success(); });
+  auto kernelOp = dyn_cast<KernelStepOpInterface>(op);
+  if (!kernelOp) return op->emitError("has no runtime kernel");
+  KernelStep step;
+  step.kernel = op->getName().stripDialect().str();
+  kernelOp.describeKernelStep(step);
+  s.set_kernel(step.kernel);
+  s.set_stream(step.stream);
+  for (auto &[name, value] : step.attrs) {
+    plan::Attribute &a = (*s.mutable_attrs())[name];
+    if (auto *i = std::get_if<int64_t>(&value)) a.set_i(*i);
+    else if (auto *f = std::get_if<double>(&value)) a.set_f(*f);
+    else if (auto *str = std::get_if<std::string>(&value)) a.set_s(*str);
+    else
+      for (int64_t x : std::get<SmallVector<int64_t>>(value)) a.mutable_ints()->add_values(x);
+  }
+  return success();
 }
 
 FailureOr<SmallVector<DenseElementsAttr>>

@@ -385,7 +385,9 @@ private:
     if (!sumSq)
       return module.emitError("no parameter receives a gradient from the loss (is the loss "
                               "computed from the model's output?)");
-    Value norm = SqrtOp::create(b, loc, f32, sumSq);
+    auto normOp = SqrtOp::create(b, loc, f32, sumSq);
+    normOp->setAttr(kGradNormAttr, b.getUnitAttr());
+    Value norm = normOp;
     Value gscale = scalar(1.0);
     if (config_.gradientClipping > 0) {
       // coef = max_norm / (norm + 1e-6), applied only when below 1.

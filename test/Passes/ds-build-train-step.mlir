@@ -25,7 +25,7 @@
 // CHECK: return %[[LOSS]]
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-SAME: {ds.name = "lr"}, %{{.+}}: tensor<f32> {ds.name = "step_size"}, %{{.+}}: tensor<f32> {ds.name = "bias2_sqrt"}) -> (tensor<f32> {ds.name = "grad_norm"})
-// CHECK: %[[NORM:.+]] = ds.sqrt
+// CHECK: %[[NORM:.+]] = ds.sqrt {{.*}}{ds.grad_norm}
 // CHECK: ds.div
 // CHECK: %[[SCALE:.+]] = ds.min
 // CHECK: ds.adam_update {{.+}}, %[[SCALE]] {beta1 = 9.000000e-01 : f64, {{.+}}decoupled = true

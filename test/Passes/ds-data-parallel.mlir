@@ -61,7 +61,7 @@ module {
     %g = ml_program.global_load @"grad:w" : tensor<4xf32>
     %sq = ds.mul %g, %g : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %n = ds.reduce_sum %sq {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
-    %norm = ds.sqrt %n : tensor<f32>
+    %norm = ds.sqrt %n {ds.grad_norm} : tensor<f32>
     %w = ml_program.global_load @"param:w" : tensor<4xf32>
     %m = ml_program.global_load @"momentum:w" : tensor<4xf32>
     %first = ds.constant dense<1.0> : tensor<f32>

@@ -15,6 +15,11 @@ namespace mlir::ds {
 #define GEN_PASS_REGISTRATION
 #include "ds/Transforms/Passes.h.inc"
 
+/// Marks the ds.sqrt whose result is the global gradient norm in the
+/// optimizer step ds-build-train-step builds: clipping reads it, and
+/// ds-data-parallel adds each rank's share of the squared norm before it.
+constexpr llvm::StringLiteral kGradNormAttr = "ds.grad_norm";
+
 /// Replaces `op` by constants when all its operands are ds.constant and its
 /// results hold at most `maxElements` elements; returns the constants (the
 /// op is erased) or nullopt when it was left alone.

@@ -1,0 +1,357 @@
+//===- ElementwiseOps.cpp - facts of the elementwise ops ------------------===//
+//
+// Unary math, binary arithmetic with numpy broadcasting, comparisons,
+// logic, select, casts and GELU: their gradients, their shared sharding
+// rule, and the attributes of their kernel steps.
+//
+// Gradient rules reuse forward values (results and operands), so the
+// forward activations the backward needs stay live; ds-plan-memory
+// accounts for that. Broadcasting ops sum their operand gradients back to
+// the operand's shape (`unbroadcast`).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/ds/ops/OpFacts.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::facts;
+
+//===----------------------------------------------------------------------===//
+// Sharding: the rule every elementwise op shares
+//===----------------------------------------------------------------------===//
+
+/// Result dimension i takes the sharding of the first operand dimension
+/// aligned with it (numpy broadcasting) that has the same extent and is
+/// split on axes not used yet; operands are asked for the matching splits.
+static ShardingDecision elementwiseRule(Operation *op, ArrayRef<Sharding> in) {
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  int64_t r = out.size();
+  Sharding res = Sharding::replicated(r);
+  llvm::StringSet<> used;
+  for (int64_t i = 0; i < r; ++i)
+    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+      ArrayRef<int64_t> s = shapeOf(v);
+      int64_t j = i - (r - static_cast<int64_t>(s.size()));
+      if (j < 0 || s[j] != out[i]) continue;
+      const DimSharding &ds = in[k].dims[j];
+      if (!ds.isSplit() || llvm::any_of(ds.axes, [&](StringRef a) { return used.contains(a); }))
+        continue;
+      res.dims[i] = ds;
+      for (StringRef a : ds.axes) used.insert(a);
+      break;
+    }
+  ShardingDecision d;
+  for (Value v : op->getOperands()) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    Sharding req = Sharding::replicated(s.size());
+    for (int64_t j = 0; j < static_cast<int64_t>(s.size()); ++j) {
+      int64_t i = j + r - static_cast<int64_t>(s.size());
+      if (i >= 0 && s[j] == out[i]) req.dims[j] = res.dims[i];
+    }
+    d.operands.push_back(req);
+  }
+  for (unsigned i = 0; i < op->getNumResults(); ++i) d.results.push_back(res);
+  return d;
+}
+
+ShardingDecision mlir::ds::defaultShardingRule(Operation *op, ArrayRef<Sharding> in) {
+  if (op->hasTrait<OpTrait::ds::Elementwise>()) return elementwiseRule(op, in);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients: binary
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.unbroadcast(dres[0], typeOf(getLhs()));
+  d[1] = gb.unbroadcast(dres[0], typeOf(getRhs()));
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.unbroadcast(dres[0], typeOf(getLhs()));
+  d[1] = gb.unbroadcast(gb.neg(dres[0]), typeOf(getRhs()));
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.unbroadcast(gb.mul(dres[0], getRhs()), typeOf(getLhs()));
+  d[1] = gb.unbroadcast(gb.mul(dres[0], getLhs()), typeOf(getRhs()));
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  Value g = dres[0];
+  d[0] = gb.unbroadcast(gb.div(g, getRhs()), typeOf(getLhs()));
+  // d/db (a/b) = -(a/b)/b
+  d[1] = gb.unbroadcast(gb.neg(gb.div(gb.mul(g, getResult()), getRhs())), typeOf(getRhs()));
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  // d/da a^e = e a^(e-1); d/de a^e = a^e ln(a) (a > 0).
+  Value g = dres[0];
+  Type elem = typeOf(getLhs()).getElementType();
+  Value em1 = gb.sub(getRhs(), gb.scalar(elem, 1.0));
+  Value da = gb.mul(gb.mul(g, getRhs()), PowOp::create(gb.b(), gb.loc(), getLhs(), em1));
+  d[0] = gb.unbroadcast(da, typeOf(getLhs()));
+  Value lna = LogOp::create(gb.b(), gb.loc(), getLhs().getType(), getLhs());
+  d[1] = gb.unbroadcast(gb.mul(gb.mul(g, getResult()), lna), typeOf(getRhs()));
+  return success();
+}
+
+/// Min and max: the selected operand gets the gradient; ties go to the left.
+static void selectGradients(GradientBuilder &gb, Value g, Value pick, Value lhs, Value rhs,
+                            MutableArrayRef<Value> d) {
+  Value zero = gb.scalar(typeOf(g).getElementType(), 0.0);
+  d[0] = gb.unbroadcast(gb.where(pick, g, zero), typeOf(lhs));
+  d[1] = gb.unbroadcast(gb.where(pick, zero, g), typeOf(rhs));
+}
+
+LogicalResult MinOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  Value pick = LessEqualOp::create(gb.b(), gb.loc(), getLhs(), getRhs());
+  selectGradients(gb, dres[0], pick, getLhs(), getRhs(), d);
+  return success();
+}
+
+LogicalResult MaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  Value pick = GreaterEqualOp::create(gb.b(), gb.loc(), getLhs(), getRhs());
+  selectGradients(gb, dres[0], pick, getLhs(), getRhs(), d);
+  return success();
+}
+
+LogicalResult ModOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  // Float mod is fmod: a - trunc(a / b) * b. Integer mod has no gradient.
+  if (!isa<FloatType>(typeOf(getLhs()).getElementType())) return success();
+  Value g = dres[0];
+  Value q = gb.div(getLhs(), getRhs());
+  Type t = q.getType();
+  Value trunc = gb.mul(SignOp::create(gb.b(), gb.loc(), t, q),
+                       FloorOp::create(gb.b(), gb.loc(), t, AbsOp::create(gb.b(), gb.loc(), t, q)));
+  d[0] = gb.unbroadcast(g, typeOf(getLhs()));
+  d[1] = gb.unbroadcast(gb.neg(gb.mul(g, trunc)), typeOf(getRhs()));
+  return success();
+}
+
+LogicalResult WhereOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                      MutableArrayRef<Value> d) {
+  Value g = dres[0];
+  Value zero = gb.scalar(typeOf(g).getElementType(), 0.0);
+  d[1] = gb.unbroadcast(gb.where(getCondition(), g, zero), typeOf(getOnTrue()));
+  d[2] = gb.unbroadcast(gb.where(getCondition(), zero, g), typeOf(getOnFalse()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients: unary
+//===----------------------------------------------------------------------===//
+
+LogicalResult NegOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.neg(dres[0]);
+  return success();
+}
+
+LogicalResult AbsOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], SignOp::create(gb.b(), gb.loc(), getOperand().getType(), getOperand()));
+  return success();
+}
+
+LogicalResult ReluOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  Type elem = typeOf(dres[0]).getElementType();
+  Value pos = GreaterOp::create(gb.b(), gb.loc(), getOperand(), gb.scalar(elem, 0.0));
+  d[0] = gb.where(pos, dres[0], gb.scalar(elem, 0.0));
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = gb.div(gb.mulScalar(dres[0], 0.5), getResult());
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], getResult());
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.div(dres[0], getOperand());
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                           MutableArrayRef<Value> d) {
+  d[0] = gb.neg(gb.mul(dres[0], gb.mul(getResult(), getResult())));
+  return success();
+}
+
+LogicalResult TanhOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  Type elem = typeOf(dres[0]).getElementType();
+  Value y2 = gb.mul(getResult(), getResult());
+  d[0] = gb.mul(dres[0], gb.sub(gb.scalar(elem, 1.0), y2));
+  return success();
+}
+
+LogicalResult SigmoidOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                        MutableArrayRef<Value> d) {
+  Type elem = typeOf(dres[0]).getElementType();
+  d[0] = gb.mul(dres[0], gb.mul(getResult(), gb.sub(gb.scalar(elem, 1.0), getResult())));
+  return success();
+}
+
+LogicalResult ErfOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  // 2/sqrt(pi) exp(-x^2)
+  Value x = getOperand();
+  Value e = ExpOp::create(gb.b(), gb.loc(), x.getType(), gb.neg(gb.mul(x, x)));
+  d[0] = gb.mul(dres[0], gb.mulScalar(e, 1.12837916709551257390));
+  return success();
+}
+
+LogicalResult SinOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], CosOp::create(gb.b(), gb.loc(), getType(), getOperand()));
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) {
+  d[0] = gb.neg(gb.mul(dres[0], SinOp::create(gb.b(), gb.loc(), getType(), getOperand())));
+  return success();
+}
+
+LogicalResult TanOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                    MutableArrayRef<Value> d) { // 1 + tan^2
+  Type elem = typeOf(dres[0]).getElementType();
+  d[0] = gb.mul(dres[0], gb.add(gb.scalar(elem, 1.0), gb.mul(getResult(), getResult())));
+  return success();
+}
+
+/// asin and acos: +-1 / sqrt(1 - x^2).
+static Value arcSinCosGradient(GradientBuilder &gb, Value g, Value x) {
+  Type elem = typeOf(g).getElementType();
+  Value r = SqrtOp::create(gb.b(), gb.loc(), x.getType(),
+                           gb.sub(gb.scalar(elem, 1.0), gb.mul(x, x)));
+  return gb.div(g, r);
+}
+
+LogicalResult AsinOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = arcSinCosGradient(gb, dres[0], getOperand());
+  return success();
+}
+
+LogicalResult AcosOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = gb.neg(arcSinCosGradient(gb, dres[0], getOperand()));
+  return success();
+}
+
+LogicalResult AtanOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) { // 1 / (1 + x^2)
+  Type elem = typeOf(dres[0]).getElementType();
+  Value x = getOperand();
+  d[0] = gb.div(dres[0], gb.add(gb.scalar(elem, 1.0), gb.mul(x, x)));
+  return success();
+}
+
+LogicalResult SinhOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], CoshOp::create(gb.b(), gb.loc(), getType(), getOperand()));
+  return success();
+}
+
+LogicalResult CoshOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], SinhOp::create(gb.b(), gb.loc(), getType(), getOperand()));
+  return success();
+}
+
+/// asinh and acosh: 1 / sqrt(x^2 +- 1).
+static Value arcHyperbolicGradient(GradientBuilder &gb, Value g, Value x, bool plus) {
+  Type elem = typeOf(g).getElementType();
+  Value one = gb.scalar(elem, 1.0);
+  Value x2 = gb.mul(x, x);
+  Value r = SqrtOp::create(gb.b(), gb.loc(), x.getType(), plus ? gb.add(x2, one) : gb.sub(x2, one));
+  return gb.div(g, r);
+}
+
+LogicalResult AsinhOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                      MutableArrayRef<Value> d) {
+  d[0] = arcHyperbolicGradient(gb, dres[0], getOperand(), /*plus=*/true);
+  return success();
+}
+
+LogicalResult AcoshOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                      MutableArrayRef<Value> d) {
+  d[0] = arcHyperbolicGradient(gb, dres[0], getOperand(), /*plus=*/false);
+  return success();
+}
+
+LogicalResult AtanhOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                      MutableArrayRef<Value> d) { // 1 / (1 - x^2)
+  Type elem = typeOf(dres[0]).getElementType();
+  Value x = getOperand();
+  d[0] = gb.div(dres[0], gb.sub(gb.scalar(elem, 1.0), gb.mul(x, x)));
+  return success();
+}
+
+LogicalResult SoftplusOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                         MutableArrayRef<Value> d) {
+  d[0] = gb.mul(dres[0], SigmoidOp::create(gb.b(), gb.loc(), getType(), getOperand()));
+  return success();
+}
+
+// Piecewise constant: zero gradient (no operand gradient at all).
+LogicalResult FloorOp::buildGradients(GradientBuilder &, ArrayRef<Value>, MutableArrayRef<Value>) {
+  return success();
+}
+LogicalResult CeilOp::buildGradients(GradientBuilder &, ArrayRef<Value>, MutableArrayRef<Value>) {
+  return success();
+}
+LogicalResult RoundOp::buildGradients(GradientBuilder &, ArrayRef<Value>, MutableArrayRef<Value>) {
+  return success();
+}
+LogicalResult SignOp::buildGradients(GradientBuilder &, ArrayRef<Value>, MutableArrayRef<Value>) {
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  d[0] = GeluGradOp::create(gb.b(), gb.loc(), getType(), getOperand(), dres[0],
+                            getApproximateAttr());
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                     MutableArrayRef<Value> d) {
+  // Only a float operand carries a gradient back through the conversion.
+  if (!isa<FloatType>(typeOf(getOperand()).getElementType())) return success();
+  d[0] = CastOp::create(gb.b(), gb.loc(), getOperand().getType(), dres[0]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel steps
+//===----------------------------------------------------------------------===//
+
+void GeluOp::describeKernelStep(KernelStep &s) {
+  s.setString("approximate", stringifyGeluApproximation(getApproximate()));
+}

@@ -1,0 +1,60 @@
+//===- NormalizationOps.cpp - facts of softmax and layer norm -------------===//
+#include "dialects/ds/ops/OpFacts.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::facts;
+
+//===----------------------------------------------------------------------===//
+// Softmax and log-softmax
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                        MutableArrayRef<Value> d) {
+  Value g = dres[0], y = getResult();
+  Value s = gb.reduceSum(gb.mul(g, y), {getAxis()}, /*keepdims=*/true);
+  d[0] = gb.mul(y, gb.sub(g, s));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                           MutableArrayRef<Value> d) {
+  Value g = dres[0];
+  Value p = ExpOp::create(gb.b(), gb.loc(), getType(), getResult());
+  Value s = gb.reduceSum(g, {getAxis()}, /*keepdims=*/true);
+  d[0] = gb.sub(g, gb.mul(p, s));
+  return success();
+}
+
+// Any split but the normalized axis passes through.
+ShardingDecision SoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
+}
+ShardingDecision LogSoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
+}
+
+void SoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
+void LogSoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
+
+//===----------------------------------------------------------------------===//
+// Layer normalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                          MutableArrayRef<Value> d) {
+  auto lg = LayerNormGradOp::create(
+      gb.b(), gb.loc(), TypeRange{getType(), getScale().getType(), getScale().getType()},
+      getOperand(), getScale(), dres[0], getAxisAttr(), getEpsilonAttr());
+  d[0] = lg.getDOperand();
+  d[1] = lg.getDScale();
+  if (getBias()) d[2] = lg.getDBias();
+  return success();
+}
+
+template <typename NormLike> static void describeNorm(NormLike o, KernelStep &s) {
+  s.setInt("axis", o.getAxis());
+  s.setFloat("epsilon", o.getEpsilon().convertToFloat());
+}
+void LayerNormOp::describeKernelStep(KernelStep &s) { describeNorm(*this, s); }
+void LayerNormGradOp::describeKernelStep(KernelStep &s) { describeNorm(*this, s); }

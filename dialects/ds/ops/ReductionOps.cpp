@@ -1,0 +1,105 @@
+//===- ReductionOps.cpp - facts of reductions, arg/top-k and scans --------===//
+#include "dialects/ds/ops/OpFacts.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::facts;
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+/// The operand's shape with the reduced axes kept as 1s.
+template <typename ReduceLike> static SmallVector<int64_t> keptShape(ReduceLike o) {
+  SmallVector<int64_t> kept(typeOf(o.getOperand()).getShape());
+  for (int64_t a : o.getAxes()) kept[a] = 1;
+  return kept;
+}
+
+/// Sum and mean: the result gradient spread back over the reduced axes.
+template <typename ReduceLike>
+static Value spreadBack(GradientBuilder &gb, ReduceLike o, Value g) {
+  return gb.expand(gb.reshape(g, keptShape(o)), typeOf(o.getOperand()));
+}
+
+LogicalResult ReduceSumOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                          MutableArrayRef<Value> d) {
+  d[0] = spreadBack(gb, *this, dres[0]);
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                           MutableArrayRef<Value> d) {
+  int64_t count = 1;
+  for (int64_t a : getAxes()) count *= typeOf(getOperand()).getDimSize(a);
+  d[0] = gb.mulScalar(spreadBack(gb, *this, dres[0]), 1.0 / static_cast<double>(count));
+  return success();
+}
+
+LogicalResult ReduceProdOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                           MutableArrayRef<Value> d) {
+  // d prod / d x_i = prod / x_i (defined where x_i != 0).
+  RankedTensorType in = typeOf(getOperand());
+  Value y = gb.expand(gb.reshape(getResult(), keptShape(*this)), in);
+  d[0] = gb.div(gb.mul(spreadBack(gb, *this, dres[0]), y), getOperand());
+  return success();
+}
+
+/// Max and min: every element equal to the extremum gets the gradient.
+template <typename ReduceLike>
+static LogicalResult extremumGradient(GradientBuilder &gb, ReduceLike o, Value g,
+                                      MutableArrayRef<Value> d) {
+  RankedTensorType in = typeOf(o.getOperand());
+  Value y = gb.reshape(o.getResult(), keptShape(o));
+  Value hit = EqualOp::create(gb.b(), gb.loc(), o.getOperand(), y);
+  Value gk = spreadBack(gb, o, g);
+  d[0] = gb.where(hit, gk, gb.scalar(in.getElementType(), 0.0));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                          MutableArrayRef<Value> d) {
+  return extremumGradient(gb, *this, dres[0], d);
+}
+
+LogicalResult ReduceMinOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                          MutableArrayRef<Value> d) {
+  return extremumGradient(gb, *this, dres[0], d);
+}
+
+LogicalResult CumSumOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                       MutableArrayRef<Value> d) {
+  // The adjoint of a running sum is the running sum the other way.
+  d[0] = CumSumOp::create(gb.b(), gb.loc(), dres[0].getType(), dres[0], getAxisAttr(),
+                          getExclusiveAttr(), gb.b().getBoolAttr(!getReverse()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel steps
+//===----------------------------------------------------------------------===//
+
+void ReduceSumOp::describeKernelStep(KernelStep &s) { s.setInts("axes", getAxes()); }
+void ReduceMeanOp::describeKernelStep(KernelStep &s) { s.setInts("axes", getAxes()); }
+void ReduceMaxOp::describeKernelStep(KernelStep &s) { s.setInts("axes", getAxes()); }
+void ReduceMinOp::describeKernelStep(KernelStep &s) { s.setInts("axes", getAxes()); }
+void ReduceProdOp::describeKernelStep(KernelStep &s) { s.setInts("axes", getAxes()); }
+
+template <typename ArgLike> static void describeArg(ArgLike o, KernelStep &s) {
+  s.setInt("axis", o.getAxis());
+  s.setInt("select_last_index", o.getSelectLastIndex());
+}
+void ArgMaxOp::describeKernelStep(KernelStep &s) { describeArg(*this, s); }
+void ArgMinOp::describeKernelStep(KernelStep &s) { describeArg(*this, s); }
+
+void TopKOp::describeKernelStep(KernelStep &s) {
+  s.setInt("k", getK());
+  s.setInt("axis", getAxis());
+  s.setInt("largest", getLargest());
+}
+
+void CumSumOp::describeKernelStep(KernelStep &s) {
+  s.setInt("axis", getAxis());
+  s.setInt("exclusive", getExclusive());
+  s.setInt("reverse", getReverse());
+}

@@ -1,0 +1,39 @@
+//===- TrainingOps.cpp - facts of losses, backward kernels, optimizers ----===//
+#include "dialects/ds/ops/OpFacts.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::facts;
+
+LogicalResult SoftmaxCrossEntropyOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                                    MutableArrayRef<Value> d) {
+  d[0] = SoftmaxCrossEntropyGradOp::create(gb.b(), gb.loc(), typeOf(getLogits()), getLogits(),
+                                           getLabels(), dres[0], getIgnoreIndexAttr());
+  return success();
+}
+
+void SoftmaxCrossEntropyOp::describeKernelStep(KernelStep &s) {
+  s.setInt("ignore_index", getIgnoreIndex());
+}
+void SoftmaxCrossEntropyGradOp::describeKernelStep(KernelStep &s) {
+  s.setInt("ignore_index", getIgnoreIndex());
+}
+
+void GeluGradOp::describeKernelStep(KernelStep &s) {
+  s.setString("approximate", stringifyGeluApproximation(getApproximate()));
+}
+
+void AdamUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("beta1", getBeta1().convertToDouble());
+  s.setFloat("beta2", getBeta2().convertToDouble());
+  s.setFloat("eps", getEps().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+  s.setInt("decoupled", getDecoupled());
+}
+
+void SgdUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("momentum", getMomentum().convertToDouble());
+  s.setFloat("dampening", getDampening().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+  s.setInt("nesterov", getNesterov());
+}

@@ -1,7 +1,8 @@
 // The hardware layer: everything the executor needs from a device, and
 // nothing more. Implementations live in their own folders and register a
 // factory by name (BackendRegistry.h), like IREE's HAL drivers; this header
-// knows none of them.
+// knows none of them. Every registered backend runs the same conformance
+// suite, test/backend-cts/ (ctest -R BackendConformance).
 #pragma once
 
 #include <functional>
@@ -47,7 +48,8 @@ public:
   /// Waits for all launched work (no-op on synchronous backends).
   virtual absl::Status synchronize() = 0;
 
-  /// The kernel names prepare() accepts, sorted.
+  /// The kernel names prepare() accepts, sorted. The conformance suite
+  /// checks that each has a test.
   virtual std::vector<std::string> kernelNames() const = 0;
 };
 

@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <map>
 
-#include "runtime/backend/Backend.h"
+#include "runtime/backend/AllBackends.h"
+#include "runtime/backend/BackendRegistry.h"
 #include "runtime/exec/Session.h"
 #include "runtime/plan/PlanFile.h"
 
@@ -42,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (bytes > (64u << 20)) return 0;
   BackendOptions opts;
   opts.threads = 1;
+  if (!registerAllBackends().ok()) return 0;
   auto backend = createBackend("cpu", opts);
   if (!backend.ok()) return 0;
   auto session = Session::create(**loaded, **backend);

@@ -1,6 +1,8 @@
 // The hardware layer: everything the executor needs from a device, and
-// nothing more. One implementation per folder (cpu/, cuda/), like IREE's HAL
-// drivers; all run the same conformance tests (test/runtime).
+// nothing more. Implementations live in their own folders and register a
+// factory by name (BackendRegistry.h), like IREE's HAL drivers; this header
+// knows none of them. Every registered backend runs the same conformance
+// suite, test/backend-cts/ (ctest -R BackendConformance).
 #pragma once
 
 #include <functional>
@@ -33,7 +35,7 @@ public:
   virtual absl::StatusOr<void *> allocate(uint64_t bytes,
                                           plan::MemorySpace space) = 0;
   virtual void release(void *ptr, plan::MemorySpace space) = 0;
-  /// Host <-> backend copies (the CPU backend's are memcpy).
+  /// Host <-> backend copies (memcpy where host memory is shared).
   virtual absl::Status copyFromHost(void *dst, const void *src, uint64_t bytes) = 0;
   virtual absl::Status copyToHost(void *dst, const void *src, uint64_t bytes) = 0;
 
@@ -43,13 +45,12 @@ public:
   prepare(const plan::Step &step, const std::vector<TensorView> &inputs,
           const std::vector<TensorView> &outputs) = 0;
 
-  /// Waits for all launched work (no-op on the synchronous CPU backend).
+  /// Waits for all launched work (no-op on synchronous backends).
   virtual absl::Status synchronize() = 0;
-};
 
-/// Creates a backend by name ("cpu", "cuda"). "cuda" fails with a clear
-/// message when ds was built without CUDA or no device/driver is present.
-absl::StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name,
-                                                       const BackendOptions &opts);
+  /// The kernel names prepare() accepts, sorted. The conformance suite
+  /// checks that each has a test.
+  virtual std::vector<std::string> kernelNames() const = 0;
+};
 
 } // namespace ds::rt

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "absl/strings/str_join.h"
+#include "runtime/backend/BackendRegistry.h"
 #include "runtime/cpu/KernelRegistry.h"
 
 namespace ds::rt::cpu {
@@ -53,6 +54,17 @@ CpuBackend::prepare(const plan::Step &step, const std::vector<TensorView> &input
         "; the cpu backend has: ", absl::StrJoin(cpuKernels().names(), ", ")));
   KernelContext ctx{step, inputs, outputs};
   return fn(ctx);
+}
+
+std::vector<std::string> CpuBackend::kernelNames() const { return cpuKernels().names(); }
+
+absl::Status registerCpuBackend() {
+  return registerBackend(
+      {"cpu", "host CPU: OpenMP kernels, BLAS GEMM",
+       [](const BackendOptions &opts) -> absl::StatusOr<std::unique_ptr<Backend>> {
+         return std::unique_ptr<Backend>(new CpuBackend(opts));
+       },
+       nullptr});
 }
 
 } // namespace ds::rt::cpu

@@ -19,6 +19,11 @@ public:
                                        const std::vector<TensorView> &inputs,
                                        const std::vector<TensorView> &outputs) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
+  std::vector<std::string> kernelNames() const override;
 };
+
+/// Registers "cpu" with the backend registry (runtime/backend/AllBackends.cpp
+/// calls it).
+absl::Status registerCpuBackend();
 
 } // namespace ds::rt::cpu

@@ -1,7 +1,9 @@
-// Skeleton of the CUDA backend: device discovery, memory, copies and
-// streams. Kernels arrive with the GPU issue; until then prepare() says which
+// Skeleton of the CUDA backend: device discovery, memory, copies and one
+// stream. Kernels arrive with the GPU issue; until then prepare() says which
 // kernel is missing rather than pretending.
 #include "runtime/cuda/CudaBackend.h"
+
+#include "runtime/backend/BackendRegistry.h"
 
 #include <cuda_runtime.h>
 
@@ -56,24 +58,37 @@ public:
   absl::Status synchronize() override {
     return cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
+  std::vector<std::string> kernelNames() const override { return {}; }
 
 private:
   int device_;
   cudaStream_t stream_ = nullptr;
 };
 
-} // namespace
-
-absl::StatusOr<std::unique_ptr<Backend>> createCudaBackend(const BackendOptions &) {
+/// OK when the driver reports a device; else the error ds-run prints.
+absl::Status probeCuda() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
     return absl::UnavailableError(absl::StrCat(
         "no usable CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err),
         "); run with --backend=cpu"));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> createCudaBackend(const BackendOptions &) {
+  DS_RETURN_IF_ERROR(probeCuda());
   auto b = std::make_unique<CudaBackend>(0);
   DS_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<Backend>(std::move(b));
+}
+
+absl::Status registerCudaBackend() {
+  return registerBackend({"cuda",
+                          "NVIDIA GPU (skeleton: device, memory, copies, a stream; no kernels yet)",
+                          createCudaBackend, probeCuda});
 }
 
 } // namespace ds::rt::cuda

@@ -1,6 +1,7 @@
-// Element-level math shared by every backend: the CPU kernels instantiate
-// these functors in their loops and the CUDA kernels in theirs, so the CPU
-// tests cover the arithmetic the GPU runs.
+// Element-level math for every backend: the CPU kernels instantiate these
+// functors in their loops. They are host/device (DS_HOST_DEVICE) so GPU
+// kernels can share them when the CUDA backend gets kernels (it has none
+// yet), and the CPU tests then cover the GPU's arithmetic too.
 #pragma once
 
 #include <cmath>

@@ -18,7 +18,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "runtime/backend/Backend.h"
+#include "runtime/backend/AllBackends.h"
+#include "runtime/backend/BackendRegistry.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/exec/Session.h"
 #include "runtime/exec/Trace.h"
@@ -227,6 +228,7 @@ int main(int argc, char **argv) {
   const ds::plan::Plan &p = (*loaded)->plan();
   BackendOptions opts;
   opts.threads = absl::GetFlag(FLAGS_threads);
+  if (absl::Status st = registerAllBackends(); !st.ok()) return fail(st);
   auto backend = createBackend(absl::GetFlag(FLAGS_backend), opts);
   if (!backend.ok()) return fail(backend.status());
   auto session = Session::create(**loaded, **backend, gWorld);

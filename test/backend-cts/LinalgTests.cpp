@@ -1,0 +1,124 @@
+// matmul: numpy semantics (vector operands, broadcast batch dimensions),
+// operands stored transposed, every element type it takes.
+#include "test/backend-cts/Cts.h"
+
+using namespace cts;
+
+namespace {
+
+/// Reference product of operands stored with shapes `as`, `bs` (ta/tb: the
+/// last two dimensions are stored swapped); sets the result shape.
+std::vector<double> matmulRef(const Shape &as, const std::vector<double> &A, const Shape &bs,
+                              const std::vector<double> &B, bool ta, bool tb, Shape &outShape) {
+  Shape la = as, lb = bs;
+  if (ta) std::swap(la[la.size() - 1], la[la.size() - 2]);
+  if (tb) std::swap(lb[lb.size() - 1], lb[lb.size() - 2]);
+  bool aVec = la.size() == 1, bVec = lb.size() == 1;
+  int64_t m = aVec ? 1 : la[la.size() - 2], k = la.back(), n = bVec ? 1 : lb.back();
+  Shape aBatch = aVec ? Shape{} : Shape(la.begin(), la.end() - 2);
+  Shape bBatch = bVec ? Shape{} : Shape(lb.begin(), lb.end() - 2);
+  Shape batch = broadcastShape(aBatch, bBatch);
+  outShape = batch;
+  if (!aVec) outShape.push_back(m);
+  if (!bVec) outShape.push_back(n);
+  std::vector<double> out(numel(outShape), 0.0);
+  for (int64_t bi = 0; bi < numel(batch); ++bi) {
+    int64_t aOff = broadcastSource(batch, aBatch, bi) * m * k;
+    int64_t bOff = broadcastSource(batch, bBatch, bi) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double a = ta ? A[aOff + p * m + i] : A[aOff + i * k + p];
+          double b = tb ? B[bOff + j * k + p] : B[bOff + p * n + j];
+          s += a * b;
+        }
+        out[(bi * m + i) * n + j] = s;
+      }
+  }
+  return out;
+}
+
+void checkMatmul(BackendCts &t, DType dt, const Shape &as, const Shape &bs, bool ta = false,
+                 bool tb = false) {
+  bool integer = dt == plan::I32 || dt == plan::I64;
+  auto av = sample(numel(as), -1, 1, 20), bv = sample(numel(bs), -1, 1, 21);
+  if (integer) {
+    for (auto &x : av) x = std::round(5 * x);
+    for (auto &x : bv) x = std::round(5 * x);
+  }
+  HostTensor a = HostTensor::of(dt, as, av), b = HostTensor::of(dt, bs, bv);
+  Shape os;
+  std::vector<double> want = matmulRef(as, a.values(), bs, b.values(), ta, tb, os);
+  Step step("matmul");
+  if (ta) step.i("transpose_lhs", 1);
+  if (tb) step.i("transpose_rhs", 1);
+  HostTensor o = t.run1(step, {a, b}, dt, os);
+  double tol = integer ? 0 : dt == plan::F32 ? 1e-4 : 1e-12;
+  expectClose(o.values(), want, tol, tol,
+              std::string("matmul ") + ds::rt::dtypeName(dt) + " " + shapeStr(as) + (ta ? "^T" : "") +
+                  " x " + shapeStr(bs) + (tb ? "^T" : ""));
+}
+
+} // namespace
+
+CTS_TEST(MatmulShapes, "matmul") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{17, 33}, {33, 5}},       {{3, 4, 5}, {5, 6}},    {{3, 4, 5}, {3, 5, 6}},
+      {{2, 1, 4, 5}, {3, 5, 6}}, {{5}, {3, 5, 6}},       {{3, 4, 5}, {5}},
+      {{5}, {5}},                {{4, 0}, {0, 3}},       {{0, 4}, {4, 3}},
+      {{2, 0, 4, 5}, {5, 6}},    {{1, 1}, {1, 1}},       {{16, 9, 7}, {16, 7, 5}},
+      {{1, 7}, {7, 1023}},       {{1023, 3}, {3, 1}},
+  };
+  for (DType dt : {plan::F32, plan::F64, plan::I32, plan::I64})
+    for (const auto &[as, bs] : shapes) checkMatmul(*this, dt, as, bs);
+  // Products big enough for the backend to split them across threads: by
+  // rows, by columns.
+  checkMatmul(*this, plan::F32, {96, 300}, {300, 200});
+  checkMatmul(*this, plan::F32, {8, 300}, {300, 500});
+  checkMatmul(*this, plan::F64, {8, 300}, {300, 500});
+}
+
+CTS_TEST(MatmulTransposedOperands, "matmul") {
+  struct Case {
+    Shape a, b; // stored shapes
+    bool ta, tb;
+  };
+  for (DType dt : {plan::F32, plan::F64})
+    for (const Case &c : {Case{{7, 5}, {7, 3}, true, false}, Case{{2, 4, 6}, {5, 6}, false, true},
+                          Case{{2, 6, 4}, {2, 6, 5}, true, false}, Case{{3, 4, 6}, {1, 5, 6}, false, true},
+                          Case{{40, 8}, {300, 40}, true, true}, Case{{96, 300}, {96, 200}, true, false},
+                          Case{{300, 96}, {200, 96}, false, true}, Case{{5, 0}, {5, 3}, true, false}})
+      checkMatmul(*this, dt, c.a, c.b, c.ta, c.tb);
+  // transpose_* = 0 is the plain product.
+  HostTensor a = f32({2, 2}, {1, 2, 3, 4}), b = f32({2, 2}, {5, 6, 7, 8});
+  expectEqualValues(run1(Step("matmul").i("transpose_lhs", 0).i("transpose_rhs", 0), {a, b}, plan::F32, {2, 2}).values(),
+                    {19, 22, 43, 50}, "transpose flags off");
+}
+
+CTS_TEST(MatmulErrors, "matmul") {
+  auto expectMatmulError = [&](std::vector<HostTensor> ins, HostTensor out, const std::string &needle,
+                               Step step = Step("matmul")) {
+    std::vector<HostTensor> outs{std::move(out)};
+    expectError(run(step, ins, outs), needle);
+  };
+  auto z = [](DType d, Shape s) { return HostTensor::of(d, s, std::vector<double>(numel(s), 1)); };
+  expectMatmulError({z(plan::F32, {2, 3}), z(plan::F32, {4, 5})}, HostTensor::result(plan::F32, {2, 5}),
+                    "contraction dimensions differ");
+  expectMatmulError({z(plan::F32, {2, 3}), z(plan::F64, {3, 5})}, HostTensor::result(plan::F32, {2, 5}),
+                    "share one element type");
+  expectMatmulError({z(plan::F32, {2, 3, 4}), z(plan::F32, {3, 4, 5})}, HostTensor::result(plan::F32, {3, 3, 5}),
+                    "do not broadcast");
+  expectMatmulError({z(plan::F32, {2, 3}), z(plan::F32, {3, 5})}, HostTensor::result(plan::F32, {2, 4}),
+                    "result must have shape");
+  expectMatmulError({z(plan::F32, {}), z(plan::F32, {3, 5})}, HostTensor::result(plan::F32, {5}), "rank >= 1");
+  expectMatmulError({z(plan::I64, {2, 2}), z(plan::I64, {2, 2})}, HostTensor::result(plan::I64, {2, 2}),
+                    "transpose_lhs needs f32 or f64", Step("matmul").i("transpose_lhs", 1));
+  expectMatmulError({z(plan::F32, {3, 2}), z(plan::F32, {2})}, HostTensor::result(plan::F32, {3}),
+                    "transpose_rhs needs an operand of rank >= 2", Step("matmul").i("transpose_rhs", 1));
+  expectMatmulError({z(plan::F32, {2, 2}), z(plan::F32, {2, 2})}, HostTensor::result(plan::F32, {2, 2}),
+                    "integer attribute 'transpose_lhs'", Step("matmul").f("transpose_lhs", 1));
+  expectMatmulError({HostTensor::bits16(plan::F16, {1, 1}, {0x3C00}), HostTensor::bits16(plan::F16, {1, 1}, {0x3C00})},
+                    HostTensor::result(plan::F16, {1, 1}), "does not support element type f16");
+  checkMatmul(*this, plan::F32, {2, 3}, {3, 4});
+}

@@ -1,0 +1,342 @@
+// Kernels of the training step: the loss and its gradient, the gradients of
+// layer_norm, gelu and gather, insert_slice, and the fused optimizer
+// updates (also run in place, as plans bind them).
+#include <functional>
+
+#include "test/backend-cts/Cts.h"
+
+using namespace cts;
+
+namespace {
+
+/// Central difference of f at x in double: an independent reference for
+/// gradient kernels.
+double derivative(const std::function<double(double)> &f, double x, double h = 1e-5) {
+  return (f(x + h) - f(x - h)) / (2 * h);
+}
+
+} // namespace
+
+CTS_TEST(SoftmaxCrossEntropy, "softmax_cross_entropy", "softmax_cross_entropy_grad") {
+  struct Case {
+    Shape logits;
+    std::vector<double> labels;
+    int64_t ignore;
+  };
+  const std::vector<Case> cases = {
+      {{4, 5}, {0, 4, -100, 2}, -100},
+      {{2, 3, 7}, {6, 0, 3, 3, -1, 1}, -1},
+      {{5}, {3}, -100},
+      {{17, 1023}, {}, -100},
+      {{3, 4}, {-100, -100, -100}, -100}, // nothing counted: loss NaN, gradient 0
+      {{0, 4}, {}, -100},
+  };
+  for (DType lt : {plan::I64, plan::I32})
+    for (const Case &c : cases) {
+      Shape ls(c.logits.begin(), c.logits.end() - 1);
+      int64_t classes = c.logits.back(), rows = numel(ls);
+      std::vector<double> labels = c.labels;
+      if (labels.empty() && rows > 0) {
+        labels = sample(rows, 0, classes, 60);
+        for (auto &v : labels) v = std::floor(v);
+      }
+      HostTensor x = f32(c.logits, sample(numel(c.logits), -8, 8, 61));
+      HostTensor y = HostTensor::of(lt, ls, labels);
+      HostTensor dloss = f32({}, {0.75});
+      std::vector<double> X = x.values(), grad(X.size(), 0.0);
+      double total = 0;
+      int64_t count = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (labels[r] == c.ignore) continue;
+        ++count;
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, X[r * classes + j]);
+        for (int64_t j = 0; j < classes; ++j) s += std::exp(X[r * classes + j] - mx);
+        total += mx + std::log(s) - X[r * classes + static_cast<int64_t>(labels[r])];
+      }
+      for (int64_t r = 0; r < rows && count; ++r) {
+        if (labels[r] == c.ignore) continue;
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, X[r * classes + j]);
+        for (int64_t j = 0; j < classes; ++j) s += std::exp(X[r * classes + j] - mx);
+        for (int64_t j = 0; j < classes; ++j)
+          grad[r * classes + j] = 0.75 / count * (std::exp(X[r * classes + j] - mx) / s - (j == labels[r]));
+      }
+      std::string what = "softmax_cross_entropy " + shapeStr(c.logits) + " labels " + ds::rt::dtypeName(lt);
+      HostTensor loss = run1(Step("softmax_cross_entropy").i("ignore_index", c.ignore), {x, y}, plan::F32, {});
+      expectClose(loss.values(), {count ? total / count : std::nan("")}, 1e-5, 0, what);
+      HostTensor dx = run1(Step("softmax_cross_entropy_grad").i("ignore_index", c.ignore), {x, y, dloss}, plan::F32, c.logits);
+      expectClose(dx.values(), grad, 1e-4, 1e-7, what + " grad");
+    }
+  HostTensor x = f32({2, 5}, sample(10, -1, 1, 62));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {})};
+  absl::Status st = run(Step("softmax_cross_entropy").i("ignore_index", -100), {x, i64({2}, {1, 5})}, outs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st.message();
+  expectError(st, "label 5 at position 1 is outside [0, 5)");
+  expectError(run(Step("softmax_cross_entropy").i("ignore_index", -100), {x, i64({3}, {1, 1, 1})}, outs),
+              "labels must have shape");
+  expectError(run(Step("softmax_cross_entropy").i("ignore_index", -100), {x, f32({2}, {1, 1})}, outs),
+              "labels must be i32 or i64");
+  expectError(run(Step("softmax_cross_entropy"), {x, i64({2}, {1, 1})}, outs), "integer attribute 'ignore_index'");
+  outs = {HostTensor::result(plan::F32, {1})};
+  expectError(run(Step("softmax_cross_entropy").i("ignore_index", -100), {x, i64({2}, {1, 1})}, outs),
+              "loss must have shape");
+  outs = {HostTensor::result(plan::F32, {2, 5})};
+  expectError(run(Step("softmax_cross_entropy_grad").i("ignore_index", -100), {x, i64({2}, {1, 1}), f32({1}, {1})}, outs),
+              "dloss must have shape");
+}
+
+CTS_TEST(LayerNormGrad, "layer_norm_grad") {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+  };
+  const double eps = 1e-5;
+  for (const Case &c : {Case{{3, 4}, 1}, Case{{2, 3, 5}, 1}, Case{{4, 6}, -1}, Case{{7}, 0}, Case{{0, 3}, 1}}) {
+    int64_t axis = c.axis < 0 ? c.axis + static_cast<int64_t>(c.shape.size()) : c.axis;
+    Shape norm(c.shape.begin() + axis, c.shape.end());
+    int64_t n = numel(norm), rows = numel(c.shape) / n;
+    std::vector<double> x = f32(c.shape, sample(numel(c.shape), -2, 3, 63)).values();
+    std::vector<double> g = f32(norm, sample(n, 0.5, 1.5, 64)).values();
+    std::vector<double> dy = f32(c.shape, sample(numel(c.shape), -1, 1, 65)).values();
+    // L = sum(dy * layer_norm(x, g, b)): its gradients are what the kernel
+    // returns; a central difference of L in double is the reference.
+    std::vector<double> b(n, 0.25);
+    auto loss = [&](const std::vector<double> &xs, const std::vector<double> &gs, const std::vector<double> &bs) {
+      double l = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < n; ++j) mean += xs[r * n + j] / n;
+        for (int64_t j = 0; j < n; ++j) var += (xs[r * n + j] - mean) * (xs[r * n + j] - mean) / n;
+        for (int64_t j = 0; j < n; ++j)
+          l += dy[r * n + j] * ((xs[r * n + j] - mean) / std::sqrt(var + eps) * gs[j] + bs[j]);
+      }
+      return l;
+    };
+    auto grad = [&](std::vector<double> &v, int64_t i) {
+      double keep = v[i];
+      double d = derivative([&](double t) { v[i] = t; return loss(x, g, b); }, keep);
+      v[i] = keep;
+      return d;
+    };
+    std::vector<double> wantDx, wantDg, wantDb;
+    for (int64_t i = 0; i < numel(c.shape); ++i) wantDx.push_back(grad(x, i));
+    for (int64_t j = 0; j < n; ++j) wantDg.push_back(grad(g, j)), wantDb.push_back(grad(b, j));
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, c.shape), HostTensor::result(plan::F32, norm),
+                                 HostTensor::result(plan::F32, norm)};
+    absl::Status st = run(Step("layer_norm_grad").i("axis", c.axis).f("epsilon", eps),
+                          {f32(c.shape, x), f32(norm, g), f32(c.shape, dy)}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::string what = "layer_norm_grad " + shapeStr(c.shape);
+    expectClose(outs[0].values(), wantDx, 1e-3, 1e-4, what + " d_operand");
+    expectClose(outs[1].values(), wantDg, 1e-3, 1e-4, what + " d_scale");
+    expectClose(outs[2].values(), wantDb, 1e-3, 1e-4, what + " d_bias");
+  }
+  HostTensor x = f32({2, 3}, sample(6, -1, 1, 66)), dy = f32({2, 3}, sample(6, -1, 1, 67));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3}), HostTensor::result(plan::F32, {3}),
+                               HostTensor::result(plan::F32, {3})};
+  expectError(run(Step("layer_norm_grad").i("axis", 1).f("epsilon", 1e-5), {x, f32({2}, {1, 1}), dy}, outs),
+              "scale must have shape");
+  expectError(run(Step("layer_norm_grad").i("axis", 1), {x, f32({3}, {1, 1, 1}), dy}, outs), "float attribute 'epsilon'");
+  outs.pop_back();
+  expectError(run(Step("layer_norm_grad").i("axis", 1).f("epsilon", 1e-5), {x, f32({3}, {1, 1, 1}), dy}, outs),
+              "produces 3 outputs, got 2");
+}
+
+CTS_TEST(GeluGrad, "gelu_grad") {
+  auto exact = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto tanhForm = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  for (const Shape &s : {Shape{1023}, Shape{}, Shape{0}, Shape{3, 17}})
+    for (const std::string approx : {"", "none", "tanh"}) {
+      HostTensor x = f32(s, sample(numel(s), -5, 5, 68)), dy = f32(s, sample(numel(s), -2, 2, 69));
+      std::vector<double> X = x.values(), DY = dy.values(), want;
+      for (size_t i = 0; i < X.size(); ++i)
+        want.push_back(DY[i] * (approx == "tanh" ? derivative(tanhForm, X[i]) : derivative(exact, X[i])));
+      Step step("gelu_grad");
+      if (!approx.empty()) step.s("approximate", approx);
+      expectClose(run1(step, {x, dy}, plan::F32, s).values(), want, 1e-4, 1e-5,
+                  "gelu_grad " + approx + " " + shapeStr(s));
+    }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("gelu_grad"), {f64({2}, {1, 2}), f64({2}, {1, 1})}, outs), "operand must be f32");
+  expectError(run(Step("gelu_grad"), {f32({2}, {1, 2}), f32({3}, {1, 1, 1})}, outs), "dy must have shape");
+  expectError(run(Step("gelu_grad").s("approximate", "erf"), {f32({2}, {1, 2}), f32({2}, {1, 1})}, outs),
+              "unknown approximation");
+}
+
+CTS_TEST(GatherGrad, "gather_grad") {
+  struct Case {
+    Shape out, idxShape;
+    std::vector<double> idx;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {
+      {{5, 3}, {4}, {1, -1, 1, 0}, 0},       // repeated indices add up
+      {{2, 5, 3}, {2, 2}, {4, 4, 0, -5}, 1},
+      {{4}, {}, {2}, 0},
+      {{3, 1023}, {6}, {2, 0, 2, 2, -3, 1}, 0},
+      {{3, 4}, {0}, {}, 1},
+  };
+  for (DType it : {plan::I64, plan::I32})
+    for (const Case &c : cases) {
+      int64_t axis = c.axis, dim = c.out[axis], outer = 1, inner = 1, n = numel(c.idxShape);
+      for (int64_t d = 0; d < axis; ++d) outer *= c.out[d];
+      for (size_t d = axis + 1; d < c.out.size(); ++d) inner *= c.out[d];
+      Shape dyShape(c.out.begin(), c.out.begin() + axis);
+      dyShape.insert(dyShape.end(), c.idxShape.begin(), c.idxShape.end());
+      dyShape.insert(dyShape.end(), c.out.begin() + axis + 1, c.out.end());
+      HostTensor dy = f32(dyShape, sample(numel(dyShape), -1, 1, 70));
+      std::vector<double> DY = dy.values(), want(numel(c.out), 0.0);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t v = static_cast<int64_t>(c.idx[j]);
+          v = v < 0 ? v + dim : v;
+          for (int64_t i = 0; i < inner; ++i) want[(o * dim + v) * inner + i] += DY[(o * n + j) * inner + i];
+        }
+      HostTensor g = run1(Step("gather_grad").i("axis", c.axis), {HostTensor::of(it, c.idxShape, c.idx), dy}, plan::F32, c.out);
+      expectClose(g.values(), roundTo(plan::F32, want), 1e-6, 1e-7, "gather_grad " + shapeStr(c.out));
+    }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {5, 2})};
+  absl::Status st = run(Step("gather_grad").i("axis", 0), {i64({2}, {0, 5}), f32({2, 2}, {1, 1, 1, 1})}, outs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st.message();
+  expectError(st, "index 5 is out of range for 5");
+  expectError(run(Step("gather_grad").i("axis", 0), {i64({2}, {0, 1}), f32({3, 2}, std::vector<double>(6, 1))}, outs),
+              "dy must have shape");
+  expectError(run(Step("gather_grad").i("axis", 0), {i64({2}, {0, 1}), f64({2, 2}, {1, 1, 1, 1})}, outs), "dy must be f32");
+  expectError(run(Step("gather_grad").i("axis", 0), {f32({2}, {0, 1}), f32({2, 2}, {1, 1, 1, 1})}, outs),
+              "indices must be i32 or i64");
+}
+
+CTS_TEST(InsertSlice, "insert_slice") {
+  struct Case {
+    Shape out, in;
+    std::vector<int64_t> starts, steps;
+  };
+  const std::vector<Case> cases = {
+      {{5}, {3}, {4}, {-2}},
+      {{4, 6}, {2, 2}, {1, 0}, {2, 3}},
+      {{4, 6}, {0, 6}, {0, 0}, {1, 1}},
+      {{3, 4, 5}, {3, 4, 2}, {2, 3, 1}, {-1, -1, 2}},
+      {{1023}, {341}, {1}, {3}},
+  };
+  for (DType dt : {plan::F32, plan::I64, plan::U8, plan::BOOL, plan::F64})
+    for (const Case &c : cases) {
+      std::vector<double> xv(numel(c.in));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = dt == plan::BOOL ? 1 : static_cast<double>(i % 200 + 1);
+      HostTensor x = HostTensor::of(dt, c.in, xv);
+      std::vector<double> X = x.values(), want(numel(c.out), 0.0);
+      Shape st = stridesOf(c.out);
+      for (int64_t i = 0; i < numel(c.in); ++i) {
+        Shape ic = unravel(i, c.in);
+        int64_t off = 0;
+        for (size_t d = 0; d < ic.size(); ++d) off += (c.starts[d] + ic[d] * c.steps[d]) * st[d];
+        want[off] = X[i];
+      }
+      expectEqualValues(run1(Step("insert_slice").ints("starts", c.starts).ints("steps", c.steps), {x}, dt, c.out).values(),
+                        want, std::string("insert_slice ") + ds::rt::dtypeName(dt) + " " + shapeStr(c.in) + " into " + shapeStr(c.out));
+    }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {5})};
+  expectError(run(Step("insert_slice").ints("starts", {3}).ints("steps", {1}), {f32({3}, {1, 2, 3})}, outs),
+              "window of dimension 0 leaves the result");
+  expectError(run(Step("insert_slice").ints("starts", {0, 0}).ints("steps", {1, 1}), {f32({3}, {1, 2, 3})}, outs),
+              "must match the result's rank");
+  expectError(run(Step("insert_slice").ints("starts", {0}).ints("steps", {1}), {i32({3}, {1, 2, 3})}, outs),
+              "operand and result types differ");
+}
+
+namespace {
+struct AdamAttrs {
+  double beta1, beta2, eps, wd;
+  int decoupled;
+};
+} // namespace
+
+CTS_TEST(AdamUpdate, "adam_update") {
+  const double lr = 1e-2, stepSize = 1e-2 / (1 - 0.9 * 0.9), bias2 = std::sqrt(1 - 0.999 * 0.999), gs = 0.5;
+  for (const AdamAttrs &a : {AdamAttrs{0.9, 0.999, 1e-8, 0.0, 0}, AdamAttrs{0.9, 0.999, 1e-8, 0.01, 0},
+                             AdamAttrs{0.8, 0.99, 1e-6, 0.1, 1}})
+    for (const Shape &s : {Shape{1023}, Shape{17}, Shape{}, Shape{0}, Shape{3, 5}})
+      for (bool inPlace : {false, true}) {
+        int64_t n = numel(s);
+        HostTensor p = f32(s, sample(n, -1, 1, 71)), g = f32(s, sample(n, -1, 1, 72));
+        HostTensor m = f32(s, sample(n, -0.1, 0.1, 73)), v = f32(s, sample(n, 0, 0.01, 74));
+        std::vector<double> P = p.values(), G = g.values(), M = m.values(), V = v.values();
+        std::vector<double> wantP(n), wantM(n), wantV(n);
+        for (int64_t i = 0; i < n; ++i) {
+          // Adam (L2 decay in the gradient) or AdamW (decoupled decay).
+          double grad = G[i] * gs + (a.decoupled ? 0 : a.wd * P[i]);
+          double param = P[i] * (a.decoupled ? 1 - lr * a.wd : 1);
+          wantM[i] = a.beta1 * M[i] + (1 - a.beta1) * grad;
+          wantV[i] = a.beta2 * V[i] + (1 - a.beta2) * grad * grad;
+          wantP[i] = param - stepSize * wantM[i] / (std::sqrt(wantV[i]) / bias2 + a.eps);
+        }
+        Step step = Step("adam_update").f("beta1", a.beta1).f("beta2", a.beta2).f("eps", a.eps)
+                        .f("weight_decay", a.wd).i("decoupled", a.decoupled);
+        std::vector<HostTensor> outs{HostTensor::result(plan::F32, s), HostTensor::result(plan::F32, s),
+                                     HostTensor::result(plan::F32, s)};
+        absl::Status st = run(step, {p, g, m, v, f32({}, {lr}), f32({}, {stepSize}), f32({}, {bias2}), f32({}, {gs})},
+                              outs, inPlace ? std::vector<int>{0, 2, 3} : std::vector<int>{});
+        ASSERT_TRUE(st.ok()) << st.message();
+        std::string what = "adam_update " + shapeStr(s) + (inPlace ? " in place" : "") + " wd " + std::to_string(a.wd);
+        expectClose(outs[0].values(), wantP, 1e-5, 1e-6, what + " param");
+        expectClose(outs[1].values(), wantM, 1e-5, 1e-7, what + " m");
+        expectClose(outs[2].values(), wantV, 1e-5, 1e-9, what + " v");
+      }
+  Step step = Step("adam_update").f("beta1", 0.9).f("beta2", 0.999).f("eps", 1e-8).f("weight_decay", 0).i("decoupled", 0);
+  HostTensor t = f32({2}, {1, 2}), one = f32({}, {1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2}), HostTensor::result(plan::F32, {2}),
+                               HostTensor::result(plan::F32, {2})};
+  expectError(run(step, {t, t, t, t, f32({1}, {1}), one, one, one}, outs), "scalar must have shape");
+  expectError(run(step, {t, t, f64({2}, {1, 2}), t, one, one, one, one}, outs), "operand must be f32");
+  expectError(run(step, {t, t, t, f32({3}, {1, 2, 3}), one, one, one, one}, outs), "operand must have shape");
+  expectError(run(Step("adam_update").f("beta2", 0.999).f("eps", 1e-8).f("weight_decay", 0).i("decoupled", 0),
+                  {t, t, t, t, one, one, one, one}, outs),
+              "float attribute 'beta1'");
+  expectError(run(step, {t, t, t, t, one, one, one}, outs), "takes 8 inputs, got 7");
+}
+
+CTS_TEST(SgdUpdate, "sgd_update") {
+  struct Attrs {
+    double momentum, dampening, wd;
+    int nesterov;
+  };
+  const double lr = 0.1, gs = 2;
+  for (const Attrs &a : {Attrs{0, 0, 0, 0}, Attrs{0.9, 0, 0, 0}, Attrs{0.9, 0.1, 0.01, 0}, Attrs{0.9, 0, 0.01, 1}})
+    for (double first : {1.0, 0.0})
+      for (const Shape &s : {Shape{1023}, Shape{}, Shape{0}, Shape{4, 3}})
+        for (bool inPlace : {false, true}) {
+          int64_t n = numel(s);
+          HostTensor p = f32(s, sample(n, -1, 1, 75)), g = f32(s, sample(n, -1, 1, 76)), b = f32(s, sample(n, -1, 1, 77));
+          std::vector<double> P = p.values(), G = g.values(), B = b.values(), wantP(n), wantB(n);
+          for (int64_t i = 0; i < n; ++i) {
+            double d = G[i] * gs + a.wd * P[i], buf = B[i];
+            if (a.momentum != 0) {
+              buf = first != 0 ? d : a.momentum * buf + (1 - a.dampening) * d;
+              d = a.nesterov ? d + a.momentum * buf : buf;
+            }
+            wantP[i] = P[i] - lr * d;
+            wantB[i] = buf;
+          }
+          std::vector<HostTensor> outs{HostTensor::result(plan::F32, s), HostTensor::result(plan::F32, s)};
+          absl::Status st = run(Step("sgd_update").f("momentum", a.momentum).f("dampening", a.dampening)
+                                    .f("weight_decay", a.wd).i("nesterov", a.nesterov),
+                                {p, g, b, f32({}, {lr}), f32({}, {gs}), f32({}, {first})}, outs,
+                                inPlace ? std::vector<int>{0, 2} : std::vector<int>{});
+          ASSERT_TRUE(st.ok()) << st.message();
+          std::string what = "sgd_update " + shapeStr(s) + " momentum " + std::to_string(a.momentum) +
+                             " first " + std::to_string(first) + (inPlace ? " in place" : "");
+          expectClose(outs[0].values(), wantP, 1e-5, 1e-6, what + " param");
+          expectClose(outs[1].values(), wantB, 1e-5, 1e-6, what + " buffer");
+        }
+  HostTensor t = f32({2}, {1, 2}), one = f32({}, {1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2}), HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("sgd_update").f("momentum", 0).f("dampening", 0).f("weight_decay", 0),
+                  {t, t, t, one, one, one}, outs),
+              "integer attribute 'nesterov'");
+  outs.push_back(HostTensor::result(plan::F32, {2}));
+  expectError(run(Step("sgd_update").f("momentum", 0).f("dampening", 0).f("weight_decay", 0).i("nesterov", 0),
+                  {t, t, t, one, one, one}, outs),
+              "produces 2 outputs, got 3");
+}

@@ -22,6 +22,7 @@
 #include "dialects/ds/DSOps.h"
 #include "ds/Import/OnnxModelFile.h"
 #include "runtime/io/Npy.h"
+#include "ds/Plan/HostEvaluator.h"
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

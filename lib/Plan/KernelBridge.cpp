@@ -1,15 +1,18 @@
-//===- KernelBridge.cpp - ds ops as runtime kernel steps ------------------===//
+//===- KernelBridge.cpp - ds ops as plan steps ----------------------------===//
+//
+// Writes what an op says of itself (KernelStepOpInterface) in the plan's
+// schema, and converts constants between MLIR attributes and plan bytes.
+//
+//===----------------------------------------------------------------------===//
 #include "ds/Plan/KernelBridge.h"
 
 #include "dialects/ds/DSOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "runtime/cpu/KernelRegistry.h"
 #include "runtime/plan/DType.h"
 
 using namespace mlir;
 using namespace mlir::ds;
 namespace plan = ::ds::plan;
-namespace rt = ::ds::rt;
 
 FailureOr<plan::DType> mlir::ds::planDType(Type t, Location loc) {
   if (t.isF32()) return plan::F32;
@@ -111,56 +114,4 @@ LogicalResult mlir::ds::describeStep(Operation *op, plan::Step &s) {
       for (int64_t x : std::get<SmallVector<int64_t>>(value)) a.mutable_ints()->add_values(x);
   }
   return success();
-}
-
-FailureOr<SmallVector<DenseElementsAttr>>
-mlir::ds::evaluateOnHost(Operation *op, ArrayRef<Attribute> operands) {
-  plan::Step step;
-  if (failed(describeStep(op, step)))
-    return failure();
-  auto fn = rt::cpu::cpuKernels().find(step.kernel());
-  if (!fn)
-    return op->emitError("no CPU kernel '") << step.kernel() << "' to fold with";
-  auto toView = [&](Type type, std::vector<uint8_t> &storage) -> FailureOr<rt::TensorView> {
-    auto t = cast<RankedTensorType>(type);
-    FailureOr<plan::DType> dt = planDType(t.getElementType(), op->getLoc());
-    if (failed(dt)) return failure();
-    rt::TensorView v;
-    v.dtype = *dt;
-    v.shape.assign(t.getShape().begin(), t.getShape().end());
-    v.numel = t.getNumElements();
-    if (storage.empty())
-      storage.resize(std::max<size_t>(1, v.numel * rt::dtypeSize(*dt)));
-    v.data = storage.data();
-    return v;
-  };
-  std::vector<std::vector<uint8_t>> inBytes(operands.size()), outBytes(op->getNumResults());
-  std::vector<rt::TensorView> ins, outs;
-  for (auto [i, attr] : llvm::enumerate(operands)) {
-    FailureOr<std::vector<uint8_t>> bytes = constantBytes(attr, op->getLoc());
-    if (failed(bytes)) return failure();
-    inBytes[i] = std::move(*bytes);
-    FailureOr<rt::TensorView> v = toView(op->getOperand(i).getType(), inBytes[i]);
-    if (failed(v)) return failure();
-    ins.push_back(*v);
-  }
-  for (auto [i, r] : llvm::enumerate(op->getResults())) {
-    FailureOr<rt::TensorView> v = toView(r.getType(), outBytes[i]);
-    if (failed(v)) return failure();
-    outs.push_back(*v);
-  }
-  rt::cpu::KernelContext ctx{step, ins, outs};
-  auto prepared = fn(ctx);
-  if (!prepared.ok())
-    return op->emitError("cannot fold: ") << std::string(prepared.status().message());
-  absl::Status st = (*prepared)();
-  if (!st.ok())
-    return op->emitError("cannot fold: ") << std::string(st.message());
-  SmallVector<DenseElementsAttr> results;
-  for (auto [i, r] : llvm::enumerate(op->getResults())) {
-    auto t = cast<RankedTensorType>(r.getType());
-    size_t n = t.getNumElements() * elementBytes(t.getElementType());
-    results.push_back(denseFromBytes(t, ArrayRef<uint8_t>(outBytes[i].data(), n)));
-  }
-  return results;
 }

@@ -1,5 +1,6 @@
 //===- FoldConstants.cpp - fold ops on constants with the CPU kernels -----===//
 #include "dialects/ds/DSOps.h"
+#include "ds/Plan/HostEvaluator.h"
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"

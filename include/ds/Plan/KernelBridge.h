@@ -1,9 +1,9 @@
-//===- KernelBridge.h - ds ops as runtime kernel steps ----------*- C++ -*-===//
+//===- KernelBridge.h - ds ops as plan steps --------------------*- C++ -*-===//
 //
-// The one place that knows how a ds op becomes a runtime step (kernel name
-// and attributes). The plan emitter uses it to write plans, and constant
-// folding uses it to run the runtime's own CPU kernels at compile time, so
-// folded constants are bit-identical to what ds-run would compute.
+// How a ds op becomes a plan step: the kernel name, stream and attributes
+// the op gives through KernelStepOpInterface, in the plan's schema; plan
+// dtypes and constant bytes. The plan emitter writes plans with it, and
+// host evaluation (HostEvaluator.h) runs the same steps at compile time.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DS_PLAN_KERNELBRIDGE_H
@@ -36,11 +36,6 @@ bool isOnlySharded(Operation *op);
 
 /// Kernel name and attributes of a ds op; fails for ops with no kernel.
 LogicalResult describeStep(Operation *op, ::ds::plan::Step &step);
-
-/// Runs `op` on the CPU kernels with constant operands and returns one
-/// value per result.
-FailureOr<SmallVector<DenseElementsAttr>>
-evaluateOnHost(Operation *op, ArrayRef<Attribute> operands);
 
 } // namespace mlir::ds
 

@@ -27,6 +27,8 @@ public:
     return path_.empty() ? key.str() : path_ + "." + key.str();
   }
 
+  /// Whether `key` is present (without counting it as read).
+  bool has(llvm::StringRef key) const { return obj_->get(key) != nullptr; }
   const json::Value *get(llvm::StringRef key) {
     seen_.insert(key);
     return obj_->get(key);
@@ -214,135 +216,110 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
-} // namespace
-
-llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
-                                                              llvm::StringRef name,
-                                                              int64_t worldSize) {
-  llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed)
-    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
-                                   "%s: not valid JSON: %s", name.str().c_str(),
-                                   llvm::toString(parsed.takeError()).c_str());
-  const json::Object *root = parsed->getAsObject();
-  if (!root)
-    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
-                                   "%s: expected a JSON object", name.str().c_str());
-  TrainingConfig c;
-  c.worldSize = worldSize;
-  Reader r(root, "", name.str());
-
-  // Sections other issues implement: refused while enabled.
-  for (llvm::StringRef key : {"fp16", "bf16", "amp", "activation_checkpointing",
-                              "tensor_parallel", "pipeline", "compression_training",
-                              "sparse_attention", "curriculum_learning", "data_efficiency",
-                              "flops_profiler", "autotuning", "elasticity"}) {
-    if (enabledSection(r.get(key)))
-      return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
-  }
-  if (const json::Value *z = r.get("zero_optimization")) {
-    const json::Object *zo = z->getAsObject();
-    if (!zo) return r.error("zero_optimization", "expected an object");
-    const json::Value *stage = zo->get("stage");
-    std::optional<int64_t> st = stage ? stage->getAsInteger() : std::optional<int64_t>(0);
-    if (!st || *st < 0 || *st > 3)
-      return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
-    c.zeroStage = *st;
-    // Element counts: DeepSpeed configs write them as 5e8-style numbers too.
-    auto count = [&](llvm::StringRef key, int64_t &out) -> llvm::Error {
-      const json::Value *v = zo->get(key);
-      if (!v) return llvm::Error::success();
-      std::optional<double> d = v->getAsNumber();
-      if (!d || *d < 0 || *d != std::floor(*d) || *d > 9.0e15)
-        return r.error(llvm::Twine("zero_optimization.") + key, "expected a non-negative integer");
-      out = static_cast<int64_t>(*d);
+/// zero_optimization: the stage and DeepSpeed's bucketing, overlap and
+/// stage-3 knobs; keys of other features are refused naming the key.
+llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
+  const json::Value *z = r.get("zero_optimization");
+  if (!z) return llvm::Error::success();
+  const json::Object *zo = z->getAsObject();
+  if (!zo) return r.error("zero_optimization", "expected an object");
+  const json::Value *stage = zo->get("stage");
+  std::optional<int64_t> st = stage ? stage->getAsInteger() : std::optional<int64_t>(0);
+  if (!st || *st < 0 || *st > 3)
+    return r.error("zero_optimization.stage", "expected 0, 1, 2 or 3");
+  c.zeroStage = *st;
+  // Element counts: DeepSpeed configs write them as 5e8-style numbers too.
+  auto count = [&](llvm::StringRef key, int64_t &out) -> llvm::Error {
+    const json::Value *v = zo->get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<double> d = v->getAsNumber();
+    if (!d || *d < 0 || *d != std::floor(*d) || *d > 9.0e15)
+      return r.error(llvm::Twine("zero_optimization.") + key, "expected a non-negative integer");
+    out = static_cast<int64_t>(*d);
+    return llvm::Error::success();
+  };
+  auto flag = [&](llvm::StringRef key, bool &out) -> llvm::Error {
+    const json::Value *v = zo->get(key);
+    if (!v) return llvm::Error::success();
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b) return r.error(llvm::Twine("zero_optimization.") + key, "expected true or false");
+    out = *b;
+    return llvm::Error::success();
+  };
+  auto knob = [&](llvm::StringRef k) -> llvm::Error {
+    if (k == "stage") return llvm::Error::success();
+    if (k == "stage3_param_persistence_threshold") return count(k, c.stage3ParamPersistenceThreshold);
+    if (k == "reduce_bucket_size") return count(k, c.reduceBucketSize);
+    if (k == "allgather_bucket_size") return count(k, c.allgatherBucketSize);
+    if (k == "stage3_prefetch_bucket_size") return count(k, c.stage3PrefetchBucketSize);
+    if (k == "stage3_max_live_parameters") return count(k, c.stage3MaxLiveParameters);
+    if (k == "stage3_max_reuse_distance") return count(k, c.stage3MaxReuseDistance);
+    if (k == "contiguous_gradients") return flag(k, c.contiguousGradients);
+    if (k == "overlap_comm") {
+      bool on = false;
+      if (llvm::Error e = flag(k, on)) return e;
+      c.overlapComm = on ? 1 : 0;
       return llvm::Error::success();
-    };
-    auto flag = [&](llvm::StringRef key, bool &out) -> llvm::Error {
-      const json::Value *v = zo->get(key);
-      if (!v) return llvm::Error::success();
-      std::optional<bool> b = v->getAsBoolean();
-      if (!b) return r.error(llvm::Twine("zero_optimization.") + key, "expected true or false");
-      out = *b;
-      return llvm::Error::success();
-    };
-    auto knob = [&](llvm::StringRef k) -> llvm::Error {
-      if (k == "stage") return llvm::Error::success();
-      if (k == "stage3_param_persistence_threshold") return count(k, c.stage3ParamPersistenceThreshold);
-      if (k == "reduce_bucket_size") return count(k, c.reduceBucketSize);
-      if (k == "allgather_bucket_size") return count(k, c.allgatherBucketSize);
-      if (k == "stage3_prefetch_bucket_size") return count(k, c.stage3PrefetchBucketSize);
-      if (k == "stage3_max_live_parameters") return count(k, c.stage3MaxLiveParameters);
-      if (k == "stage3_max_reuse_distance") return count(k, c.stage3MaxReuseDistance);
-      if (k == "contiguous_gradients") return flag(k, c.contiguousGradients);
-      if (k == "overlap_comm") {
-        bool on = false;
-        if (llvm::Error e = flag(k, on)) return e;
-        c.overlapComm = on ? 1 : 0;
+    }
+    if (k == "reduce_scatter") {
+      bool on = true;
+      if (llvm::Error e = flag(k, on)) return e;
+      if (on) return llvm::Error::success();
+      return r.error("zero_optimization.reduce_scatter",
+                     "false (all-reduce instead of reduce-scatter) is not supported; ds "
+                     "always reduce-scatters into the partitions");
+    }
+    // Keys of DeepSpeed's example configs that change nothing here:
+    // sub_group_size bounds how much of the flat fp32 state one optimizer
+    // step touches at once, and ds already updates one parameter's block
+    // at a time; the 16-bit save gathers nothing in fp32 training (whole
+    // weights come from --zero-to-fp32 / --export-onnx).
+    if (k == "sub_group_size") {
+      int64_t ignored = 0;
+      return count(k, ignored);
+    }
+    if (k == "stage3_gather_16bit_weights_on_model_save" ||
+        k == "gather_16bit_weights_on_model_save" || k == "stage3_gather_fp16_weights_on_model_save") {
+      bool ignored = false;
+      return flag(k, ignored);
+    }
+    // Offload is not implemented: accepted only when it is off.
+    if (k == "offload_optimizer" || k == "offload_param") {
+      const json::Object *o = zo->getObject(k);
+      const json::Value *device = o ? o->get("device") : nullptr;
+      if (o && (!device || (device->getAsString() && *device->getAsString() == "none")))
         return llvm::Error::success();
-      }
-      if (k == "reduce_scatter") {
-        bool on = true;
-        if (llvm::Error e = flag(k, on)) return e;
-        if (on) return llvm::Error::success();
-        return r.error("zero_optimization.reduce_scatter",
-                       "false (all-reduce instead of reduce-scatter) is not supported; ds "
-                       "always reduce-scatters into the partitions");
-      }
-      // Keys of DeepSpeed's example configs that change nothing here:
-      // sub_group_size bounds how much of the flat fp32 state one optimizer
-      // step touches at once, and ds already updates one parameter's block
-      // at a time; the 16-bit save gathers nothing in fp32 training (whole
-      // weights come from --zero-to-fp32 / --export-onnx).
-      if (k == "sub_group_size") {
-        int64_t ignored = 0;
-        return count(k, ignored);
-      }
-      if (k == "stage3_gather_16bit_weights_on_model_save" ||
-          k == "gather_16bit_weights_on_model_save" || k == "stage3_gather_fp16_weights_on_model_save") {
-        bool ignored = false;
-        return flag(k, ignored);
-      }
-      // Offload is not implemented: accepted only when it is off.
-      if (k == "offload_optimizer" || k == "offload_param") {
-        const json::Object *o = zo->getObject(k);
-        const json::Value *device = o ? o->get("device") : nullptr;
-        if (o && (!device || (device->getAsString() && *device->getAsString() == "none")))
-          return llvm::Error::success();
-        return r.error(llvm::Twine("zero_optimization.") + k,
-                       "is not supported yet (ds does not offload; remove it or set \"device\": \"none\")");
-      }
-      if (k == "round_robin_gradients") {
-        bool on = false;
-        if (llvm::Error e = flag(k, on)) return e;
-        if (!on) return llvm::Error::success();
-        return r.error("zero_optimization.round_robin_gradients",
-                       "true is not supported (it orders gradient copies to CPU offload, which ds "
-                       "does not do)");
-      }
       return r.error(llvm::Twine("zero_optimization.") + k,
-                     "is not supported yet (ds supports stage, reduce_bucket_size, "
-                     "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter "
-                     "and the stage3_* prefetch, persistence, live and reuse knobs)");
-    };
-    for (const auto &kv : *zo)
-      if (llvm::Error e = knob(kv.first)) return e;
-  }
-  // Logging and bookkeeping keys with no effect on the computation.
-  for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",
-                              "prescale_gradients", "gradient_predivide_factor",
-                              "communication_data_type", "tensorboard", "wandb",
-                              "csv_monitor", "comms_logger"})
-    (void)r.get(key);
+                     "is not supported yet (ds does not offload; remove it or set \"device\": \"none\")");
+    }
+    if (k == "round_robin_gradients") {
+      bool on = false;
+      if (llvm::Error e = flag(k, on)) return e;
+      if (!on) return llvm::Error::success();
+      return r.error("zero_optimization.round_robin_gradients",
+                     "true is not supported (it orders gradient copies to CPU offload, which ds "
+                     "does not do)");
+    }
+    return r.error(llvm::Twine("zero_optimization.") + k,
+                   "is not supported yet (ds supports stage, reduce_bucket_size, "
+                   "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter "
+                   "and the stage3_* prefetch, persistence, live and reuse knobs)");
+  };
+  for (const auto &kv : *zo)
+    if (llvm::Error e = knob(kv.first)) return e;
+  return llvm::Error::success();
+}
 
+/// DeepSpeed's batch arithmetic: train_batch_size = micro batch *
+/// accumulation steps * world size; any two give the third.
+llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
+  int64_t worldSize = c.worldSize;
   int64_t tbs = 0, mbs = 0, gas = 0;
-  bool haveTbs = root->get("train_batch_size"), haveMbs = root->get("train_micro_batch_size_per_gpu"),
-       haveGas = root->get("gradient_accumulation_steps");
+  bool haveTbs = r.has("train_batch_size"), haveMbs = r.has("train_micro_batch_size_per_gpu"),
+       haveGas = r.has("gradient_accumulation_steps");
   DS_CHECK(r.integer("train_batch_size", tbs, /*positive=*/true));
   DS_CHECK(r.integer("train_micro_batch_size_per_gpu", mbs, true));
   DS_CHECK(r.integer("gradient_accumulation_steps", gas, true));
-  // DeepSpeed's batch arithmetic: tbs = mbs * gas * world size; any two give
-  // the third.
   auto mismatch = [&](const char *why) {
     return r.error("train_batch_size",
                    llvm::formatv("{0}: train_batch_size {1} != train_micro_batch_size_per_gpu "
@@ -392,6 +369,44 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   c.trainBatchSize = tbs;
   c.microBatchSize = mbs;
   c.gradientAccumulationSteps = gas;
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
+                                                              llvm::StringRef name,
+                                                              int64_t worldSize) {
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: not valid JSON: %s", name.str().c_str(),
+                                   llvm::toString(parsed.takeError()).c_str());
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: expected a JSON object", name.str().c_str());
+  TrainingConfig c;
+  c.worldSize = worldSize;
+  Reader r(root, "", name.str());
+
+  // Sections other issues implement: refused while enabled.
+  for (llvm::StringRef key : {"fp16", "bf16", "amp", "activation_checkpointing",
+                              "tensor_parallel", "pipeline", "compression_training",
+                              "sparse_attention", "curriculum_learning", "data_efficiency",
+                              "flops_profiler", "autotuning", "elasticity"}) {
+    if (enabledSection(r.get(key)))
+      return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
+  }
+  DS_CHECK(readZeroOptimization(r, c));
+  // Logging and bookkeeping keys with no effect on the computation.
+  for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",
+                              "prescale_gradients", "gradient_predivide_factor",
+                              "communication_data_type", "tensorboard", "wandb",
+                              "csv_monitor", "comms_logger"})
+    (void)r.get(key);
+
+  DS_CHECK(readBatchSizes(r, c));
   DS_CHECK(r.number("gradient_clipping", c.gradientClipping, false, /*nonNegative=*/true));
   DS_CHECK(readOptimizer(r, c));
   DS_CHECK(readScheduler(r, c));

@@ -1,4 +1,12 @@
-//===- DataParallel.cpp - stage 0: gradients averaged over dp -------------===//
+//===- DataParallel.cpp - data parallelism and ZeRO stages 1-3 ------------===//
+//
+// Stage 0 (plain data parallelism) averages gradients over the `dp` axis;
+// stages 1-3 partition, per parameter, the optimizer state (1), the
+// gradient accumulators (2) and the parameters themselves (3) into one
+// flattened block per rank. Bucketing and placement of the collectives this
+// pass inserts are ds-schedule-zero's (ZeroSchedule.cpp).
+//
+//===----------------------------------------------------------------------===//
 #include "ds/Partition/Passes.h"
 #include "ds/Partition/Sharding.h"
 #include "ds/Transforms/Passes.h"

@@ -3,6 +3,9 @@
 // @train_step returns the loss averaged the same way.
 // RUN: ds-opt %s --ds-data-parallel=world-size=4 | FileCheck %s
 // RUN: not ds-opt %s --ds-data-parallel=world-size=0 2>&1 | FileCheck %s --check-prefix=BAD
+// ZeRO finds the gradient norm by its ds.grad_norm marker, not by position.
+// RUN: sed 's/ {ds.grad_norm}//' %s | not ds-opt --ds-data-parallel="world-size=2 stage=1" 2>&1 | FileCheck %s --check-prefix=NONORM
+// NONORM: ZeRO expects the optimizer step ds-build-train-step builds
 // ZeRO-2 (--ds-data-parallel="world-size=4 stage=2"): the gradient
 // accumulator and the optimizer moments hold one block of the flattened,
 // padded parameter per rank; each micro-step reduce-scatters its gradient,

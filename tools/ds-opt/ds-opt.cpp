@@ -133,46 +133,23 @@ static int fail(const llvm::Twine &msg) {
   return 1;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  DialectRegistry registry;
-  mlir::ds::registerAllDialects(registry);
-  mlir::ds::registerAllPasses();
-  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
-      argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
+/// --estimate-zero: DeepSpeed's model-state estimators, no model needed.
+static int runEstimateZero() {
+  if (estimateZero != 2 && estimateZero != 3)
+    return fail("--estimate-zero takes 2 or 3");
+  if (estimateParams <= 0 || estimateGpus <= 0 || estimateNodes <= 0 ||
+      (estimateZero == 3 && estimateLargest <= 0))
+    return fail("--estimate-zero needs --params > 0, --gpus-per-node and --nodes > 0"
+                " (and --largest-layer > 0 for stage 3)");
+  mlir::ds::printZeroEstimate(estimateZero, estimateParams, estimateLargest, estimateGpus,
+                              estimateNodes, llvm::outs());
+  return 0;
+}
 
-  if (estimateZero != 0) {
-    if (estimateZero != 2 && estimateZero != 3)
-      return fail("--estimate-zero takes 2 or 3");
-    if (estimateParams <= 0 || estimateGpus <= 0 || estimateNodes <= 0 ||
-        (estimateZero == 3 && estimateLargest <= 0))
-      return fail("--estimate-zero needs --params > 0, --gpus-per-node and --nodes > 0"
-                  " (and --largest-layer > 0 for stage 3)");
-    mlir::ds::printZeroEstimate(estimateZero, estimateParams, estimateLargest, estimateGpus,
-                                estimateNodes, llvm::outs());
-    return 0;
-  }
-  std::string emit = emitKind;
-  if (emit.empty())
-    emit = llvm::StringRef(outputFilename).ends_with(".dsplan") ? "plan" : "mlir";
-  if (emit != "mlir" && emit != "plan")
-    return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
-  bool onnx = isOnnxFile(inputFilename);
-
-  // With --report and no output named, report only.
-  bool reportOnly = report && outputFilename == "-" && emitKind.empty();
-  // .mlir in, IR out: exactly mlir-opt (split-input-file, verify-diagnostics...).
-  if (!onnx && emit == "mlir" && !report && configPath.empty() && lossKind.empty())
-    return asMainReturnCode(MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
-
-  if (emit == "plan" && outputFilename == "-")
-    return fail("a plan is binary: name the output with -o FILE.dsplan");
-
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  // Errors name ONNX nodes; a dump of the whole op would bury them.
-  context.printOpOnDiagnostic(false);
-  OwningOpRef<ModuleOp> module;
+/// The module to compile: an ONNX model imported (errors name its nodes) or
+/// ds IR parsed. Null after printing the error.
+static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &inputFilename,
+                                        bool onnx) {
   if (onnx) {
     context.getDiagEngine().registerHandler([](Diagnostic &diag) {
       printDiagnostic(diag);
@@ -181,41 +158,32 @@ int main(int argc, char **argv) {
     mlir::ds::ImportOptions options;
     for (const std::string &spec : inputShapes) {
       std::string error;
-      if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error);
+      if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error), nullptr;
     }
     for (const std::string &spec : bindInputs) {
       std::string error;
-      if (!mlir::ds::parseBindInputSpec(spec, options, error)) return fail(error);
+      if (!mlir::ds::parseBindInputSpec(spec, options, error)) return fail(error), nullptr;
     }
-    module = mlir::ds::importOnnxFile(&context, inputFilename, options);
-    if (!module) return fail("cannot import " + inputFilename);
-  } else {
-    if (!inputShapes.empty())
-      return fail("--input-shape applies to ONNX inputs only");
-    llvm::SourceMgr sourceMgr;
-    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-    std::string error;
-    auto file = openInputFile(inputFilename, &error);
-    if (!file) return fail(error);
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module) return 1;
+    OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
+    if (!module) fail("cannot import " + inputFilename);
+    return module;
   }
+  if (!inputShapes.empty())
+    return fail("--input-shape applies to ONNX inputs only"), nullptr;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  auto file = openInputFile(inputFilename, &error);
+  if (!file) return fail(error), nullptr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
 
-  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
-  PassManager pm(&context, ModuleOp::getOperationName());
-  if (failed(applyPassManagerCLOptions(pm)))
-    return fail("bad pass manager options");
-  DefaultTimingManager tm;
-  applyDefaultTimingManagerCLOptions(tm);
-  TimingScope timing = tm.getRootScope();
-  pm.enableTiming(timing);
-  if (failed(config.setupPassPipeline(pm)))
-    return fail("bad pass pipeline");
-  // --config/--loss make a training plan; otherwise a plan (and a report)
-  // needs the inference pipeline unless the user spelled passes out.
-  // A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
-  // inference plan; any other --config a training one.
+/// The passes to run when the user named none: the training pipeline for
+/// --config/--loss, the inference pipeline when a plan or report is wanted.
+/// A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
+/// inference plan; any other --config a training one. Non-zero: exit code.
+static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (!configPath.empty() && lossKind.empty()) {
     std::string error;
     if (auto inference = mlir::ds::asInferenceConfig(configPath, error)) {
@@ -249,6 +217,96 @@ int main(int argc, char **argv) {
     inference.tensorParallel = tensorParallel;
     mlir::ds::buildInferencePipeline(pm, inference);
   }
+  return 0;
+}
+
+/// Training plans carry the source model (trained weights stripped) so
+/// ds-run --export-onnx can write it back with the trained values.
+static int attachSourceModel(::ds::rt::PlanWriter &writer, const std::string &inputFilename) {
+  auto model = mlir::ds::readModelFile(inputFilename);
+  if (!model) return fail(llvm::toString(model.takeError()));
+  std::set<std::string> bound;
+  for (const auto &b : writer.plan().training().export_bindings()) bound.insert(b.initializer());
+  for (auto &init : *model->mutable_graph()->mutable_initializer()) {
+    if (!bound.count(init.name())) continue;
+    init.clear_raw_data();
+    init.clear_float_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
+  }
+  std::string bytes;
+  if (!model->SerializeToString(&bytes)) return fail("cannot serialize the source model");
+  writer.plan().set_onnx_graph(bytes);
+  return 0;
+}
+
+/// Writes the compiled module as ds IR or as a plan.
+static int writeOutput(ModuleOp module, const std::string &emit, const std::string &inputFilename,
+                       const std::string &outputFilename, bool onnx) {
+  if (emit == "mlir") {
+    std::string error;
+    auto out = openOutputFile(outputFilename, &error);
+    if (!out) return fail(error);
+    module.print(out->os());
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  }
+  ::ds::rt::PlanWriter writer;
+  mlir::ds::EmitPlanOptions emitOptions;
+  emitOptions.source = inputFilename;
+  if (failed(mlir::ds::emitPlan(module, emitOptions, writer)))
+    return 1;
+  if (onnx && writer.plan().has_training())
+    if (int rc = attachSourceModel(writer, inputFilename)) return rc;
+  absl::Status st = writer.write(outputFilename);
+  if (!st.ok()) return fail(std::string(st.message()));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  mlir::ds::registerAllDialects(registry);
+  mlir::ds::registerAllPasses();
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
+
+  if (estimateZero != 0) return runEstimateZero();
+  std::string emit = emitKind;
+  if (emit.empty())
+    emit = llvm::StringRef(outputFilename).ends_with(".dsplan") ? "plan" : "mlir";
+  if (emit != "mlir" && emit != "plan")
+    return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
+  bool onnx = isOnnxFile(inputFilename);
+
+  // With --report and no output named, report only.
+  bool reportOnly = report && outputFilename == "-" && emitKind.empty();
+  // .mlir in, IR out: exactly mlir-opt (split-input-file, verify-diagnostics...).
+  if (!onnx && emit == "mlir" && !report && configPath.empty() && lossKind.empty())
+    return asMainReturnCode(MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+
+  if (emit == "plan" && outputFilename == "-")
+    return fail("a plan is binary: name the output with -o FILE.dsplan");
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Errors name ONNX nodes; a dump of the whole op would bury them.
+  context.printOpOnDiagnostic(false);
+  OwningOpRef<ModuleOp> module = loadModule(context, inputFilename, onnx);
+  if (!module) return 1;
+
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  DefaultTimingManager tm;
+  applyDefaultTimingManagerCLOptions(tm);
+  TimingScope timing = tm.getRootScope();
+  pm.enableTiming(timing);
+  if (failed(config.setupPassPipeline(pm)))
+    return fail("bad pass pipeline");
+  if (int rc = addDefaultPipeline(pm, emit)) return rc;
   if (failed(pm.run(*module)))
     return 1;
 
@@ -258,39 +316,5 @@ int main(int argc, char **argv) {
     mlir::ds::printMemoryReport(*r, reportOnly || emit == "plan" ? llvm::outs() : llvm::errs());
     if (reportOnly) return 0;
   }
-  if (emit == "mlir") {
-    std::string error;
-    auto out = openOutputFile(outputFilename, &error);
-    if (!out) return fail(error);
-    module->print(out->os());
-    out->os() << "\n";
-    out->keep();
-    return 0;
-  }
-  ::ds::rt::PlanWriter writer;
-  mlir::ds::EmitPlanOptions emitOptions;
-  emitOptions.source = inputFilename;
-  if (failed(mlir::ds::emitPlan(*module, emitOptions, writer)))
-    return 1;
-  // Training plans carry the source model (trained weights stripped) so
-  // ds-run --export-onnx can write it back with the trained values.
-  if (onnx && writer.plan().has_training()) {
-    auto model = mlir::ds::readModelFile(inputFilename);
-    if (!model) return fail(llvm::toString(model.takeError()));
-    std::set<std::string> bound;
-    for (const auto &b : writer.plan().training().export_bindings()) bound.insert(b.initializer());
-    for (auto &init : *model->mutable_graph()->mutable_initializer()) {
-      if (!bound.count(init.name())) continue;
-      init.clear_raw_data();
-      init.clear_float_data();
-      init.clear_external_data();
-      init.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
-    }
-    std::string bytes;
-    if (!model->SerializeToString(&bytes)) return fail("cannot serialize the source model");
-    writer.plan().set_onnx_graph(bytes);
-  }
-  absl::Status st = writer.write(outputFilename);
-  if (!st.ok()) return fail(std::string(st.message()));
-  return 0;
+  return writeOutput(*module, emit, inputFilename, outputFilename, onnx);
 }

@@ -1,0 +1,190 @@
+//===- ConstantOps.cpp - ONNX ops that produce constants ------------------===//
+//
+// Constant, ConstantOfShape, Range, EyeLike and the Hann, Hamming and
+// Blackman windows: their values are known at import, so each becomes one
+// ds.constant (Range and the windows are computed here, bounded by the
+// fold limit where the size comes from the model).
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterCore.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::importer;
+
+namespace {
+
+class ConstantImporter : public NodeImporter {
+public:
+  using NodeImporter::NodeImporter;
+
+  LogicalResult constantNode(const onnx::NodeProto &n);
+  LogicalResult constantOfShape(const onnx::NodeProto &n);
+  LogicalResult range(const onnx::NodeProto &n);
+  LogicalResult eyeLike(const onnx::NodeProto &n);
+  LogicalResult window(const onnx::NodeProto &n);
+};
+
+LogicalResult ConstantImporter::constantNode(const onnx::NodeProto &n) {
+  if (n.attribute_size() != 1)
+    return nodeError(n) << "needs exactly one value attribute";
+  const auto &a = n.attribute(0);
+  const std::string &name = a.name();
+  if (name == "value") {
+    if (a.type() != onnx::AttributeProto_AttributeType_TENSOR)
+      return nodeError(n) << "attribute 'value' must be a tensor";
+    FailureOr<TypedAttr> v = tensorAttr(a.t(), loc_);
+    if (failed(v)) return failure();
+    setOutput(n, 0, ConstantOp::create(b_, loc_, *v).getResult());
+    return success();
+  }
+  if (name == "value_float" && a.type() == onnx::AttributeProto_AttributeType_FLOAT) {
+    setOutput(n, 0, scalar(b_.getF32Type(), a.f()));
+    return success();
+  }
+  if (name == "value_int" && a.type() == onnx::AttributeProto_AttributeType_INT) {
+    setOutput(n, 0, scalar(b_.getI64Type(), static_cast<double>(a.i())));
+    if (a.i() != static_cast<int64_t>(static_cast<double>(a.i())))
+      setOutput(n, 0, constant(DenseElementsAttr::get(
+                          RankedTensorType::get({}, b_.getI64Type()), APInt(64, a.i()))));
+    return success();
+  }
+  if (name == "value_floats" && a.type() == onnx::AttributeProto_AttributeType_FLOATS) {
+    SmallVector<float> v(a.floats().begin(), a.floats().end());
+    auto t = RankedTensorType::get({static_cast<int64_t>(v.size())}, b_.getF32Type());
+    setOutput(n, 0, constant(DenseElementsAttr::get(t, ArrayRef<float>(v))));
+    return success();
+  }
+  if (name == "value_ints" && a.type() == onnx::AttributeProto_AttributeType_INTS) {
+    SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+    setOutput(n, 0, i64Tensor(v));
+    return success();
+  }
+  return nodeError(n) << "attribute '" << name << "' of this type is not supported";
+}
+
+LogicalResult ConstantImporter::constantOfShape(const onnx::NodeProto &n) {
+  DS_TRY(spec, constantInts(n, 0, "input"));
+  for (int64_t d : spec)
+    if (d < 0) return nodeError(n) << "shape has a negative dimension";
+  Attribute fill = b_.getF32FloatAttr(0.0f);
+  Type elem = b_.getF32Type();
+  if (const auto *a = findAttr(n, "value")) {
+    if (a->type() != onnx::AttributeProto_AttributeType_TENSOR)
+      return nodeError(n) << "attribute 'value' must be a tensor";
+    FailureOr<TypedAttr> v = tensorAttr(a->t(), loc_);
+    if (failed(v)) return failure();
+    auto dense = dyn_cast<DenseElementsAttr>(*v);
+    if (!dense || dense.getNumElements() != 1)
+      return nodeError(n) << "attribute 'value' must hold one element";
+    elem = dense.getElementType();
+    fill = dense.getSplatValue<Attribute>();
+  }
+  auto t = RankedTensorType::get(spec, elem);
+  setOutput(n, 0, constant(DenseElementsAttr::get(t, fill)));
+  return success();
+}
+
+LogicalResult ConstantImporter::range(const onnx::NodeProto &n) {
+  SmallVector<DenseElementsAttr> c;
+  for (int i = 0; i < 3; ++i) {
+    DenseElementsAttr a = constantOf(input(n, i));
+    if (!a || a.getNumElements() != 1)
+      return nodeError(n) << "start, limit and delta must be scalars known at compile time";
+    c.push_back(a);
+  }
+  Type elem = c[0].getElementType();
+  auto t = [&](int64_t count) { return RankedTensorType::get({count}, elem); };
+  if (isa<FloatType>(elem)) {
+    double s = c[0].getSplatValue<APFloat>().convertToDouble(),
+           l = c[1].getSplatValue<APFloat>().convertToDouble(),
+           d = c[2].getSplatValue<APFloat>().convertToDouble();
+    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+      return nodeError(n) << "delta must be non-zero and the bounds finite";
+    double cnt = std::max(std::ceil((l - s) / d), 0.0);
+    if (cnt > opts_.foldLimit) return nodeError(n) << "range of " << cnt << " elements is too long";
+    SmallVector<Attribute> v;
+    for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i)
+      v.push_back(b_.getFloatAttr(elem, s + i * d));
+    setOutput(n, 0, constant(DenseElementsAttr::get(t(v.size()), v)));
+    return success();
+  }
+  int64_t s = c[0].getSplatValue<APInt>().getSExtValue(),
+          l = c[1].getSplatValue<APInt>().getSExtValue(),
+          d = c[2].getSplatValue<APInt>().getSExtValue();
+  if (d == 0) return nodeError(n) << "delta must be non-zero";
+  __int128 span = static_cast<__int128>(l) - s;
+  __int128 cnt = span / d + ((span % d) != 0 && ((span > 0) == (d > 0)) ? 1 : 0);
+  if (cnt < 0) cnt = 0;
+  if (cnt > opts_.foldLimit) return nodeError(n) << "range is too long to fold";
+  SmallVector<Attribute> v;
+  for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i)
+    v.push_back(b_.getIntegerAttr(elem, s + i * d));
+  setOutput(n, 0, constant(DenseElementsAttr::get(t(v.size()), v)));
+  return success();
+}
+
+// EyeLike: a constant; only the input's shape matters.
+LogicalResult ConstantImporter::eyeLike(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  if (typeOf(x).getRank() != 2) return nodeError(n) << "needs a 2-D input";
+  DS_TRY(k, intAttr(n, "k", 0));
+  Type elem = typeOf(x).getElementType();
+  if (findAttr(n, "dtype")) {
+    DS_TRY(dt, intAttr(n, "dtype"));
+    FailureOr<Type> e = elementType(static_cast<int32_t>(dt));
+    if (failed(e)) return nodeError(n) << "dtype " << onnxTypeName(static_cast<int32_t>(dt)) << " is not supported";
+    elem = *e;
+  }
+  int64_t rows = typeOf(x).getDimSize(0), cols = typeOf(x).getDimSize(1);
+  auto t = RankedTensorType::get({rows, cols}, elem);
+  Attribute one = isa<FloatType>(elem) ? Attribute(b_.getFloatAttr(elem, 1.0))
+                                       : Attribute(b_.getIntegerAttr(elem, 1));
+  Attribute zero = b_.getZeroAttr(elem);
+  SmallVector<Attribute> values;
+  values.reserve(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) values.push_back(c - r == k ? one : zero);
+  setOutput(n, 0, constant(DenseElementsAttr::get(t, values)));
+  return success();
+}
+
+// Hann, Hamming and Blackman windows: the size is known at compile time, so
+// the window is a constant (computed in double, stored in the output type).
+LogicalResult ConstantImporter::window(const onnx::NodeProto &n) {
+  DS_TRY(sizeV, constantInts(n, 0, "size"));
+  if (sizeV.size() != 1 || sizeV[0] < 0)
+    return nodeError(n) << "size must be one non-negative integer";
+  DS_TRY(periodic, intAttr(n, "periodic", 1));
+  DS_TRY(dt, intAttr(n, "output_datatype", onnx::TensorProto_DataType_FLOAT));
+  FailureOr<Type> elem = elementType(static_cast<int32_t>(dt));
+  if (failed(elem)) return nodeError(n) << "output_datatype " << dt << " is not supported";
+  int64_t size = sizeV[0];
+  double denom = periodic ? size : size - 1;
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < size; ++i) {
+    double a = denom > 0 ? 2 * M_PI * i / denom : 0, v;
+    if (n.op_type() == "HannWindow") v = 0.5 - 0.5 * std::cos(a);
+    else if (n.op_type() == "HammingWindow") v = 25.0 / 46 - (21.0 / 46) * std::cos(a);
+    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    values.push_back(isa<FloatType>(*elem) ? Attribute(b_.getFloatAttr(*elem, v))
+                                           : Attribute(b_.getIntegerAttr(*elem, int64_t(v))));
+  }
+  setOutput(n, 0, constant(DenseElementsAttr::get(RankedTensorType::get({size}, *elem), values)));
+  return success();
+}
+
+} // namespace
+
+void mlir::ds::importer::registerConstantHandlers(HandlerTable &t) {
+  using I = ConstantImporter;
+  t.add<I, &I::constantNode>("Constant");
+  t.add<I, &I::constantOfShape>("ConstantOfShape");
+  t.add<I, &I::range>("Range");
+  t.add<I, &I::eyeLike>("EyeLike");
+  t.add<I, &I::window>("HannWindow");
+  t.add<I, &I::window>("HammingWindow");
+  t.add<I, &I::window>("BlackmanWindow");
+}

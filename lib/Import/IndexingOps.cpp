@@ -1,0 +1,258 @@
+//===- IndexingOps.cpp - ONNX gather, scatter and selection ---------------===//
+//
+// Gather, GatherElements, GatherND, ScatterElements (Scatter), ScatterND,
+// OneHot and TopK. The N-D forms become the element forms over linear
+// indices (linearIndex), which have kernels and gradient rules.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterCore.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::importer;
+
+namespace {
+
+class IndexingImporter : public NodeImporter {
+public:
+  using NodeImporter::NodeImporter;
+
+  LogicalResult gather(const onnx::NodeProto &n);
+  LogicalResult gatherElements(const onnx::NodeProto &n);
+  LogicalResult gatherND(const onnx::NodeProto &n);
+  LogicalResult scatterElements(const onnx::NodeProto &n);
+  LogicalResult scatterND(const onnx::NodeProto &n);
+  LogicalResult oneHot(const onnx::NodeProto &n);
+  LogicalResult topK(const onnx::NodeProto &n);
+
+private:
+  FailureOr<Value> linearIndex(const onnx::NodeProto &n, Value idx, ArrayRef<int64_t> dims);
+};
+
+LogicalResult IndexingImporter::gather(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  DS_TRY(y, build<GatherOp>({data, idx}, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult IndexingImporter::gatherElements(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  auto t = RankedTensorType::get(typeOf(idx).getShape(), typeOf(data).getElementType());
+  DS_TRY(y, buildTyped<GatherElementsOp>(t, ValueRange{data, idx}, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+/// Index rows [..., k] (possibly negative) into `dims` -> one i64 linear
+/// row-major index per row, shape [...].
+FailureOr<Value> IndexingImporter::linearIndex(const onnx::NodeProto &n, Value idx0,
+                                               ArrayRef<int64_t> dims) {
+  ArrayRef<int64_t> is = typeOf(idx0).getShape();
+  int64_t k = dims.size();
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t i = k - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  DS_TRY(idx, castTo(idx0, b_.getI64Type()));
+  DS_TRY(neg, build<LessOp>({idx, scalar(b_.getI64Type(), 0)}));
+  DS_TRY(shifted, build<AddOp>({idx, i64Tensor(dims)}));
+  DS_TRY(wrapped, build<WhereOp>({neg, shifted, idx}));
+  DS_TRY(scaled, build<MulOp>({wrapped, i64Tensor(strides)}));
+  return reduceWith<ReduceSumOp>(scaled, {static_cast<int64_t>(is.size()) - 1}, false);
+}
+
+// GatherND: each index row becomes one linear index into the data's
+// flattened indexed axes (plus its batch's offset with batch_dims), then an
+// ordinary Gather, which has a kernel and a gradient rule.
+LogicalResult IndexingImporter::gatherND(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(b, intAttr(n, "batch_dims", 0));
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape();
+  if (is.empty() || !isa<IntegerType>(typeOf(idx).getElementType()))
+    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
+  int64_t k = is.back(), rank = ds.size();
+  if (b < 0 || b >= static_cast<int64_t>(is.size()) || b >= rank)
+    return nodeError(n) << "batch_dims " << b << " must be below the ranks of data and indices";
+  for (int64_t d = 0; d < b; ++d)
+    if (ds[d] != is[d])
+      return nodeError(n) << "batch dimension " << d << " is " << ds[d] << " in data but "
+                          << is[d] << " in indices";
+  if (k < 1 || b + k > rank)
+    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank
+                        << " with batch_dims " << b;
+  ArrayRef<int64_t> dims = ds.slice(b, k);
+  DS_TRY(linear0, linearIndex(n, idx, dims));
+  Value linear = linear0;
+  int64_t block = 1, batch = 1;
+  for (int64_t d : dims) block *= d;
+  for (int64_t d : ds.take_front(b)) batch *= d;
+  if (b > 0) {
+    // Batch i's rows index block i of the flattened data.
+    SmallVector<int64_t> offShape(is.drop_back());
+    std::fill(offShape.begin() + b, offShape.end(), 1);
+    SmallVector<int64_t> offsets;
+    for (int64_t i = 0; i < batch; ++i) offsets.push_back(i * block);
+    auto t = RankedTensorType::get(offShape, b_.getI64Type());
+    DS_TRY(shifted, build<AddOp>({linear, constant(DenseElementsAttr::get(t, ArrayRef(offsets)))}));
+    linear = shifted;
+  }
+  SmallVector<int64_t> flatShape{batch * block};
+  llvm::append_range(flatShape, ds.drop_front(b + k));
+  DS_TRY(flat, reshape(data, flatShape));
+  DS_TRY(y, build<GatherOp>({flat, linear}, {i64Attr("axis", 0)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// ScatterElements (and its opset 9-10 name, Scatter): one ds op.
+LogicalResult IndexingImporter::scatterElements(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(upd, required(n, 2));
+  DS_TRY(axis, intAttr(n, "axis", 0));
+  DS_TRY(reduction, stringAttr(n, "reduction", "none"));
+  auto red = symbolizeScatterReduction(reduction);
+  if (!red)
+    return nodeError(n) << "reduction '" << reduction << "' is not none, add, mul, max or min";
+  if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  DS_TRY(y, buildTyped<ScatterElementsOp>(
+                typeOf(data), ValueRange{data, idx, upd},
+                {i64Attr("axis", axis), attr("reduction", ScatterReductionAttr::get(ctx_, *red))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// ScatterND: data viewed as [rows, slice], each index row a linear row
+// number, then scatter_elements along axis 0 with the index repeated
+// across the slice.
+LogicalResult IndexingImporter::scatterND(const onnx::NodeProto &n) {
+  DS_TRY(data, required(n, 0));
+  DS_TRY(idx, required(n, 1));
+  DS_TRY(upd, required(n, 2));
+  DS_TRY(reduction, stringAttr(n, "reduction", "none"));
+  auto red = symbolizeScatterReduction(reduction);
+  if (!red)
+    return nodeError(n) << "reduction '" << reduction << "' is not none, add, mul, max or min";
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape();
+  if (is.empty() || !isa<IntegerType>(typeOf(idx).getElementType()))
+    return nodeError(n) << "indices must be an integer tensor of rank >= 1";
+  int64_t k = is.back(), rank = ds.size();
+  if (k < 1 || k > rank)
+    return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank;
+  SmallVector<int64_t> updShape(is.drop_back());
+  llvm::append_range(updShape, ds.drop_front(k));
+  if (typeOf(upd).getShape() != ArrayRef<int64_t>(updShape)) {
+    std::string want;
+    llvm::raw_string_ostream os(want);
+    llvm::interleave(updShape, os, "x");
+    return nodeError(n) << "updates must have shape " << want;
+  }
+  int64_t rows = 1, slice = 1, count = 1;
+  for (int64_t d : ds.take_front(k)) rows *= d;
+  for (int64_t d : ds.drop_front(k)) slice *= d;
+  for (int64_t d : is.drop_back()) count *= d;
+  DS_TRY(linear, linearIndex(n, idx, ds.take_front(k)));
+  DS_TRY(column, reshape(linear, {count, 1}));
+  DS_TRY(spread, buildTyped<ExpandOp>(RankedTensorType::get({count, slice}, b_.getI64Type()),
+                                      column));
+  DS_TRY(data2, reshape(data, {rows, slice}));
+  DS_TRY(upd2, reshape(upd, {count, slice}));
+  DS_TRY(s, buildTyped<ScatterElementsOp>(
+                typeOf(data2), ValueRange{data2, spread, upd2},
+                {i64Attr("axis", 0), attr("reduction", ScatterReductionAttr::get(ctx_, *red))}));
+  DS_TRY(y, reshape(s, ds));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult IndexingImporter::oneHot(const onnx::NodeProto &n) {
+  DS_TRY(idx, required(n, 0));
+  // depth may be of any numeric type (ONNX allows float depths).
+  DenseElementsAttr depthAttr = constantOf(input(n, 1));
+  if (!depthAttr || depthAttr.getNumElements() != 1)
+    return nodeError(n) << "depth must be a scalar known at compile time";
+  SmallVector<int64_t> depthV{
+      isa<FloatType>(depthAttr.getElementType())
+          ? static_cast<int64_t>((*depthAttr.getValues<APFloat>().begin()).convertToDouble())
+          : (*depthAttr.getValues<APInt>().begin()).getSExtValue()};
+  DS_TRY(values, required(n, 2));
+  if (depthV[0] <= 0) return nodeError(n) << "depth must be positive";
+  if (typeOf(values).getNumElements() != 2) return nodeError(n) << "values must hold [off, on]";
+  int64_t depth = depthV[0];
+  int64_t outRank = typeOf(idx).getRank() + 1;
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  if (axis < -outRank || axis >= outRank) return nodeError(n) << "axis " << axis << " is out of range";
+  if (axis < 0) axis += outRank;
+  // Integer indices, negatives counting from the end.
+  Value i64 = idx;
+  if (typeOf(idx).getElementType() != b_.getI64Type()) {
+    DS_TRY(c, buildTyped<CastOp>(RankedTensorType::get(typeOf(idx).getShape(), b_.getI64Type()), idx));
+    i64 = c;
+  }
+  Value zero = scalar(b_.getI64Type(), 0), dep = scalar(b_.getI64Type(), static_cast<double>(depth));
+  DS_TRY(isNeg, build<LessOp>({i64, zero}));
+  DS_TRY(wrapped, build<AddOp>({i64, dep}));
+  DS_TRY(norm, build<WhereOp>({isNeg, wrapped, i64}));
+  DS_TRY(u, build<UnsqueezeOp>({norm}, {arrAttr("axes", {axis})}));
+  DS_TRY(eq, build<EqualOp>({u, iota(depth, axis, outRank, b_.getI64Type())}));
+  Type vt = typeOf(values).getElementType();
+  DS_TRY(off, buildTyped<SliceOp>(RankedTensorType::get({1}, vt), values,
+                                  {arrAttr("starts", {0}), arrAttr("steps", {1})}));
+  DS_TRY(on, buildTyped<SliceOp>(RankedTensorType::get({1}, vt), values,
+                                 {arrAttr("starts", {1}), arrAttr("steps", {1})}));
+  DS_TRY(off0, reshape(off, {}));
+  DS_TRY(on0, reshape(on, {}));
+  DS_TRY(y, build<WhereOp>({eq, on0, off0}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult IndexingImporter::topK(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  DS_TRY(largest, intAttr(n, "largest", 1));
+  int64_t k;
+  if (opset_ < 10) {
+    DS_TRY(kAttr, intAttr(n, "k"));
+    k = kAttr;
+  } else {
+    DS_TRY(kv, constantInts(n, 1, "K"));
+    if (kv.size() != 1) return nodeError(n) << "K must hold one value";
+    k = kv[0];
+  }
+  int64_t rank = typeOf(x).getRank();
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  if (k < 0 || k > typeOf(x).getDimSize(axis))
+    return nodeError(n) << "K = " << k << " is outside [0, " << typeOf(x).getDimSize(axis)
+                        << "] for axis " << axis;
+  SmallVector<int64_t> shape(typeOf(x).getShape());
+  shape[axis] = k;
+  Type types[] = {RankedTensorType::get(shape, typeOf(x).getElementType()),
+                  RankedTensorType::get(shape, b_.getI64Type())};
+  DS_TRY(r, buildAll<TopKOp>(types, x,
+                             {i64Attr("k", k), i64Attr("axis", axis),
+                              attr("largest", b_.getBoolAttr(largest != 0))}));
+  setOutput(n, 0, r[0]);
+  setOutput(n, 1, r[1]);
+  return success();
+}
+
+} // namespace
+
+void mlir::ds::importer::registerIndexingHandlers(HandlerTable &t) {
+  using I = IndexingImporter;
+  t.add<I, &I::gather>("Gather");
+  t.add<I, &I::gatherElements>("GatherElements");
+  t.add<I, &I::gatherND>("GatherND");
+  t.add<I, &I::scatterElements>("ScatterElements");
+  t.add<I, &I::scatterElements>("Scatter");
+  t.add<I, &I::scatterND>("ScatterND");
+  t.add<I, &I::oneHot>("OneHot");
+  t.add<I, &I::topK>("TopK");
+}

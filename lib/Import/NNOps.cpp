@@ -1,0 +1,534 @@
+//===- NNOps.cpp - ONNX neural-network layers -----------------------------===//
+//
+// Convolutions and pooling, normalizations (batch, instance, layer,
+// mean-variance), Softmax-like ops and inference Dropout. ConvTranspose,
+// InstanceNormalization and MeanVarianceNormalization are compositions of
+// existing ops, so they run and differentiate with no kernel of their own.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterCore.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::importer;
+
+namespace {
+
+class NNImporter : public NodeImporter {
+public:
+  using NodeImporter::NodeImporter;
+
+  LogicalResult conv(const onnx::NodeProto &n);
+  LogicalResult convTranspose(const onnx::NodeProto &n);
+  LogicalResult pool(const onnx::NodeProto &n);
+  LogicalResult globalPool(const onnx::NodeProto &n);
+  LogicalResult batchNorm(const onnx::NodeProto &n);
+  LogicalResult instanceNorm(const onnx::NodeProto &n);
+  LogicalResult layerNorm(const onnx::NodeProto &n);
+  LogicalResult meanVarianceNorm(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult softmax(const onnx::NodeProto &n);
+  LogicalResult hardmax(const onnx::NodeProto &n);
+  LogicalResult dropout(const onnx::NodeProto &n);
+
+private:
+  FailureOr<SmallVector<int64_t>> windowPads(const onnx::NodeProto &n, ArrayRef<int64_t> in,
+                                             ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                             ArrayRef<int64_t> dilations);
+  FailureOr<Value> perChannel(const onnx::NodeProto &n, Value v, Value x);
+};
+
+/// Begin and end pads of a window op: explicit `pads`, or auto_pad's SAME
+/// (output = ceil(in / stride), extra pad at the end for SAME_UPPER, at the
+/// beginning for SAME_LOWER) or VALID.
+FailureOr<SmallVector<int64_t>> NNImporter::windowPads(const onnx::NodeProto &n,
+                                                       ArrayRef<int64_t> in,
+                                                       ArrayRef<int64_t> kernel,
+                                                       ArrayRef<int64_t> strides,
+                                                       ArrayRef<int64_t> dilations) {
+  size_t k = in.size();
+  DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (autoPad == "NOTSET") {
+    DS_TRY(p, intsAttr(n, "pads"));
+    if (p) {
+      if (p->size() != 2 * k)
+        return FailureOr<SmallVector<int64_t>>(nodeError(n) << "pads needs " << 2 * k << " entries");
+      pads = *p;
+    }
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t d = 0; d < k; ++d) {
+      int64_t out = (in[d] + strides[d] - 1) / strides[d];
+      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 - in[d]);
+      int64_t small = total / 2, big = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : big;
+      pads[d + k] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autoPad != "VALID") {
+    return FailureOr<SmallVector<int64_t>>(nodeError(n) << "unknown auto_pad '" << autoPad << "'");
+  }
+  return pads;
+}
+
+LogicalResult NNImporter::conv(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value bias = input(n, 2);
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3 || typeOf(w).getRank() != rank)
+    return nodeError(n) << "input and weight must be [N, C, spatial...] and [M, C/group, k...]";
+  size_t k = rank - 2;
+  ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(dl, intsAttr(n, "dilations"));
+  DS_TRY(group, intAttr(n, "group", 1));
+  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
+  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (strides.size() != k || dilations.size() != k)
+    return nodeError(n) << "strides and dilations need one entry per spatial dimension";
+  DS_TRY(pads, windowPads(n, typeOf(x).getShape().drop_front(2), kernel, strides, dilations));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(w).getDimSize(0)};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t padded = typeOf(x).getDimSize(d + 2) + pads[d] + pads[d + k];
+    if (strides[d] <= 0 || padded < span) return nodeError(n) << "the kernel does not fit the input";
+    shape.push_back((padded - span) / strides[d] + 1);
+  }
+  SmallVector<Value> operands{x, w};
+  if (bias) operands.push_back(bias);
+  DS_TRY(y, buildTyped<ConvOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), operands,
+                               {arrAttr("strides", strides), arrAttr("dilations", dilations),
+                                arrAttr("pads", pads), i64Attr("group", group)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// ConvTranspose as the equivalent direct convolution: zeros inserted
+// between input elements (stride), the input padded by d(k-1) minus the
+// pads (negative amounts crop, output_padding adds at the end), and the
+// weight flipped spatially with its channel axes swapped per group. Every
+// piece is an op with a kernel and a gradient rule, so it also trains.
+LogicalResult NNImporter::convTranspose(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value bias = input(n, 2);
+  int64_t rank = typeOf(x).getRank();
+  Type elem = typeOf(x).getElementType();
+  if (rank < 3 || typeOf(w).getRank() != rank || !isa<FloatType>(elem))
+    return nodeError(n) << "input and weight must be float [N, C, spatial...] and "
+                           "[C, M/group, k...]";
+  size_t k = rank - 2;
+  ArrayRef<int64_t> in = typeOf(x).getShape().drop_front(2);
+  ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(group, intAttr(n, "group", 1));
+  int64_t cin = typeOf(x).getDimSize(1);
+  if (group <= 0 || cin % group || typeOf(w).getDimSize(0) != cin)
+    return nodeError(n) << "weight must have the input's " << cin
+                        << " channels first, divisible by group " << group;
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (ks && ArrayRef<int64_t>(*ks) != kernel)
+    return nodeError(n) << "kernel_shape disagrees with the weight";
+  auto perDim = [&](StringRef name, int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
+    DS_TRY(v, intsAttr(n, name));
+    if (!v) return SmallVector<int64_t>(k, dflt);
+    if (v->size() != k)
+      return FailureOr<SmallVector<int64_t>>(nodeError(n) << name << " needs one entry per "
+                                                             "spatial dimension");
+    return *v;
+  };
+  DS_TRY(strides, perDim("strides", 1));
+  DS_TRY(dilations, perDim("dilations", 1));
+  DS_TRY(outPad, perDim("output_padding", 0));
+  DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
+  DS_TRY(padsAttr, intsAttr(n, "pads"));
+  DS_TRY(outShape, intsAttr(n, "output_shape"));
+  for (size_t d = 0; d < k; ++d)
+    if (strides[d] <= 0 || dilations[d] <= 0 || outPad[d] < 0)
+      return nodeError(n) << "strides and dilations must be positive, output_padding "
+                             "non-negative";
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (padsAttr) {
+    if (padsAttr->size() != 2 * k) return nodeError(n) << "pads needs two entries per spatial dimension";
+    pads = *padsAttr;
+  }
+  if (outShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // The pads are chosen so the output has the requested shape.
+    ArrayRef<int64_t> want;
+    SmallVector<int64_t> same;
+    if (outShape) {
+      want = *outShape;
+      if (want.size() == k + 2) want = want.drop_front(2);
+    } else {
+      for (size_t d = 0; d < k; ++d) same.push_back(in[d] * strides[d]);
+      want = same;
+    }
+    if (want.size() != k) return nodeError(n) << "output_shape needs one entry per spatial dimension";
+    for (size_t d = 0; d < k; ++d) {
+      int64_t total = strides[d] * (in[d] - 1) + outPad[d] + (kernel[d] - 1) * dilations[d] + 1 -
+                      want[d];
+      if (total < 0) total = 0;  // output_shape larger than the full output: padded at the end
+      bool upper = autoPad == "SAME_UPPER";
+      pads[d] = upper ? total / 2 : total - total / 2;
+      pads[d + k] = total - pads[d];
+      if (outShape) outPad[d] += std::max<int64_t>(0, want[d] - (strides[d] * (in[d] - 1) +
+                                 outPad[d] + (kernel[d] - 1) * dilations[d] + 1));
+    }
+  } else if (autoPad != "NOTSET" && autoPad != "VALID") {
+    return nodeError(n) << "auto_pad '" << autoPad << "' is not one of NOTSET, SAME_UPPER, "
+                           "SAME_LOWER, VALID";
+  }
+  // Zeros between input elements: [.., L, ..] -> [.., L, 1, ..] ++ zeros
+  // [.., L, s-1, ..] -> [.., L*s, ..], keeping the first (L-1)s+1.
+  Value z = x;
+  for (size_t d = 0; d < k; ++d) {
+    int64_t s = strides[d], a = d + 2, len = typeOf(z).getDimSize(a);
+    if (s == 1 || len == 0) continue;
+    SmallVector<int64_t> split(typeOf(z).getShape());
+    split.insert(split.begin() + a + 1, 1);
+    DS_TRY(col, reshape(z, split));
+    split[a + 1] = s - 1;
+    Value zeros = constant(DenseElementsAttr::get(RankedTensorType::get(split, elem),
+                                                  b_.getZeroAttr(elem)));
+    DS_TRY(wide, build<ConcatOp>({col, zeros}, {i64Attr("axis", a + 1)}));
+    SmallVector<int64_t> merged(typeOf(z).getShape());
+    merged[a] = len * s;
+    DS_TRY(flat, reshape(wide, merged));
+    DS_TRY(cut, sliceAxis(flat, a, 0, 1, (len - 1) * s + 1));
+    z = cut;
+  }
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1);
+    lo[d + 2] = span - pads[d];
+    hi[d + 2] = span - pads[d + k] + outPad[d];
+  }
+  DS_TRY(padded, padWith(n, z, lo, hi, "constant", b_.getZeroAttr(elem)));
+  // Weight [C, M/g, k..] -> flipped -> [g, C/g, M/g, k..] -> [g, M/g, C/g, k..] -> [M, C/g, k..].
+  Value wf = w;
+  for (size_t d = 0; d < k; ++d) {
+    DS_TRY(f, sliceAxis(wf, d + 2, kernel[d] - 1, -1, kernel[d]));
+    wf = f;
+  }
+  int64_t mg = typeOf(w).getDimSize(1);
+  SmallVector<int64_t> grouped{group, cin / group, mg};
+  llvm::append_range(grouped, kernel);
+  DS_TRY(wg, reshape(wf, grouped));
+  SmallVector<int64_t> perm{0, 2, 1};
+  for (size_t d = 0; d < k; ++d) perm.push_back(3 + d);
+  DS_TRY(wt, build<TransposeOp>({wg}, {arrAttr("permutation", perm)}));
+  SmallVector<int64_t> convW{group * mg, cin / group};
+  llvm::append_range(convW, kernel);
+  DS_TRY(wc, reshape(wt, convW));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), group * mg};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t o = typeOf(padded).getDimSize(d + 2) - dilations[d] * (kernel[d] - 1);
+    if (o <= 0) return nodeError(n) << "pads leave no output along spatial dimension " << d;
+    shape.push_back(o);
+  }
+  SmallVector<Value> operands{padded, wc};
+  if (bias) operands.push_back(bias);
+  DS_TRY(y, buildTyped<ConvOp>(RankedTensorType::get(shape, elem), operands,
+                               {arrAttr("strides", SmallVector<int64_t>(k, 1)),
+                                arrAttr("dilations", dilations),
+                                arrAttr("pads", SmallVector<int64_t>(2 * k, 0)),
+                                i64Attr("group", group)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult NNImporter::pool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  bool wantIndices = n.output_size() > 1 && !n.output(1).empty();
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3) return nodeError(n) << "input must be [N, C, spatial...]";
+  size_t k = rank - 2;
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (!ks || ks->size() != k) return nodeError(n) << "kernel_shape needs one entry per spatial dimension";
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(dl, intsAttr(n, "dilations"));
+  DS_TRY(ceil, intAttr(n, "ceil_mode", 0));
+  DS_TRY(includePad, intAttr(n, "count_include_pad", 0));
+  SmallVector<int64_t> kernel = *ks;
+  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
+  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (strides.size() != k || dilations.size() != k)
+    return nodeError(n) << "strides and dilations need one entry per spatial dimension";
+  ArrayRef<int64_t> in = typeOf(x).getShape().drop_front(2);
+  DS_TRY(pads, windowPads(n, in, kernel, strides, dilations));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(x).getDimSize(1)};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t room = in[d] + pads[d] + pads[d + k] - span;
+    if (strides[d] <= 0 || room < 0) return nodeError(n) << "the window does not fit the input";
+    int64_t out = (ceil ? (room + strides[d] - 1) / strides[d] : room / strides[d]) + 1;
+    // ceil_mode: the last window must still start inside the input or its
+    // begin padding (PyTorch's and onnxruntime's rule).
+    if (ceil && (out - 1) * strides[d] >= in[d] + pads[d]) --out;
+    shape.push_back(out);
+  }
+  auto kind = n.op_type() == "MaxPool" ? PoolKind::Max : PoolKind::Avg;
+  DS_TRY(y, buildTyped<PoolOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), x,
+                               {attr("kind", PoolKindAttr::get(ctx_, kind)),
+                                arrAttr("kernel", kernel), arrAttr("strides", strides),
+                                arrAttr("dilations", dilations), arrAttr("pads", pads),
+                                attr("count_include_pad", b_.getBoolAttr(includePad != 0))}));
+  setOutput(n, 0, y);
+  if (wantIndices) {
+    DS_TRY(order, intAttr(n, "storage_order", 0));
+    if (order != 0 && order != 1) return nodeError(n) << "storage_order must be 0 or 1";
+    auto t = RankedTensorType::get(shape, b_.getI64Type());
+    DS_TRY(idx, buildTyped<MaxPoolIndicesOp>(
+                    t, x, {arrAttr("kernel", kernel), arrAttr("strides", strides),
+                           arrAttr("dilations", dilations), arrAttr("pads", pads),
+                           attr("column_major", b_.getBoolAttr(order == 1))}));
+    setOutput(n, 1, idx);
+  }
+  return success();
+}
+
+LogicalResult NNImporter::globalPool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3) return nodeError(n) << "needs an input [N, C, spatial...]";
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+  FailureOr<Value> y = n.op_type() == "GlobalAveragePool" ? reduceWith<ReduceMeanOp>(x, axes, true)
+                                                          : reduceWith<ReduceMaxOp>(x, axes, true);
+  if (failed(y)) return failure();
+  setOutput(n, 0, *y);
+  return success();
+}
+
+/// A per-channel [C] tensor reshaped to [C, 1, ...] so it broadcasts over
+/// an [N, C, d...] input.
+FailureOr<Value> NNImporter::perChannel(const onnx::NodeProto &n, Value v, Value x) {
+  int64_t c = typeOf(x).getDimSize(1);
+  if (typeOf(v).getNumElements() != c)
+    return FailureOr<Value>(nodeError(n) << "per-channel inputs must have " << c << " elements");
+  SmallVector<int64_t> shape(typeOf(x).getRank() - 1, 1);
+  shape[0] = c;
+  return reshape(v, shape);
+}
+
+/// Inference BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B,
+/// the per-channel vectors broadcast along axis 1.
+LogicalResult NNImporter::batchNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  DS_TRY(bias, required(n, 2));
+  DS_TRY(mean, required(n, 3));
+  DS_TRY(var, required(n, 4));
+  DS_TRY(training, intAttr(n, "training_mode", 0));
+  DS_TRY(isTest, intAttr(n, "is_test", 0));
+  DS_TRY(spatial, intAttr(n, "spatial", 1));
+  if (opset_ < 7 && !isTest) training = 1;
+  if (!spatial) return nodeError(n) << "BatchNormalization with spatial = 0 is not supported";
+  if (training || (n.output_size() > 1 && !n.output(1).empty()))
+    return nodeError(n) << "training-mode BatchNormalization is not supported";
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2) return nodeError(n) << "needs an input of rank >= 2";
+  auto channel = [&](Value v) { return perChannel(n, v, x); };
+  DS_TRY(m, channel(mean));
+  DS_TRY(v, channel(var));
+  DS_TRY(s, channel(scale));
+  DS_TRY(b, channel(bias));
+  Type elem = typeOf(x).getElementType();
+  DS_TRY(ve, build<AddOp>({v, scalar(elem, eps)}));
+  DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+  DS_TRY(d, build<SubOp>({x, m}));
+  DS_TRY(nrm, build<DivOp>({d, sd}));
+  DS_TRY(sc, build<MulOp>({nrm, s}));
+  DS_TRY(y, build<AddOp>({sc, b}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// InstanceNormalization: statistics per (n, c) over the spatial axes,
+// composed from reductions, so it runs and differentiates with no kernel
+// of its own.
+LogicalResult NNImporter::instanceNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  DS_TRY(bias, required(n, 2));
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  int64_t rank = typeOf(x).getRank();
+  Type elem = typeOf(x).getElementType();
+  if (rank < 3 || !isa<FloatType>(elem))
+    return nodeError(n) << "needs a floating-point input of rank >= 3";
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+  DS_TRY(s, perChannel(n, scale, x));
+  DS_TRY(b, perChannel(n, bias, x));
+  DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+  DS_TRY(dev, build<SubOp>({x, mean}));
+  DS_TRY(sq, build<MulOp>({dev, dev}));
+  DS_TRY(var, reduceWith<ReduceMeanOp>(sq, axes, true));
+  DS_TRY(ve, build<AddOp>({var, scalar(elem, eps)}));
+  DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+  DS_TRY(nrm, build<DivOp>({dev, sd}));
+  DS_TRY(sc, build<MulOp>({nrm, s}));
+  DS_TRY(y, build<AddOp>({sc, b}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult NNImporter::layerNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  Value bias = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  ArrayRef<int64_t> norm = typeOf(x).getShape().drop_front(axis);
+  // Scale and bias may be given broadcastable; ds wants them exact.
+  auto fit = [&](Value v) -> FailureOr<Value> {
+    if (typeOf(v).getShape() == norm) return v;
+    auto t = RankedTensorType::get(norm, typeOf(v).getElementType());
+    return buildTyped<ExpandOp>(t, v);
+  };
+  DS_TRY(s, fit(scale));
+  SmallVector<Value> operands{x, s};
+  if (bias) {
+    DS_TRY(bb, fit(bias));
+    operands.push_back(bb);
+  }
+  DS_TRY(y, buildTyped<LayerNormOp>(x.getType(), operands,
+                                    {i64Attr("axis", axis),
+                                     attr("epsilon", b_.getF32FloatAttr(eps))}));
+  setOutput(n, 0, y);
+  // Mean and InvStdDev (training outputs), computed alongside when asked.
+  bool wantMean = n.output_size() > 1 && !n.output(1).empty();
+  bool wantInv = n.output_size() > 2 && !n.output(2).empty();
+  if (wantMean || wantInv) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = axis; d < typeOf(x).getRank(); ++d) axes.push_back(d);
+    DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+    setOutput(n, 1, mean);
+    if (wantInv) {
+      DS_TRY(dev, build<SubOp>({x, mean}));
+      DS_TRY(sq, build<MulOp>({dev, dev}));
+      DS_TRY(var, reduceWith<ReduceMeanOp>(sq, axes, true));
+      DS_TRY(ve, build<AddOp>({var, scalar(typeOf(x).getElementType(), eps)}));
+      DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+      DS_TRY(inv, buildTyped<ReciprocalOp>(sd.getType(), sd));
+      setOutput(n, 2, inv);
+    }
+  }
+  return success();
+}
+
+// MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)
+// over `axes`, ONNX's function body.
+LogicalResult NNImporter::meanVarianceNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axesOpt, intsAttr(n, "axes"));
+  SmallVector<int64_t> axes = axesOpt ? *axesOpt : SmallVector<int64_t>{0, 2, 3};
+  if (failed(normalizeAxes(n, axes, typeOf(x).getRank()))) return failure();
+  Type f = typeOf(x).getElementType();
+  DS_TRY(mean, reduceWith<ReduceMeanOp>(x, axes, true));
+  DS_TRY(sq, build<MulOp>({x, x}));
+  DS_TRY(meanSq, reduceWith<ReduceMeanOp>(sq, axes, true));
+  DS_TRY(sqMean, build<MulOp>({mean, mean}));
+  DS_TRY(var, build<SubOp>({meanSq, sqMean}));
+  DS_TRY(std, build<SqrtOp>({var}));
+  DS_TRY(denom, build<AddOp>({std, scalar(f, 1e-9)}));
+  DS_TRY(centered, build<SubOp>({x, mean}));
+  DS_TRY(y, build<DivOp>({centered, denom}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+template <typename OpTy> LogicalResult NNImporter::softmax(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  DS_TRY(axis, intAttr(n, "axis", opset_ >= 13 ? -1 : 1));
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  if (opset_ >= 13 || axis == rank - 1) {
+    DS_TRY(y, buildTyped<OpTy>(x.getType(), x, {i64Attr("axis", axis)}));
+    setOutput(n, 0, y);
+    return success();
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis` and normalized
+  // over the whole second dimension.
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= shape[d];
+  DS_TRY(x2, reshape(x, {outer, inner}));
+  DS_TRY(y2, buildTyped<OpTy>(x2.getType(), x2, {i64Attr("axis", 1)}));
+  DS_TRY(y, reshape(y2, shape));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult NNImporter::hardmax(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  DS_TRY(axis, intAttr(n, "axis", opset_ >= 13 ? -1 : 1));
+  if (failed(normalizeAxis(n, axis, rank))) return failure();
+  Value in = x;
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  if (opset_ < 13 && axis != rank - 1) { // coerced to 2-D before opset 13
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= shape[d];
+    DS_TRY(x2, reshape(x, {outer, inner}));
+    in = x2;
+    axis = 1;
+  }
+  int64_t r = typeOf(in).getRank();
+  SmallVector<int64_t> kept(typeOf(in).getShape());
+  kept[axis] = 1;
+  DS_TRY(am, buildTyped<ArgMaxOp>(RankedTensorType::get(kept, b_.getI64Type()), in,
+                                  {i64Attr("axis", axis)}));
+  Value ids = iota(typeOf(in).getDimSize(axis), axis, r, b_.getI64Type());
+  DS_TRY(eq, build<EqualOp>({ids, am}));
+  DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(typeOf(eq).getShape(), typeOf(x).getElementType()), eq));
+  DS_TRY(out, reshape(y, shape));
+  setOutput(n, 0, out);
+  return success();
+}
+
+LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
+  // Inference: the identity, and an all-true mask if anyone asks for it.
+  DS_TRY(x, required(n, 0));
+  DS_TRY(isTest, intAttr(n, "is_test", 0));
+  if (opset_ < 7 && !isTest)
+    return nodeError(n) << "training-mode Dropout (is_test = 0) is not supported";
+  if (input(n, 2)) {
+    DenseElementsAttr mode = constantOf(input(n, 2));
+    DenseElementsAttr ratio = constantOf(input(n, 1));
+    // Training with ratio 0 drops nothing: the identity, as in inference.
+    bool zeroRatio = ratio && ratio.isSplat() && isa<FloatType>(ratio.getElementType()) &&
+                     ratio.getSplatValue<APFloat>().isZero();
+    if (!mode)
+      return nodeError(n) << "training_mode must be known at compile time (a constant, or "
+                          << "bound with --bind-input)";
+    if (mode.getSplatValue<bool>() && !zeroRatio)
+      return nodeError(n) << "training-mode Dropout (random masks) is not supported";
+  }
+  setOutput(n, 0, x);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    auto t = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
+    setOutput(n, 1, constant(DenseElementsAttr::get(t, true)));
+  }
+  return success();
+}
+
+} // namespace
+
+void mlir::ds::importer::registerNNHandlers(HandlerTable &t) {
+  using I = NNImporter;
+  t.add<I, &I::conv>("Conv");
+  t.add<I, &I::convTranspose>("ConvTranspose");
+  t.add<I, &I::pool>("MaxPool");
+  t.add<I, &I::pool>("AveragePool");
+  t.add<I, &I::globalPool>("GlobalAveragePool");
+  t.add<I, &I::globalPool>("GlobalMaxPool");
+  t.add<I, &I::batchNorm>("BatchNormalization");
+  t.add<I, &I::instanceNorm>("InstanceNormalization");
+  t.add<I, &I::layerNorm>("LayerNormalization");
+  t.add<I, &I::meanVarianceNorm>("MeanVarianceNormalization");
+  t.add<I, &I::softmax<SoftmaxOp>>("Softmax");
+  t.add<I, &I::softmax<LogSoftmaxOp>>("LogSoftmax");
+  t.add<I, &I::hardmax>("Hardmax");
+  t.add<I, &I::dropout>("Dropout");
+}

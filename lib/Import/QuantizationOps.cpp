@@ -1,0 +1,220 @@
+//===- QuantizationOps.cpp - ONNX quantization ops ------------------------===//
+//
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger
+// and QLinearMatMul: compositions of round, clip, cast and integer matmul.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterCore.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::importer;
+
+namespace {
+
+class QuantizationImporter : public NodeImporter {
+public:
+  using NodeImporter::NodeImporter;
+
+  LogicalResult quantizeLinear(const onnx::NodeProto &n);
+  LogicalResult dequantizeLinear(const onnx::NodeProto &n);
+  LogicalResult dynamicQuantizeLinear(const onnx::NodeProto &n);
+  LogicalResult matmulInteger(const onnx::NodeProto &n);
+  LogicalResult qlinearMatmul(const onnx::NodeProto &n);
+
+private:
+  FailureOr<Value> alongAxis(const onnx::NodeProto &n, Value v, Value x, int64_t axis);
+  FailureOr<Value> quantize(const onnx::NodeProto &n, Value y, Value zeroPoint, Type qType);
+  FailureOr<Value> centered(const onnx::NodeProto &n, Value x, Value zeroPoint, bool rowwise);
+};
+
+/// A per-axis (1-D) scale or zero point laid along `axis` of x; scalars and
+/// one-element tensors broadcast as they are.
+FailureOr<Value> QuantizationImporter::alongAxis(const onnx::NodeProto &n, Value v, Value x,
+                                                 int64_t axis) {
+  RankedTensorType vt = typeOf(v);
+  if (vt.getRank() == 0 || vt.getNumElements() == 1) return v;
+  int64_t rank = typeOf(x).getRank();
+  if (vt.getRank() != 1 || failed(normalizeAxis(n, axis, rank)) ||
+      vt.getDimSize(0) != typeOf(x).getDimSize(axis))
+    return FailureOr<Value>(nodeError(n) << "per-axis scales and zero points must be 1-D with "
+                                         << "one entry per element of the axis");
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = vt.getDimSize(0);
+  return reshape(v, shape);
+}
+
+/// round-half-even(y) + zero point, saturated to qType (ONNX's QuantizeLinear
+/// after the division by the scale).
+FailureOr<Value> QuantizationImporter::quantize(const onnx::NodeProto &n, Value y, Value zeroPoint,
+                                                Type qType) {
+  auto it = dyn_cast<IntegerType>(qType);
+  if (!it || it.getWidth() == 1 || it.getWidth() > 16)
+    return FailureOr<Value>(nodeError(n) << "quantizes to " << qType
+                                         << "; 8- and 16-bit integers are supported");
+  Type f = typeOf(y).getElementType();
+  DS_TRY(rounded, build<RoundOp>({y}));
+  Value q = rounded;
+  if (zeroPoint) {
+    DS_TRY(zp, castTo(zeroPoint, f));
+    DS_TRY(shifted, build<AddOp>({q, zp}));
+    q = shifted;
+  }
+  unsigned bits = it.getWidth();
+  double lo = it.isUnsigned() ? 0 : -std::ldexp(1.0, bits - 1);
+  double hi = it.isUnsigned() ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+  DS_TRY(above, build<MaxOp>({q, scalar(f, lo)}));
+  DS_TRY(clipped, build<MinOp>({above, scalar(f, hi)}));
+  return castTo(clipped, qType);
+}
+
+LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x0, required(n, 0));
+  DS_TRY(scale0, required(n, 1));
+  Value zp0 = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", 1));
+  DS_TRY(block, intAttr(n, "block_size", 0));
+  DS_TRY(saturate, intAttr(n, "saturate", 1));
+  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
+  (void)saturate; // only meaningful for float8 outputs, which ds rejects below
+  Type qType = zp0 ? typeOf(zp0).getElementType() : b_.getIntegerType(8, false);
+  DS_TRY(outType, intAttr(n, "output_dtype", 0));
+  if (outType != 0) {
+    FailureOr<Type> t = elementType(static_cast<int32_t>(outType));
+    if (failed(t)) return nodeError(n) << "output_dtype " << outType << " is not supported";
+    qType = *t;
+  }
+  Type f = typeOf(scale0).getElementType();
+  DS_TRY(x, castTo(x0, f));
+  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  Value zp;
+  if (zp0) {
+    DS_TRY(z, alongAxis(n, zp0, x, axis));
+    zp = z;
+  }
+  DS_TRY(scaled, build<DivOp>({x, scale}));
+  DS_TRY(y, quantize(n, scaled, zp, qType));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult QuantizationImporter::dequantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x0, required(n, 0));
+  DS_TRY(scale0, required(n, 1));
+  Value zp0 = input(n, 2);
+  DS_TRY(axis, intAttr(n, "axis", 1));
+  DS_TRY(block, intAttr(n, "block_size", 0));
+  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
+  Type f = typeOf(scale0).getElementType();
+  DS_TRY(x, castTo(x0, f));
+  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  Value centeredX = x;
+  if (zp0) {
+    DS_TRY(z, alongAxis(n, zp0, x, axis));
+    DS_TRY(zf, castTo(z, f));
+    DS_TRY(c, build<SubOp>({x, zf}));
+    centeredX = c;
+  }
+  DS_TRY(y, build<MulOp>({centeredX, scale}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// DynamicQuantizeLinear: uint8 with a scale and zero point that make the
+// data's range, widened to include 0, span [0, 255].
+LogicalResult QuantizationImporter::dynamicQuantizeLinear(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  Type f = typeOf(x).getElementType();
+  if (!f.isF32()) return nodeError(n) << "input must be f32";
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < typeOf(x).getRank(); ++d) all.push_back(d);
+  Value zero = scalar(f, 0.0);
+  DS_TRY(mn0, reduceWith<ReduceMinOp>(x, all, false));
+  DS_TRY(mx0, reduceWith<ReduceMaxOp>(x, all, false));
+  DS_TRY(mn, build<MinOp>({mn0, zero}));
+  DS_TRY(mx, build<MaxOp>({mx0, zero}));
+  DS_TRY(range, build<SubOp>({mx, mn}));
+  DS_TRY(scale, build<DivOp>({range, scalar(f, 255.0)}));
+  DS_TRY(minOverScale, build<DivOp>({mn, scale}));
+  DS_TRY(negated, build<SubOp>({zero, minOverScale}));
+  Type u8 = b_.getIntegerType(8, false);
+  DS_TRY(zp, quantize(n, negated, nullptr, u8));
+  DS_TRY(scaled, build<DivOp>({x, scale}));
+  DS_TRY(y, quantize(n, scaled, zp, u8));
+  setOutput(n, 0, y);
+  setOutput(n, 1, scale);
+  setOutput(n, 2, zp);
+  return success();
+}
+
+/// x - zero point, widened to i32 (the integer GEMM's accumulator type). A
+/// 1-D zero point of the left operand is per row (`rowwise`).
+FailureOr<Value> QuantizationImporter::centered(const onnx::NodeProto &n, Value x, Value zeroPoint,
+                                                bool rowwise) {
+  Type elem = typeOf(x).getElementType();
+  auto it = dyn_cast<IntegerType>(elem);
+  if (!it || it.getWidth() != 8)
+    return FailureOr<Value>(nodeError(n) << "integer matmul operands must be int8 or uint8, not "
+                                         << elem);
+  DS_TRY(wide, castTo(x, b_.getI32Type()));
+  if (!zeroPoint) return wide;
+  if (typeOf(zeroPoint).getElementType() != elem)
+    return FailureOr<Value>(nodeError(n) << "zero points must have their operand's type");
+  DS_TRY(zp0, castTo(zeroPoint, b_.getI32Type()));
+  Value zp = zp0;
+  if (rowwise && typeOf(zp).getRank() == 1 && typeOf(zp).getNumElements() > 1) {
+    DS_TRY(col, reshape(zp, {typeOf(zp).getNumElements(), 1}));
+    zp = col;
+  }
+  return build<SubOp>({wide, zp});
+}
+
+LogicalResult QuantizationImporter::matmulInteger(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(bm, required(n, 1));
+  DS_TRY(ac, centered(n, a, input(n, 2), true));
+  DS_TRY(bc, centered(n, bm, input(n, 3), false));
+  DS_TRY(y, build<MatmulOp>({ac, bc}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// QLinearMatMul: the exact integer product of the centered operands, then
+// requantized by a_scale * b_scale / y_scale.
+LogicalResult QuantizationImporter::qlinearMatmul(const onnx::NodeProto &n) {
+  DS_TRY(a, required(n, 0));
+  DS_TRY(aScale, required(n, 1));
+  DS_TRY(bm, required(n, 3));
+  DS_TRY(bScale, required(n, 4));
+  DS_TRY(yScale, required(n, 6));
+  DS_TRY(yZp, required(n, 7));
+  DS_TRY(ac, centered(n, a, input(n, 2), true));
+  DS_TRY(bc, centered(n, bm, input(n, 5), false));
+  DS_TRY(prod, build<MatmulOp>({ac, bc}));
+  Type f = typeOf(aScale).getElementType();
+  DS_TRY(pf, castTo(prod, f));
+  Value as = aScale;
+  if (typeOf(as).getRank() == 1 && typeOf(as).getNumElements() > 1) {
+    DS_TRY(col, reshape(as, {typeOf(as).getNumElements(), 1}));
+    as = col;
+  }
+  DS_TRY(ab, build<MulOp>({as, bScale}));
+  DS_TRY(multiplier, build<DivOp>({ab, yScale}));
+  DS_TRY(scaled, build<MulOp>({pf, multiplier}));
+  DS_TRY(y, quantize(n, scaled, yZp, typeOf(yZp).getElementType()));
+  setOutput(n, 0, y);
+  return success();
+}
+
+} // namespace
+
+void mlir::ds::importer::registerQuantizationHandlers(HandlerTable &t) {
+  using I = QuantizationImporter;
+  t.add<I, &I::quantizeLinear>("QuantizeLinear");
+  t.add<I, &I::dequantizeLinear>("DequantizeLinear");
+  t.add<I, &I::dynamicQuantizeLinear>("DynamicQuantizeLinear");
+  t.add<I, &I::matmulInteger>("MatMulInteger");
+  t.add<I, &I::qlinearMatmul>("QLinearMatMul");
+}

@@ -228,7 +228,10 @@ def DS_SubOp : DS_ArithOp<"sub", "`lhs - rhs`", [DS_Differentiable]>;
 def DS_MulOp : DS_ArithOp<"mul", "`lhs * rhs`", [Commutative, DS_Differentiable]>;
 def DS_DivOp : DS_ArithOp<"div", "`lhs / rhs`; integer division truncates",
                           [DS_Differentiable]>;
-def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`", [DS_Differentiable]>;
+def DS_PowOp : DS_ArithOp<"pow", "`lhs ^ rhs`", [DS_Differentiable]> {
+  // x^2, x^3, x^4 (a constant exponent) become multiplies.
+  let hasCanonicalizer = 1;
+}
 def DS_MinOp : DS_ArithOp<"min", "the smaller operand; NaN propagates",
                           [Commutative, DS_Differentiable]>;
 def DS_MaxOp : DS_ArithOp<"max", "the larger operand; NaN propagates",

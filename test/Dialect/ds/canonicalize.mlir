@@ -69,3 +69,37 @@ func.func @matmul_transposes(%a: tensor<2x8x4xf32>, %b: tensor<8x5xf32>, %c: ten
   %4 = ds.matmul %c, %d {transpose_rhs = true} : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
   return %0, %1, %2, %3, %4 : tensor<2x4x5xf32>, tensor<4x5xf32>, tensor<3x3x3xf32>, tensor<3x3xi64>, tensor<4x5xf32>
 }
+
+// -----
+
+// pow with a constant integral exponent 1..4 on floats becomes multiplies;
+// other exponents, integer bases and broadcasting exponents stay pow.
+// CHECK-LABEL: func.func @pow_to_multiplies
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32>, %[[I:.+]]: tensor<4xi32>)
+// CHECK: %[[SQ:.+]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[SQ2:.+]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[CUBE:.+]] = ds.mul %[[SQ2]], %[[X]]
+// CHECK: %[[SQ3:.+]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[X4:.+]] = ds.mul %[[SQ3]], %[[SQ3]]
+// CHECK: %[[HALF:.+]] = ds.pow %[[X]], %{{.+}} : (tensor<4xf32>, tensor<f32>)
+// CHECK: %[[INT:.+]] = ds.pow %[[I]], %{{.+}} : (tensor<4xi32>, tensor<i32>)
+// CHECK: %[[WIDE:.+]] = ds.pow %[[X]], %{{.+}} : (tensor<4xf32>, tensor<2x4xf32>)
+// CHECK: return %[[X]], %[[SQ]], %[[CUBE]], %[[X4]], %[[HALF]], %[[INT]], %[[WIDE]]
+func.func @pow_to_multiplies(%x: tensor<4xf32>, %i: tensor<4xi32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<2x4xf32>) {
+  %c1 = ds.constant dense<1.0> : tensor<f32>
+  %c2 = ds.constant dense<2.0> : tensor<f32>
+  %c3 = ds.constant dense<3.0> : tensor<f32>
+  %c4 = ds.constant dense<4.0> : tensor<4xf32>
+  %ch = ds.constant dense<0.5> : tensor<f32>
+  %ci = ds.constant dense<2> : tensor<i32>
+  %cw = ds.constant dense<2.0> : tensor<2x4xf32>
+  %0 = ds.pow %x, %c1 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = ds.pow %x, %c2 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %2 = ds.pow %x, %c3 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %3 = ds.pow %x, %c4 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %4 = ds.pow %x, %ch : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %5 = ds.pow %i, %ci : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  %6 = ds.pow %x, %cw : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<2x4xf32>
+}

@@ -1,0 +1,148 @@
+"""ds against the engines a user would pick instead: onnxruntime and PyTorch 2.x.
+
+    bash bench/peers.sh [--threads 2] [--iters 20] [--models gpt2,bert,llama,resnet18,mobilenet_v2]
+
+(peers.sh makes bench/.venv with PyTorch 2.x, onnxruntime, transformers and
+torchvision from PyPI and runs this file in it; Debian's PyTorch 1.13 is the
+test reference, never a speed peer.)
+
+Each model is built from code with random weights (Hugging Face
+`transformers` configs, torchvision), exported once with PyTorch's ONNX
+exporter, and the same ONNX file is run by ds (ds-opt + ds-run --benchmark),
+by onnxruntime's default session and by PyTorch eager under no_grad, all
+with the same inputs and thread count, in one run. Prints the median
+latency of each and the ratios ds/onnxruntime and ds/PyTorch (below 1: ds
+is faster), after checking that ds agrees with PyTorch.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.environ.get("DS_BIN", os.path.join(HERE, "..", "build", "bin"))
+
+
+class Logits(torch.nn.Module):
+    """A Hugging Face model as ids -> logits (no KV cache, no dict outputs)."""
+
+    def __init__(self, model, has_cache):
+        super().__init__()
+        self.model = model
+        self.kwargs = {"use_cache": False} if has_cache else {}
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, **self.kwargs).logits
+
+
+def hf_model(name):
+    import transformers as tf
+    if name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=4096, n_positions=256, n_embd=512, n_layer=6, n_head=8,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return tf.GPT2LMHeadModel(cfg), (2, 128), 4096, True
+    if name == "bert":
+        cfg = tf.BertConfig(vocab_size=4096, hidden_size=256, num_hidden_layers=4,
+                            num_attention_heads=4, intermediate_size=1024,
+                            max_position_embeddings=256, hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0)
+        return tf.BertForMaskedLM(cfg), (4, 128), 4096, False
+    if name == "llama":
+        cfg = tf.LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1376,
+                             num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                             max_position_embeddings=512)
+        return tf.LlamaForCausalLM(cfg), (1, 256), 4096, True
+    raise ValueError(name)
+
+
+def build(name):
+    """(module, example inputs as a tuple, input names, description)."""
+    torch.manual_seed(0)
+    if name in ("gpt2", "bert", "llama"):
+        model, (b, t), vocab, cache = hf_model(name)
+        wrapped = Logits(model.eval(), cache)
+        ids = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (b, t)).astype(np.int64))
+        return wrapped.eval(), (ids,), ["ids"], "%s %dx%d tokens" % (name, b, t)
+    import torchvision
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32))
+    return model, (x,), ["x"], "%s 1x3x224x224" % name
+
+
+def median_ms(fn, iters):
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def run_one(name, args, work):
+    model, inputs, names, desc = build(name)
+    onnx_path = os.path.join(work, name + ".onnx")
+    with torch.no_grad():
+        ref = model(*inputs).numpy()
+        torch.onnx.export(model, inputs, onnx_path, input_names=names, output_names=["out"],
+                          opset_version=args.opset, dynamo=args.exporter == "dynamo")
+    feeds = {n: t.numpy() for n, t in zip(names, inputs)}
+
+    plan = os.path.join(work, name + ".dsplan")
+    shapes = [s for n, t in feeds.items() for s in ("--input-shape", "%s=%s" % (n, ",".join(map(str, t.shape))))]
+    subprocess.run([os.path.join(BIN, "ds-opt"), onnx_path, *shapes, "-o", plan], check=True)
+    inp, out = os.path.join(work, "in.npz"), os.path.join(work, "out.npz")
+    np.savez(inp, **feeds)
+    res = subprocess.run([os.path.join(BIN, "ds-run"), plan, "--inputs", inp, "--outputs", out,
+                          "--threads", str(args.threads), "--benchmark", str(args.iters)],
+                         check=True, capture_output=True, text=True)
+    ds_ms = json.loads(res.stdout.strip().splitlines()[-1])["median_ms"]
+    got = np.load(out)["out"]
+    err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+    if err > 1e-4:
+        raise SystemExit("%s: ds differs from PyTorch (relative error %.2e)" % (name, err))
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    ort_ms = median_ms(lambda: sess.run(None, feeds), args.iters)
+
+    with torch.no_grad():
+        torch_ms = median_ms(lambda: model(*inputs), args.iters)
+    return desc, ds_ms, ort_ms, torch_ms, err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+                    help="torch.onnx.export(dynamo=...): the same file goes to ds and onnxruntime")
+    ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print("threads=%d iters=%d exporter=%s torch=%s onnxruntime=%s"
+          % (args.threads, args.iters, args.exporter, torch.__version__, ort.__version__))
+    print("%-28s %10s %12s %10s %10s %10s" % ("model", "ds ms", "onnxrt ms", "torch ms",
+                                              "ds/onnxrt", "ds/torch"))
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            desc, ds_ms, ort_ms, torch_ms, err = run_one(name, args, work)
+            print("%-28s %10.2f %12.2f %10.2f %10.2f %10.2f   (rel err %.1e)"
+                  % (desc, ds_ms, ort_ms, torch_ms, ds_ms / ort_ms, ds_ms / torch_ms, err),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -40,16 +40,6 @@ absl::StatusOr<uint64_t> commBytes(int64_t count, DType dtype) {
   return static_cast<uint64_t>(count) * es;
 }
 
-std::string reduceOpName(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum: return "sum";
-  case ReduceOp::Max: return "max";
-  case ReduceOp::Min: return "min";
-  case ReduceOp::Prod: return "prod";
-  }
-  return "?";
-}
-
 void maybeInjectFault(int worldRank) {
   static const char *spec = std::getenv("DS_FAULT");
   if (!spec) return;

@@ -65,8 +65,6 @@ absl::StatusOr<std::unique_ptr<Comm>> createComm(const CommOptions &opts);
 /// Bytes of `count` elements, checked for overflow.
 absl::StatusOr<uint64_t> commBytes(int64_t count, DType dtype);
 
-std::string reduceOpName(ReduceOp op);
-
 /// Test hook (RELIABILITY.md 4 is tested by provoking it): DS_FAULT =
 /// "rank=R,collective=N,action=exit|hang|crash" makes rank R exit with code
 /// 3, sleep forever, or raise SIGSEGV before its N-th collective (1-based).

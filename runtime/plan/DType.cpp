@@ -43,14 +43,6 @@ std::string dtypeName(DType t) {
   }
 }
 
-std::optional<DType> dtypeFromName(const std::string &name) {
-  for (int v = plan::DType_MIN; v <= plan::DType_MAX; ++v)
-    if (plan::DType_IsValid(v) && v != plan::DTYPE_UNSPECIFIED &&
-        dtypeName(static_cast<DType>(v)) == name)
-      return static_cast<DType>(v);
-  return std::nullopt;
-}
-
 absl::StatusOr<int64_t> checkedElementCount(const std::vector<int64_t> &shape) {
   if (shape.size() > kMaxRank)
     return absl::InvalidArgumentError(

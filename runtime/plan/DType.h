@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,6 @@ using plan::DType;
 size_t dtypeSize(DType t);
 /// Short lower-case name: "f32", "i64", "bool", ...
 std::string dtypeName(DType t);
-std::optional<DType> dtypeFromName(const std::string &name);
 
 /// Product of `shape`, checked: negative dims, ranks over kMaxRank and
 /// products over 2^62 are errors, never wrapped integers.

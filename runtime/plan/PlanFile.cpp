@@ -278,182 +278,244 @@ absl::Status LoadedPlan::validate() {
   return absl::OkStatus();
 }
 
-absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
-  const int n = p.buffers_size();
-  const uint32_t world = std::max<uint32_t>(1, p.world_size());
+namespace {
+
+/// [offset, offset + size) lies inside [0, limit), without overflowing.
+bool fitsIn(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+
+/// The world size is one ds supports, and a mesh, if given, covers it.
+absl::Status checkWorldAndMesh(const plan::Plan &p, uint32_t world) {
   if (p.world_size() > 4096)
     return absl::InvalidArgumentError(absl::StrCat("world size ", p.world_size(),
                                                    " is larger than ds supports (4096)"));
-  if (p.mesh().axes_size()) {
-    int64_t product = 1;
-    std::set<std::string> axisNames;
-    for (const auto &a : p.mesh().axes()) {
-      if (a.name().empty() || a.size() < 1 || a.size() > 4096 || !axisNames.insert(a.name()).second)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mesh axis '", a.name(), "' of size ", a.size(),
-            " is invalid (names must be unique and non-empty, sizes in [1, 4096])"));
-      product *= a.size();
-      if (product > 4096) break;
-    }
-    if (product != world)
-      return absl::InvalidArgumentError(absl::StrCat("the mesh's axes multiply to ", product,
-                                                     " ranks but the world size is ", world));
+  if (!p.mesh().axes_size()) return absl::OkStatus();
+  int64_t product = 1;
+  std::set<std::string> axisNames;
+  for (const auto &a : p.mesh().axes()) {
+    if (a.name().empty() || a.size() < 1 || a.size() > 4096 || !axisNames.insert(a.name()).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh axis '", a.name(), "' of size ", a.size(),
+          " is invalid (names must be unique and non-empty, sizes in [1, 4096])"));
+    product *= a.size();
+    if (product > 4096) break;
   }
+  if (product != world)
+    return absl::InvalidArgumentError(absl::StrCat("the mesh's axes multiply to ", product,
+                                                   " ranks but the world size is ", world));
+  return absl::OkStatus();
+}
+
+/// Id, element type, memory space, and a byte size that matches the shape.
+absl::Status checkBufferType(const plan::Buffer &b, int index, const std::string &what) {
+  if (b.id() != static_cast<uint32_t>(index))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has id ", b.id(), "; ids must equal positions"));
+  if (!plan::DType_IsValid(b.dtype()) || dtypeSize(b.dtype()) == 0)
+    return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid dtype"));
+  if (!plan::MemorySpace_IsValid(b.space()))
+    return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid memory space"));
+  std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+  auto bytes = checkedByteSize(shape, b.dtype());
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.status().message()));
+  if (*bytes != b.size_bytes())
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " declares ", b.size_bytes(), " bytes but its shape [", shapeToString(shape),
+        "] of ", dtypeName(b.dtype()), " needs ", *bytes));
+  return absl::OkStatus();
+}
+
+/// Per-rank weight shards: only of weight bytes, one per rank, each inside
+/// the weight section.
+absl::Status checkRankShards(const plan::Buffer &b, const std::string &what, uint32_t world,
+                             uint64_t weightBytes) {
+  if (!b.rank_shards_size()) return absl::OkStatus();
+  if (!hasWeightBytes(b))
+    return absl::InvalidArgumentError(absl::StrCat(what, " has rank shards but no weight bytes"));
+  if (static_cast<uint32_t>(b.rank_shards_size()) != world)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has ", b.rank_shards_size(), " rank shards for a world of ", world));
+  for (const auto &s : b.rank_shards())
+    if (!fitsIn(s.offset(), b.size_bytes(), weightBytes) || s.offset() % dtypeSize(b.dtype()) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": a rank shard at weight offset ", s.offset(), " (", b.size_bytes(),
+          " bytes) lies outside the ", weightBytes, "-byte weight section"));
+  return absl::OkStatus();
+}
+
+/// What the buffer's kind requires: arena and weight bytes in bounds and
+/// aligned; state buffers uniquely named (checkpoints key them by name);
+/// inputs and outputs named (callers bind them by name).
+absl::Status checkBufferKind(const plan::Buffer &b, const std::string &what, uint64_t arenaBytes,
+                             uint64_t weightBytes, std::set<std::string> &stateNames) {
+  switch (b.kind()) {
+  case plan::Buffer::ARENA:
+    if (!fitsIn(b.offset(), b.size_bytes(), arenaBytes))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " at arena offset ", b.offset(), " (", b.size_bytes(),
+          " bytes) lies outside the ", arenaBytes, "-byte arena"));
+    if (b.offset() % dtypeSize(b.dtype()) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(what, " is misaligned in the arena"));
+    return absl::OkStatus();
+  case plan::Buffer::WEIGHT:
+    if (!fitsIn(b.offset(), b.size_bytes(), weightBytes))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " at weight offset ", b.offset(), " (", b.size_bytes(),
+          " bytes) lies outside the ", weightBytes, "-byte weight section"));
+    if (b.offset() % dtypeSize(b.dtype()) != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " is misaligned in the weight section"));
+    return absl::OkStatus();
+  case plan::Buffer::STATE:
+    if (b.io_name().empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, " (state) has no name"));
+    if (!plan::Buffer::StateInit_IsValid(b.state_init()))
+      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid state_init"));
+    if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS &&
+        (!fitsIn(b.offset(), b.size_bytes(), weightBytes) ||
+         b.offset() % dtypeSize(b.dtype()) != 0))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": initial value at weight offset ", b.offset(), " (", b.size_bytes(),
+          " bytes) lies outside the ", weightBytes, "-byte weight section"));
+    if (!stateNames.insert(b.io_name()).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": two state buffers are named '", b.io_name(), "'"));
+    return absl::OkStatus();
+  case plan::Buffer::INPUT:
+  case plan::Buffer::OUTPUT:
+    if (b.io_name().empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, " has no io_name"));
+    return absl::OkStatus();
+  default:
+    return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid kind"));
+  }
+}
+
+absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBytes) {
   std::set<std::string> stateNames;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < p.buffers_size(); ++i) {
     const plan::Buffer &b = p.buffers(i);
     std::string what = absl::StrCat("buffer ", i, " (", b.debug_name(), ")");
-    if (b.id() != static_cast<uint32_t>(i))
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has id ", b.id(), "; ids must equal positions"));
-    if (!plan::DType_IsValid(b.dtype()) || dtypeSize(b.dtype()) == 0)
-      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid dtype"));
-    if (!plan::MemorySpace_IsValid(b.space()))
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has an invalid memory space"));
-    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-    auto bytes = checkedByteSize(shape, b.dtype());
-    if (!bytes.ok())
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.status().message()));
-    if (*bytes != b.size_bytes())
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " declares ", b.size_bytes(), " bytes but its shape [",
-          shapeToString(shape), "] of ", dtypeName(b.dtype()), " needs ", *bytes));
-    if (b.rank_shards_size()) {
-      if (!hasWeightBytes(b))
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " has rank shards but no weight bytes"));
-      if (static_cast<uint32_t>(b.rank_shards_size()) != world)
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " has ", b.rank_shards_size(), " rank shards for a world of ", world));
-      for (const auto &s : b.rank_shards())
-        if (s.offset() > weightBytes || b.size_bytes() > weightBytes - s.offset() ||
-            s.offset() % dtypeSize(b.dtype()) != 0)
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": a rank shard at weight offset ", s.offset(), " (", b.size_bytes(),
-              " bytes) lies outside the ", weightBytes, "-byte weight section"));
-    }
-    switch (b.kind()) {
-    case plan::Buffer::ARENA:
-      if (b.offset() > p.arena_bytes() || b.size_bytes() > p.arena_bytes() - b.offset())
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " at arena offset ", b.offset(), " (", b.size_bytes(),
-            " bytes) lies outside the ", p.arena_bytes(), "-byte arena"));
-      if (b.offset() % dtypeSize(b.dtype()) != 0)
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " is misaligned in the arena"));
-      break;
-    case plan::Buffer::WEIGHT:
-      if (b.offset() > weightBytes || b.size_bytes() > weightBytes - b.offset())
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " at weight offset ", b.offset(), " (", b.size_bytes(),
-            " bytes) lies outside the ", weightBytes, "-byte weight section"));
-      if (b.offset() % dtypeSize(b.dtype()) != 0)
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " is misaligned in the weight section"));
-      break;
-    case plan::Buffer::STATE: {
-      if (b.io_name().empty())
-        return absl::InvalidArgumentError(absl::StrCat(what, " (state) has no name"));
-      if (!plan::Buffer::StateInit_IsValid(b.state_init()))
-        return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid state_init"));
-      if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS &&
-          (b.offset() > weightBytes || b.size_bytes() > weightBytes - b.offset() ||
-           b.offset() % dtypeSize(b.dtype()) != 0))
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": initial value at weight offset ", b.offset(), " (", b.size_bytes(),
-            " bytes) lies outside the ", weightBytes, "-byte weight section"));
-      if (!stateNames.insert(b.io_name()).second)
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": two state buffers are named '", b.io_name(), "'"));
-      break;
-    }
-    case plan::Buffer::INPUT:
-    case plan::Buffer::OUTPUT:
-      if (b.io_name().empty())
-        return absl::InvalidArgumentError(absl::StrCat(what, " has no io_name"));
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid kind"));
-    }
+    // Type first: the placement checks divide by its element size.
+    DS_RETURN_IF_ERROR(checkBufferType(b, i, what));
+    DS_RETURN_IF_ERROR(checkRankShards(b, what, world, weightBytes));
+    DS_RETURN_IF_ERROR(checkBufferKind(b, what, p.arena_bytes(), weightBytes, stateNames));
   }
+  return absl::OkStatus();
+}
 
-  for (const auto &prog : p.programs()) {
-    std::string pw = absl::StrCat("program '", prog.name(), "'");
-    auto checkId = [&](uint32_t id, const std::string &where) -> absl::Status {
-      if (id >= static_cast<uint32_t>(n))
-        return absl::InvalidArgumentError(absl::StrCat(
-            pw, ", ", where, ": buffer id ", id, " is out of range (", n,
-            " buffers)"));
-      return absl::OkStatus();
-    };
-    std::set<std::string> inputNames, outputNames;
-    for (uint32_t id : prog.inputs()) {
-      DS_RETURN_IF_ERROR(checkId(id, "inputs"));
-      if (p.buffers(id).kind() != plan::Buffer::INPUT)
-        return absl::InvalidArgumentError(
-            absl::StrCat(pw, ": input ", id, " is not an INPUT buffer"));
-      if (!inputNames.insert(p.buffers(id).io_name()).second)
-        return absl::InvalidArgumentError(absl::StrCat(
-            pw, ": two inputs are named '", p.buffers(id).io_name(), "'"));
-    }
-    for (uint32_t id : prog.outputs()) {
-      DS_RETURN_IF_ERROR(checkId(id, "outputs"));
-      if (p.buffers(id).kind() != plan::Buffer::OUTPUT)
-        return absl::InvalidArgumentError(
-            absl::StrCat(pw, ": output ", id, " is not an OUTPUT buffer"));
-      if (!outputNames.insert(p.buffers(id).io_name()).second)
-        return absl::InvalidArgumentError(absl::StrCat(
-            pw, ": two outputs are named '", p.buffers(id).io_name(), "'"));
-    }
-    // Live range of every arena buffer: first write to last access.
-    std::map<uint32_t, std::pair<int, int>> live;
-    for (int s = 0; s < prog.steps_size(); ++s) {
-      const plan::Step &step = prog.steps(s);
-      std::string sw = absl::StrCat(pw, ", step ", s, " (", step.kernel(), " at ",
-                                    step.location(), ")");
-      for (uint32_t id : step.inputs()) {
-        DS_RETURN_IF_ERROR(checkId(id, sw));
-        if (p.buffers(id).kind() == plan::Buffer::ARENA) {
-          auto it = live.find(id);
-          if (it == live.end())
-            return absl::InvalidArgumentError(absl::StrCat(
-                sw, " reads arena buffer ", id, " before anything writes it"));
-          it->second.second = s;
-        }
-      }
-      for (uint32_t id : step.outputs()) {
-        DS_RETURN_IF_ERROR(checkId(id, sw));
-        auto kind = p.buffers(id).kind();
-        if (kind == plan::Buffer::WEIGHT || kind == plan::Buffer::INPUT)
-          return absl::InvalidArgumentError(
-              absl::StrCat(sw, " writes read-only buffer ", id));
-        if (kind == plan::Buffer::ARENA) {
-          auto [it, fresh] = live.emplace(id, std::make_pair(s, s));
-          if (!fresh)
-            it->second.second = s;
-        }
-      }
-    }
-    // Arena buffers that share bytes must never be live at the same time.
-    struct Interval { uint64_t lo, hi; int from, to; uint32_t id; };
-    std::vector<Interval> iv;
-    for (auto &[id, range] : live) {
-      const auto &b = p.buffers(id);
-      if (b.size_bytes() > 0)
-        iv.push_back({b.offset(), b.offset() + b.size_bytes(), range.first,
-                      range.second, id});
-    }
-    std::sort(iv.begin(), iv.end(),
-              [](const Interval &a, const Interval &b) { return a.lo < b.lo; });
-    for (size_t i = 0; i < iv.size(); ++i)
-      for (size_t j = i + 1; j < iv.size() && iv[j].lo < iv[i].hi; ++j)
-        if (iv[i].from <= iv[j].to && iv[j].from <= iv[i].to)
-          return absl::InvalidArgumentError(absl::StrCat(
-              pw, ": arena buffers ", iv[i].id, " and ", iv[j].id,
-              " overlap in memory while both are live (steps ", iv[i].from, "-",
-              iv[i].to, " and ", iv[j].from, "-", iv[j].to, ")"));
+/// An operand id names a buffer of the plan.
+absl::Status checkBufferId(const plan::Plan &p, uint32_t id, const std::string &programWhat,
+                           const std::string &where) {
+  if (id >= static_cast<uint32_t>(p.buffers_size()))
+    return absl::InvalidArgumentError(absl::StrCat(programWhat, ", ", where, ": buffer id ", id,
+                                                   " is out of range (", p.buffers_size(),
+                                                   " buffers)"));
+  return absl::OkStatus();
+}
+
+/// A program's inputs are INPUT buffers and its outputs OUTPUT buffers,
+/// each name once (callers bind and read them by name).
+absl::Status checkProgramInterface(const plan::Plan &p, const plan::Program &prog,
+                                   const std::string &pw) {
+  std::set<std::string> inputNames, outputNames;
+  for (uint32_t id : prog.inputs()) {
+    DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, "inputs"));
+    if (p.buffers(id).kind() != plan::Buffer::INPUT)
+      return absl::InvalidArgumentError(
+          absl::StrCat(pw, ": input ", id, " is not an INPUT buffer"));
+    if (!inputNames.insert(p.buffers(id).io_name()).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(pw, ": two inputs are named '", p.buffers(id).io_name(), "'"));
   }
+  for (uint32_t id : prog.outputs()) {
+    DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, "outputs"));
+    if (p.buffers(id).kind() != plan::Buffer::OUTPUT)
+      return absl::InvalidArgumentError(
+          absl::StrCat(pw, ": output ", id, " is not an OUTPUT buffer"));
+    if (!outputNames.insert(p.buffers(id).io_name()).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(pw, ": two outputs are named '", p.buffers(id).io_name(), "'"));
+  }
+  return absl::OkStatus();
+}
+
+/// Arena buffer id -> the steps of its first write and its last access.
+using LiveRanges = std::map<uint32_t, std::pair<int, int>>;
+
+/// Walks the steps: operand ids in range, no arena buffer read before it is
+/// written, no write to weights or inputs.
+absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Program &prog,
+                                           const std::string &pw) {
+  LiveRanges live;
+  for (int s = 0; s < prog.steps_size(); ++s) {
+    const plan::Step &step = prog.steps(s);
+    std::string sw =
+        absl::StrCat(pw, ", step ", s, " (", step.kernel(), " at ", step.location(), ")");
+    for (uint32_t id : step.inputs()) {
+      DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, sw));
+      if (p.buffers(id).kind() == plan::Buffer::ARENA) {
+        auto it = live.find(id);
+        if (it == live.end())
+          return absl::InvalidArgumentError(
+              absl::StrCat(sw, " reads arena buffer ", id, " before anything writes it"));
+        it->second.second = s;
+      }
+    }
+    for (uint32_t id : step.outputs()) {
+      DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, sw));
+      auto kind = p.buffers(id).kind();
+      if (kind == plan::Buffer::WEIGHT || kind == plan::Buffer::INPUT)
+        return absl::InvalidArgumentError(absl::StrCat(sw, " writes read-only buffer ", id));
+      if (kind == plan::Buffer::ARENA) {
+        auto [it, fresh] = live.emplace(id, std::make_pair(s, s));
+        if (!fresh)
+          it->second.second = s;
+      }
+    }
+  }
+  return live;
+}
+
+/// Arena buffers that share bytes must never be live at the same time.
+absl::Status checkArenaReuse(const plan::Plan &p, const LiveRanges &live,
+                             const std::string &pw) {
+  struct Interval { uint64_t lo, hi; int from, to; uint32_t id; };
+  std::vector<Interval> iv;
+  for (auto &[id, range] : live) {
+    const auto &b = p.buffers(id);
+    if (b.size_bytes() > 0)
+      iv.push_back({b.offset(), b.offset() + b.size_bytes(), range.first, range.second, id});
+  }
+  std::sort(iv.begin(), iv.end(),
+            [](const Interval &a, const Interval &b) { return a.lo < b.lo; });
+  for (size_t i = 0; i < iv.size(); ++i)
+    for (size_t j = i + 1; j < iv.size() && iv[j].lo < iv[i].hi; ++j)
+      if (iv[i].from <= iv[j].to && iv[j].from <= iv[i].to)
+        return absl::InvalidArgumentError(absl::StrCat(
+            pw, ": arena buffers ", iv[i].id, " and ", iv[j].id,
+            " overlap in memory while both are live (steps ", iv[i].from, "-", iv[i].to,
+            " and ", iv[j].from, "-", iv[j].to, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status checkProgram(const plan::Plan &p, const plan::Program &prog) {
+  std::string pw = absl::StrCat("program '", prog.name(), "'");
+  DS_RETURN_IF_ERROR(checkProgramInterface(p, prog, pw));
+  DS_ASSIGN_OR_RETURN(LiveRanges live, arenaLiveRanges(p, prog, pw));
+  return checkArenaReuse(p, live, pw);
+}
+
+} // namespace
+
+absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
+  const uint32_t world = std::max<uint32_t>(1, p.world_size());
+  DS_RETURN_IF_ERROR(checkWorldAndMesh(p, world));
+  DS_RETURN_IF_ERROR(checkBuffers(p, world, weightBytes));
+  for (const auto &prog : p.programs())
+    DS_RETURN_IF_ERROR(checkProgram(p, prog));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,6 +14,12 @@
 
 namespace ds::rt {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 HostArray scalarF32(float v) {
   HostArray a;
@@ -32,165 +39,225 @@ float scalarOf(const NamedArrays &outs, const std::string &name) {
   return NAN;
 }
 
-} // namespace
+struct FileCloser {
+  void operator()(std::FILE *f) const { std::fclose(f); }
+};
+using LogFile = std::unique_ptr<std::FILE, FileCloser>;
 
-absl::Status train(Session &session, const TrainOptions &o) {
+/// The plan trains, and with as many data-parallel ranks as this run has.
+absl::Status checkTrainable(Session &session) {
   const ds::plan::Plan &p = session.plan().plan();
   if (!p.has_training())
     return absl::InvalidArgumentError(
         "this plan has no training step; compile with ds-opt --config/--loss to train");
   const ds::plan::Training &t = p.training();
-  const ds::plan::Program *micro = session.program(t.micro_step_program());
-  if (!micro || !session.program(t.optimizer_program()))
+  if (!session.program(t.micro_step_program()) || !session.program(t.optimizer_program()))
     return absl::InvalidArgumentError("the plan's training programs are missing");
+  if (std::max<int64_t>(1, t.world_size()) != session.comm().size())
+    return absl::InvalidArgumentError(absl::StrCat("the plan trains with ", t.world_size(),
+                                                   " data-parallel ranks but runs on ",
+                                                   session.comm().size()));
+  return absl::OkStatus();
+}
+
+/// Data parallelism: rank r trains on its slice of every global batch; the
+/// plan averages gradients and the logged loss over the ranks.
+absl::StatusOr<DataLoader> openData(Session &session, const TrainOptions &o) {
+  const ds::plan::Plan &p = session.plan().plan();
+  const ds::plan::Training &t = p.training();
   std::vector<std::string> dataInputs(t.data_inputs().begin(), t.data_inputs().end());
-  // Data parallelism: rank r trains on its slice of every global batch; the
-  // plan averages gradients and the logged loss over the ranks. Rank 0
-  // logs and saves (every rank holds the same state).
-  Comm &comm = session.comm();
-  const bool root = comm.rank() == 0;
-  // ZeRO >= 1: optimizer state differs per rank, so every rank saves.
-  const bool perRankState = t.zero_stage() > 0 && comm.size() > 1;
-  if (std::max<int64_t>(1, t.world_size()) != comm.size())
+  return DataLoader::open(o.dataPath, p, *session.program(t.micro_step_program()), dataInputs,
+                          t.micro_batch_size(), session.comm().rank(),
+                          std::max<int64_t>(1, t.world_size()), o.shuffle, o.seed);
+}
+
+/// With --resume, loads the latest checkpoint (if the directory has one)
+/// into the session and the data cursor; returns the step to continue from.
+absl::StatusOr<int64_t> resume(Session &session, const TrainOptions &o, DataLoader &data) {
+  if (!o.resume) return 0;
+  if (o.checkpointDir.empty())
+    return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
+  auto meta = loadLatestCheckpoint(o.checkpointDir, session);
+  if (!meta.ok() && meta.status().code() != absl::StatusCode::kNotFound) return meta.status();
+  if (!meta.ok()) return 0;
+  if (meta->shuffle() != o.shuffle || (o.shuffle && meta->seed() != o.seed))
     return absl::InvalidArgumentError(absl::StrCat(
-        "the plan trains with ", t.world_size(), " data-parallel ranks but runs on ", comm.size()));
-  DS_ASSIGN_OR_RETURN(DataLoader data,
-                      DataLoader::open(o.dataPath, p, *micro, dataInputs, t.micro_batch_size(),
-                                       comm.rank(), std::max<int64_t>(1, t.world_size()),
-                                       o.shuffle, o.seed));
-  int64_t step = 0;
-  if (o.resume) {
-    if (o.checkpointDir.empty())
-      return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
-    auto meta = loadLatestCheckpoint(o.checkpointDir, session);
-    if (!meta.ok() && meta.status().code() != absl::StatusCode::kNotFound) return meta.status();
-    if (meta.ok()) {
-      if (meta->shuffle() != o.shuffle || (o.shuffle && meta->seed() != o.seed))
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the checkpoint was taken with ", meta->shuffle() ? "--shuffle --seed " : "in-order data",
-            meta->shuffle() ? absl::StrCat(meta->seed()) : "",
-            "; resume with the same data order"));
-      step = meta->step();
-      data.setCursor(meta->data_cursor());
-      std::fprintf(stderr, "ds-run: resumed from %s at step %lld\n", o.checkpointDir.c_str(),
-                   static_cast<long long>(step));
+        "the checkpoint was taken with ", meta->shuffle() ? "--shuffle --seed " : "in-order data",
+        meta->shuffle() ? absl::StrCat(meta->seed()) : "", "; resume with the same data order"));
+  data.setCursor(meta->data_cursor());
+  std::fprintf(stderr, "ds-run: resumed from %s at step %lld\n", o.checkpointDir.c_str(),
+               static_cast<long long>(meta->step()));
+  return meta->step();
+}
+
+/// The JSONL log, appended to when resuming; only rank 0 writes one.
+absl::StatusOr<LogFile> openLog(const TrainOptions &o, bool root) {
+  if (o.logPath.empty() || !root) return LogFile();
+  LogFile log(std::fopen(o.logPath.c_str(), o.resume ? "a" : "w"));
+  if (!log)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", o.logPath, ": ", std::strerror(errno)));
+  return log;
+}
+
+/// One optimizer step as logged.
+struct StepRecord {
+  int64_t step; // 1-based: optimizer steps done
+  double loss, lr;
+  float gradNorm;
+  double seconds, samplesPerSec;
+};
+
+void logStep(std::FILE *log, const StepRecord &r) {
+  std::fprintf(log,
+               "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+               "\"time\": %.6f, \"samples_per_sec\": %.3f}\n",
+               static_cast<long long>(r.step), r.loss, r.lr, r.gradNorm, r.seconds,
+               r.samplesPerSec);
+  std::fflush(log);
+}
+
+/// Rewrites one stderr line; the ETA extrapolates the steps this run did.
+void showProgress(const StepRecord &r, int64_t steps, int64_t firstStep, Clock::time_point start) {
+  double eta = secondsSince(start) / (r.step - firstStep) * (steps - r.step);
+  std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.3g  %.1f samples/s  ETA %d:%02d   ",
+               static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
+               r.samplesPerSec, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  std::fflush(stderr);
+}
+
+/// The stop signal any rank received, or 0: ranks agree on stopping (a
+/// signal may reach them at different steps).
+absl::StatusOr<int32_t> agreedStopSignal(Comm &comm) {
+  int32_t sig = stopRequested();
+  if (comm.size() > 1) DS_RETURN_IF_ERROR(comm.allReduce(&sig, 1, ds::plan::I32, ReduceOp::Max));
+  return sig;
+}
+
+absl::Status stoppedBySignal(int32_t sig, int64_t step, const TrainOptions &o) {
+  return absl::CancelledError(absl::StrFormat(
+      "stopped by signal %d after step %lld%s", sig, static_cast<long long>(step),
+      o.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                              : "; checkpoint saved, continue with --resume"));
+}
+
+/// The steps of one run over a checked plan: gradient accumulation, the
+/// optimizer, checkpoints.
+class TrainingRun {
+public:
+  TrainingRun(Session &session, const TrainOptions &o, DataLoader data)
+      : session_(session), o_(o), p_(session.plan().plan()), t_(p_.training()),
+        comm_(session.comm()), data_(std::move(data)) {}
+
+  Comm &comm() { return comm_; }
+  DataLoader &data() { return data_; }
+  bool root() const { return comm_.rank() == 0; }
+
+  /// Runs `step` (0-based) and returns what to log for it.
+  absl::StatusOr<StepRecord> runStep(int64_t step) {
+    auto t0 = Clock::now();
+    DS_ASSIGN_OR_RETURN(double loss, accumulateGradients(step));
+    double lr = learningRateAt(t_, step);
+    DS_ASSIGN_OR_RETURN(float gradNorm, applyOptimizer(step, lr));
+    double secs = secondsSince(t0);
+    return StepRecord{step + 1, loss, lr, gradNorm, secs,
+                      t_.train_batch_size() / std::max(secs, 1e-9)};
+  }
+
+  /// Saves after `done` steps when a directory is given and it is time:
+  /// every --checkpoint-every steps, at the end, and when stopping.
+  absl::Status maybeSave(int64_t done, bool stopping) {
+    if (o_.checkpointDir.empty() || !(root() || perRankState())) return absl::OkStatus();
+    bool due = (o_.checkpointEvery > 0 && done % o_.checkpointEvery == 0) || done == o_.steps;
+    return due || stopping ? save(done) : absl::OkStatus();
+  }
+
+private:
+  // ZeRO >= 1: optimizer state differs per rank, so every rank saves.
+  // Otherwise every rank holds the same state and rank 0 saves it.
+  bool perRankState() const { return t_.zero_stage() > 0 && comm_.size() > 1; }
+
+  /// The micro-batches of one step through the micro-step program (which
+  /// accumulates gradients in state); returns their mean loss.
+  absl::StatusOr<double> accumulateGradients(int64_t step) {
+    const int64_t gas = std::max<int64_t>(1, t_.gradient_accumulation_steps());
+    double lossSum = 0;
+    for (int64_t m = 0; m < gas; ++m) {
+      DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), data_.next()));
+      float loss = scalarOf(out, t_.loss_output());
+      if (!std::isfinite(loss))
+        return absl::InternalError(absl::StrFormat(
+            "the loss is %f at step %lld (micro-batch %lld): training diverged or the data is bad",
+            loss, static_cast<long long>(step + 1), static_cast<long long>(m)));
+      lossSum += loss;
     }
+    return lossSum / gas;
   }
-  std::FILE *log = nullptr;
-  if (!o.logPath.empty() && root) {
-    log = std::fopen(o.logPath.c_str(), o.resume ? "a" : "w");
-    if (!log)
-      return absl::InvalidArgumentError(absl::StrCat("cannot open ", o.logPath, ": ",
-                                                     std::strerror(errno)));
+
+  /// The optimizer program with this step's scalars; returns the gradient norm.
+  absl::StatusOr<float> applyOptimizer(int64_t step, double lr) {
+    std::map<std::string, HostArray> scalars;
+    scalars["lr"] = scalarF32(static_cast<float>(lr));
+    if (t_.optimizer().kind() == ds::plan::Optimizer::SGD) {
+      scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);
+    } else {
+      AdamScalars a = adamScalars(t_.optimizer(), lr, step + 1);
+      scalars["step_size"] = scalarF32(static_cast<float>(a.stepSize));
+      scalars["bias2_sqrt"] = scalarF32(static_cast<float>(a.bias2Sqrt));
+    }
+    DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));
+    return scalarOf(out, "grad_norm");
   }
-  auto closeLog = [&] {
-    if (log) std::fclose(log);
-  };
-  auto save = [&](int64_t atStep) -> absl::Status {
+
+  absl::Status save(int64_t atStep) {
     ds::plan::CheckpointMeta meta;
     meta.set_format_version(1);
     meta.set_step(atStep);
-    meta.set_data_cursor(data.cursor());
-    meta.set_seed(o.seed);
-    meta.set_shuffle(o.shuffle);
-    meta.set_plan_source(p.source());
-    meta.set_world_size(t.world_size());
-    meta.set_zero_stage(t.zero_stage());
+    meta.set_data_cursor(data_.cursor());
+    meta.set_seed(o_.seed);
+    meta.set_shuffle(o_.shuffle);
+    meta.set_plan_source(p_.source());
+    meta.set_world_size(t_.world_size());
+    meta.set_zero_stage(t_.zero_stage());
     CheckpointOptions co;
-    if (perRankState) co.perRank = &comm;
-    return saveCheckpoint(o.checkpointDir, meta, session, co);
-  };
+    if (perRankState()) co.perRank = &comm_;
+    return saveCheckpoint(o_.checkpointDir, meta, session_, co);
+  }
+
+  Session &session_;
+  const TrainOptions &o_;
+  const ds::plan::Plan &p_;
+  const ds::plan::Training &t_;
+  Comm &comm_;
+  DataLoader data_;
+};
+
+} // namespace
+
+absl::Status train(Session &session, const TrainOptions &o) {
+  DS_RETURN_IF_ERROR(checkTrainable(session));
+  DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
+  TrainingRun run(session, o, std::move(data));
+  DS_ASSIGN_OR_RETURN(int64_t step, resume(session, o, run.data()));
+  DS_ASSIGN_OR_RETURN(LogFile log, openLog(o, run.root()));
 
   // Preemption: finish the step in flight, save, and stop.
   armGracefulStop(true);
   struct Disarm {
     ~Disarm() { armGracefulStop(false); }
   } disarm;
-  const int64_t gas = std::max<int64_t>(1, t.gradient_accumulation_steps());
-  const bool sgd = t.optimizer().kind() == ds::plan::Optimizer::SGD;
-  auto start = std::chrono::steady_clock::now();
+  const bool progress = o.progress && run.root();
+  const auto start = Clock::now();
   const int64_t firstStep = step;
   for (; step < o.steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    double lossSum = 0;
-    for (int64_t m = 0; m < gas; ++m) {
-      auto out = session.run(t.micro_step_program(), data.next());
-      if (!out.ok()) {
-        closeLog();
-        return out.status();
-      }
-      float loss = scalarOf(*out, t.loss_output());
-      if (!std::isfinite(loss)) {
-        closeLog();
-        return absl::InternalError(absl::StrFormat(
-            "the loss is %f at step %lld (micro-batch %lld): training diverged or the data is bad",
-            loss, static_cast<long long>(step + 1), static_cast<long long>(m)));
-      }
-      lossSum += loss;
-    }
-    double lr = learningRateAt(t, step);
-    std::map<std::string, HostArray> scalars;
-    scalars["lr"] = scalarF32(static_cast<float>(lr));
-    if (sgd) {
-      scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);
-    } else {
-      AdamScalars a = adamScalars(t.optimizer(), lr, step + 1);
-      scalars["step_size"] = scalarF32(static_cast<float>(a.stepSize));
-      scalars["bias2_sqrt"] = scalarF32(static_cast<float>(a.bias2Sqrt));
-    }
-    auto out = session.run(t.optimizer_program(), scalars);
-    if (!out.ok()) {
-      closeLog();
-      return out.status();
-    }
-    float gradNorm = scalarOf(*out, "grad_norm");
-    double loss = lossSum / gas;
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double samplesPerSec = t.train_batch_size() / std::max(secs, 1e-9);
-    if (log) {
-      std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                   "\"time\": %.6f, \"samples_per_sec\": %.3f}\n",
-                   static_cast<long long>(step + 1), loss, lr, gradNorm, secs, samplesPerSec);
-      std::fflush(log);
-    }
-    if (o.progress && root) {
-      double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      double eta = elapsed / (step + 1 - firstStep) * (o.steps - step - 1);
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.3g  %.1f samples/s  ETA %d:%02d   ",
-                   static_cast<long long>(step + 1), static_cast<long long>(o.steps), loss, lr,
-                   samplesPerSec, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
-      std::fflush(stderr);
-    }
-    bool last = step + 1 == o.steps;
-    // Ranks agree on stopping (a signal may reach them at different steps).
-    int32_t sig = stopRequested();
-    if (comm.size() > 1) {
-      absl::Status st = comm.allReduce(&sig, 1, ds::plan::I32, ReduceOp::Max);
-      if (!st.ok()) {
-        closeLog();
-        return st;
-      }
-    }
-    if (!o.checkpointDir.empty() && (root || perRankState) &&
-        ((o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0) || last || sig)) {
-      absl::Status st = save(step + 1);
-      if (!st.ok()) {
-        closeLog();
-        return st;
-      }
-    }
-    if (sig && !last) {
-      closeLog();
-      return absl::CancelledError(absl::StrFormat(
-          "stopped by signal %d after step %lld%s", sig, static_cast<long long>(step + 1),
-          o.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)"
-                                  : "; checkpoint saved, continue with --resume"));
-    }
+    DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
+    if (log) logStep(log.get(), record);
+    if (progress) showProgress(record, o.steps, firstStep, start);
+    DS_ASSIGN_OR_RETURN(int32_t sig, agreedStopSignal(run.comm()));
+    DS_RETURN_IF_ERROR(run.maybeSave(step + 1, sig != 0));
+    if (sig && step + 1 != o.steps) return stoppedBySignal(sig, step + 1, o);
   }
-  if (o.progress && root) std::fprintf(stderr, "\n");
-  closeLog();
+  if (progress) std::fprintf(stderr, "\n");
   return absl::OkStatus();
 }
 

@@ -107,7 +107,12 @@ absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
   return writeNpz(path, outs);
 }
 
-} // namespace
+/// Outputs when no --outputs file is given: names, types and shapes.
+void printOutputs(const NamedArrays &outs) {
+  for (const auto &[name, arr] : outs)
+    std::printf("%s: %s [%s]\n", name.c_str(), dtypeName(arr.dtype).c_str(),
+                shapeToString(arr.shape).c_str());
+}
 
 /// A /proc/self/status size ("VmHWM:", "VmRSS:") in bytes. Not getrusage's
 /// ru_maxrss: Linux carries that across exec, so it reports the launcher's
@@ -126,65 +131,10 @@ unsigned long long procStatusBytes(const char *key) {
   return kb * 1024ull;
 }
 
-/// --zero-to-fp32 / --export-onnx with --checkpoint-dir (and nothing to
-/// run): true when it handled the command, with the exit code in *rc.
-bool consolidate(const std::string &planPath, int *rc) {
-  const std::string toFp32 = absl::GetFlag(FLAGS_zero_to_fp32);
-  const std::string onnxOut = absl::GetFlag(FLAGS_export_onnx);
-  const std::string ck = absl::GetFlag(FLAGS_checkpoint_dir);
-  const bool nothingToRun = absl::GetFlag(FLAGS_inputs).empty() && absl::GetFlag(FLAGS_data).empty();
-  if (toFp32.empty() && (onnxOut.empty() || ck.empty() || !nothingToRun)) return false;
-  *rc = 1;
-  if (ck.empty()) {
-    fail(absl::InvalidArgumentError("--zero-to-fp32 needs --checkpoint-dir (the checkpoint to consolidate)"));
-    return true;
-  }
-  if (const char *n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
-    fail(absl::InvalidArgumentError(
-        "consolidating a checkpoint runs in one process: start ds-run without mpirun"));
-    return true;
-  }
-  auto loaded = LoadedPlan::open(planPath);
-  if (!loaded.ok()) return fail(loaded.status()), true;
-  const plan::Plan &p = (*loaded)->plan();
-  plan::CheckpointMeta meta;
-  auto state = consolidateLatestCheckpoint(ck, p, &meta);
-  if (!state.ok()) return fail(state.status()), true;
-  StateReader read = [&](const std::string &n) -> absl::StatusOr<HostArray> {
-    auto it = state->find(n);
-    if (it == state->end()) return absl::NotFoundError(absl::StrCat("no state '", n, "'"));
-    return it->second;
-  };
-  size_t tensors = 0;
-  uint64_t elements = 0;
-  if (!toFp32.empty()) {
-    auto weights = trainedInitializers(p, read);
-    if (!weights.ok()) return fail(weights.status()), true;
-    for (const auto &[name, a] : *weights) elements += a.data.size() / sizeof(float);
-    tensors = weights->size();
-    if (absl::Status st = writeNpz(toFp32, *weights); !st.ok()) return fail(st), true;
-  }
-  if (!onnxOut.empty())
-    if (absl::Status st = exportOnnx(p, read, onnxOut); !st.ok()) return fail(st), true;
-  std::printf("ds-run: consolidated step %lld of a %lld-rank checkpoint (ZeRO stage %lld)%s\n",
-               static_cast<long long>(meta.step()),
-               static_cast<long long>(std::max<int64_t>(1, meta.world_size())),
-               static_cast<long long>(meta.zero_stage()),
-               toFp32.empty() ? ""
-                              : absl::StrFormat(": %d fp32 tensors, %d parameters", tensors,
-                                                elements).c_str());
-  *rc = 0;
-  return true;
-}
-
-int main(int argc, char **argv) {
-  // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
-  ds::rt::installStopSignals();
-  absl::SetProgramUsageMessage(
-      "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
-      "Executes a plan compiled by ds-opt.");
-  // Flags are spelled with hyphens on the command line (--checkpoint-dir),
-  // as in ds-opt; absl names them with underscores.
+/// Flags are spelled with hyphens on the command line (--checkpoint-dir),
+/// as in ds-opt; absl names them with underscores. Returns the positional
+/// arguments (argv[0] first).
+std::vector<std::string> parseCommandLine(int argc, char **argv) {
   std::vector<std::string> spelled(argv, argv + argc);
   std::vector<char *> normalized;
   for (std::string &a : spelled) {
@@ -196,184 +146,298 @@ int main(int argc, char **argv) {
     normalized.push_back(a.data());
   }
   std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
+  return std::vector<std::string>(args.begin(), args.end());
+}
+
+int dump(const std::string &planPath) {
+  auto loaded = LoadedPlan::open(planPath);
+  if (!loaded.ok()) return fail(loaded.status());
+  std::fputs(dumpPlan((*loaded)->plan()).c_str(), stdout);
+  return 0;
+}
+
+/// --zero-to-fp32, or --export-onnx from --checkpoint-dir with nothing to run.
+bool wantsConsolidation() {
+  const bool nothingToRun =
+      absl::GetFlag(FLAGS_inputs).empty() && absl::GetFlag(FLAGS_data).empty();
+  return !absl::GetFlag(FLAGS_zero_to_fp32).empty() ||
+         (!absl::GetFlag(FLAGS_export_onnx).empty() &&
+          !absl::GetFlag(FLAGS_checkpoint_dir).empty() && nothingToRun);
+}
+
+/// Writes the trained ONNX initializers, whole, to an .npz; counts the
+/// tensors and their elements for the summary.
+absl::Status writeFp32Weights(const plan::Plan &p, const StateReader &read,
+                              const std::string &path, size_t *tensors, uint64_t *elements) {
+  DS_ASSIGN_OR_RETURN(auto weights, trainedInitializers(p, read));
+  for (const auto &[name, a] : weights) *elements += a.data.size() / sizeof(float);
+  *tensors = weights.size();
+  return writeNpz(path, weights);
+}
+
+/// --zero-to-fp32 / --export-onnx from the latest checkpoint in
+/// --checkpoint-dir. Returns the exit code.
+int consolidate(const std::string &planPath) {
+  const std::string toFp32 = absl::GetFlag(FLAGS_zero_to_fp32);
+  const std::string onnxOut = absl::GetFlag(FLAGS_export_onnx);
+  const std::string ck = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (ck.empty())
+    return fail(absl::InvalidArgumentError(
+        "--zero-to-fp32 needs --checkpoint-dir (the checkpoint to consolidate)"));
+  if (const char *n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1)
+    return fail(absl::InvalidArgumentError(
+        "consolidating a checkpoint runs in one process: start ds-run without mpirun"));
+  auto loaded = LoadedPlan::open(planPath);
+  if (!loaded.ok()) return fail(loaded.status());
+  const plan::Plan &p = (*loaded)->plan();
+  plan::CheckpointMeta meta;
+  auto state = consolidateLatestCheckpoint(ck, p, &meta);
+  if (!state.ok()) return fail(state.status());
+  StateReader read = [&](const std::string &n) -> absl::StatusOr<HostArray> {
+    auto it = state->find(n);
+    if (it == state->end()) return absl::NotFoundError(absl::StrCat("no state '", n, "'"));
+    return it->second;
+  };
+  size_t tensors = 0;
+  uint64_t elements = 0;
+  if (!toFp32.empty())
+    if (absl::Status st = writeFp32Weights(p, read, toFp32, &tensors, &elements); !st.ok())
+      return fail(st);
+  if (!onnxOut.empty())
+    if (absl::Status st = exportOnnx(p, read, onnxOut); !st.ok()) return fail(st);
+  std::printf("ds-run: consolidated step %lld of a %lld-rank checkpoint (ZeRO stage %lld)%s\n",
+              static_cast<long long>(meta.step()),
+              static_cast<long long>(std::max<int64_t>(1, meta.world_size())),
+              static_cast<long long>(meta.zero_stage()),
+              toFp32.empty() ? ""
+                             : absl::StrFormat(": %d fp32 tensors, %d parameters", tensors,
+                                               elements).c_str());
+  return 0;
+}
+
+absl::StatusOr<std::unique_ptr<Comm>> createWorld() {
+  CommOptions commOpts;
+  commOpts.kind = absl::GetFlag(FLAGS_comm);
+  if (commOpts.kind == "nccl" && absl::GetFlag(FLAGS_backend) != "cuda")
+    return absl::InvalidArgumentError(
+        "--comm=nccl moves device memory: it needs --backend=cuda (use --comm=mpi with the cpu backend)");
+  commOpts.timeout_seconds = absl::GetFlag(FLAGS_collective_timeout);
+  return createComm(commOpts);
+}
+
+/// What this rank runs: its view of the plan, the backend, and the session
+/// over both (declared last, so destroyed first).
+struct Execution {
+  std::unique_ptr<LoadedPlan> loaded;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Session> session;
+};
+
+absl::StatusOr<Execution> openExecution(const std::string &planPath, Comm &world) {
+  Execution e;
+  // Each rank maps the plan and checks only its own weight shards.
+  DS_ASSIGN_OR_RETURN(e.loaded, LoadedPlan::open(planPath, std::min(world.rank(), 4095)));
+  BackendOptions opts;
+  opts.threads = absl::GetFlag(FLAGS_threads);
+  DS_RETURN_IF_ERROR(registerAllBackends());
+  DS_ASSIGN_OR_RETURN(e.backend, createBackend(absl::GetFlag(FLAGS_backend), opts));
+  DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world));
+  return e;
+}
+
+/// --rank-report: what this rank holds, measured: mapped weights, the
+/// arena, the state buffers by kind (ZeRO partitions them), and the
+/// process's peak RSS.
+void printRankReport(const LoadedPlan &loaded, unsigned long long startRss) {
+  if (!absl::GetFlag(FLAGS_rank_report)) return;
+  const plan::Plan &p = loaded.plan();
+  unsigned long long params = 0, grads = 0, optimizer = 0;
+  for (const auto &b : p.buffers()) {
+    if (b.kind() != plan::Buffer::STATE) continue;
+    const std::string &n = b.io_name();
+    (n.rfind("param:", 0) == 0 ? params : n.rfind("grad:", 0) == 0 ? grads : optimizer) +=
+        b.size_bytes();
+  }
+  std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
+              "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
+              "\"peak_rss_bytes\": %llu, \"start_rss_bytes\": %llu}\n",
+              gWorld->rank(), gWorld->size(),
+              static_cast<unsigned long long>(loaded.rankWeightBytes()),
+              static_cast<unsigned long long>(p.arena_bytes()), params, grads, optimizer,
+              procStatusBytes("VmHWM:"), startRss);
+  std::fflush(stdout);
+}
+
+absl::Status writeTraceIfAsked(Session &session) {
+  const std::string path = absl::GetFlag(FLAGS_trace);
+  if (path.empty()) return absl::OkStatus();
+  return writeTrace(path, session.takeTrace(), *gWorld);
+}
+
+TrainOptions trainOptionsFromFlags() {
+  TrainOptions t;
+  t.dataPath = absl::GetFlag(FLAGS_data);
+  t.steps = absl::GetFlag(FLAGS_steps);
+  t.logPath = absl::GetFlag(FLAGS_log);
+  t.checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
+  t.checkpointEvery = absl::GetFlag(FLAGS_checkpoint_every);
+  t.resume = absl::GetFlag(FLAGS_resume);
+  t.shuffle = absl::GetFlag(FLAGS_shuffle);
+  t.seed = absl::GetFlag(FLAGS_seed);
+  t.progress = isatty(STDERR_FILENO);
+  return t;
+}
+
+/// --data: trains. Returns the exit code.
+int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
+  TrainOptions t = trainOptionsFromFlags();
+  if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
+  absl::Status st = train(session, t);
+  printRankReport(loaded, startRss);
+  if (st.ok()) st = writeTraceIfAsked(session);
+  if (absl::IsCancelled(st)) {
+    // Preempted: state saved; EX_TEMPFAIL tells a launcher to resume.
+    std::fprintf(stderr, "ds-run: %s\n", std::string(st.message()).c_str());
+    return 75;
+  }
+  if (!st.ok()) return fail(st);
+  return 0;
+}
+
+/// Outside training, --checkpoint-dir runs (or exports) the trained state.
+absl::Status loadTrainedState(Session &session) {
+  if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty())
+    DS_RETURN_IF_ERROR(loadLatestCheckpoint(ck, session).status());
+  if (std::string out = absl::GetFlag(FLAGS_export_onnx); !out.empty())
+    DS_RETURN_IF_ERROR(exportOnnx(session, out));
+  return absl::OkStatus();
+}
+
+/// --benchmark: 2 warm-up runs, then `iters` timed ones; prints latency as JSON.
+absl::Status benchmark(Session &session, const std::string &program,
+                       const std::map<std::string, HostArray> &inputs, int iters) {
+  for (int i = 0; i < 2; ++i) DS_RETURN_IF_ERROR(session.run(program, inputs).status());
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    DS_RETURN_IF_ERROR(session.run(program, inputs).status());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  double mean = 0;
+  for (double v : ms) mean += v;
+  mean /= ms.size();
+  std::printf("{\"iterations\": %d, \"median_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f}\n",
+              iters, ms[ms.size() / 2], mean, ms.front());
+  return absl::OkStatus();
+}
+
+/// --profile: time by kernel, then the slowest steps, on stderr.
+void printProfile(std::vector<StepTiming> prof) {
+  std::sort(prof.begin(), prof.end(),
+            [](const StepTiming &a, const StepTiming &b) { return a.seconds > b.seconds; });
+  std::map<std::string, std::pair<double, int>> byKernel;
+  double total = 0;
+  for (const auto &t : prof) {
+    byKernel[t.kernel].first += t.seconds;
+    byKernel[t.kernel].second += 1;
+    total += t.seconds;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(byKernel.begin(), byKernel.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
+  std::fprintf(stderr, "total %.3f ms in %zu steps; by kernel:\n", total * 1e3, prof.size());
+  for (const auto &[k, v] : rows)
+    std::fprintf(stderr, "%10.3f ms %5.1f%%  %-14s x%d\n", v.first * 1e3, 100 * v.first / total,
+                 k.c_str(), v.second);
+  std::fprintf(stderr, "slowest steps:\n");
+  for (size_t i = 0; i < prof.size() && i < 15; ++i)
+    std::fprintf(stderr, "%10.3f ms  %-14s %s\n", prof[i].seconds * 1e3, prof[i].kernel.c_str(),
+                 prof[i].location.c_str());
+}
+
+/// The run whose outputs are kept (profiled with --profile).
+absl::StatusOr<NamedArrays> runForOutputs(Session &session, const std::string &program,
+                                          const std::map<std::string, HostArray> &inputs) {
+  const bool profile = absl::GetFlag(FLAGS_profile);
+  if (profile) {
+    // Warm up first so the profile shows steady state, not first-touch page
+    // faults of the arena and the mapped weights.
+    DS_RETURN_IF_ERROR(session.run(program, inputs).status());
+    session.setProfiling(true);
+  }
+  DS_ASSIGN_OR_RETURN(NamedArrays outs, session.run(program, inputs));
+  if (profile) printProfile(session.lastProfile());
+  return outs;
+}
+
+/// --save-state: every state buffer (parameters, gradients, moments).
+absl::Status saveState(Session &session, const std::string &path) {
+  NamedArrays state;
+  for (const std::string &n : session.stateNames()) {
+    DS_ASSIGN_OR_RETURN(HostArray a, session.readState(n));
+    state.emplace_back(n, std::move(a));
+  }
+  return writeNpz(path, state);
+}
+
+/// Runs --program on --inputs. Returns the exit code.
+int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
+  if (absl::Status st = loadTrainedState(session); !st.ok()) return fail(st);
+  if (!absl::GetFlag(FLAGS_export_onnx).empty() && absl::GetFlag(FLAGS_inputs).empty()) return 0;
+  const std::string program = absl::GetFlag(FLAGS_program);
+  const plan::Program *prog = session.program(program);
+  if (!prog) return fail(session.run(program, {}).status());
+  auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), *prog, loaded.plan());
+  if (!inputs.ok()) return fail(inputs.status());
+  const int iters = absl::GetFlag(FLAGS_benchmark);
+  if (iters > 0)
+    if (absl::Status st = benchmark(session, program, *inputs, iters); !st.ok()) return fail(st);
+  auto outs = runForOutputs(session, program, *inputs);
+  if (!outs.ok()) return fail(outs.status());
+  if (std::string statePath = absl::GetFlag(FLAGS_save_state); !statePath.empty())
+    if (absl::Status st = saveState(session, statePath); !st.ok()) return fail(st);
+  printRankReport(loaded, startRss);
+  if (absl::Status st = writeTraceIfAsked(session); !st.ok()) return fail(st);
+  // Outputs are replicated across ranks: rank 0 writes them.
+  if (gWorld->rank() != 0) return 0;
+  if (std::string outPath = absl::GetFlag(FLAGS_outputs); !outPath.empty()) {
+    if (absl::Status st = writeOutputs(outPath, *outs); !st.ok()) return fail(st);
+  } else if (iters == 0) {
+    printOutputs(*outs);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
+  ds::rt::installStopSignals();
+  absl::SetProgramUsageMessage(
+      "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
+      "Executes a plan compiled by ds-opt.");
+  const std::vector<std::string> args = parseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "usage: ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_dump)) {
-    auto loaded = LoadedPlan::open(args[1]);
-    if (!loaded.ok()) return fail(loaded.status());
-    std::fputs(dumpPlan((*loaded)->plan()).c_str(), stdout);
-    return 0;
-  }
+  const std::string &planPath = args[1];
+  if (absl::GetFlag(FLAGS_dump)) return dump(planPath);
   // Consolidation (DeepSpeed's zero_to_fp32, and ONNX export from a
   // checkpoint) reads a checkpoint of any world size in one process: no
   // session and no communicator.
-  if (int rc = 0; consolidate(args[1], &rc)) return rc;
-  CommOptions commOpts;
-  commOpts.kind = absl::GetFlag(FLAGS_comm);
-  if (commOpts.kind == "nccl" && absl::GetFlag(FLAGS_backend) != "cuda")
-    return fail(absl::InvalidArgumentError(
-        "--comm=nccl moves device memory: it needs --backend=cuda (use --comm=mpi with the cpu backend)"));
-  commOpts.timeout_seconds = absl::GetFlag(FLAGS_collective_timeout);
-  auto world = createComm(commOpts);
+  if (wantsConsolidation()) return consolidate(planPath);
+  auto world = createWorld();
   if (!world.ok()) return fail(world.status());
   gWorld = world->get();
   // The process before any plan is mapped (libraries, MPI): --rank-report
   // subtracts it so the growth is what ds itself holds.
   const unsigned long long startRss = procStatusBytes("VmRSS:");
-  // Each rank maps the plan and checks only its own weight shards.
-  auto loaded = LoadedPlan::open(args[1], std::min(gWorld->rank(), 4095));
-  if (!loaded.ok()) return fail(loaded.status());
-  const ds::plan::Plan &p = (*loaded)->plan();
-  BackendOptions opts;
-  opts.threads = absl::GetFlag(FLAGS_threads);
-  if (absl::Status st = registerAllBackends(); !st.ok()) return fail(st);
-  auto backend = createBackend(absl::GetFlag(FLAGS_backend), opts);
-  if (!backend.ok()) return fail(backend.status());
-  auto session = Session::create(**loaded, **backend, gWorld);
-  if (!session.ok()) return fail(session.status());
-  const bool isRoot = gWorld->rank() == 0;
-  // What this rank holds, measured: mapped weights, the arena, the state
-  // buffers by kind (ZeRO partitions them), and the process's peak RSS.
-  auto rankReport = [&] {
-    if (!absl::GetFlag(FLAGS_rank_report)) return;
-    unsigned long long params = 0, grads = 0, optimizer = 0;
-    for (const auto &b : p.buffers()) {
-      if (b.kind() != plan::Buffer::STATE) continue;
-      const std::string &n = b.io_name();
-      (n.rfind("param:", 0) == 0 ? params : n.rfind("grad:", 0) == 0 ? grads : optimizer) +=
-          b.size_bytes();
-    }
-    std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
-                "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
-                "\"peak_rss_bytes\": %llu, \"start_rss_bytes\": %llu}\n",
-                gWorld->rank(), gWorld->size(),
-                static_cast<unsigned long long>((*loaded)->rankWeightBytes()),
-                static_cast<unsigned long long>(p.arena_bytes()), params, grads, optimizer,
-                procStatusBytes("VmHWM:"), startRss);
-    std::fflush(stdout);
-  };
-  const std::string tracePath = absl::GetFlag(FLAGS_trace);
-  (*session)->setTracing(!tracePath.empty());
-  if (!absl::GetFlag(FLAGS_data).empty()) {
-    TrainOptions t;
-    t.dataPath = absl::GetFlag(FLAGS_data);
-    t.steps = absl::GetFlag(FLAGS_steps);
-    t.logPath = absl::GetFlag(FLAGS_log);
-    t.checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
-    t.checkpointEvery = absl::GetFlag(FLAGS_checkpoint_every);
-    t.resume = absl::GetFlag(FLAGS_resume);
-    t.shuffle = absl::GetFlag(FLAGS_shuffle);
-    t.seed = absl::GetFlag(FLAGS_seed);
-    t.progress = isatty(STDERR_FILENO);
-    if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
-    absl::Status st = train(**session, t);
-    rankReport();
-    if (st.ok() && !tracePath.empty())
-      st = writeTrace(tracePath, (*session)->takeTrace(), *gWorld);
-    if (absl::IsCancelled(st)) {
-      // Preempted: state saved; EX_TEMPFAIL tells a launcher to resume.
-      std::fprintf(stderr, "ds-run: %s\n", std::string(st.message()).c_str());
-      return 75;
-    }
-    if (!st.ok()) return fail(st);
-    return 0;
-  }
-  // Outside training, --checkpoint-dir runs (or exports) the trained state.
-  if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty()) {
-    auto meta = loadLatestCheckpoint(ck, **session);
-    if (!meta.ok()) return fail(meta.status());
-  }
-  if (std::string out = absl::GetFlag(FLAGS_export_onnx); !out.empty()) {
-    absl::Status st = exportOnnx(**session, out);
-    if (!st.ok()) return fail(st);
-    if (absl::GetFlag(FLAGS_inputs).empty()) return 0;
-  }
-  const std::string program = absl::GetFlag(FLAGS_program);
-  const plan::Program *prog = (*session)->program(program);
-  if (!prog) return fail((*session)->run(program, {}).status());
-  auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), *prog, p);
-  if (!inputs.ok()) return fail(inputs.status());
-
-  int iters = absl::GetFlag(FLAGS_benchmark);
-  if (iters > 0) {
-    for (int i = 0; i < 2; ++i) {
-      auto r = (*session)->run(program, *inputs);
-      if (!r.ok()) return fail(r.status());
-    }
-    std::vector<double> ms;
-    for (int i = 0; i < iters; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      auto r = (*session)->run(program, *inputs);
-      if (!r.ok()) return fail(r.status());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    double mean = 0;
-    for (double v : ms) mean += v;
-    mean /= ms.size();
-    std::printf("{\"iterations\": %d, \"median_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f}\n",
-                iters, ms[ms.size() / 2], mean, ms.front());
-  }
-
-  if (absl::GetFlag(FLAGS_profile)) {
-    // Warm up first so the profile shows steady state, not first-touch page
-    // faults of the arena and the mapped weights.
-    auto warm = (*session)->run(program, *inputs);
-    if (!warm.ok()) return fail(warm.status());
-    (*session)->setProfiling(true);
-  }
-  auto outs = (*session)->run(program, *inputs);
-  if (!outs.ok()) return fail(outs.status());
-  if (absl::GetFlag(FLAGS_profile)) {
-    auto prof = (*session)->lastProfile();
-    std::sort(prof.begin(), prof.end(),
-              [](const StepTiming &a, const StepTiming &b) { return a.seconds > b.seconds; });
-    std::map<std::string, std::pair<double, int>> byKernel;
-    double total = 0;
-    for (const auto &t : prof) {
-      byKernel[t.kernel].first += t.seconds;
-      byKernel[t.kernel].second += 1;
-      total += t.seconds;
-    }
-    std::vector<std::pair<std::string, std::pair<double, int>>> rows(byKernel.begin(), byKernel.end());
-    std::sort(rows.begin(), rows.end(),
-              [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
-    std::fprintf(stderr, "total %.3f ms in %zu steps; by kernel:\n", total * 1e3, prof.size());
-    for (const auto &[k, v] : rows)
-      std::fprintf(stderr, "%10.3f ms %5.1f%%  %-14s x%d\n", v.first * 1e3, 100 * v.first / total,
-                   k.c_str(), v.second);
-    std::fprintf(stderr, "slowest steps:\n");
-    for (size_t i = 0; i < prof.size() && i < 15; ++i)
-      std::fprintf(stderr, "%10.3f ms  %-14s %s\n", prof[i].seconds * 1e3, prof[i].kernel.c_str(),
-                   prof[i].location.c_str());
-  }
-  if (std::string statePath = absl::GetFlag(FLAGS_save_state); !statePath.empty()) {
-    NamedArrays state;
-    for (const std::string &n : (*session)->stateNames()) {
-      auto a = (*session)->readState(n);
-      if (!a.ok()) return fail(a.status());
-      state.emplace_back(n, std::move(*a));
-    }
-    absl::Status st = writeNpz(statePath, state);
-    if (!st.ok()) return fail(st);
-  }
-  rankReport();
-  if (!tracePath.empty()) {
-    absl::Status st = writeTrace(tracePath, (*session)->takeTrace(), *gWorld);
-    if (!st.ok()) return fail(st);
-  }
-  // Outputs are replicated across ranks: rank 0 writes them.
-  std::string outPath = absl::GetFlag(FLAGS_outputs);
-  if (!isRoot) {
-  } else if (!outPath.empty()) {
-    absl::Status st = writeOutputs(outPath, *outs);
-    if (!st.ok()) return fail(st);
-  } else if (iters == 0) {
-    for (const auto &[name, arr] : *outs)
-      std::printf("%s: %s [%s]\n", name.c_str(), dtypeName(arr.dtype).c_str(),
-                  shapeToString(arr.shape).c_str());
-  }
-  return 0;
+  auto exec = openExecution(planPath, *gWorld);
+  if (!exec.ok()) return fail(exec.status());
+  Session &session = *exec->session;
+  session.setTracing(!absl::GetFlag(FLAGS_trace).empty());
+  if (!absl::GetFlag(FLAGS_data).empty()) return trainCommand(session, *exec->loaded, startRss);
+  return inferCommand(session, *exec->loaded, startRss);
 }

@@ -126,8 +126,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--opset", type=int, default=17)
-    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+    ap.add_argument("--opset", type=int, default=18)
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="dynamo",
                     help="torch.onnx.export(dynamo=...): the same file goes to ds and onnxruntime")
     ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2")
     args = ap.parse_args()

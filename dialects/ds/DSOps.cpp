@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -735,6 +737,14 @@ LogicalResult ConvOp::verify() {
     return emitOpError("bias must be [") << shape[1] << "]";
   if (getType().getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result must be ") << shapeStr(shape);
+  auto bound = [](FloatAttr a) {
+    return a ? std::optional<double>(a.getValueAsDouble()) : std::nullopt;
+  };
+  std::optional<double> lo = bound(getClipMinAttr()), hi = bound(getClipMaxAttr());
+  if ((lo && std::isnan(*lo)) || (hi && std::isnan(*hi)))
+    return emitOpError("clip bounds must not be NaN");
+  if (lo && hi && *lo > *hi)
+    return emitOpError("clip_min ") << *lo << " exceeds clip_max " << *hi;
   return success();
 }
 

@@ -321,6 +321,16 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
     `pads` holds the begin pads of every spatial dimension, then the end
     pads (ONNX `Conv`; `auto_pad` is resolved at import).
 
+    `clip_min` / `clip_max` clamp the result: an activation folded into the
+    convolution by ds-fuse-epilogues (ReLU is `clip_min = 0`, ReLU6 clamps
+    to [0, 6]), which the kernel applies as it writes the result.
+
+    ```mlir
+    %y = ds.conv %x, %w, %b {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+                             pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, clip_min = 0.0 : f64}
+        : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+    ```
+
     **Constraints:**
     - input and weight have the same rank >= 3 and element type.
     - `strides`, `dilations` have one entry per spatial dimension, `pads`
@@ -328,10 +338,12 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
     - `group` divides C and M, and the weight has C/group input channels.
     - `bias`, if present, is [M].
     - the result is [N, M, o...] with o = (d + pads - dilation (k - 1) - 1) / stride + 1.
+    - `clip_min` <= `clip_max` when both are given; neither is NaN.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
                    Optional<DS_FloatTensor>:$bias, DenseI64ArrayAttr:$strides,
-                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group);
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group,
+                   OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)

@@ -24,7 +24,16 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   pm.addPass(createFoldConstantsPass(fold));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  auto enabled = [&](const char *name) {
+    return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
+  };
+  if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   pm.addPass(createPlanMemoryPass());
+}
+
+const std::vector<std::string> &mlir::ds::fusionNames() {
+  static const std::vector<std::string> names = {"epilogues"};
+  return names;
 }
 
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {

@@ -22,6 +22,7 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -102,6 +103,10 @@ static llvm::cl::list<std::string>
                llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> worldSize("world-size", llvm::cl::desc("data-parallel ranks"),
                                         llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string>
+    disableFusion("disable-fusion",
+                  llvm::cl::desc("leave out a fusion of the default pipelines (epilogues)"),
+                  llvm::cl::CommaSeparated);
 
 static bool isOnnxFile(llvm::StringRef path) {
   return path.ends_with(".onnx") || path.ends_with(".onnxtxt") ||
@@ -184,6 +189,10 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
 /// A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
 /// inference plan; any other --config a training one. Non-zero: exit code.
 static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
+  for (const std::string &name : disableFusion)
+    if (llvm::find(mlir::ds::fusionNames(), name) == mlir::ds::fusionNames().end())
+      return fail("--disable-fusion: unknown fusion '" + name + "' (known: " +
+                  llvm::join(mlir::ds::fusionNames(), ", ") + ")");
   if (!configPath.empty() && lossKind.empty()) {
     std::string error;
     if (auto inference = mlir::ds::asInferenceConfig(configPath, error)) {
@@ -211,10 +220,12 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     t.ignoreIndex = ignoreIndex;
     t.frozen.assign(freeze.begin(), freeze.end());
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
+    t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     mlir::ds::buildTrainingPipeline(pm, t);
   } else if ((emit == "plan" || report || tensorParallel > 1) && pm.size() == 0) {
     mlir::ds::InferencePipelineOptions inference;
     inference.tensorParallel = tensorParallel;
+    inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     mlir::ds::buildInferencePipeline(pm, inference);
   }
   return 0;

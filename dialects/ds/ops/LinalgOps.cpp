@@ -110,6 +110,9 @@ void MatmulOp::describeKernelStep(KernelStep &s) {
 
 LogicalResult ConvOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                      MutableArrayRef<Value> d) {
+  if (getClipMinAttr() || getClipMaxAttr())
+    return emitError("autodiff of a convolution with a fused activation: differentiate "
+                     "before ds-fuse-epilogues");
   Value g = dres[0];
   auto cg = ConvGradOp::create(gb.b(), gb.loc(), TypeRange{typeOf(getInput()), typeOf(getWeight())},
                                getInput(), getWeight(), g, getStridesAttr(), getDilationsAttr(),
@@ -130,7 +133,15 @@ template <typename ConvLike> static void describeConv(ConvLike o, KernelStep &s)
   s.setInts("pads", o.getPads());
   s.setInt("group", o.getGroup());
 }
-void ConvOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
+void ConvOp::describeKernelStep(KernelStep &s) {
+  describeConv(*this, s);
+  // A weight that cannot change between runs (an inference plan's
+  // parameter or constant) may be packed once when the plan is loaded.
+  if (Operation *def = getWeight().getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
+    s.setInt("constant_weight", 1);
+  if (FloatAttr lo = getClipMinAttr()) s.setFloat("clip_min", lo.getValueAsDouble());
+  if (FloatAttr hi = getClipMaxAttr()) s.setFloat("clip_max", hi.getValueAsDouble());
+}
 void ConvGradOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
 
 //===----------------------------------------------------------------------===//

@@ -18,12 +18,18 @@ struct InferencePipelineOptions {
   int64_t foldMaxElements = 65536;
   /// Ranks of the `tp` mesh axis (DeepSpeed-Inference's tp_size); 1: none.
   int64_t tensorParallel = 1;
+  /// Fusions left out (names from fusionNames()), to compare with and without.
+  std::vector<std::string> disabledFusions;
 };
+
+/// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:
+/// "epilogues" (ds-fuse-epilogues).
+const std::vector<std::string> &fusionNames();
 
 /// Imported ds IR -> memory-planned IR ready for plan emission: with
 /// tensor parallelism, ds-tensor-parallel, ds-propagate-sharding,
 /// ds-insert-collectives and ds-global-to-local first; then fold constants,
-/// canonicalize, CSE, plan the arena.
+/// canonicalize, CSE, the fusions, plan the arena.
 void buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &options);
 
 struct TrainingPipelineOptions {

@@ -32,6 +32,30 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
   ];
 }
 
+def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
+  let summary = "folds activations into the convolution that produces them";
+  let description = [{
+    A `ds.relu`, or a `ds.max` / `ds.min` with a constant scalar bound,
+    that is the only user of a `ds.conv` becomes the convolution's
+    `clip_min` / `clip_max`: the kernel clamps as it writes the result, so
+    the activation costs no pass over memory (ReLU, and Clip as PyTorch
+    exports ReLU6). Runs after autodiff: a training forward's convolution
+    result is also read by the backward, so it has other users and stays.
+
+    ```mlir
+    %c = ds.conv %x, %w {...} : (...) -> tensor<1x4x8x8xf32>
+    %y = ds.relu %c : tensor<1x4x8x8xf32>
+    ```
+    becomes
+    ```mlir
+    %y = ds.conv %x, %w {..., clip_min = 0.0 : f64} : (...) -> tensor<1x4x8x8xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "activations folded into convolutions">
+  ];
+}
+
 def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
   let summary = "builds the training step and the optimizer step from @main";
   let description = [{

@@ -1,0 +1,57 @@
+// ds-fuse-epilogues: a relu, or a max/min with a constant scalar bound, that
+// is the only user of a conv becomes the conv's clip_min/clip_max.
+// RUN: ds-opt %s --ds-fuse-epilogues | FileCheck %s
+
+// CHECK-LABEL: func.func @relu
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {clip_min = 0.000000e+00 : f64
+// CHECK-NOT: ds.relu
+// CHECK: return %[[C]]
+func.func @relu(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32> {
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %r = ds.relu %c : tensor<1x3x4x4xf32>
+  return %r : tensor<1x3x4x4xf32>
+}
+
+// ReLU6 as PyTorch exports it (Clip: max then min), the bound on either side.
+// CHECK-LABEL: func.func @relu6
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {clip_max = 6.000000e+00 : f64, clip_min = 0.000000e+00 : f64
+// CHECK-NOT: ds.max
+// CHECK-NOT: ds.min
+// CHECK: return %[[C]]
+func.func @relu6(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32> {
+  %lo = ds.constant dense<0.0> : tensor<f32>
+  %hi = ds.constant dense<6.0> : tensor<f32>
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.max %c, %lo : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %b = ds.min %hi, %a : (tensor<f32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  return %b : tensor<1x3x4x4xf32>
+}
+
+// Not fused: a second user (as in training, where the backward reads the
+// conv's result), a bound that is not a constant, a bound that broadcasts
+// the result larger, and a min below a later max (not one clamp).
+// CHECK-LABEL: func.func @kept
+// CHECK: %[[C1:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: ds.relu %[[C1]]
+// CHECK: %[[C2:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: ds.max %[[C2]], %arg2
+// CHECK: %[[C3:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: ds.max %[[C3]], %{{.+}} : (tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>)
+// CHECK: %[[C4:.+]] = ds.conv %arg0, %arg1 {clip_max = 1.000000e+00 : f64, dilations
+// CHECK: ds.max %[[C4]], %{{.+}} : (tensor<1x3x4x4xf32>, tensor<f32>)
+func.func @kept(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %t: tensor<f32>)
+    -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>) {
+  %one = ds.constant dense<1.0> : tensor<f32>
+  %two = ds.constant dense<2.0> : tensor<f32>
+  %wide = ds.constant dense<0.0> : tensor<2x3x4x4xf32>
+  %c1 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %r1 = ds.relu %c1 : tensor<1x3x4x4xf32>
+  %c2 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %r2 = ds.max %c2, %t : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %c3 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %r3 = ds.max %c3, %wide : (tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %c4 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %m4 = ds.min %c4, %one : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %r4 = ds.max %m4, %two : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  return %c1, %r1, %r2, %r3, %r4 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>
+}

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <map>
 
+#include "ds/Plan/HostEvaluator.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;

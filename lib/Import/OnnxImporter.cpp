@@ -21,7 +21,6 @@
 #include "ImporterCore.h"
 #include "ds/Import/OnnxModelFile.h"
 #include "runtime/io/Npy.h"
-#include "ds/Plan/HostEvaluator.h"
 #include "ds/Plan/KernelBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"

@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include "ds/Plan/HostEvaluator.h"
 #include "llvm/ADT/StringExtras.h"
@@ -20,6 +21,27 @@ using namespace mlir::ds::importer;
 
 namespace {
 
+/// One einsum operand (or partial product): a value and a label per axis.
+struct EinsumTerm {
+  Value v;
+  std::string labels;
+};
+
+/// An einsum equation without its spaces: each operand's subscripts, and
+/// the output's when the equation has "->".
+struct EinsumEquation {
+  SmallVector<std::string> specs;
+  std::optional<std::string> output;
+};
+
+/// A checked einsum: the operands with one label per axis ("..." expanded),
+/// the output's labels and every label's extent.
+struct EinsumProblem {
+  SmallVector<EinsumTerm> terms;
+  std::string out;
+  std::map<char, int64_t> size;
+};
+
 class MatMulImporter : public NodeImporter {
 public:
   using NodeImporter::NodeImporter;
@@ -27,6 +49,24 @@ public:
   LogicalResult matmul(const onnx::NodeProto &n);
   LogicalResult gemm(const onnx::NodeProto &n);
   LogicalResult einsum(const onnx::NodeProto &n);
+
+private:
+  // Einsum's steps, in the order they run.
+  FailureOr<EinsumProblem> parseEinsum(const onnx::NodeProto &n);
+  LogicalResult einsumOperands(const onnx::NodeProto &n, ArrayRef<std::string> specs,
+                               SmallVector<EinsumTerm> &terms, int64_t &ellipsisRank);
+  LogicalResult expandSubscripts(const onnx::NodeProto &n, StringRef eq0, const std::string &spec,
+                                 int64_t ellipsisRank, int64_t count, std::string &out);
+  LogicalResult einsumExtents(const onnx::NodeProto &n, EinsumProblem &p);
+  LogicalResult takeDiagonals(const onnx::NodeProto &n, SmallVector<EinsumTerm> &terms);
+  FailureOr<EinsumTerm> contractEinsum(const EinsumProblem &p);
+  FailureOr<EinsumTerm> multiplyPair(EinsumTerm acc, EinsumTerm rhs,
+                                     llvm::function_ref<bool(char)> keepLater,
+                                     const std::map<char, int64_t> &size);
+  LogicalResult widenBatch(EinsumTerm &t, size_t batchRank, const std::map<char, int64_t> &size);
+  LogicalResult finishEinsum(EinsumTerm &acc, const std::string &out);
+  LogicalResult permuteTerm(EinsumTerm &t, const std::string &order);
+  LogicalResult sumOutTerm(EinsumTerm &t, llvm::function_ref<bool(char)> keep);
 };
 
 LogicalResult MatMulImporter::matmul(const onnx::NodeProto &n) { return binary<MatmulOp>(n); }
@@ -84,11 +124,41 @@ LogicalResult MatMulImporter::gemm(const onnx::NodeProto &n) {
   return success();
 }
 
-/// One einsum operand (or partial product): a value and a label per axis.
-struct EinsumTerm {
-  Value v;
-  std::string labels;
-};
+/// Letters in one operand's subscripts: the axes it names outside "...".
+int64_t letterCount(const std::string &spec) {
+  int64_t letters = 0;
+  for (char ch : spec) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+  return letters;
+}
+
+bool hasLabel(const EinsumTerm &t, char ch) { return t.labels.find(ch) != std::string::npos; }
+
+// Spaces are allowed anywhere in an equation; "->" and "," are its only structure.
+EinsumEquation splitEquation(StringRef eq0) {
+  std::string eq;
+  for (char ch : eq0)
+    if (ch != ' ') eq.push_back(ch);
+  size_t arrow = eq.find("->");
+  EinsumEquation e;
+  for (StringRef part : llvm::split(StringRef(eq.substr(0, arrow)), ','))
+    e.specs.push_back(part.str());
+  if (arrow != std::string::npos) e.output = eq.substr(arrow + 2);
+  return e;
+}
+
+// Without "->" the output is implied: the ellipsis, then letters used once,
+// alphabetically.
+std::string implicitOutput(ArrayRef<EinsumTerm> terms, int64_t ellipsisRank) {
+  std::string out;
+  for (int64_t e = 0; e < ellipsisRank; ++e) out.push_back(char(1 + e));
+  std::map<char, int> uses;
+  for (auto &t : terms)
+    for (char ch : t.labels)
+      if (std::isalpha(static_cast<unsigned char>(ch))) ++uses[ch];
+  for (auto [ch, count] : uses)
+    if (count == 1) out.push_back(ch);
+  return out;
+}
 
 // Einsum: diagonals (mask and sum), labels summed early where nothing else
 // needs them, then a batched matmul per pair of operands ([batch, left,
@@ -96,39 +166,49 @@ struct EinsumTerm {
 // step is an existing ds op, so Einsum runs and differentiates without a
 // kernel of its own. "..." becomes labels \x01, \x02, ... (right-aligned).
 LogicalResult MatMulImporter::einsum(const onnx::NodeProto &n) {
+  DS_TRY(p, parseEinsum(n));
+  if (failed(takeDiagonals(n, p.terms))) return failure();
+  DS_TRY(acc, contractEinsum(p));
+  if (failed(finishEinsum(acc, p.out))) return failure();
+  setOutput(n, 0, acc.v);
+  return success();
+}
+
+// The equation is untrusted input: everything later relies on the labels,
+// ranks and extents checked here.
+FailureOr<EinsumProblem> MatMulImporter::parseEinsum(const onnx::NodeProto &n) {
   DS_TRY(eq0, stringAttr(n, "equation", ""));
-  std::string eq;
-  for (char ch : eq0)
-    if (ch != ' ') eq.push_back(ch);
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow), rhs = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
-  SmallVector<std::string> specs;
-  for (StringRef part : llvm::split(StringRef(lhs), ',')) specs.push_back(part.str());
-  if (static_cast<int>(specs.size()) != n.input_size())
-    return nodeError(n) << "equation '" << eq0 << "' names " << specs.size()
+  EinsumEquation eq = splitEquation(eq0);
+  if (static_cast<int>(eq.specs.size()) != n.input_size())
+    return nodeError(n) << "equation '" << eq0 << "' names " << eq.specs.size()
                         << " operands, the node has " << n.input_size();
+  EinsumProblem p;
   int64_t ellipsisRank = 0;
-  SmallVector<EinsumTerm> terms;
-  // Expands "..." to `count` labels; checks the rest are letters.
-  auto expand = [&](const std::string &spec, int64_t count, std::string &out) -> LogicalResult {
-    size_t dots = spec.find("...");
-    for (size_t i = 0; i < spec.size(); ++i) {
-      if (i == dots) {
-        for (int64_t e = ellipsisRank - count; e < ellipsisRank; ++e) out.push_back(char(1 + e));
-        i += 2;
-      } else if (std::isalpha(static_cast<unsigned char>(spec[i]))) {
-        out.push_back(spec[i]);
-      } else {
-        return nodeError(n) << "equation '" << eq0 << "' has an invalid character '" << spec[i]
-                            << "'";
-      }
-    }
-    return success();
-  };
+  if (failed(einsumOperands(n, eq.specs, p.terms, ellipsisRank))) return failure();
+  for (auto [i, spec] : llvm::enumerate(eq.specs))
+    if (failed(expandSubscripts(n, eq0, spec, ellipsisRank,
+                                typeOf(p.terms[i].v).getRank() - letterCount(spec),
+                                p.terms[i].labels)))
+      return failure();
+  if (eq.output) {
+    if (failed(expandSubscripts(n, eq0, *eq.output, ellipsisRank, ellipsisRank, p.out)))
+      return failure();
+  } else {
+    p.out = implicitOutput(p.terms, ellipsisRank);
+  }
+  if (failed(einsumExtents(n, p))) return failure();
+  return p;
+}
+
+// "..." stands for as many axes as the operand that gives it the most, so
+// every operand's rank is checked (and that count found) before expanding.
+LogicalResult MatMulImporter::einsumOperands(const onnx::NodeProto &n,
+                                             ArrayRef<std::string> specs,
+                                             SmallVector<EinsumTerm> &terms,
+                                             int64_t &ellipsisRank) {
   for (auto [i, spec] : llvm::enumerate(specs)) {
     DS_TRY(v, required(n, i));
-    int64_t letters = 0;
-    for (char ch : spec) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+    int64_t letters = letterCount(spec);
     int64_t rank = typeOf(v).getRank();
     bool dots = spec.find("...") != std::string::npos;
     if (dots ? letters > rank : letters != rank)
@@ -137,71 +217,52 @@ LogicalResult MatMulImporter::einsum(const onnx::NodeProto &n) {
     if (dots) ellipsisRank = std::max(ellipsisRank, rank - letters);
     terms.push_back({v, ""});
   }
-  for (auto [i, spec] : llvm::enumerate(specs)) {
-    int64_t letters = 0;
-    for (char ch : spec) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
-    if (failed(expand(spec, typeOf(terms[i].v).getRank() - letters, terms[i].labels)))
-      return failure();
+  return success();
+}
+
+// One label per axis lets the later steps treat "..." like letters: it
+// expands to the last `count` of the ellipsis labels (right-aligned).
+LogicalResult MatMulImporter::expandSubscripts(const onnx::NodeProto &n, StringRef eq0,
+                                               const std::string &spec, int64_t ellipsisRank,
+                                               int64_t count, std::string &out) {
+  size_t dots = spec.find("...");
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (i == dots) {
+      for (int64_t e = ellipsisRank - count; e < ellipsisRank; ++e) out.push_back(char(1 + e));
+      i += 2;
+    } else if (std::isalpha(static_cast<unsigned char>(spec[i]))) {
+      out.push_back(spec[i]);
+    } else {
+      return nodeError(n) << "equation '" << eq0 << "' has an invalid character '" << spec[i]
+                          << "'";
+    }
   }
-  std::string out;
-  if (arrow != std::string::npos) {
-    if (failed(expand(rhs, ellipsisRank, out))) return failure();
-  } else {
-    // Implicit output: the ellipsis, then letters used once, alphabetically.
-    for (int64_t e = 0; e < ellipsisRank; ++e) out.push_back(char(1 + e));
-    std::map<char, int> uses;
-    for (auto &t : terms)
-      for (char ch : t.labels)
-        if (std::isalpha(static_cast<unsigned char>(ch))) ++uses[ch];
-    for (auto [ch, count] : uses)
-      if (count == 1) out.push_back(ch);
-  }
-  std::map<char, int64_t> size;
-  for (auto &t : terms)
+  return success();
+}
+
+// A label has one extent across operands (1 broadcasts), and the output may
+// only use labels some operand has.
+LogicalResult MatMulImporter::einsumExtents(const onnx::NodeProto &n, EinsumProblem &p) {
+  for (auto &t : p.terms)
     for (auto [i, ch] : llvm::enumerate(t.labels)) {
       int64_t d = typeOf(t.v).getDimSize(i);
-      auto [it, fresh] = size.insert({ch, d});
+      auto [it, fresh] = p.size.insert({ch, d});
       if (!fresh && it->second != d && it->second != 1 && d != 1)
         return nodeError(n) << "subscript '" << (ch < 32 ? std::string("...") : std::string(1, ch))
                             << "' is " << it->second << " in one operand and " << d
                             << " in another";
       if (!fresh && it->second == 1) it->second = d;
     }
-  for (char ch : out)
-    if (!size.count(ch))
+  for (char ch : p.out)
+    if (!p.size.count(ch))
       return nodeError(n) << "output subscript '" << ch << "' appears in no operand";
+  return success();
+}
 
-  auto permute = [&](EinsumTerm &t, const std::string &order) -> LogicalResult {
-    if (t.labels == order) return success();
-    SmallVector<int64_t> perm;
-    for (char ch : order) perm.push_back(t.labels.find(ch));
-    auto r = build<TransposeOp>({t.v}, {arrAttr("permutation", perm)});
-    if (failed(r)) return failure();
-    t = {*r, order};
-    return success();
-  };
-  // Sums the axes whose labels `keep` rejects.
-  auto sumOut = [&](EinsumTerm &t, llvm::function_ref<bool(char)> keep) -> LogicalResult {
-    SmallVector<int64_t> axes;
-    std::string rest;
-    for (auto [i, ch] : llvm::enumerate(t.labels)) {
-      if (keep(ch)) rest.push_back(ch);
-      else axes.push_back(i);
-    }
-    if (axes.empty()) return success();
-    auto r = reduceWith<ReduceSumOp>(t.v, axes, false);
-    if (failed(r)) return failure();
-    t = {*r, rest};
-    return success();
-  };
-  auto usedAfter = [&](size_t from, char ch) {
-    if (out.find(ch) != std::string::npos) return true;
-    for (size_t j = from; j < terms.size(); ++j)
-      if (terms[j].labels.find(ch) != std::string::npos) return true;
-    return false;
-  };
-
-  // Diagonals: a repeated label keeps only the elements where its axes agree.
+// A label repeated within one operand keeps only the elements where its axes
+// agree (mask with an identity, sum one axis), so later labels are unique.
+LogicalResult MatMulImporter::takeDiagonals(const onnx::NodeProto &n,
+                                            SmallVector<EinsumTerm> &terms) {
   for (auto &t : terms) {
     for (size_t i = 0; i < t.labels.size(); ++i) {
       size_t j = t.labels.find(t.labels[i], i + 1);
@@ -227,56 +288,110 @@ LogicalResult MatMulImporter::einsum(const onnx::NodeProto &n) {
       --i; // the same label may repeat again
     }
   }
-  EinsumTerm acc = terms[0];
-  if (failed(sumOut(acc, [&](char ch) { return usedAfter(1, ch); }))) return failure();
-  for (size_t ti = 1; ti < terms.size(); ++ti) {
-    EinsumTerm rhsTerm = terms[ti];
+  return success();
+}
+
+// Operands multiply left to right; a label is summed as soon as neither a
+// later operand nor the output needs it, which keeps every product small.
+FailureOr<EinsumTerm> MatMulImporter::contractEinsum(const EinsumProblem &p) {
+  auto usedAfter = [&](size_t from, char ch) {
+    if (p.out.find(ch) != std::string::npos) return true;
+    for (size_t j = from; j < p.terms.size(); ++j)
+      if (hasLabel(p.terms[j], ch)) return true;
+    return false;
+  };
+  EinsumTerm acc = p.terms[0];
+  if (failed(sumOutTerm(acc, [&](char ch) { return usedAfter(1, ch); }))) return failure();
+  for (size_t ti = 1; ti < p.terms.size(); ++ti) {
+    EinsumTerm rhsTerm = p.terms[ti];
     auto keepLater = [&](char ch) { return usedAfter(ti + 1, ch); };
-    auto inOther = [](const EinsumTerm &o, char ch) { return o.labels.find(ch) != std::string::npos; };
-    if (failed(sumOut(rhsTerm, [&](char ch) { return keepLater(ch) || inOther(acc, ch); })))
+    if (failed(sumOutTerm(rhsTerm, [&](char ch) { return keepLater(ch) || hasLabel(acc, ch); })))
       return failure();
-    std::string batch, left, contracted, right;
-    for (char ch : acc.labels) {
-      if (!inOther(rhsTerm, ch)) left.push_back(ch);
-      else if (keepLater(ch)) batch.push_back(ch);
-      else contracted.push_back(ch);
-    }
-    for (char ch : rhsTerm.labels)
-      if (!inOther(acc, ch)) right.push_back(ch);
-    if (failed(permute(acc, batch + left + contracted)) ||
-        failed(permute(rhsTerm, batch + contracted + right)))
-      return failure();
-    auto prod = [&](const std::string &ls) {
-      int64_t p = 1;
-      for (char ch : ls) p *= size[ch];
-      return p;
-    };
-    // Broadcast batch axes of extent 1 (from "...") to the full extent.
-    auto widen = [&](EinsumTerm &t) -> LogicalResult {
-      SmallVector<int64_t> shape;
-      for (auto [i, ch] : llvm::enumerate(t.labels))
-        shape.push_back(i < batch.size() ? size[ch] : typeOf(t.v).getDimSize(i));
-      if (ArrayRef<int64_t>(shape) == typeOf(t.v).getShape()) return success();
-      auto r = buildTyped<ExpandOp>(RankedTensorType::get(shape, typeOf(t.v).getElementType()), t.v);
-      if (failed(r)) return failure();
-      t.v = *r;
-      return success();
-    };
-    if (failed(widen(acc)) || failed(widen(rhsTerm))) return failure();
-    int64_t B = prod(batch), L = prod(left), C = prod(contracted), R = prod(right);
-    DS_TRY(a3, reshape(acc.v, {B, L, C}));
-    DS_TRY(b3, reshape(rhsTerm.v, {B, C, R}));
-    DS_TRY(m, build<MatmulOp>({a3, b3}));
-    SmallVector<int64_t> shape;
-    std::string labels = batch + left + right;
-    for (char ch : labels) shape.push_back(size[ch]);
-    DS_TRY(r, reshape(m, shape));
-    acc = {r, labels};
+    DS_TRY(product, multiplyPair(acc, rhsTerm, keepLater, p.size));
+    acc = product;
   }
-  if (failed(sumOut(acc, [&](char ch) { return out.find(ch) != std::string::npos; })) ||
-      failed(permute(acc, out)))
+  return acc;
+}
+
+// Two operands' product is one batched matmul once their labels are sorted
+// into [batch, left, contracted] and [batch, contracted, right].
+FailureOr<EinsumTerm> MatMulImporter::multiplyPair(EinsumTerm acc, EinsumTerm rhs,
+                                                   llvm::function_ref<bool(char)> keepLater,
+                                                   const std::map<char, int64_t> &size) {
+  std::string batch, left, contracted, right;
+  for (char ch : acc.labels) {
+    if (!hasLabel(rhs, ch)) left.push_back(ch);
+    else if (keepLater(ch)) batch.push_back(ch);
+    else contracted.push_back(ch);
+  }
+  for (char ch : rhs.labels)
+    if (!hasLabel(acc, ch)) right.push_back(ch);
+  if (failed(permuteTerm(acc, batch + left + contracted)) ||
+      failed(permuteTerm(rhs, batch + contracted + right)))
     return failure();
-  setOutput(n, 0, acc.v);
+  if (failed(widenBatch(acc, batch.size(), size)) || failed(widenBatch(rhs, batch.size(), size)))
+    return failure();
+  auto prod = [&](const std::string &ls) {
+    int64_t p = 1;
+    for (char ch : ls) p *= size.at(ch);
+    return p;
+  };
+  int64_t B = prod(batch), L = prod(left), C = prod(contracted), R = prod(right);
+  DS_TRY(a3, reshape(acc.v, {B, L, C}));
+  DS_TRY(b3, reshape(rhs.v, {B, C, R}));
+  DS_TRY(m, build<MatmulOp>({a3, b3}));
+  SmallVector<int64_t> shape;
+  std::string labels = batch + left + right;
+  for (char ch : labels) shape.push_back(size.at(ch));
+  DS_TRY(r, reshape(m, shape));
+  return EinsumTerm{r, labels};
+}
+
+// Batch axes of extent 1 (from "...") broadcast to the full extent, since
+// the batched matmul needs equal batches.
+LogicalResult MatMulImporter::widenBatch(EinsumTerm &t, size_t batchRank,
+                                         const std::map<char, int64_t> &size) {
+  SmallVector<int64_t> shape;
+  for (auto [i, ch] : llvm::enumerate(t.labels))
+    shape.push_back(i < batchRank ? size.at(ch) : typeOf(t.v).getDimSize(i));
+  if (ArrayRef<int64_t>(shape) == typeOf(t.v).getShape()) return success();
+  auto r = buildTyped<ExpandOp>(RankedTensorType::get(shape, typeOf(t.v).getElementType()), t.v);
+  if (failed(r)) return failure();
+  t.v = *r;
+  return success();
+}
+
+// The last product may still hold labels the output drops, and its axes are
+// in product order, not the output's.
+LogicalResult MatMulImporter::finishEinsum(EinsumTerm &acc, const std::string &out) {
+  if (failed(sumOutTerm(acc, [&](char ch) { return out.find(ch) != std::string::npos; })))
+    return failure();
+  return permuteTerm(acc, out);
+}
+
+// Puts a term's axes in the order of `order` (a permutation of its labels).
+LogicalResult MatMulImporter::permuteTerm(EinsumTerm &t, const std::string &order) {
+  if (t.labels == order) return success();
+  SmallVector<int64_t> perm;
+  for (char ch : order) perm.push_back(t.labels.find(ch));
+  auto r = build<TransposeOp>({t.v}, {arrAttr("permutation", perm)});
+  if (failed(r)) return failure();
+  t = {*r, order};
+  return success();
+}
+
+// Sums the axes whose labels `keep` rejects.
+LogicalResult MatMulImporter::sumOutTerm(EinsumTerm &t, llvm::function_ref<bool(char)> keep) {
+  SmallVector<int64_t> axes;
+  std::string rest;
+  for (auto [i, ch] : llvm::enumerate(t.labels)) {
+    if (keep(ch)) rest.push_back(ch);
+    else axes.push_back(i);
+  }
+  if (axes.empty()) return success();
+  auto r = reduceWith<ReduceSumOp>(t.v, axes, false);
+  if (failed(r)) return failure();
+  t = {*r, rest};
   return success();
 }
 

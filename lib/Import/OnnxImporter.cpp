@@ -102,7 +102,25 @@ private:
   }
 
   // ---- graph ------------------------------------------------------------------------
+  /// main()'s arguments (the graph inputs that are not initializers) and the
+  /// inputs --bind-input fixes to constants instead.
+  struct GraphInputs {
+    SmallVector<Type> argTypes;
+    SmallVector<std::string> argNames;
+    SmallVector<std::pair<std::string, TypedAttr>> bound;
+  };
+
   LogicalResult importGraph(const onnx::GraphProto &g, func::FuncOp &func);
+  LogicalResult checkInputOptions(const onnx::GraphProto &g,
+                                  const llvm::StringSet<> &initializerNames);
+  LogicalResult addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs);
+  FailureOr<SmallVector<int64_t>> inputShape(const onnx::ValueInfoProto &vi, Location loc);
+  func::FuncOp createMain(const GraphInputs &inputs);
+  LogicalResult importInitializers(const onnx::GraphProto &g);
+  LogicalResult importNodes(const onnx::GraphProto &g);
+  LogicalResult importOutputs(const onnx::GraphProto &g, func::FuncOp func,
+                              ArrayRef<Type> argTypes);
+  LogicalResult define(const std::string &name, Location loc);
   LogicalResult importNode(const onnx::NodeProto &n, int index);
   Location nodeLocation(const onnx::NodeProto &n, int index);
 
@@ -110,6 +128,8 @@ private:
   static const HandlerTable &handlers();
 
   ImportState &state_;
+  /// The value names defined so far (inputs, initializers, node outputs).
+  llvm::StringSet<> defined_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -158,21 +178,37 @@ Location OnnxImporter::nodeLocation(const onnx::NodeProto &n, int index) {
                                            .str()));
 }
 
+// Phases in the graph's order: inputs become main()'s arguments (or bound
+// constants), then initializers, nodes and the outputs main() returns.
 LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp &func) {
-  llvm::StringSet<> defined;
-  auto define = [&](const std::string &name, Location loc) -> LogicalResult {
-    if (name.empty()) return success();
-    if (!defined.insert(name).second)
-      return emitError(loc) << "value '" << name << "' is defined more than once";
-    return success();
-  };
-
   // Graph inputs that are not initializers become function arguments.
   llvm::StringSet<> initializerNames;
   for (const auto &t : g.initializer()) initializerNames.insert(t.name());
   if (g.sparse_initializer_size() > 0)
     return fileError() << "sparse initializers are not supported";
+  if (failed(checkInputOptions(g, initializerNames))) return failure();
 
+  GraphInputs inputs;
+  for (const auto &vi : g.input()) {
+    if (initializerNames.contains(vi.name())) continue;
+    if (failed(addInput(vi, inputs))) return failure();
+  }
+  func = createMain(inputs);
+  if (failed(importInitializers(g)) || failed(importNodes(g))) return failure();
+  return importOutputs(g, func, inputs.argTypes);
+}
+
+// Names are unique in a valid graph; a duplicate would silently rebind one.
+LogicalResult OnnxImporter::define(const std::string &name, Location loc) {
+  if (name.empty()) return success();
+  if (!defined_.insert(name).second)
+    return emitError(loc) << "value '" << name << "' is defined more than once";
+  return success();
+}
+
+// A mistyped --bind-input or --input-shape name would otherwise be ignored.
+LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
+                                              const llvm::StringSet<> &initializerNames) {
   llvm::StringSet<> inputNames;
   for (const auto &vi : g.input())
     if (!initializerNames.contains(vi.name())) inputNames.insert(vi.name());
@@ -184,75 +220,90 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
     if (!inputNames.contains(kv.getKey()))
       return fileError() << "--input-shape names '" << kv.getKey()
                          << "', which is not an input of the graph";
+  return success();
+}
 
-  SmallVector<Type> argTypes;
-  SmallVector<std::string> argNames;
-  SmallVector<std::pair<std::string, TypedAttr>> bound;
-  for (const auto &vi : g.input()) {
-    if (initializerNames.contains(vi.name())) continue;
-    Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
-    if (auto it = opts_.boundInputs.find(vi.name()); it != opts_.boundInputs.end()) {
-      FailureOr<TypedAttr> value = boundValue(vi, it->second, loc);
-      if (failed(value)) return failure();
-      bound.push_back({vi.name(), *value});
-      if (failed(define(vi.name(), loc))) return failure();
-      continue;
-    }
-    if (!vi.type().has_tensor_type())
-      return emitError(loc) << "is not a tensor";
-    const auto &tt = vi.type().tensor_type();
-    FailureOr<Type> elem = elementType(tt.elem_type());
-    if (failed(elem))
-      return emitError(loc) << "has unsupported element type " << onnxTypeName(tt.elem_type());
-    SmallVector<int64_t> shape;
-    auto spec = opts_.inputShapes.find(vi.name());
-    if (spec != opts_.inputShapes.end()) {
-      shape = spec->second;
-      if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size()))
-        return emitError(loc) << "has rank " << tt.shape().dim_size()
-                              << " but --input-shape gives " << shape.size() << " dimensions";
-      if (tt.has_shape())
-        for (int i = 0; i < tt.shape().dim_size(); ++i)
-          if (tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() != shape[i])
-            return emitError(loc) << "dimension " << i << " is fixed at "
-                                  << tt.shape().dim(i).dim_value()
-                                  << " by the model but --input-shape gives " << shape[i];
-    } else {
-      if (!tt.has_shape())
-        return emitError(loc) << "has no shape; give one with --input-shape " << vi.name()
-                              << "=d0,d1,...";
-      for (int i = 0; i < tt.shape().dim_size(); ++i) {
-        const auto &d = tt.shape().dim(i);
-        if (!d.has_dim_value() || d.dim_value() < 0)
-          return emitError(loc) << "dimension " << i
-                                << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
-                                << " is dynamic; fix it at compile time with --input-shape "
-                                << vi.name() << "=d0,d1,...";
-        shape.push_back(d.dim_value());
-      }
-    }
-    if (shape.size() > kMaxTensorRank)
-      return emitError(loc) << "has rank over 1024";
-    argTypes.push_back(RankedTensorType::get(shape, *elem));
-    argNames.push_back(vi.name());
-    if (failed(define(vi.name(), loc))) return failure();
+// An input is either bound to a --bind-input value (a constant, so shapes it
+// decides are known) or an argument of a static type.
+LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs) {
+  Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
+  if (auto it = opts_.boundInputs.find(vi.name()); it != opts_.boundInputs.end()) {
+    FailureOr<TypedAttr> value = boundValue(vi, it->second, loc);
+    if (failed(value)) return failure();
+    inputs.bound.push_back({vi.name(), *value});
+    return define(vi.name(), loc);
   }
+  if (!vi.type().has_tensor_type())
+    return emitError(loc) << "is not a tensor";
+  const auto &tt = vi.type().tensor_type();
+  FailureOr<Type> elem = elementType(tt.elem_type());
+  if (failed(elem))
+    return emitError(loc) << "has unsupported element type " << onnxTypeName(tt.elem_type());
+  FailureOr<SmallVector<int64_t>> shape = inputShape(vi, loc);
+  if (failed(shape)) return failure();
+  if (shape->size() > kMaxTensorRank)
+    return emitError(loc) << "has rank over 1024";
+  inputs.argTypes.push_back(RankedTensorType::get(*shape, *elem));
+  inputs.argNames.push_back(vi.name());
+  return define(vi.name(), loc);
+}
 
-  func = func::FuncOp::create(b_, FileLineColLoc::get(ctx_, path_, 0, 0), "main",
-                              b_.getFunctionType(argTypes, {}));
-  Block *body = func.addEntryBlock();
-  for (auto [i, name] : llvm::enumerate(argNames)) {
-    func.setArgAttr(i, "ds.name", b_.getStringAttr(name));
+// Plans have static shapes: --input-shape gives one (it must agree with the
+// model's fixed dimensions), else the model must fix every dimension.
+FailureOr<SmallVector<int64_t>> OnnxImporter::inputShape(const onnx::ValueInfoProto &vi,
+                                                         Location loc) {
+  const auto &tt = vi.type().tensor_type();
+  SmallVector<int64_t> shape;
+  auto spec = opts_.inputShapes.find(vi.name());
+  if (spec != opts_.inputShapes.end()) {
+    shape = spec->second;
+    if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size()))
+      return emitError(loc) << "has rank " << tt.shape().dim_size()
+                            << " but --input-shape gives " << shape.size() << " dimensions";
+    if (tt.has_shape())
+      for (int i = 0; i < tt.shape().dim_size(); ++i)
+        if (tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() != shape[i])
+          return emitError(loc) << "dimension " << i << " is fixed at "
+                                << tt.shape().dim(i).dim_value()
+                                << " by the model but --input-shape gives " << shape[i];
+    return shape;
+  }
+  if (!tt.has_shape())
+    return emitError(loc) << "has no shape; give one with --input-shape " << vi.name()
+                          << "=d0,d1,...";
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    if (!d.has_dim_value() || d.dim_value() < 0)
+      return emitError(loc) << "dimension " << i
+                            << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
+                            << " is dynamic; fix it at compile time with --input-shape "
+                            << vi.name() << "=d0,d1,...";
+    shape.push_back(d.dim_value());
+  }
+  return shape;
+}
+
+// main() exists before the body is imported; its results are set once the
+// outputs are known. Bound inputs are constants at the top of the body.
+func::FuncOp OnnxImporter::createMain(const GraphInputs &inputs) {
+  auto mainFunc = func::FuncOp::create(b_, FileLineColLoc::get(ctx_, path_, 0, 0), "main",
+                                       b_.getFunctionType(inputs.argTypes, {}));
+  Block *body = mainFunc.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(inputs.argNames)) {
+    mainFunc.setArgAttr(i, "ds.name", b_.getStringAttr(name));
     values_[name] = body->getArgument(i);
   }
   b_.setInsertionPointToEnd(body);
-  for (auto &[name, value] : bound)
+  for (auto &[name, value] : inputs.bound)
     values_[name] = ConstantOp::create(
                         b_, NameLoc::get(b_.getStringAttr("bound input '" + name + "'")), value)
                         .getResult();
+  return mainFunc;
+}
 
-  // Initializers: float tensors are parameters (weights); the rest are
-  // constants (index tables, shapes) that folding may use.
+// Initializers: float tensors are parameters (weights); the rest are
+// constants (index tables, shapes) that folding may use.
+LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "'"));
     if (t.name().empty()) return emitError(loc) << "has no name";
@@ -266,7 +317,11 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
     else
       values_[t.name()] = ConstantOp::create(b_, loc, *value).getResult();
   }
+  return success();
+}
 
+// One pass in node order: a node may only use values defined before it.
+LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
   for (int i = 0; i < g.node_size(); ++i) {
     const auto &n = g.node(i);
     loc_ = nodeLocation(n, i);
@@ -279,7 +334,13 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
       if (failed(define(out, loc_))) return failure();
     if (failed(importNode(n, i))) return failure();
   }
+  return success();
+}
 
+// main() returns the graph outputs under their names; a declared element
+// type that differs from the computed one means the import went wrong.
+LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncOp func,
+                                          ArrayRef<Type> argTypes) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (const auto &vi : g.output()) {

@@ -14,6 +14,9 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cstring>
+#include <optional>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_TENSORPARALLELPASS
 #include "ds/Partition/Passes.h.inc"
@@ -55,6 +58,236 @@ bool isTransparent(Operation *op) {
          !isWeightMatmul(op);
 }
 
+/// One column range of a fused weight's output, and the value (a split
+/// result, slice or gather) that reads it.
+struct FusedPart {
+  int64_t start;
+  int64_t size;
+  Value replaced;
+};
+
+/// How a fused weight matmul's output is taken apart: its parts in column
+/// order, and the ops that take it apart (erased once each part is its own
+/// matmul).
+struct FusedSplit {
+  int64_t cols = 0; // the weight's columns
+  Value out;        // the matmul's result, or its bias add's
+  int64_t last = 0; // out's last axis
+  AddOp bias;
+  Value biasValue;
+  ReshapeOp packed;    // the packed form's reshape,
+  TransposeOp packedT; // and its transpose if any
+  SmallVector<FusedPart> parts;
+  SmallVector<Operation *> users;
+};
+
+// A [cols] bias added to the output's only use splits along with the
+// weight, so each part keeps its own bias add.
+void findBias(MatmulOp m, FusedSplit &s) {
+  s.out = m.getResult();
+  if (!s.out.hasOneUse()) return;
+  auto add = dyn_cast<AddOp>(*s.out.getUsers().begin());
+  if (!add) return;
+  Value other = add.getLhs() == s.out ? add.getRhs() : add.getLhs();
+  auto ot = cast<RankedTensorType>(other.getType());
+  if (isLeaf(other) && ot.getRank() == 1 && ot.getDimSize(0) == s.cols) {
+    s.bias = add;
+    s.biasValue = other;
+    s.out = add.getResult();
+  }
+}
+
+// Part i of the packed form is the one gather of constant index i (negative
+// counts from the end) along the k axis; empty unless each index has one.
+SmallVector<Value> gathersByIndex(ArrayRef<Operation *> pickers, int64_t axis, int64_t k) {
+  SmallVector<Value> byIndex(k);
+  if (pickers.empty()) return {};
+  for (Operation *u : pickers) {
+    auto g = dyn_cast<GatherOp>(u);
+    DenseElementsAttr idx;
+    if (g && g.getAxis() == static_cast<uint64_t>(axis))
+      if (auto c = g.getIndices().getDefiningOp<ConstantOp>())
+        idx = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!idx || idx.getType().getRank() != 0) return {};
+    int64_t i = (*idx.getValues<APInt>().begin()).getSExtValue();
+    if (i < 0) i += k;
+    if (i < 0 || i >= k || byIndex[i]) return {};
+    byIndex[i] = g.getResult();
+  }
+  if (!llvm::all_of(byIndex, [](Value x) { return bool(x); })) return {};
+  return byIndex;
+}
+
+// The packed form (timm, ViT): reshape [..., m] -> [..., k, rest...], maybe
+// a transpose, then part i picked by a gather of index i along the k axis.
+// Part i is then its own [..., m/k] reshaped to [..., rest] and transposed
+// without the k axis. Leaves `s` as it was unless every index is gathered once.
+void matchPacked(FusedSplit &s) {
+  if (s.users.size() != 1) return;
+  auto r = dyn_cast<ReshapeOp>(s.users.front());
+  if (!r) return;
+  int64_t last = s.last;
+  ArrayRef<int64_t> in = cast<RankedTensorType>(s.out.getType()).getShape();
+  ArrayRef<int64_t> rs = r.getType().getShape();
+  if (!(rs.size() >= in.size() + 1 && rs.take_front(last) == in.take_front(last) &&
+        rs[last] >= 2))
+    return;
+  Value v = r.getResult();
+  int64_t axis = last;
+  TransposeOp packedT;
+  SmallVector<Operation *> pickers(v.getUsers().begin(), v.getUsers().end());
+  if (pickers.size() == 1 && isa<TransposeOp>(pickers.front())) {
+    packedT = cast<TransposeOp>(pickers.front());
+    axis = llvm::find(packedT.getPermutation(), last) - packedT.getPermutation().begin();
+    v = packedT.getResult();
+    pickers.assign(v.getUsers().begin(), v.getUsers().end());
+  }
+  int64_t k = rs[last];
+  SmallVector<Value> byIndex = gathersByIndex(pickers, axis, k);
+  if (byIndex.empty()) return;
+  s.packed = r;
+  s.packedT = packedT;
+  for (int64_t i = 0; i < k; ++i) s.parts.push_back({i * (s.cols / k), s.cols / k, byIndex[i]});
+  s.users = pickers;
+  if (packedT) s.users.push_back(packedT);
+  s.users.push_back(r);
+}
+
+// The plain forms: one split of the last axis, or slices that keep every
+// other axis whole. Any other user keeps the weight fused (false).
+bool matchSlices(FusedSplit &s) {
+  int64_t last = s.last;
+  for (Operation *u : s.users) {
+    auto split = dyn_cast<SplitOp>(u);
+    if (split && split.getAxis() == last && s.users.size() == 1) {
+      int64_t at = 0;
+      for (Value r : split.getResults()) {
+        int64_t n = cast<RankedTensorType>(r.getType()).getDimSize(last);
+        s.parts.push_back({at, n, r});
+        at += n;
+      }
+      continue;
+    }
+    auto slice = dyn_cast<SliceOp>(u);
+    if (!slice) return false;
+    ArrayRef<int64_t> in = cast<RankedTensorType>(s.out.getType()).getShape();
+    ArrayRef<int64_t> res = slice.getType().getShape();
+    for (int64_t d = 0; d < last; ++d)
+      if (in[d] != res[d] || slice.getStarts()[d] != 0) return false;
+    if (slice.getSteps()[last] != 1) return false;
+    s.parts.push_back({slice.getStarts()[last], res[last], slice.getResult()});
+  }
+  return true;
+}
+
+// Only equal parts that tile all the columns (at least two) become
+// separate weights: anything else is not a q/k/v-style fusion.
+bool partsTileColumns(FusedSplit &s) {
+  llvm::sort(s.parts, [](auto &a, auto &b) { return a.start < b.start; });
+  int64_t at = 0;
+  for (FusedPart &p : s.parts) {
+    if (p.start != at || p.size != s.parts.front().size) return false;
+    at += p.size;
+  }
+  return at == s.cols && s.parts.size() >= 2;
+}
+
+// Finds how m's output is split into equal column parts, if it only ever is.
+std::optional<FusedSplit> findFusedSplit(MatmulOp m) {
+  FusedSplit s;
+  s.cols = m.getRhs().getType().getDimSize(1);
+  findBias(m, s);
+  s.last = cast<RankedTensorType>(s.out.getType()).getRank() - 1;
+  s.users.assign(s.out.getUsers().begin(), s.out.getUsers().end());
+  if (s.users.empty()) return std::nullopt;
+  matchPacked(s);
+  if (!s.packed && !matchSlices(s)) return std::nullopt;
+  if (!partsTileColumns(s)) return std::nullopt;
+  return s;
+}
+
+/// The fused weight's and bias's bytes, read before the IR changes so a
+/// failure leaves it as it was.
+struct FusedBytes {
+  std::vector<uint8_t> weight, bias;
+  int64_t rows;
+  size_t elemBytes;
+};
+
+FailureOr<FusedBytes> readFusedBytes(MatmulOp m, const FusedSplit &s) {
+  auto w = m.getRhs().getDefiningOp<ParameterOp>();
+  FailureOr<std::vector<uint8_t>> wBytes = constantBytes(w.getValue(), w.getLoc());
+  if (failed(wBytes)) return failure();
+  FusedBytes fb;
+  if (s.biasValue) {
+    Operation *bd = s.biasValue.getDefiningOp();
+    Attribute v = isa<ParameterOp>(bd) ? cast<ParameterOp>(bd).getValue()
+                                       : Attribute(cast<ConstantOp>(bd).getValue());
+    FailureOr<std::vector<uint8_t>> bb = constantBytes(v, bd->getLoc());
+    if (failed(bb)) return failure();
+    fb.bias = *bb;
+  }
+  fb.rows = m.getRhs().getType().getDimSize(0);
+  fb.elemBytes = wBytes->size() / static_cast<size_t>(fb.rows * s.cols);
+  fb.weight = std::move(*wBytes);
+  return fb;
+}
+
+// Part i's own bias (a parameter "name#i" or a constant), added on the same
+// side as the fused bias was.
+Value addPartBias(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, size_t i,
+                  Value y) {
+  const FusedPart &part = s.parts[i];
+  size_t es = fb.elemBytes;
+  auto bt = RankedTensorType::get({part.size}, m.getRhs().getType().getElementType());
+  ArrayRef<uint8_t> piece(fb.bias.data() + part.start * es, part.size * es);
+  Value pb;
+  if (auto bp = s.biasValue.getDefiningOp<ParameterOp>())
+    pb = ParameterOp::create(b, bp.getLoc(), (bp.getSymName() + "#" + Twine(i)).str(),
+                             denseFromBytes(bt, piece));
+  else
+    pb = ConstantOp::create(b, s.bias.getLoc(), denseFromBytes(bt, piece));
+  return s.bias.getLhs() == m.getResult() ? Value(AddOp::create(b, s.bias.getLoc(), y, pb))
+                                          : Value(AddOp::create(b, s.bias.getLoc(), pb, y));
+}
+
+// A packed part is [..., m/k]: reshaped to [..., rest] and transposed as the
+// packed form was, without the k axis, it is what the gather gave.
+Value unpackPart(OpBuilder &b, FusedSplit &s, Value y, Type elem) {
+  SmallVector<int64_t> shape(s.packed.getType().getShape());
+  shape.erase(shape.begin() + s.last);
+  y = ReshapeOp::create(b, s.packed.getLoc(), RankedTensorType::get(shape, elem), y);
+  if (s.packedT) {
+    SmallVector<int64_t> perm;
+    for (int64_t p : s.packedT.getPermutation())
+      if (p != s.last) perm.push_back(p > s.last ? p - 1 : p);
+    y = TransposeOp::create(b, s.packedT.getLoc(), y, b.getDenseI64ArrayAttr(perm));
+  }
+  return y;
+}
+
+// Part i as its own weight matmul ("name#i", ds.part_of the fused weight),
+// with its bias and unpacking: the value that replaces the part's reader.
+Value buildPart(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, size_t i) {
+  auto w = m.getRhs().getDefiningOp<ParameterOp>();
+  Type elem = m.getRhs().getType().getElementType();
+  const FusedPart &part = s.parts[i];
+  int64_t rows = fb.rows, size = part.size;
+  size_t es = fb.elemBytes;
+  std::vector<uint8_t> bytes(rows * size * es);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(bytes.data() + r * size * es, fb.weight.data() + (r * s.cols + part.start) * es,
+                size * es);
+  auto t = RankedTensorType::get({rows, size}, elem);
+  auto pw = ParameterOp::create(b, w.getLoc(), (w.getSymName() + "#" + Twine(i)).str(),
+                                denseFromBytes(t, bytes));
+  pw->setAttr("ds.part_of", b.getStringAttr(w.getSymName()));
+  Value y = MatmulOp::create(b, m.getLoc(), m.getLhs(), pw.getResult());
+  if (s.bias) y = addPartBias(b, m, s, fb, i, y);
+  if (s.packed) y = unpackPart(b, s, y, elem);
+  return y;
+}
+
 struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
 
@@ -63,155 +296,15 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
   /// in_proj) becomes one weight matmul per part, so a column split gives
   /// each rank whole heads of q, k and v.
   LogicalResult splitFused(MatmulOp m) {
-    auto w = m.getRhs().getDefiningOp<ParameterOp>();
-    int64_t cols = m.getRhs().getType().getDimSize(1);
-    Value out = m.getResult();
-    AddOp bias;
-    Value biasValue;
-    if (out.hasOneUse())
-      if (auto add = dyn_cast<AddOp>(*out.getUsers().begin())) {
-        Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
-        auto ot = cast<RankedTensorType>(other.getType());
-        if (isLeaf(other) && ot.getRank() == 1 && ot.getDimSize(0) == cols) {
-          bias = add;
-          biasValue = other;
-          out = add.getResult();
-        }
-      }
-    int64_t last = cast<RankedTensorType>(out.getType()).getRank() - 1;
-    // The parts: (start, size, value to replace).
-    SmallVector<std::tuple<int64_t, int64_t, Value>> parts;
-    SmallVector<Operation *> users(out.getUsers().begin(), out.getUsers().end());
-    if (users.empty()) return success();
-    // The packed form (timm, ViT): reshape [..., m] -> [..., k, rest...],
-    // maybe a transpose, then part i picked by a gather of index i along
-    // the k axis. Part i is then its own [..., m/k] reshaped to [..., rest]
-    // and transposed without the k axis.
-    ReshapeOp packed;
-    TransposeOp packedT;
-    int64_t packedAxis = -1;
-    if (users.size() == 1)
-      if (auto r = dyn_cast<ReshapeOp>(users.front())) {
-        ArrayRef<int64_t> in = cast<RankedTensorType>(out.getType()).getShape();
-        ArrayRef<int64_t> rs = r.getType().getShape();
-        if (rs.size() >= in.size() + 1 && rs.take_front(last) == in.take_front(last) &&
-            rs[last] >= 2) {
-          Value v = r.getResult();
-          int64_t axis = last;
-          SmallVector<Operation *> pickers(v.getUsers().begin(), v.getUsers().end());
-          if (pickers.size() == 1 && isa<TransposeOp>(pickers.front())) {
-            packedT = cast<TransposeOp>(pickers.front());
-            axis = llvm::find(packedT.getPermutation(), last) - packedT.getPermutation().begin();
-            v = packedT.getResult();
-            pickers.assign(v.getUsers().begin(), v.getUsers().end());
-          }
-          int64_t k = rs[last];
-          SmallVector<Value> byIndex(k);
-          bool ok = !pickers.empty();
-          for (Operation *u : pickers) {
-            auto g = dyn_cast<GatherOp>(u);
-            DenseElementsAttr idx;
-            if (g && g.getAxis() == static_cast<uint64_t>(axis))
-              if (auto c = g.getIndices().getDefiningOp<ConstantOp>())
-                idx = dyn_cast<DenseElementsAttr>(c.getValue());
-            if (!idx || idx.getType().getRank() != 0) { ok = false; break; }
-            int64_t i = (*idx.getValues<APInt>().begin()).getSExtValue();
-            if (i < 0) i += k;
-            if (i < 0 || i >= k || byIndex[i]) { ok = false; break; }
-            byIndex[i] = g.getResult();
-          }
-          if (ok && llvm::all_of(byIndex, [](Value x) { return bool(x); })) {
-            packed = r;
-            packedAxis = axis;
-            for (int64_t i = 0; i < k; ++i) parts.push_back({i * (cols / k), cols / k, byIndex[i]});
-            users = pickers;
-            if (packedT) users.push_back(packedT);
-            users.push_back(r);
-          }
-        }
-      }
-    for (Operation *u : packed ? ArrayRef<Operation *>() : ArrayRef<Operation *>(users)) {
-      if (auto split = dyn_cast<SplitOp>(u); split && split.getAxis() == last && users.size() == 1) {
-        int64_t at = 0;
-        for (Value r : split.getResults()) {
-          int64_t n = cast<RankedTensorType>(r.getType()).getDimSize(last);
-          parts.push_back({at, n, r});
-          at += n;
-        }
-        continue;
-      }
-      auto slice = dyn_cast<SliceOp>(u);
-      if (!slice) return success();
-      ArrayRef<int64_t> in = cast<RankedTensorType>(out.getType()).getShape();
-      ArrayRef<int64_t> res = slice.getType().getShape();
-      for (int64_t d = 0; d < last; ++d)
-        if (in[d] != res[d] || slice.getStarts()[d] != 0) return success();
-      if (slice.getSteps()[last] != 1) return success();
-      parts.push_back({slice.getStarts()[last], res[last], slice.getResult()});
-    }
-    llvm::sort(parts, [](auto &a, auto &b) { return std::get<0>(a) < std::get<0>(b); });
-    int64_t at = 0;
-    for (auto &[start, size, v] : parts) {
-      if (start != at || size != std::get<1>(parts.front())) return success();
-      at += size;
-    }
-    if (at != cols || parts.size() < 2) return success();
-
-    FailureOr<std::vector<uint8_t>> wBytes = constantBytes(w.getValue(), w.getLoc());
-    if (failed(wBytes)) return failure();
-    std::vector<uint8_t> bBytes;
-    if (biasValue) {
-      Operation *bd = biasValue.getDefiningOp();
-      Attribute v = isa<ParameterOp>(bd) ? cast<ParameterOp>(bd).getValue()
-                                         : Attribute(cast<ConstantOp>(bd).getValue());
-      FailureOr<std::vector<uint8_t>> bb = constantBytes(v, bd->getLoc());
-      if (failed(bb)) return failure();
-      bBytes = *bb;
-    }
-    auto wt = m.getRhs().getType();
-    Type elem = wt.getElementType();
-    int64_t rows = wt.getDimSize(0);
-    size_t es = wBytes->size() / static_cast<size_t>(rows * cols);
+    std::optional<FusedSplit> s = findFusedSplit(m);
+    if (!s) return success();
+    FailureOr<FusedBytes> fb = readFusedBytes(m, *s);
+    if (failed(fb)) return failure();
     OpBuilder b(m);
-    for (auto [i, part] : llvm::enumerate(parts)) {
-      auto [start, size, replaced] = part;
-      std::vector<uint8_t> bytes(rows * size * es);
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(bytes.data() + r * size * es, wBytes->data() + (r * cols + start) * es,
-                    size * es);
-      auto t = RankedTensorType::get({rows, size}, elem);
-      auto pw = ParameterOp::create(b, w.getLoc(), (w.getSymName() + "#" + Twine(i)).str(),
-                                    denseFromBytes(t, bytes));
-      pw->setAttr("ds.part_of", b.getStringAttr(w.getSymName()));
-      Value y = MatmulOp::create(b, m.getLoc(), m.getLhs(), pw.getResult());
-      if (bias) {
-        auto bt = RankedTensorType::get({size}, elem);
-        ArrayRef<uint8_t> piece(bBytes.data() + start * es, size * es);
-        Value pb;
-        if (auto bp = biasValue.getDefiningOp<ParameterOp>())
-          pb = ParameterOp::create(b, bp.getLoc(), (bp.getSymName() + "#" + Twine(i)).str(),
-                                   denseFromBytes(bt, piece));
-        else
-          pb = ConstantOp::create(b, bias.getLoc(), denseFromBytes(bt, piece));
-        y = bias.getLhs() == m.getResult() ? Value(AddOp::create(b, bias.getLoc(), y, pb))
-                                           : Value(AddOp::create(b, bias.getLoc(), pb, y));
-      }
-      if (packed) {
-        // [..., m/k] -> [..., rest] -> the transpose without the k axis.
-        SmallVector<int64_t> shape(packed.getType().getShape());
-        shape.erase(shape.begin() + last);
-        y = ReshapeOp::create(b, packed.getLoc(), RankedTensorType::get(shape, elem), y);
-        if (packedT) {
-          SmallVector<int64_t> perm;
-          for (int64_t p : packedT.getPermutation())
-            if (p != last) perm.push_back(p > last ? p - 1 : p);
-          y = TransposeOp::create(b, packedT.getLoc(), y, b.getDenseI64ArrayAttr(perm));
-        }
-      }
-      replaced.replaceAllUsesWith(y);
-    }
-    for (Operation *u : users) u->erase();
-    if (bias) bias->erase();
+    for (size_t i = 0; i < s->parts.size(); ++i)
+      s->parts[i].replaced.replaceAllUsesWith(buildPart(b, m, *s, *fb, i));
+    for (Operation *u : s->users) u->erase();
+    if (s->bias) s->bias->erase();
     m->erase();
     ++numFusedSplit;
     return success();

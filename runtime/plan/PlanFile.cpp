@@ -406,11 +406,12 @@ absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBy
   return absl::OkStatus();
 }
 
-/// An operand id names a buffer of the plan.
-absl::Status checkBufferId(const plan::Plan &p, uint32_t id, const std::string &programWhat,
-                           const std::string &where) {
+/// An operand id names a buffer of the plan. `where` names the program and
+/// the place in it ("program 'forward', inputs", "program 'forward', step 0
+/// (...)").
+absl::Status checkBufferId(const plan::Plan &p, uint32_t id, const std::string &where) {
   if (id >= static_cast<uint32_t>(p.buffers_size()))
-    return absl::InvalidArgumentError(absl::StrCat(programWhat, ", ", where, ": buffer id ", id,
+    return absl::InvalidArgumentError(absl::StrCat(where, ": buffer id ", id,
                                                    " is out of range (", p.buffers_size(),
                                                    " buffers)"));
   return absl::OkStatus();
@@ -422,7 +423,7 @@ absl::Status checkProgramInterface(const plan::Plan &p, const plan::Program &pro
                                    const std::string &pw) {
   std::set<std::string> inputNames, outputNames;
   for (uint32_t id : prog.inputs()) {
-    DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, "inputs"));
+    DS_RETURN_IF_ERROR(checkBufferId(p, id, absl::StrCat(pw, ", inputs")));
     if (p.buffers(id).kind() != plan::Buffer::INPUT)
       return absl::InvalidArgumentError(
           absl::StrCat(pw, ": input ", id, " is not an INPUT buffer"));
@@ -431,7 +432,7 @@ absl::Status checkProgramInterface(const plan::Plan &p, const plan::Program &pro
           absl::StrCat(pw, ": two inputs are named '", p.buffers(id).io_name(), "'"));
   }
   for (uint32_t id : prog.outputs()) {
-    DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, "outputs"));
+    DS_RETURN_IF_ERROR(checkBufferId(p, id, absl::StrCat(pw, ", outputs")));
     if (p.buffers(id).kind() != plan::Buffer::OUTPUT)
       return absl::InvalidArgumentError(
           absl::StrCat(pw, ": output ", id, " is not an OUTPUT buffer"));
@@ -455,7 +456,7 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
     std::string sw =
         absl::StrCat(pw, ", step ", s, " (", step.kernel(), " at ", step.location(), ")");
     for (uint32_t id : step.inputs()) {
-      DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, sw));
+      DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
       if (p.buffers(id).kind() == plan::Buffer::ARENA) {
         auto it = live.find(id);
         if (it == live.end())
@@ -465,7 +466,7 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
       }
     }
     for (uint32_t id : step.outputs()) {
-      DS_RETURN_IF_ERROR(checkBufferId(p, id, pw, sw));
+      DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
       auto kind = p.buffers(id).kind();
       if (kind == plan::Buffer::WEIGHT || kind == plan::Buffer::INPUT)
         return absl::InvalidArgumentError(absl::StrCat(sw, " writes read-only buffer ", id));

@@ -152,4 +152,36 @@ TEST(PlanStructure, BoundsAndKindsAreChecked) {
   EXPECT_FALSE(validatePlanStructure(u, 0).ok());
 }
 
+// An out-of-range operand id names the program once, then where in it.
+TEST(PlanStructure, OutOfRangeBufferIdsNameTheProgramOnce) {
+  auto planWith = [](auto edit) {
+    plan::Plan p;
+    addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+    addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+    auto *prog = p.add_programs();
+    prog->set_name("forward");
+    prog->add_inputs(0);
+    prog->add_outputs(1);
+    auto *s = prog->add_steps();
+    s->set_kernel("exp");
+    s->set_location("node 'e'");
+    s->add_inputs(0);
+    s->add_outputs(1);
+    edit(*prog);
+    return p;
+  };
+  auto message = [](const plan::Plan &p) {
+    return std::string(validatePlanStructure(p, 0).message());
+  };
+  EXPECT_TRUE(validatePlanStructure(planWith([](plan::Program &) {}), 0).ok());
+  EXPECT_EQ(message(planWith([](plan::Program &g) { g.mutable_steps(0)->set_inputs(0, 7); })),
+            "program 'forward', step 0 (exp at node 'e'): buffer id 7 is out of range (2 buffers)");
+  EXPECT_EQ(message(planWith([](plan::Program &g) { g.mutable_steps(0)->set_outputs(0, 9); })),
+            "program 'forward', step 0 (exp at node 'e'): buffer id 9 is out of range (2 buffers)");
+  EXPECT_EQ(message(planWith([](plan::Program &g) { g.set_inputs(0, 5); })),
+            "program 'forward', inputs: buffer id 5 is out of range (2 buffers)");
+  EXPECT_EQ(message(planWith([](plan::Program &g) { g.set_outputs(0, 6); })),
+            "program 'forward', outputs: buffer id 6 is out of range (2 buffers)");
+}
+
 } // namespace

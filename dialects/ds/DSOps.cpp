@@ -262,8 +262,15 @@ struct PowToMultiplies : OpRewritePattern<PowOp> {
     Value x = op.getLhs();
     if (op.getType() != x.getType() || !isa<FloatType>(op.getType().getElementType()))
       return failure();
-    auto c = op.getRhs().getDefiningOp<ConstantOp>();
-    auto value = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : DenseFPElementsAttr();
+    // PyTorch 2's exporter writes the exponent as a one-element initializer:
+    // a ds.parameter still in the IR at this point is not trained (training
+    // moves trained parameters into globals first), so it is a constant too.
+    Attribute attr;
+    if (auto c = op.getRhs().getDefiningOp<ConstantOp>()) attr = c.getValue();
+    else if (auto p = op.getRhs().getDefiningOp<ParameterOp>();
+             p && cast<RankedTensorType>(p.getType()).getNumElements() == 1)
+      attr = p.getValue();
+    auto value = dyn_cast_or_null<DenseFPElementsAttr>(attr);
     if (!value || !value.isSplat()) return failure();
     double n = value.getSplatValue<APFloat>().convertToDouble();
     if (n != 1.0 && n != 2.0 && n != 3.0 && n != 4.0) return failure();

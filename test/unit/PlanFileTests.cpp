@@ -53,7 +53,9 @@ std::vector<uint8_t> validPlanBytes(std::string *pathOut = nullptr) {
   s1->add_inputs(1);
   s1->add_inputs(3);
   s1->add_outputs(2);
-  std::string path = testing::TempDir() + "/valid.dsplan";
+  // One file per test: ctest runs the tests of this binary in parallel.
+  std::string path = testing::TempDir() + "/" +
+                     testing::UnitTest::GetInstance()->current_test_info()->name() + ".dsplan";
   EXPECT_TRUE(w.write(path).ok());
   if (pathOut) *pathOut = path;
   std::ifstream f(path, std::ios::binary);

@@ -103,3 +103,21 @@ func.func @pow_to_multiplies(%x: tensor<4xf32>, %i: tensor<4xi32>)
   %6 = ds.pow %x, %cw : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0, %1, %2, %3, %4, %5, %6 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<2x4xf32>
 }
+
+// -----
+
+// PyTorch 2's exporter writes the exponent as a one-element initializer: an
+// untrained ds.parameter of one element counts as a constant; a larger one
+// does not.
+// CHECK-LABEL: func.func @pow_parameter_exponent
+// CHECK: %[[SQ:.+]] = ds.mul %arg0, %arg0
+// CHECK: %[[CUBE:.+]] = ds.mul %[[SQ]], %arg0
+// CHECK: %[[P:.+]] = ds.pow %arg0, %{{.+}} : (tensor<4xf32>, tensor<4xf32>)
+// CHECK: return %[[CUBE]], %[[P]]
+func.func @pow_parameter_exponent(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = ds.parameter "e" = dense<3.0> : tensor<f32>
+  %v = ds.parameter "v" = dense<3.0> : tensor<4xf32>
+  %0 = ds.pow %x, %e : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = ds.pow %x, %v : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -41,6 +41,19 @@ mlir::ds::broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes) {
   return out;
 }
 
+std::optional<double> mlir::ds::knownFloatSplat(Value v) {
+  Attribute attr;
+  if (auto c = v.getDefiningOp<ConstantOp>()) attr = c.getValue();
+  else if (auto p = v.getDefiningOp<ParameterOp>();
+           p && cast<RankedTensorType>(p.getType()).getNumElements() == 1)
+    attr = p.getValue();
+  auto value = dyn_cast_or_null<DenseFPElementsAttr>(attr);
+  if (!value || !value.isSplat()) return std::nullopt;
+  double x = value.getSplatValue<APFloat>().convertToDouble();
+  if (std::isnan(x)) return std::nullopt;
+  return x;
+}
+
 static RankedTensorType rankedType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -262,17 +275,9 @@ struct PowToMultiplies : OpRewritePattern<PowOp> {
     Value x = op.getLhs();
     if (op.getType() != x.getType() || !isa<FloatType>(op.getType().getElementType()))
       return failure();
-    // PyTorch 2's exporter writes the exponent as a one-element initializer:
-    // a ds.parameter still in the IR at this point is not trained (training
-    // moves trained parameters into globals first), so it is a constant too.
-    Attribute attr;
-    if (auto c = op.getRhs().getDefiningOp<ConstantOp>()) attr = c.getValue();
-    else if (auto p = op.getRhs().getDefiningOp<ParameterOp>();
-             p && cast<RankedTensorType>(p.getType()).getNumElements() == 1)
-      attr = p.getValue();
-    auto value = dyn_cast_or_null<DenseFPElementsAttr>(attr);
-    if (!value || !value.isSplat()) return failure();
-    double n = value.getSplatValue<APFloat>().convertToDouble();
+    std::optional<double> exponent = knownFloatSplat(op.getRhs());
+    if (!exponent) return failure();
+    double n = *exponent;
     if (n != 1.0 && n != 2.0 && n != 3.0 && n != 4.0) return failure();
     Location loc = op.getLoc();
     Value y = x;

@@ -19,6 +19,11 @@
 namespace mlir::ds {
 /// Numpy broadcast of static shapes; failure when incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes);
+/// The value every element of `v` has when `v` is known before the run: a
+/// splat float ds.constant, or a one-element ds.parameter (PyTorch 2's
+/// exporter writes literals as initializers; a parameter still in the IR
+/// after ds-build-train-step is not trained). NaN and anything else: none.
+std::optional<double> knownFloatSplat(Value v);
 } // namespace mlir::ds
 
 #endif // DS_DIALECTS_DS_DSOPS_H

@@ -24,16 +24,6 @@ using namespace mlir::ds;
 
 namespace {
 
-/// The value of a splat float constant `v`, if that is what `v` is.
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  auto attr = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : DenseFPElementsAttr();
-  if (!attr || !attr.isSplat()) return std::nullopt;
-  double x = attr.getSplatValue<APFloat>().convertToDouble();
-  if (std::isnan(x)) return std::nullopt;
-  return x;
-}
-
 /// Folds `user` (the only user of `conv`'s result) into `conv` when it is a
 /// clamp; true when it did.
 bool fuseInto(ConvOp conv, Operation *user) {
@@ -45,7 +35,7 @@ bool fuseInto(ConvOp conv, Operation *user) {
   } else if (isa<MaxOp, MinOp>(user)) {
     Value other = user->getOperand(0) == conv.getResult() ? user->getOperand(1)
                                                           : user->getOperand(0);
-    std::optional<double> bound = splatValue(other);
+    std::optional<double> bound = knownFloatSplat(other);
     if (!bound) return false;
     if (isa<MaxOp>(user)) lo = std::max(lo, *bound);
     else hi = std::min(hi, *bound);

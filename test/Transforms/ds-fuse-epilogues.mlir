@@ -55,3 +55,16 @@ func.func @kept(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %t: tensor<f32
   %r4 = ds.max %m4, %two : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
   return %c1, %r1, %r2, %r3, %r4 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>
 }
+
+// PyTorch 2's exporter writes Clip's bounds as one-element initializers.
+// CHECK-LABEL: func.func @parameter_bounds
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {clip_max = 6.000000e+00 : f64, clip_min = 0.000000e+00 : f64
+// CHECK: return %[[C]]
+func.func @parameter_bounds(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32> {
+  %lo = ds.parameter "lo" = dense<0.0> : tensor<f32>
+  %hi = ds.parameter "hi" = dense<6.0> : tensor<f32>
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.max %c, %lo : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %b = ds.min %a, %hi : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  return %b : tensor<1x3x4x4xf32>
+}

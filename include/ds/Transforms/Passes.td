@@ -35,7 +35,8 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
 def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
   let summary = "folds activations into the convolution that produces them";
   let description = [{
-    A `ds.relu`, or a `ds.max` / `ds.min` with a constant scalar bound,
+    A `ds.relu`, or a `ds.max` / `ds.min` with a known scalar bound (a
+    constant, or a one-element parameter that is not trained),
     that is the only user of a `ds.conv` becomes the convolution's
     `clip_min` / `clip_max`: the kernel clamps as it writes the result, so
     the activation costs no pass over memory (ReLU, and Clip as PyTorch

@@ -47,41 +47,59 @@ void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
               });
 }
 
+/// Reduces `src` (of `shape`) over the axes of `runs` (maximal contiguous
+/// runs of axes), last run first, one [outer, r, inner] pass each through a
+/// temporary; the last pass writes `out`.
+template <typename T, ReduceKind K>
+void reduceRuns(const T *src, std::vector<int64_t> shape,
+                const std::vector<std::pair<int64_t, int64_t>> &runs, T *out) {
+  std::vector<T> tmpA, tmpB;
+  for (size_t k = runs.size(); k-- > 0;) {
+    auto [from, to] = runs[k];
+    int64_t outer = product(shape, 0, from), r = product(shape, from, to),
+            inner = product(shape, to, shape.size());
+    T *dst;
+    if (k == 0) {
+      dst = out;
+    } else {
+      auto &buf = (src == tmpA.data() && !tmpA.empty()) ? tmpB : tmpA;
+      buf.assign(outer * inner, T());
+      dst = buf.data();
+    }
+    reduceBlock<T, K>(src, dst, outer, r, inner);
+    for (int64_t d = from; d < to; ++d) shape[d] = 1;
+    src = dst;
+  }
+}
+
 template <typename T, ReduceKind K>
 absl::StatusOr<PreparedStep> makeReduce(const KernelContext &c,
                                         std::vector<int64_t> axes) {
   const std::vector<int64_t> shape = c.in[0].shape;
   const T *pin = c.in[0].as<T>();
   T *pout = c.out[0].as<T>();
-  // Group the axes into maximal contiguous runs, reduced last to first;
-  // every run is one [outer, r, inner] pass through a temporary.
   std::vector<std::pair<int64_t, int64_t>> runs;
+  int64_t count = 1;
   for (int64_t a : axes) {
+    count *= shape[a];
     if (!runs.empty() && runs.back().second == a) runs.back().second = a + 1;
     else runs.push_back({a, a + 1});
   }
+  const int64_t inNumel = c.in[0].numel, outNumel = c.out[0].numel;
   return PreparedStep([=]() -> absl::Status {
-    std::vector<int64_t> cur = shape;
-    std::vector<T> tmpA, tmpB;
-    const T *src = pin;
-    for (size_t k = runs.size(); k-- > 0;) {
-      auto [from, to] = runs[k];
-      int64_t outer = product(cur, 0, from), r = product(cur, from, to),
-              inner = product(cur, to, cur.size());
-      T *dst;
-      if (k == 0) {
-        dst = pout;
-      } else {
-        auto &buf = (src == tmpA.data() && !tmpA.empty()) ? tmpB : tmpA;
-        buf.assign(outer * inner, T());
-        dst = buf.data();
-      }
-      reduceBlock<T, K>(src, dst, outer, r, inner);
-      for (int64_t d = from; d < to; ++d) cur[d] = 1;
-      src = dst;
+    if (runs.empty()) {
+      std::copy(pin, pin + inNumel, pout);
+    } else if constexpr (K == ReduceKind::Mean && !std::is_floating_point_v<T>) {
+      // An integer mean is the exact mean truncated toward zero (numpy's
+      // mean, then astype): sum in double over every axis, divide once.
+      // Means of the partial means would truncate at every run.
+      std::vector<double> wide(pin, pin + inNumel), sums(outNumel);
+      reduceRuns<double, ReduceKind::Sum>(wide.data(), shape, runs, sums.data());
+      for (int64_t i = 0; i < outNumel; ++i)
+        pout[i] = count ? static_cast<T>(sums[i] / static_cast<double>(count)) : T(0);
+    } else {
+      reduceRuns<T, K>(pin, shape, runs, pout);
     }
-    if (runs.empty())
-      std::copy(pin, pin + product(shape, 0, shape.size()), pout);
     return absl::OkStatus();
   });
 }

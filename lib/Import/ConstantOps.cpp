@@ -96,6 +96,9 @@ LogicalResult ConstantImporter::range(const onnx::NodeProto &n) {
     c.push_back(a);
   }
   Type elem = c[0].getElementType();
+  if (c[1].getElementType() != elem || c[2].getElementType() != elem)
+    return nodeError(n) << "start, limit and delta must have one element type, got " << elem
+                        << ", " << c[1].getElementType() << " and " << c[2].getElementType();
   auto t = [&](int64_t count) { return RankedTensorType::get({count}, elem); };
   if (isa<FloatType>(elem)) {
     double s = c[0].getSplatValue<APFloat>().convertToDouble(),

@@ -502,6 +502,8 @@ LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
     if (!mode)
       return nodeError(n) << "training_mode must be known at compile time (a constant, or "
                           << "bound with --bind-input)";
+    if (!mode.getElementType().isInteger(1) || mode.getNumElements() != 1)
+      return nodeError(n) << "training_mode must be one bool, got " << mode.getType();
     if (mode.getSplatValue<bool>() && !zeroRatio)
       return nodeError(n) << "training-mode Dropout (random masks) is not supported";
   }

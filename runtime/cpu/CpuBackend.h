@@ -26,4 +26,8 @@ public:
 /// calls it).
 absl::Status registerCpuBackend();
 
+/// Denormal floats are zero from here on, in this thread and the threads it
+/// starts (see CpuBackend.cpp for why); the CPU backend calls it.
+void flushDenormals();
+
 } // namespace ds::rt::cpu

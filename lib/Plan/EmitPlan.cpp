@@ -212,6 +212,7 @@ private:
     }
     if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "ds")
       return op.emitError("cannot be lowered to a plan step (not a ds op)");
+    if (op.hasAttr(kArenaViewAttr)) return emitView(op);
 
     plan::Step *s = prog_->add_steps();
     s->set_location(locationString(loc));
@@ -243,6 +244,26 @@ private:
       }
       s->add_outputs(*id);
     }
+    return success();
+  }
+
+  /// A reshape ds-plan-memory placed on its operand's bytes: a view buffer
+  /// of the operand's (the root buffer, views of views included), no step.
+  LogicalResult emitView(Operation &op) {
+    auto it = ids_.find(op.getOperand(0));
+    if (it == ids_.end()) return op.emitError("operand has no buffer");
+    const plan::Buffer &target = p_.buffers(it->second);
+    if (target.kind() != plan::Buffer::ARENA)
+      return op.emitError("ds.arena_view of a value that is not an arena intermediate");
+    uint32_t root = target.has_alias_of() ? target.alias_of() : it->second;
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+    if (!offsets || offsets.size() != 1 || offsets[0] != static_cast<int64_t>(target.offset()))
+      return op.emitError("ds.arena_view must sit at its operand's arena offset");
+    FailureOr<uint32_t> id = newBuffer(op.getResult(0), plan::Buffer::ARENA, op.getLoc(),
+                                       locationString(op.getLoc()));
+    if (failed(id)) return failure();
+    p_.mutable_buffers(*id)->set_offset(target.offset());
+    p_.mutable_buffers(*id)->set_alias_of(root);
     return success();
   }
 

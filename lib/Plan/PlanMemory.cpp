@@ -70,36 +70,62 @@ private:
                                          terminator->getOperands().end());
     llvm::SmallPtrSet<Value, 8> inPlace = findInPlaceStores(block, index);
 
+    // A reshape-like op (its kernel is a byte copy) whose operand and
+    // result are both arena intermediates becomes a view: the result lives
+    // in its operand's bytes, and the two share one interval spanning both
+    // values' uses. `root` maps each view to the value owning the bytes.
+    auto hasHome = [&](Operation &op) {
+      return isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(
+                 op) ||
+             isWeightShard(&op) || &op == terminator;
+    };
+    llvm::DenseMap<Value, Value> root;
+    llvm::DenseMap<Value, SmallVector<Value>> members;
+    for (Operation &op : block) {
+      if (!isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op) || !viewsEnabled) continue;
+      Value in = op.getOperand(0), out = op.getResult(0);
+      Operation *def = in.getDefiningOp();
+      if (!def || hasHome(*def) || returned.contains(in) || inPlace.contains(in) ||
+          returned.contains(out) || inPlace.contains(out))
+        continue;
+      Value r = root.lookup(in) ? root.lookup(in) : in;
+      root[out] = r;
+      members[r].push_back(out);
+      op.setAttr(kArenaViewAttr, UnitAttr::get(op.getContext()));
+    }
+
     std::vector<Interval> intervals;
     for (Operation &op : block) {
       // Weights, state and outputs have homes of their own.
-      if (isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp>(op) ||
-          isWeightShard(&op) ||
-          &op == terminator)
+      if (hasHome(op))
         continue;
       for (Value r : op.getResults()) {
-        if (returned.contains(r) || inPlace.contains(r))
+        if (returned.contains(r) || inPlace.contains(r) || root.count(r))
           continue;
         if (!isa<RankedTensorType>(r.getType()))
           return op.emitError("ds-plan-memory: result is not a ranked tensor");
         int64_t last = index[&op];
-        for (Operation *user : r.getUsers()) {
-          Operation *inBlock = block.findAncestorOpInBlock(*user);
-          if (!inBlock)
-            return user->emitError("ds-plan-memory: use outside the function body");
-          last = std::max(last, index[inBlock]);
-          // A collective runs on the communication thread and reads its
-          // operand until it completes, which the first reader of its
-          // result waits for at the latest: until then the operand's bytes
-          // must not be handed to other values (a kernel writing them would
-          // have to wait for the collective, undoing the overlap).
-          if (isCollective(inBlock)) {
-            int64_t done = std::numeric_limits<int64_t>::max();
-            for (Value cr : inBlock->getResults())
-              for (Operation *u : cr.getUsers())
-                if (Operation *top = block.findAncestorOpInBlock(*u))
-                  done = std::min(done, index[top]);
-            if (done != std::numeric_limits<int64_t>::max()) last = std::max(last, done);
+        SmallVector<Value> values{r};
+        values.append(members.lookup(r));
+        for (Value v : values) {
+          for (Operation *user : v.getUsers()) {
+            Operation *inBlock = block.findAncestorOpInBlock(*user);
+            if (!inBlock)
+              return user->emitError("ds-plan-memory: use outside the function body");
+            last = std::max(last, index[inBlock]);
+            // A collective runs on the communication thread and reads its
+            // operand until it completes, which the first reader of its
+            // result waits for at the latest: until then the operand's bytes
+            // must not be handed to other values (a kernel writing them would
+            // have to wait for the collective, undoing the overlap).
+            if (isCollective(inBlock)) {
+              int64_t done = std::numeric_limits<int64_t>::max();
+              for (Value cr : inBlock->getResults())
+                for (Operation *u : cr.getUsers())
+                  if (Operation *top = block.findAncestorOpInBlock(*u))
+                    done = std::min(done, index[top]);
+              if (done != std::numeric_limits<int64_t>::max()) last = std::max(last, done);
+            }
           }
         }
         intervals.push_back({r, tensorBytes(r), index[&op], last});
@@ -143,13 +169,17 @@ private:
       SmallVector<int64_t> offsets(op.getNumResults(), -1);
       op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     }
-    for (auto &iv : intervals) {
-      auto res = cast<OpResult>(iv.value);
+    auto setOffset = [&](Value v, int64_t offset) {
+      auto res = cast<OpResult>(v);
       Operation *op = res.getOwner();
       SmallVector<int64_t> offsets(
           cast<DenseI64ArrayAttr>(op->getAttr(kArenaOffsetsAttr)).asArrayRef());
-      offsets[res.getResultNumber()] = iv.offset;
+      offsets[res.getResultNumber()] = offset;
       op->setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+    };
+    for (auto &iv : intervals) {
+      setOffset(iv.value, iv.offset);
+      for (Value view : members.lookup(iv.value)) setOffset(view, iv.offset);
     }
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena));
     arenaBytes += arena;

@@ -393,6 +393,29 @@ absl::Status checkBufferKind(const plan::Buffer &b, const std::string &what, uin
   }
 }
 
+/// A view (Buffer.alias_of) is an arena buffer on exactly the bytes of an
+/// earlier arena buffer that is not itself a view; liveness then treats the
+/// two as one (canonicalArena).
+absl::Status checkView(const plan::Plan &p, const plan::Buffer &b, int i, const std::string &what) {
+  if (!b.has_alias_of()) return absl::OkStatus();
+  uint32_t t = b.alias_of();
+  if (b.kind() != plan::Buffer::ARENA)
+    return absl::InvalidArgumentError(absl::StrCat(what, " is a view but not an arena buffer"));
+  if (t >= static_cast<uint32_t>(i))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is a view of buffer ", t, ", which does not come before it"));
+  const plan::Buffer &target = p.buffers(t);
+  if (target.kind() != plan::Buffer::ARENA || target.has_alias_of())
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is a view of buffer ", t, ", which is not an arena buffer owning its bytes"));
+  if (target.offset() != b.offset() || target.size_bytes() != b.size_bytes())
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is a view of buffer ", t, " but not on the same bytes (offset ", b.offset(),
+        " size ", b.size_bytes(), " vs offset ", target.offset(), " size ",
+        target.size_bytes(), ")"));
+  return absl::OkStatus();
+}
+
 absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBytes) {
   std::set<std::string> stateNames;
   for (int i = 0; i < p.buffers_size(); ++i) {
@@ -402,6 +425,7 @@ absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBy
     DS_RETURN_IF_ERROR(checkBufferType(b, i, what));
     DS_RETURN_IF_ERROR(checkRankShards(b, what, world, weightBytes));
     DS_RETURN_IF_ERROR(checkBufferKind(b, what, p.arena_bytes(), weightBytes, stateNames));
+    DS_RETURN_IF_ERROR(checkView(p, b, i, what));
   }
   return absl::OkStatus();
 }
@@ -458,6 +482,8 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
     for (uint32_t id : step.inputs()) {
       DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
       if (p.buffers(id).kind() == plan::Buffer::ARENA) {
+        // Reading a view reads the bytes of the buffer it views.
+        if (p.buffers(id).has_alias_of()) id = p.buffers(id).alias_of();
         auto it = live.find(id);
         if (it == live.end())
           return absl::InvalidArgumentError(
@@ -470,6 +496,10 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
       auto kind = p.buffers(id).kind();
       if (kind == plan::Buffer::WEIGHT || kind == plan::Buffer::INPUT)
         return absl::InvalidArgumentError(absl::StrCat(sw, " writes read-only buffer ", id));
+      if (p.buffers(id).has_alias_of())
+        return absl::InvalidArgumentError(absl::StrCat(sw, " writes buffer ", id,
+                                                       ", a view of buffer ",
+                                                       p.buffers(id).alias_of()));
       if (kind == plan::Buffer::ARENA) {
         auto [it, fresh] = live.emplace(id, std::make_pair(s, s));
         if (!fresh)
@@ -557,6 +587,7 @@ std::string dumpPlan(const plan::Plan &p) {
                                           shapeToString(shape)));
     if (b.kind() == plan::Buffer::ARENA || b.kind() == plan::Buffer::WEIGHT)
       absl::StrAppend(&out, " @", b.offset(), " +", b.size_bytes());
+    if (b.has_alias_of()) absl::StrAppend(&out, " view of %", b.alias_of());
     if (b.kind() == plan::Buffer::STATE)
       absl::StrAppend(&out, b.state_init() == plan::Buffer::STATE_INIT_ZERO
                                 ? " zero-init"

@@ -2,6 +2,7 @@
 // RUN: ds-opt %s --ds-plan-memory -split-input-file | FileCheck %s
 // RUN: ds-opt %s --ds-plan-memory=alignment=16 -split-input-file | FileCheck %s --check-prefix=A16
 // RUN: not ds-opt %s --ds-plan-memory=alignment=3 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: ds-opt %s --ds-plan-memory=views=false -split-input-file | FileCheck %s --check-prefix=NOVIEW
 
 // A chain needs two slots: each value dies once its successor is computed.
 // The returned value lives in an output buffer, not the arena.
@@ -72,4 +73,34 @@ module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
     %f = ds.exp %d : tensor<8xf32>
     return %e, %f : tensor<4xf32>, tensor<8xf32>
   }
+}
+
+// -----
+
+// A reshape (squeeze, unsqueeze) of an arena value is a view: same offset,
+// ds.arena_view, one live range for both (the view's last use keeps the
+// operand's bytes); reshapes of arguments and of results returned are
+// copies into their own home.
+// CHECK-LABEL: func.func @views
+// CHECK-SAME: ds.arena_bytes = 80
+// CHECK: %[[E:.+]] = ds.exp %arg0 {ds.arena_offsets = array<i64: [[OFF:[0-9]+]]>}
+// CHECK: %[[R:.+]] = ds.reshape %[[E]] {ds.arena_offsets = array<i64: [[OFF]]>, ds.arena_view}
+// CHECK: %[[S:.+]] = ds.unsqueeze %[[R]] {axes = array<i64: 0>, ds.arena_offsets = array<i64: [[OFF]]>, ds.arena_view}
+// CHECK: ds.exp %[[S]] {ds.arena_offsets = array<i64: -1>}
+// CHECK: ds.reshape %arg0 {ds.arena_offsets = array<i64: {{[0-9]+}}>}
+// CHECK-NOT: ds.arena_view
+// CHECK: ds.reshape %{{.+}} {ds.arena_offsets = array<i64: -1>}
+// CHECK: return
+// NOVIEW-LABEL: func.func @views
+// NOVIEW-NOT: ds.arena_view
+func.func @views(%x: tensor<2x2xf32>) -> (tensor<1x4xf32>, tensor<2x2xf32>) {
+  %e = ds.exp %x : tensor<2x2xf32>
+  %r = ds.reshape %e : (tensor<2x2xf32>) -> tensor<4xf32>
+  %s = ds.unsqueeze %r {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<1x4xf32>
+  %f = ds.exp %s : tensor<1x4xf32>
+  %a = ds.reshape %x : (tensor<2x2xf32>) -> tensor<4xf32>
+  %g = ds.exp %a : tensor<4xf32>
+  %h = ds.exp %g : tensor<4xf32>
+  %o = ds.reshape %h : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %f, %o : tensor<1x4xf32>, tensor<2x2xf32>
 }

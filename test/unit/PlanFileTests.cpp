@@ -187,3 +187,53 @@ TEST(PlanStructure, OutOfRangeBufferIdsNameTheProgramOnce) {
 }
 
 } // namespace
+
+TEST(PlanStructure, ViewsShareTheirTargetsBytesAndLiveness) {
+  // x -> exp -> %1; %2 views %1 as 2x2; exp(%2) -> %3 (arena, over other
+  // bytes); add(%3, %1) -> y.
+  auto planWith = [](auto edit) {
+    plan::Plan p;
+    p.set_arena_bytes(128);
+    addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+    addBuffer(p, plan::Buffer::ARENA, {4}, 0);
+    addBuffer(p, plan::Buffer::ARENA, {2, 2}, 0)->set_alias_of(1);
+    addBuffer(p, plan::Buffer::ARENA, {2, 2}, 64);
+    addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+    auto *prog = p.add_programs();
+    prog->set_name("forward");
+    auto step = [&](const char *k, std::vector<uint32_t> in, uint32_t out) {
+      auto *s = prog->add_steps();
+      s->set_kernel(k);
+      for (uint32_t i : in) s->add_inputs(i);
+      s->add_outputs(out);
+    };
+    step("exp", {0}, 1);
+    step("exp", {2}, 3);
+    step("add", {3, 1}, 4);
+    edit(p);
+    return validatePlanStructure(p, 0);
+  };
+  EXPECT_TRUE(planWith([](plan::Plan &) {}).ok());
+  auto message = [&](auto edit) { return std::string(planWith(edit).message()); };
+  // Buffer 3 moved onto buffer 1's bytes while the view keeps them live.
+  EXPECT_NE(message([](plan::Plan &p) { p.mutable_buffers(3)->set_offset(0); })
+                .find("arena buffers 1 and 3 overlap in memory while both are live"),
+            std::string::npos);
+  EXPECT_NE(message([](plan::Plan &p) { p.mutable_programs(0)->mutable_steps(0)->set_outputs(0, 2); })
+                .find("writes buffer 2, a view of buffer 1"),
+            std::string::npos);
+  EXPECT_NE(message([](plan::Plan &p) { p.mutable_buffers(2)->set_offset(64); })
+                .find("is a view of buffer 1 but not on the same bytes"),
+            std::string::npos);
+  EXPECT_NE(message([](plan::Plan &p) { p.mutable_buffers(2)->set_alias_of(0); })
+                .find("which is not an arena buffer owning its bytes"),
+            std::string::npos);
+  EXPECT_NE(message([](plan::Plan &p) { p.mutable_buffers(2)->set_alias_of(3); })
+                .find("which does not come before it"),
+            std::string::npos);
+  EXPECT_NE(message([](plan::Plan &p) {
+              p.mutable_buffers(2)->set_kind(plan::Buffer::OUTPUT);
+              p.mutable_buffers(2)->set_io_name("v");
+            }).find("is a view but not an arena buffer"),
+            std::string::npos);
+}

@@ -28,10 +28,17 @@ def PlanMemoryPass : Pass<"ds-plan-memory", "ModuleOp"> {
     ```mlir
     %0 = ds.exp %x {ds.arena_offsets = array<i64: 0>} : tensor<4xf32>
     ```
+
+    A reshape, squeeze or unsqueeze of an arena intermediate whose result
+    is an arena intermediate too is a *view*: it gets its operand's offset
+    and `ds.arena_view`, the two share one live range, and the plan has a
+    view buffer (`Buffer.alias_of`) instead of a copy step.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",
-           "byte alignment of every arena slot">
+           "byte alignment of every arena slot">,
+    Option<"viewsEnabled", "views", "bool", /*default=*/"true",
+           "place reshape-likes of arena values on their operand's bytes (no copy)">
   ];
   let statistics = [
     Statistic<"arenaBytes", "arena-bytes", "bytes of the static arena (peak of intermediates)">,

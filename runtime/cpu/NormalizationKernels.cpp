@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/VectorMath.h"
 
 namespace ds::rt::cpu {
@@ -33,6 +35,31 @@ template <typename T, ReduceKind K>
 void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
   using R = Reducer<T, K>;
   using Acc = typename R::Acc;
+  auto finish = [r](Acc acc) {
+    if constexpr (K == ReduceKind::Mean)
+      acc = r ? acc / static_cast<Acc>(r) : std::numeric_limits<T>::quiet_NaN();
+    return static_cast<T>(acc);
+  };
+  if (inner >= 16) {
+    // Column sums (a bias gradient: [rows, features] -> [features]): walk
+    // the rows in order and update a run of contiguous columns, which
+    // vectorizes and reads memory once, instead of striding down each
+    // column.
+    parallelFor(outer * inner, 256, [&](int64_t lo, int64_t hi) {
+      std::vector<Acc> acc;
+      for (int64_t idx = lo; idx < hi;) {
+        int64_t o = idx / inner, i0 = idx % inner, i1 = std::min(inner, i0 + (hi - idx));
+        acc.assign(i1 - i0, R::init());
+        for (int64_t j = 0; j < r; ++j) {
+          const T *row = in + (o * r + j) * inner + i0;
+          for (int64_t i = 0; i < i1 - i0; ++i) acc[i] = R::step(acc[i], row[i]);
+        }
+        for (int64_t i = 0; i < i1 - i0; ++i) out[o * inner + i0 + i] = finish(acc[i]);
+        idx += i1 - i0;
+      }
+    });
+    return;
+  }
   parallelFor(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(r, 1)),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t idx = lo; idx < hi; ++idx) {
@@ -40,9 +67,7 @@ void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
                   const T *p = in + o * r * inner + i;
                   Acc acc = R::init();
                   for (int64_t j = 0; j < r; ++j) acc = R::step(acc, p[j * inner]);
-                  if constexpr (K == ReduceKind::Mean)
-                    acc = r ? acc / static_cast<Acc>(r) : std::numeric_limits<T>::quiet_NaN();
-                  out[idx] = static_cast<T>(acc);
+                  out[idx] = finish(acc);
                 }
               });
 }
@@ -137,53 +162,6 @@ absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
   default:
     return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
-}
-
-/// exp(d) for d <= 0 (a logit minus the row maximum). Masked logits are
-/// -inf or very negative; they would send libmvec's vector expf to its slow
-/// scalar path, so anything below expf's normal range is exactly 0 here.
-inline float expShifted(float d) {
-  constexpr float kLow = -87.0f;
-  float e = std::exp(d < kLow ? kLow : d);
-  return d < kLow ? 0.0f : e;
-}
-
-// Row reductions with kLanes independent accumulators: GCC vectorizes
-// these across the lanes, where a single running max or float sum is a
-// serial dependency chain it may not reorder (3x faster softmax rows).
-constexpr int64_t kLanes = 16;
-
-/// The largest element of p[0, n) (NaNs are skipped, as std::max does).
-inline float rowMax(const float *p, int64_t n) {
-  float acc[kLanes];
-  for (int64_t k = 0; k < kLanes; ++k) acc[k] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) acc[k] = p[j + k] > acc[k] ? p[j + k] : acc[k];
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t k = 0; k < kLanes; ++k) m = acc[k] > m ? acc[k] : m;
-  for (; j < n; ++j) m = p[j] > m ? p[j] : m;
-  return m;
-}
-
-/// Sum of exp(p[j] - mx), also stored to q with kStore.
-template <bool kStore> float rowExpSum(const float *p, float *q, float mx, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) {
-      float e = expShifted(p[j + k] - mx);
-      if constexpr (kStore) q[j + k] = e;
-      acc[k] += e;
-    }
-  float sum = 0;
-  for (int64_t k = 0; k < kLanes; ++k) sum += acc[k];
-  for (; j < n; ++j) {
-    float e = expShifted(p[j] - mx);
-    if constexpr (kStore) q[j] = e;
-    sum += e;
-  }
-  return sum;
 }
 
 /// Sum over p[0, n) of (p - shift) (or its square with kSquare), in double

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
@@ -50,11 +51,8 @@ void rowLogSumExp(const float *x, int64_t rows, int64_t classes, std::vector<dou
   parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const float *p = x + r * classes;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, p[j]);
-      double s = 0;
-      for (int64_t j = 0; j < classes; ++j) s += std::exp(static_cast<double>(p[j] - mx));
-      lse[r] = mx + std::log(s);
+      const float mx = rowMax(p, classes);
+      lse[r] = mx + std::log(static_cast<double>(rowExpSum<false>(p, nullptr, mx, classes)));
     }
   });
 }

@@ -5,7 +5,7 @@
 // split over a device mesh (sharding), how it runs (the plan's kernel step).
 // Each op family implements them beside each other in dialects/ds/ops/, so
 // adding an op, or a pass that asks a new question of every op, touches one
-// place. See docs/dialects/RationaleDS.md ("Op facts").
+// place. See docs/dialects/RationaleDS.md ("Op facts are interfaces").
 //
 //===----------------------------------------------------------------------===//
 #ifndef DS_INTERFACES_TD

@@ -30,6 +30,14 @@ plan::Buffer *addBuffer(plan::Plan &p, plan::Buffer::Kind kind, std::vector<int6
   return b;
 }
 
+/// Appends a step `kernel(in...) -> out` to `prog`.
+void addStep(plan::Program &prog, const char *kernel, std::vector<uint32_t> in, uint32_t out) {
+  auto *s = prog.add_steps();
+  s->set_kernel(kernel);
+  for (uint32_t i : in) s->add_inputs(i);
+  s->add_outputs(out);
+}
+
 /// x -> exp -> t (arena) -> exp -> y, with a weight.
 std::vector<uint8_t> validPlanBytes(std::string *pathOut = nullptr) {
   PlanWriter w;
@@ -109,15 +117,9 @@ TEST(PlanStructure, OverlappingLiveArenaBuffersAreRefused) {
   addBuffer(p, plan::Buffer::ARENA, {4}, 8); // shares bytes with buffer 1
   addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
   auto *prog = p.add_programs();
-  auto step = [&](const char *k, std::vector<uint32_t> in, uint32_t out) {
-    auto *s = prog->add_steps();
-    s->set_kernel(k);
-    for (uint32_t i : in) s->add_inputs(i);
-    s->add_outputs(out);
-  };
-  step("exp", {0}, 1);
-  step("exp", {0}, 2);
-  step("add", {1, 2}, 3); // both live here
+  addStep(*prog, "exp", {0}, 1);
+  addStep(*prog, "exp", {0}, 2);
+  addStep(*prog, "add", {1, 2}, 3); // both live here
   auto st = validatePlanStructure(p, 0);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("overlap in memory while both are live"), std::string::npos);
@@ -201,15 +203,9 @@ TEST(PlanStructure, ViewsShareTheirTargetsBytesAndLiveness) {
     addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
     auto *prog = p.add_programs();
     prog->set_name("forward");
-    auto step = [&](const char *k, std::vector<uint32_t> in, uint32_t out) {
-      auto *s = prog->add_steps();
-      s->set_kernel(k);
-      for (uint32_t i : in) s->add_inputs(i);
-      s->add_outputs(out);
-    };
-    step("exp", {0}, 1);
-    step("exp", {2}, 3);
-    step("add", {3, 1}, 4);
+    addStep(*prog, "exp", {0}, 1);
+    addStep(*prog, "exp", {2}, 3);
+    addStep(*prog, "add", {3, 1}, 4);
     edit(p);
     return validatePlanStructure(p, 0);
   };

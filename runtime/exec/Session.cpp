@@ -1,5 +1,7 @@
 #include "runtime/exec/Session.h"
 
+#include "runtime/exec/Flops.h"
+
 #include <chrono>
 #include <cstring>
 
@@ -276,8 +278,12 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     if (profiling_) {
       DS_RETURN_IF_ERROR(backend_.synchronize());
       const auto &s = prog->steps(static_cast<int>(i));
+      std::vector<TensorView> ins, outs;
+      for (uint32_t id : s.inputs()) ins.push_back(views_[id]);
+      for (uint32_t id : s.outputs()) outs.push_back(views_[id]);
       profile_.push_back({s.kernel(), s.location(),
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          stepFlops(s, ins, outs)});
     }
   }
   DS_RETURN_IF_ERROR(drain([](const InFlight &) { return true; }));

@@ -26,6 +26,7 @@ struct StepTiming {
   std::string kernel;
   std::string location;
   double seconds = 0;
+  double flops = 0; // exec/Flops.h: GEMM-like kernels only
 };
 
 /// One span of a --trace timeline: a kernel or a collective on a stream.

@@ -336,20 +336,28 @@ absl::Status benchmark(Session &session, const std::string &program,
 void printProfile(std::vector<StepTiming> prof) {
   std::sort(prof.begin(), prof.end(),
             [](const StepTiming &a, const StepTiming &b) { return a.seconds > b.seconds; });
-  std::map<std::string, std::pair<double, int>> byKernel;
+  struct Row { double seconds = 0, flops = 0; int count = 0; };
+  std::map<std::string, Row> byKernel;
   double total = 0;
   for (const auto &t : prof) {
-    byKernel[t.kernel].first += t.seconds;
-    byKernel[t.kernel].second += 1;
+    Row &r = byKernel[t.kernel];
+    r.seconds += t.seconds;
+    r.flops += t.flops;
+    r.count += 1;
     total += t.seconds;
   }
-  std::vector<std::pair<std::string, std::pair<double, int>>> rows(byKernel.begin(), byKernel.end());
+  std::vector<std::pair<std::string, Row>> rows(byKernel.begin(), byKernel.end());
   std::sort(rows.begin(), rows.end(),
-            [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
+            [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
   std::fprintf(stderr, "total %.3f ms in %zu steps; by kernel:\n", total * 1e3, prof.size());
-  for (const auto &[k, v] : rows)
-    std::fprintf(stderr, "%10.3f ms %5.1f%%  %-14s x%d\n", v.first * 1e3, 100 * v.first / total,
-                 k.c_str(), v.second);
+  for (const auto &[k, r] : rows) {
+    std::fprintf(stderr, "%10.3f ms %5.1f%%  %-14s x%d", r.seconds * 1e3, 100 * r.seconds / total,
+                 k.c_str(), r.count);
+    // Achieved rate of the GEMM-like kernels, to compare with the peak.
+    if (r.flops > 0 && r.seconds > 0)
+      std::fprintf(stderr, "  %.1f GFLOP/s", r.flops / r.seconds * 1e-9);
+    std::fprintf(stderr, "\n");
+  }
   std::fprintf(stderr, "slowest steps:\n");
   for (size_t i = 0; i < prof.size() && i < 15; ++i)
     std::fprintf(stderr, "%10.3f ms  %-14s %s\n", prof[i].seconds * 1e3, prof[i].kernel.c_str(),

@@ -100,7 +100,7 @@ def run_one(name, args, work):
     plan = os.path.join(work, name + ".dsplan")
     shapes = [s for n, t in feeds.items() for s in ("--input-shape", "%s=%s" % (n, ",".join(map(str, t.shape))))]
     subprocess.run([os.path.join(BIN, "ds-opt"), onnx_path, *shapes, "-o", plan], check=True)
-    inp, out = os.path.join(work, "in.npz"), os.path.join(work, "out.npz")
+    inp, out = os.path.join(work, name + ".in.npz"), os.path.join(work, name + ".out.npz")
     np.savez(inp, **feeds)
     res = subprocess.run([os.path.join(BIN, "ds-run"), plan, "--inputs", inp, "--outputs", out,
                           "--threads", str(args.threads), "--benchmark", str(args.iters)],
@@ -130,13 +130,17 @@ def main():
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="dynamo",
                     help="torch.onnx.export(dynamo=...): the same file goes to ds and onnxruntime")
     ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="write the ONNX files, plans and inputs to DIR and keep them (for ds-run --profile)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print("threads=%d iters=%d exporter=%s torch=%s onnxruntime=%s"
           % (args.threads, args.iters, args.exporter, torch.__version__, ort.__version__))
     print("%-28s %10s %12s %10s %10s %10s" % ("model", "ds ms", "onnxrt ms", "torch ms",
                                               "ds/onnxrt", "ds/torch"))
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or tmp
+        os.makedirs(work, exist_ok=True)
         for name in args.models.split(","):
             desc, ds_ms, ort_ms, torch_ms, err = run_one(name, args, work)
             print("%-28s %10.2f %12.2f %10.2f %10.2f %10.2f   (rel err %.1e)"

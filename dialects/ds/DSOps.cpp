@@ -380,6 +380,42 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }
 
+LogicalResult FusedElementwiseOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
+                                    << getInputs().size() << " inputs";
+  auto resultType = cast<RankedTensorType>(getResult().getType());
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    auto t = cast<RankedTensorType>(input.getType());
+    auto arg = dyn_cast<RankedTensorType>(body.getArgument(i).getType());
+    if (!arg || arg.getRank() != 0 || arg.getElementType() != t.getElementType())
+      return emitOpError("body argument #")
+             << i << " must be " << RankedTensorType::get({}, t.getElementType()) << ", got "
+             << body.getArgument(i).getType();
+    if (failed(broadcastShapes({t.getShape(), resultType.getShape()})) ||
+        *broadcastShapes({t.getShape(), resultType.getShape()}) !=
+            SmallVector<int64_t>(resultType.getShape()))
+      return emitOpError("input #") << i << " of type " << t
+                                    << " does not broadcast to the result " << resultType;
+  }
+  for (Operation &op : body.without_terminator()) {
+    if (!op.hasTrait<OpTrait::ds::Elementwise>() || isa<FusedElementwiseOp>(op))
+      return emitOpError("body op '") << op.getName() << "' is not an elementwise ds op";
+    for (Type t : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
+      if (cast<RankedTensorType>(t).getRank() != 0)
+        return emitOpError("body op '") << op.getName() << "' works on " << t
+                                        << ", not on one element (a rank-0 tensor)";
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield) return emitOpError("body must end in ds.yield");
+  auto yielded = cast<RankedTensorType>(yield.getValue().getType());
+  if (yielded.getRank() != 0 || yielded.getElementType() != resultType.getElementType())
+    return emitOpError("body yields ")
+           << yielded << ", expected " << RankedTensorType::get({}, resultType.getElementType());
+  return success();
+}
+
 LogicalResult TriluOp::verify() {
   if (getOperand().getType().getRank() < 2)
     return emitOpError("needs an operand of rank >= 2");

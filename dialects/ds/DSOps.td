@@ -948,4 +948,59 @@ def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused ops (made by the ds-fuse-* passes, not by the importer)
+//===----------------------------------------------------------------------===//
+
+def DS_FusedElementwiseOp : DS_Op<"fused_elementwise",
+    [Pure, IsolatedFromAbove, SingleBlock, DS_Elementwise],
+    DS_OwnStep> {
+  let summary = "a chain of elementwise ops evaluated in one pass over memory";
+  let description = [{
+    The body computes one result element from one element of each input
+    (inputs broadcast numpy-style to the result shape). Its ops are ds
+    elementwise ops on rank-0 tensors, in the order they ran before
+    `ds-fuse-elementwise` grouped them, ending in `ds.yield`. The kernel
+    evaluates the body over cache-sized tiles of the result, so the
+    intermediates never reach memory; each body op computes in the element
+    type it had unfused, so results are what the unfused ops give.
+
+    ```mlir
+    %y = ds.fused_elementwise %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<f32>, %h: tensor<f32>):
+      %t = ds.tanh %a : tensor<f32>
+      %m = ds.mul %t, %h : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      ds.yield %m : tensor<f32>
+    }
+    ```
+
+    **Constraints:**
+    - the body has one block whose arguments are rank-0 tensors of the
+      inputs' element types, in order.
+    - every body op is an elementwise ds op on rank-0 tensors.
+    - `ds.yield` yields one rank-0 tensor of the result's element type.
+    - every input broadcasts to the result shape.
+  }];
+  let arguments = (ins Variadic<DS_Tensor>:$inputs);
+  let results = (outs DS_Tensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_YieldOp : Op<DS_Dialect, "yield",
+    [Pure, Terminator, HasParent<"FusedElementwiseOp">]> {
+  let summary = "the value a fused body computes";
+  let description = [{
+    Ends the body of `ds.fused_elementwise` with the element it computes.
+
+    **Constraints:**
+    - exactly one operand, a rank-0 tensor (checked by the parent).
+  }];
+  let arguments = (ins DS_Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 #endif // DS_OPS_TD

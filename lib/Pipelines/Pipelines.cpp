@@ -28,11 +28,12 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
+  if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   pm.addPass(createPlanMemoryPass());
 }
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
-  static const std::vector<std::string> names = {"epilogues"};
+  static const std::vector<std::string> names = {"epilogues", "elementwise"};
   return names;
 }
 

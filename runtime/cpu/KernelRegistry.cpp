@@ -96,6 +96,7 @@ const KernelRegistry &cpuKernels() {
     registerDataMovementKernels(*r);
     registerTrainingKernels(*r);
     registerConvKernels(*r);
+    registerFusedElementwiseKernel(*r);
     return r;
   }();
   return *registry;

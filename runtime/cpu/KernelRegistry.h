@@ -53,6 +53,7 @@ void registerNormalizationKernels(KernelRegistry &r);
 void registerDataMovementKernels(KernelRegistry &r);
 void registerTrainingKernels(KernelRegistry &r);
 void registerConvKernels(KernelRegistry &r);
+void registerFusedElementwiseKernel(KernelRegistry &r);
 
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();

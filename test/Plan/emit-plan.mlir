@@ -1,8 +1,10 @@
 // ds-opt writes a .dsplan from ds IR: the inference pipeline runs unless
 // passes are given; ds-run --dump shows buffers and steps.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: ds-opt %s -o %t/p.dsplan
+// RUN: ds-opt %s --disable-fusion=elementwise -o %t/p.dsplan
 // RUN: ds-run %t/p.dsplan --dump | FileCheck %s
+// RUN: ds-opt %s -o %t/f.dsplan
+// RUN: ds-run %t/f.dsplan --dump | FileCheck %s --check-prefix=FUSED
 // RUN: not ds-opt %s --canonicalize -o %t/q.dsplan 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // RUN: not ds-opt %s --emit=plan 2>&1 | FileCheck %s --check-prefix=STDOUT
 // RUN: not ds-opt %s --emit=bytecode 2>&1 | FileCheck %s --check-prefix=EMIT
@@ -22,6 +24,10 @@
 // CHECK-NEXT: %4 = copy(%3)
 // CHECK-NEXT: %5 = copy(%0)
 // CHECK-NEXT: %6 = copy(%1)
+// The default pipeline fuses mul and exp: one step with its register
+// program (inputs %0 %1 are registers 0 1, mul writes 2, exp 3).
+// FUSED: %2 = fused_elementwise(%0, %1) {args=[0,1,2], ops="mul,exp", result=3}
+// FUSED-NEXT: %3 = copy(%2)
 // NOPLAN: has no memory plan; run ds-plan-memory before emitting a plan
 // STDOUT: a plan is binary: name the output with -o FILE.dsplan
 // EMIT: --emit must be 'mlir' or 'plan', not 'bytecode'

@@ -355,3 +355,39 @@ LogicalResult CastOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
 void GeluOp::describeKernelStep(KernelStep &s) {
   s.setString("approximate", stringifyGeluApproximation(getApproximate()));
 }
+
+/// The body as a register program: inputs are registers 0..n-1, body op k
+/// writes register n+k; `ops` names each op's element function
+/// (comma-separated), `args` lists their operand registers in order, and
+/// `result` is the register the body yields. Casts are named by their
+/// target (`cast_bool`, `cast_<type>`), GELU by its form (`gelu_tanh`).
+void FusedElementwiseOp::describeKernelStep(KernelStep &s) {
+  Block &body = getBody().front();
+  llvm::DenseMap<Value, int64_t> reg;
+  for (BlockArgument a : body.getArguments()) reg[a] = a.getArgNumber();
+  std::string ops;
+  SmallVector<int64_t> args;
+  for (Operation &op : body.without_terminator()) {
+    KernelStep inner;
+    inner.kernel = op.getName().stripDialect().str();
+    if (auto k = dyn_cast<KernelStepOpInterface>(op)) k.describeKernelStep(inner);
+    std::string name = inner.kernel;
+    if (auto gelu = dyn_cast<GeluOp>(op)) {
+      if (gelu.getApproximate() == GeluApproximation::Tanh) name = "gelu_tanh";
+    } else if (isa<CastOp>(op)) {
+      Type e = typeOf(op.getResult(0)).getElementType();
+      name = "cast_bool";
+      if (!e.isInteger(1)) {
+        name = "cast_";
+        llvm::raw_string_ostream(name) << e;
+      }
+    }
+    if (!ops.empty()) ops += ",";
+    ops += name;
+    for (Value v : op.getOperands()) args.push_back(reg.lookup(v));
+    reg[op.getResult(0)] = static_cast<int64_t>(reg.size());
+  }
+  s.setString("ops", ops);
+  s.setInts("args", args);
+  s.setInt("result", reg.lookup(body.getTerminator()->getOperand(0)));
+}

@@ -32,6 +32,43 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
   ];
 }
 
+def FuseElementwisePass : Pass<"ds-fuse-elementwise", "ModuleOp"> {
+  let summary = "groups chains of elementwise ops into one ds.fused_elementwise";
+  let description = [{
+    Starting from the last op of a chain, takes in every elementwise
+    producer (f32 and i1 values: arithmetic, comparisons, logic, select,
+    casts between them, unary math, GELU) whose result has the chain's
+    shape and is read only inside the chain; what the chain reads from
+    outside (broadcast operands, scalars, the chain's inputs) become the
+    fused op's inputs. A chain of two or more ops becomes one
+    `ds.fused_elementwise` whose kernel evaluates the body tile by tile:
+    GPT-2's tanh GELU (9 ops) reads its input once and writes its result
+    once instead of 9 round trips through memory.
+
+    ```mlir
+    %t = ds.tanh %x : tensor<256x2048xf32>
+    %y = ds.mul %t, %h : (tensor<256x2048xf32>, tensor<f32>) -> tensor<256x2048xf32>
+    ```
+    becomes
+    ```mlir
+    %y = ds.fused_elementwise %x, %h : (tensor<256x2048xf32>, tensor<f32>) -> tensor<256x2048xf32> {
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %0 = ds.tanh %a : tensor<f32>
+      %1 = ds.mul %0, %b : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      ds.yield %1 : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "32", "largest chain fused into one op">,
+    Option<"maxInputs", "max-inputs", "int64_t", "12", "most inputs a fused op may read">
+  ];
+  let statistics = [
+    Statistic<"numChains", "num-chains", "fused ops made">,
+    Statistic<"numOpsFused", "num-ops-fused", "elementwise ops moved into fused ops">
+  ];
+}
+
 def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
   let summary = "folds activations into the convolution that produces them";
   let description = [{

@@ -200,3 +200,19 @@ func.func @indexing_and_quantized(%x: tensor<3x4xf32>, %i: tensor<3x2xi64>, %u: 
   %m = ds.matmul %a, %b : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi32>
   return %m : tensor<2x2xi32>
 }
+
+// CHECK-LABEL: func.func @fused_elementwise
+// CHECK: ds.fused_elementwise %arg0, %arg1 : (tensor<2x3xf32>, tensor<3xi1>) -> tensor<2x3xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<f32>, %[[M:.+]]: tensor<i1>):
+// CHECK-NEXT: %[[T:.+]] = ds.tanh %[[A]] : tensor<f32>
+// CHECK-NEXT: %[[W:.+]] = ds.where %[[M]], %[[T]], %[[A]] : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: ds.yield %[[W]] : tensor<f32>
+func.func @fused_elementwise(%x: tensor<2x3xf32>, %m: tensor<3xi1>) -> tensor<2x3xf32> {
+  %0 = ds.fused_elementwise %x, %m : (tensor<2x3xf32>, tensor<3xi1>) -> tensor<2x3xf32> {
+  ^bb0(%a: tensor<f32>, %b: tensor<i1>):
+    %t = ds.tanh %a : tensor<f32>
+    %w = ds.where %b, %t, %a : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+    ds.yield %w : tensor<f32>
+  }
+  return %0 : tensor<2x3xf32>
+}

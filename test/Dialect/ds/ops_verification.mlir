@@ -556,3 +556,80 @@ func.func @matmul_transposed_contraction(%a: tensor<4x2xf32>, %b: tensor<4x3xf32
   %0 = ds.matmul %a, %b {transpose_rhs = true} : (tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+func.func @fused_arg_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body has 2 arguments for 1 inputs}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    ds.yield %a : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_arg_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body argument #0 must be 'tensor<f32>', got 'tensor<4xf32>'}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    ds.yield %a : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_broadcast(%x: tensor<3xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{input #0 of type 'tensor<3xf32>' does not broadcast to the result 'tensor<4xf32>'}}
+  %0 = ds.fused_elementwise %x : (tensor<3xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>):
+    ds.yield %a : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_not_elementwise(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body op 'ds.reshape' is not an elementwise ds op}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>):
+    %s = ds.reshape %a : (tensor<f32>) -> tensor<1xf32>
+    %u = ds.reshape %s : (tensor<1xf32>) -> tensor<f32>
+    ds.yield %u : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_body_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body op 'ds.add' works on 'tensor<2xf32>', not on one element (a rank-0 tensor)}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>):
+    %s = ds.add %a, %a : (tensor<f32>, tensor<f32>) -> tensor<2xf32>
+    ds.yield %a : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_yield_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body yields 'tensor<i1>', expected 'tensor<f32>'}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>):
+    %n = ds.is_nan %a : tensor<f32> -> tensor<i1>
+    ds.yield %n : tensor<i1>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @yield_outside(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error@+1 {{expects parent op 'ds.fused_elementwise'}}
+  ds.yield %x : tensor<f32>
+}

@@ -3,21 +3,13 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 
 #include "runtime/cpu/VectorMath.h" // expf's simd declaration: vectorized exp
 
 namespace ds::rt::cpu {
-
-/// exp(d) for d <= 0 (a logit minus the row maximum). Masked logits are
-/// -inf or very negative; they would send libmvec's vector expf to its slow
-/// scalar path, so anything below expf's normal range is exactly 0 here.
-inline float expShifted(float d) {
-  constexpr float kLow = -87.0f;
-  float e = std::exp(d < kLow ? kLow : d);
-  return d < kLow ? 0.0f : e;
-}
 
 // Row reductions with kLanes independent accumulators: GCC vectorizes
 // these across the lanes, where a single running max or float sum is a
@@ -35,6 +27,37 @@ inline float rowMax(const float *p, int64_t n) {
   for (int64_t k = 0; k < kLanes; ++k) m = acc[k] > m ? acc[k] : m;
   for (; j < n; ++j) m = p[j] > m ? p[j] : m;
   return m;
+}
+
+/// e^x for x in [-87, 0] (a logit minus its row maximum): 2^n e^r with
+/// n = round(x log2 e), r = x - n ln 2 split in two parts (Cody-Waite), and
+/// a degree-6 polynomial for e^r on |r| <= ln2/2; within 2 ulp of expf.
+/// Inline arithmetic the compiler vectorizes with FMAs, where libmvec's
+/// vector expf is a call that spills every register, and takes a slow
+/// per-lane path for masked logits below its normal range.
+inline float expNonPositive(float x) {
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; // round to nearest
+  float r = n * -0.693359375f + x;
+  r = n * 2.12194440e-4f + r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return y * scale;
+}
+
+/// exp(d) for a shifted logit d <= 0; exactly 0 below -87 (masked logits,
+/// -inf included), where expf would underflow anyway.
+inline float expShifted(float d) {
+  constexpr float kLow = -87.0f;
+  const float e = expNonPositive(d < kLow ? kLow : d);
+  return d < kLow ? 0.0f : e;
 }
 
 /// Sum of exp(p[j] - mx), also stored to q with kStore.

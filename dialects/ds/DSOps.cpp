@@ -565,6 +565,15 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // transpose(transpose(x, p), q) reads x with the permutation p[q[i]].
+  if (auto inner = getOperand().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> composed;
+    for (int64_t q : getPermutation()) composed.push_back(inner.getPermutation()[q]);
+    setPermutation(composed);
+    getOperandMutable().assign(inner.getOperand());
+    if (llvm::equal(composed, llvm::seq<int64_t>(0, composed.size()))) return getOperand();
+    return getResult();
+  }
   for (auto [i, p] : llvm::enumerate(getPermutation()))
     if (static_cast<int64_t>(i) != p)
       return {};
@@ -776,13 +785,28 @@ static LogicalResult verifyConvAttrs(Operation *op, RankedTensorType x, RankedTe
   return success();
 }
 
+/// [N, d..., C] -> [N, C, d...] (a channels-last shape read channels first).
+static SmallVector<int64_t> channelsFirst(ArrayRef<int64_t> s) {
+  SmallVector<int64_t> r{s.front(), s.back()};
+  llvm::append_range(r, s.drop_front().drop_back());
+  return r;
+}
+
 LogicalResult ConvOp::verify() {
   SmallVector<int64_t> shape;
-  if (failed(verifyConvAttrs(*this, getInput().getType(), getWeight().getType(), getStrides(),
-                             getDilations(), getPads(), getGroup(), shape)))
+  RankedTensorType input = getInput().getType();
+  if (getChannelsLast() && input.getRank() >= 3)
+    input = RankedTensorType::get(channelsFirst(input.getShape()), input.getElementType());
+  if (failed(verifyConvAttrs(*this, input, getWeight().getType(), getStrides(), getDilations(),
+                             getPads(), getGroup(), shape)))
     return failure();
   if (getBias() && getBias().getType().getShape() != ArrayRef<int64_t>{shape[1]})
     return emitOpError("bias must be [") << shape[1] << "]";
+  if (getChannelsLast()) {
+    int64_t m = shape[1];
+    shape.erase(shape.begin() + 1);
+    shape.push_back(m);
+  }
   if (getType().getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result must be ") << shapeStr(shape);
   auto bound = [](FloatAttr a) {
@@ -834,6 +858,15 @@ LogicalResult PoolOp::verify() {
     return emitOpError("result must have the input's element type");
   if (getKind() == PoolKind::Avg && !isa<FloatType>(getInput().getType().getElementType()))
     return emitOpError("average pooling needs a floating-point input");
+  if (getChannelsLast()) {
+    auto in = getInput().getType(), out = getType();
+    if (in.getRank() < 3 || out.getRank() != in.getRank() || !in.getElementType().isF32())
+      return emitOpError("a channels_last pooling takes an f32 input of rank >= 3");
+    return verifyPool(*this,
+                      RankedTensorType::get(channelsFirst(in.getShape()), in.getElementType()),
+                      RankedTensorType::get(channelsFirst(out.getShape()), out.getElementType()),
+                      getKernel(), getStrides(), getDilations(), getPads());
+  }
   return verifyPool(*this, getInput().getType(), getType(), getKernel(), getStrides(),
                     getDilations(), getPads());
 }

@@ -325,6 +325,11 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
     convolution by ds-fuse-epilogues (ReLU is `clip_min = 0`, ReLU6 clamps
     to [0, 6]), which the kernel applies as it writes the result.
 
+    With `channels_last` the input is [N, d..., C] and the result
+    [N, o..., M] (the weight keeps its layout): the layout oneDNN's CPU
+    kernels compute in, which ds-conv-channels-last gives inference
+    convolutions so activations stay in it from one convolution to the next.
+
     ```mlir
     %y = ds.conv %x, %w, %b {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
                              pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, clip_min = 0.0 : f64}
@@ -339,11 +344,13 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
     - `bias`, if present, is [M].
     - the result is [N, M, o...] with o = (d + pads - dilation (k - 1) - 1) / stride + 1.
     - `clip_min` <= `clip_max` when both are given; neither is NaN.
+    - with `channels_last`, the same holds with C and M last instead of second.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
                    Optional<DS_FloatTensor>:$bias, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group,
-                   OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max);
+                   OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max,
+                   UnitAttr:$channels_last);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
@@ -395,11 +402,15 @@ def DS_PoolOp : DS_Op<"pool", [Pure, DS_Differentiable], DS_OwnStep> {
     - the result is [N, C, o...] with every window starting inside the
       padded input, of the input's element type.
     - average pooling needs a floating-point input (max takes any number).
+    - with `channels_last` (input [N, d..., C], result [N, o..., C], as
+      ds-conv-channels-last leaves a pooling between convolutions), the
+      same holds with C last; the input is f32.
   }];
   let arguments = (ins DS_NumericTensor:$input, DS_PoolKindAttr:$kind,
                    DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
-                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad,
+                   UnitAttr:$channels_last);
   let results = (outs DS_NumericTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -28,12 +28,13 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
+  if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   pm.addPass(createPlanMemoryPass());
 }
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
-  static const std::vector<std::string> names = {"epilogues", "elementwise"};
+  static const std::vector<std::string> names = {"epilogues", "channels-last", "elementwise"};
   return names;
 }
 

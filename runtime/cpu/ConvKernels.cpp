@@ -145,15 +145,17 @@ struct Clamp {
 
 #ifdef DS_GEMM_ONEDNN
 /// A oneDNN forward convolution bound to the step's buffers. oneDNN picks
-/// its blocked layouts (format `any`); the plan's plain NC... buffers are
-/// reordered in and out around it. Weights the compiler marks constant
+/// its layouts (format `any`); the plan's buffers (NC... or, for
+/// `channels_last`, N...C, which is what oneDNN's f32 kernels pick on
+/// AVX-512) are reordered in and out around it when they differ. Weights the compiler marks constant
 /// (`constant_weight`: an inference plan's parameter) are reordered once
 /// here, at plan load, instead of at every run.
 class OneDnnConv {
 public:
   static std::shared_ptr<OneDnnConv> create(const ConvGeometry &g, const KernelContext &c,
                                             const std::vector<int64_t> &padEnd,
-                                            const Clamp &clamp, bool constantWeight) {
+                                            const Clamp &clamp, bool constantWeight,
+                                            bool channelsLast) {
     using namespace dnnl;
     using dims = memory::dims;
     const Window &w = g.w;
@@ -177,7 +179,8 @@ public:
       dims wdims = g.group > 1 ? dims{g.group, g.mg, g.cg} : dims{g.m, g.cg};
       for (size_t d = 0; d < k; ++d) wdims.push_back(w.kernel[d]);
       using tag = memory::format_tag;
-      tag plain = k == 1 ? tag::ncw : k == 2 ? tag::nchw : tag::ncdhw;
+      tag plain = channelsLast ? (k == 1 ? tag::nwc : k == 2 ? tag::nhwc : tag::ndhwc)
+                               : (k == 1 ? tag::ncw : k == 2 ? tag::nchw : tag::ncdhw);
       tag wplain = g.group > 1 ? (k == 1 ? tag::goiw : k == 2 ? tag::goihw : tag::goidhw)
                                : (k == 1 ? tag::oiw : k == 2 ? tag::oihw : tag::oidhw);
       auto f32 = memory::data_type::f32;
@@ -256,7 +259,67 @@ private:
 };
 #endif
 
+/// [N, d..., C] <-> [N, C, d...] for `channels_last` convolutions on the
+/// im2col path (oneDNN reads channels-last directly).
+std::vector<int64_t> channelsFirstShape(std::vector<int64_t> s) {
+  if (s.size() >= 3) std::rotate(s.begin() + 1, s.end() - 1, s.end());
+  return s;
+}
+void toChannelsFirst(const float *x, float *y, int64_t n, int64_t spatial, int64_t ch) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < spatial; ++p)
+      for (int64_t c = 0; c < ch; ++c) y[(b * ch + c) * spatial + p] = x[(b * spatial + p) * ch + c];
+}
+void toChannelsLast(const float *x, float *y, int64_t n, int64_t spatial, int64_t ch) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t c = 0; c < ch; ++c)
+      for (int64_t p = 0; p < spatial; ++p) y[(b * spatial + p) * ch + c] = x[(b * ch + c) * spatial + p];
+}
+
+absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c, bool channelsLast);
+
 absl::StatusOr<PreparedStep> prepareConv(const KernelContext &c) {
+  bool channelsLast = false;
+  if (c.hasAttr("channels_last")) {
+    DS_ASSIGN_OR_RETURN(int64_t cl, c.intAttr("channels_last"));
+    channelsLast = cl != 0;
+  }
+  if (!channelsLast) return prepareConvChannelsFirst(c, false);
+  DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
+  if (c.in[0].rank() < 3 || c.out[0].rank() != c.in[0].rank())
+    return c.error("a channels_last input must be [N, spatial..., C]");
+  // The same convolution read channels-first: oneDNN takes the buffers as
+  // they are (prepareConvChannelsFirst passes channelsLast on); the im2col
+  // path gets copies transposed in and out.
+  std::vector<TensorView> in = c.in, out = c.out;
+  in[0].shape = channelsFirstShape(in[0].shape);
+  out[0].shape = channelsFirstShape(out[0].shape);
+  KernelContext first{c.step, in, out};
+  DS_ASSIGN_OR_RETURN(PreparedStep direct, prepareConvChannelsFirst(first, true));
+  if (direct) return direct;
+  auto xs = std::make_shared<std::vector<float>>(c.in[0].numel);
+  auto ys = std::make_shared<std::vector<float>>(c.out[0].numel);
+  in[0].data = xs->data();
+  out[0].data = ys->data();
+  DS_ASSIGN_OR_RETURN(PreparedStep viaIm2col, prepareConvChannelsFirst(first, false));
+  const int64_t n = in[0].shape[0], ci = in[0].shape[1], co = out[0].shape[1];
+  const int64_t si = c.in[0].numel / std::max<int64_t>(1, n * ci),
+                so = c.out[0].numel / std::max<int64_t>(1, n * co);
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  return PreparedStep([=]() -> absl::Status {
+    toChannelsFirst(x, xs->data(), n, si, ci);
+    DS_RETURN_IF_ERROR(viaIm2col());
+    toChannelsLast(ys->data(), y, n, so, co);
+    return absl::OkStatus();
+  });
+}
+
+/// A convolution over [N, C, spatial...] buffers; with `oneDnnChannelsLast`
+/// the buffers are really [N, spatial..., C] and only oneDNN may run it
+/// (an empty step otherwise, for prepareConv to go through im2col).
+absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
+                                                      bool oneDnnChannelsLast) {
   DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
@@ -272,9 +335,10 @@ absl::StatusOr<PreparedStep> prepareConv(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.intsAttr("pads"));
   std::vector<int64_t> padEnd(pads.begin() + g.w.in.size(), pads.end());
   if (g.w.n > 0 && g.w.outSize > 0 && c.in[0].numel > 0)
-    if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, constantWeight))
+    if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, constantWeight, oneDnnChannelsLast))
       return PreparedStep([conv] { return conv->run(); });
 #endif
+  if (oneDnnChannelsLast) return PreparedStep();
   const float *x = c.in[0].as<float>(), *wt = c.in[1].as<float>();
   const float *bias = c.in.size() == 3 ? c.in[2].as<float>() : nullptr;
   float *y = c.out[0].as<float>();
@@ -472,8 +536,74 @@ absl::StatusOr<PreparedStep> prepareMaxPoolIndices(const KernelContext &c) {
   });
 }
 
+/// f32 pooling over [N, d..., C]: each window position reduces whole rows
+/// of C contiguous channels (vectorized across channels), with the
+/// channels-first kernel's semantics (first NaN wins a max, padding never
+/// does; averages in double).
+absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "channels_last input"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  if (c.in[0].rank() < 3 || c.out[0].rank() != c.in[0].rank())
+    return c.error("a channels_last input must be [N, spatial..., C]");
+  std::vector<TensorView> in = c.in, out = c.out;
+  in[0].shape = channelsFirstShape(in[0].shape);
+  out[0].shape = channelsFirstShape(out[0].shape);
+  KernelContext first{c.step, in, out};
+  DS_ASSIGN_OR_RETURN(Window w, poolWindow(first, in[0], out[0]));
+  DS_ASSIGN_OR_RETURN(std::string kind, c.stringAttr("kind"));
+  if (kind != "max" && kind != "avg") return c.error("kind must be max or avg");
+  const bool isMax = kind == "max";
+  int64_t includePad = 0;
+  if (c.hasAttr("count_include_pad")) {
+    DS_ASSIGN_OR_RETURN(includePad, c.intAttr("count_include_pad"));
+  }
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.intsAttr("pads"));
+  std::vector<int64_t> padEnd(pads.begin() + w.in.size(), pads.end());
+  const float *xp = c.in[0].as<float>();
+  float *yp = c.out[0].as<float>();
+  return PreparedStep([=] {
+    const int64_t ch = w.c;
+    parallelFor(w.n * w.outSize, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<double> sum(isMax ? 0 : ch);
+      for (int64_t np = lo; np < hi; ++np) {
+        const int64_t n = np / w.outSize, p = np % w.outSize;
+        const float *xn = xp + n * w.inSize * ch;
+        float *y = yp + np * ch;
+        int64_t inside = 0;
+        if (isMax) {
+          std::fill(y, y + ch, -std::numeric_limits<float>::infinity());
+          forWindow(w, p, [&](int64_t off) {
+            const float *x = xn + off * ch;
+            if (inside++ == 0) {
+              std::copy(x, x + ch, y);
+              return;
+            }
+            for (int64_t k = 0; k < ch; ++k)
+              if (x[k] > y[k] || (x[k] != x[k] && y[k] == y[k])) y[k] = x[k];
+          });
+        } else {
+          std::fill(sum.begin(), sum.end(), 0.0);
+          forWindow(w, p, [&](int64_t off) {
+            const float *x = xn + off * ch;
+            for (int64_t k = 0; k < ch; ++k) sum[k] += x[k];
+            ++inside;
+          });
+          int64_t div = includePad ? paddedCount(w, p, padEnd) : inside;
+          for (int64_t k = 0; k < ch; ++k) y[k] = div ? static_cast<float>(sum[k] / div) : 0.0f;
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 template <bool kGrad>
 absl::StatusOr<PreparedStep> preparePool(const KernelContext &c) {
+  if (!kGrad && c.hasAttr("channels_last")) {
+    DS_ASSIGN_OR_RETURN(int64_t cl, c.intAttr("channels_last"));
+    if (cl) return preparePoolChannelsLast(c);
+  }
   if (!kGrad && c.stringAttr("kind").value_or("") == "max") {
     // Max pooling of any native type; average pooling and gradients are f32.
     DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));

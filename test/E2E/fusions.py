@@ -3,7 +3,8 @@
 # pooling (torch.onnx export, random weights) runs with the default
 # pipeline and with --disable-fusion for every fusion; outputs agree with
 # each other to 1e-6 and with PyTorch to 1e-4. The fused plan really fuses:
-# its kernels carry clip_min/clip_max and it has fewer steps.
+# its kernels carry clip_min/clip_max, compute channels-last with two
+# transposes in all, and it has fewer steps.
 # Elementwise chains: a block with the tanh and erf GELU forms, SiLU and a
 # masked softmax whose NaN rows become zeros gives the same outputs fused
 # and with --disable-fusion=elementwise (and PyTorch's to 1e-4); a GPT
@@ -65,6 +66,7 @@ def compile_and_run(tag, extra):
 
 fused, fused_dump = compile_and_run("fused", [])
 unfused, unfused_dump = compile_and_run("unfused", ["--disable-fusion=epilogues",
+                                                    "--disable-fusion=channels-last",
                                                     "--disable-fusion=elementwise"])
 err_torch = relative_error(fused, ref)
 diff = float(np.abs(fused - unfused).max())
@@ -76,6 +78,12 @@ if "clip_min" not in fused_dump or "clip_max" not in fused_dump:
     sys.exit("the fused plan has no conv with clip_min and clip_max")
 if "clip_min" in unfused_dump:
     sys.exit("--disable-fusion=epilogues still fused")
+# Channels-last: every convolution and the pooling in it, and only two
+# transposes (into the first convolution, out of the last).
+if fused_dump.count("channels_last=1") != 5 or fused_dump.count("= transpose(") != 2:
+    sys.exit("expected 4 channels-last convolutions, a channels-last pooling and 2 transposes")
+if "channels_last" in unfused_dump:
+    sys.exit("--disable-fusion=channels-last still made convolutions channels-last")
 if not steps(fused_dump) < steps(unfused_dump):
     sys.exit("fusion did not remove steps")
 if diff > 1e-6 or err_torch > 1e-4:

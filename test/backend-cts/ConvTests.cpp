@@ -275,3 +275,71 @@ CTS_TEST(MaxPoolIndices, "max_pool_indices") {
   outs = {HostTensor::result(plan::I64, {1, 1, 2})};
   expectError(run(g.attrs("max_pool_indices").ints("kernel", {2}), {x}, outs), "integer attribute 'column_major'");
 }
+
+namespace {
+
+/// [N, C, d...] <-> [N, d..., C] of a host tensor (f32 values).
+HostTensor moveChannels(const HostTensor &t, bool toLast) {
+  Shape s = t.shape, o = s;
+  if (toLast) std::rotate(o.begin() + 1, o.begin() + 2, o.end());
+  else std::rotate(o.begin() + 1, o.end() - 1, o.end());
+  const int64_t n = s[0], c = toLast ? s[1] : s.back();
+  const int64_t sp = numel(s) / std::max<int64_t>(1, n * c);
+  std::vector<double> v = t.values(), r(v.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < sp; ++p) {
+        int64_t first = (b * c + ch) * sp + p, last = (b * sp + p) * c + ch;
+        if (toLast) r[last] = v[first];
+        else r[first] = v[last];
+      }
+  return f32(o, r);
+}
+
+} // namespace
+
+// channels_last: the same convolution and pooling on [N, d..., C] buffers
+// (what ds-conv-channels-last gives inference plans) equals the
+// channels-first result transposed.
+CTS_TEST(ChannelsLast, "conv", "pool") {
+  for (const ConvCase &c : kConvCases) {
+    const Geometry &g = c.g;
+    Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, c.c / c.group}, g.kernel),
+          ys = cat({c.n, c.m}, g.out());
+    HostTensor x = f32(xs, sample(numel(xs), -1, 1, 180)), w = f32(ws, sample(numel(ws), -1, 1, 181));
+    std::vector<HostTensor> ins{x, w};
+    if (c.bias) ins.push_back(f32({c.m}, sample(c.m, -1, 1, 182)));
+    Step step = g.attrs("conv").i("group", c.group).f("clip_min", -0.25).f("clip_max", 0.5);
+    HostTensor first = run1(step, ins, plan::F32, ys);
+    ins[0] = moveChannels(x, true);
+    HostTensor last = run1(step.i("channels_last", 1), ins, plan::F32, moveChannels(first, true).shape);
+    expectClose(moveChannels(last, false).values(), first.values(), 1e-5, 1e-6,
+                "channels_last conv " + shapeStr(xs) + " group " + std::to_string(c.group));
+  }
+  const double nan = std::nan("");
+  for (const PoolCase &c : kPoolCases) {
+    Shape xs = cat({c.n, c.c}, c.g.in), ys = cat({c.n, c.c}, c.g.out());
+    auto xv = sample(numel(xs), -4, 4, 190);
+    for (auto &v : xv) v = std::round(4 * v) / 4; // ties: the first maximum wins
+    if (xv.size() > 3) xv[3] = nan;
+    HostTensor x = f32(xs, xv);
+    for (const std::string kind : {"max", "avg"})
+      for (int includePad : {0, 1}) {
+        Step step = c.g.attrs("pool").s("kind", kind).ints("kernel", c.g.kernel).i("count_include_pad", includePad);
+        HostTensor first = run1(step, {x}, plan::F32, ys);
+        HostTensor last = run1(step.i("channels_last", 1), {moveChannels(x, true)}, plan::F32,
+                               moveChannels(first, true).shape);
+        expectClose(moveChannels(last, false).values(), first.values(), 1e-6, 0,
+                    "channels_last pool " + kind + " " + shapeStr(xs));
+      }
+  }
+  Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 2, 2, 2})};
+  expectError(run(g.attrs("conv").i("group", 1).i("channels_last", 1),
+                  {f32({1, 4, 4, 4}, sample(64, -1, 1, 183)), f32({2, 3, 3, 3}, sample(54, -1, 1, 184))},
+                  outs),
+              "group does not divide the channels");
+  expectError(run(g.attrs("pool").s("kind", "max").ints("kernel", {3, 3}).i("channels_last", 1),
+                  {HostTensor::of(plan::I32, {1, 4, 4, 2}, std::vector<double>(32, 1))}, outs),
+              "channels_last input must be f32");
+}

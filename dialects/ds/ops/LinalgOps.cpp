@@ -113,6 +113,9 @@ LogicalResult ConvOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
   if (getClipMinAttr() || getClipMaxAttr())
     return emitError("autodiff of a convolution with a fused activation: differentiate "
                      "before ds-fuse-epilogues");
+  if (getChannelsLast())
+    return emitError("autodiff of a channels-last convolution: differentiate before "
+                     "ds-conv-channels-last");
   Value g = dres[0];
   auto cg = ConvGradOp::create(gb.b(), gb.loc(), TypeRange{typeOf(getInput()), typeOf(getWeight())},
                                getInput(), getWeight(), g, getStridesAttr(), getDilationsAttr(),
@@ -141,6 +144,7 @@ void ConvOp::describeKernelStep(KernelStep &s) {
     s.setInt("constant_weight", 1);
   if (FloatAttr lo = getClipMinAttr()) s.setFloat("clip_min", lo.getValueAsDouble());
   if (FloatAttr hi = getClipMaxAttr()) s.setFloat("clip_max", hi.getValueAsDouble());
+  if (getChannelsLast()) s.setInt("channels_last", 1);
 }
 void ConvGradOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
 
@@ -150,6 +154,9 @@ void ConvGradOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
 
 LogicalResult PoolOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                      MutableArrayRef<Value> d) {
+  if (getChannelsLast())
+    return emitError("autodiff of a channels-last pooling: differentiate before "
+                     "ds-conv-channels-last");
   d[0] = PoolGradOp::create(gb.b(), gb.loc(), typeOf(getInput()), getInput(), dres[0],
                             getKindAttr(), getKernelAttr(), getStridesAttr(), getDilationsAttr(),
                             getPadsAttr(), getCountIncludePadAttr());
@@ -169,7 +176,10 @@ template <typename PoolLike> static void describePool(PoolLike o, KernelStep &s)
   describeWindow(o, s);
   s.setInt("count_include_pad", o.getCountIncludePad());
 }
-void PoolOp::describeKernelStep(KernelStep &s) { describePool(*this, s); }
+void PoolOp::describeKernelStep(KernelStep &s) {
+  describePool(*this, s);
+  if (getChannelsLast()) s.setInt("channels_last", 1);
+}
 void PoolGradOp::describeKernelStep(KernelStep &s) { describePool(*this, s); }
 
 void MaxPoolIndicesOp::describeKernelStep(KernelStep &s) {

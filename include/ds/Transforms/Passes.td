@@ -32,6 +32,37 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
   ];
 }
 
+def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
+  let summary = "keeps inference convolutions' activations channels-last";
+  let description = [{
+    Gives every inference convolution (f32, 1-3 spatial dimensions, weights
+    known before the run) `channels_last`, the layout oneDNN's CPU kernels
+    compute in, with a `ds.transpose` into it before and out of it after.
+    Transposes then move down through elementwise ops whose other operands
+    are the same transposes or scalars (residual adds) and through f32
+    poolings (which become `channels_last` too), and a transpose out
+    of one convolution meets the transpose into the next and cancels: the
+    activations stay channels-last from the first convolution to the last,
+    and the kernel reorders nothing. Training forwards are left alone (their
+    weights are loaded state, and autodiff wants channels-first).
+
+    ```mlir
+    %a = ds.conv %x, %w1 {...} : (tensor<1x8x4x4xf32>, ...) -> tensor<1x8x4x4xf32>
+    %b = ds.conv %a, %w2 {...} : (tensor<1x8x4x4xf32>, ...) -> tensor<1x8x4x4xf32>
+    ```
+    becomes
+    ```mlir
+    %t = ds.transpose %x {permutation = array<i64: 0, 2, 3, 1>} : ...
+    %a = ds.conv %t, %w1 {channels_last, ...} : (tensor<1x4x4x8xf32>, ...) -> tensor<1x4x4x8xf32>
+    %b = ds.conv %a, %w2 {channels_last, ...} : (tensor<1x4x4x8xf32>, ...) -> tensor<1x4x4x8xf32>
+    %y = ds.transpose %b {permutation = array<i64: 0, 3, 1, 2>} : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numConvs", "num-convs", "convolutions made channels-last">
+  ];
+}
+
 def FuseElementwisePass : Pass<"ds-fuse-elementwise", "ModuleOp"> {
   let summary = "groups chains of elementwise ops into one ds.fused_elementwise";
   let description = [{

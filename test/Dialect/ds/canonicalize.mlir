@@ -121,3 +121,16 @@ func.func @pow_parameter_exponent(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4
   %1 = ds.pow %x, %v : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Transposes compose; a pair that undoes itself vanishes.
+// CHECK-LABEL: func.func @transpose_pairs
+// CHECK-NEXT: %[[T:.+]] = ds.transpose %arg0 {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT: return %arg0, %[[T]]
+func.func @transpose_pairs(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3xf32>) {
+  %a = ds.transpose %x {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %b = ds.transpose %a {permutation = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
+  %c = ds.transpose %a {permutation = array<i64: 1, 0, 2>} : (tensor<2x4x3xf32>) -> tensor<4x2x3xf32>
+  return %b, %c : tensor<2x3x4xf32>, tensor<4x2x3xf32>
+}

@@ -633,3 +633,19 @@ func.func @yield_outside(%x: tensor<f32>) -> tensor<f32> {
   // expected-error@+1 {{expects parent op 'ds.fused_elementwise'}}
   ds.yield %x : tensor<f32>
 }
+
+// -----
+
+func.func @conv_channels_last_result(%x: tensor<1x4x4x3xf32>, %w: tensor<2x3x1x1xf32>) -> tensor<1x2x4x4xf32> {
+  // expected-error@+1 {{result must be [1x4x4x2]}}
+  %0 = ds.conv %x, %w {channels_last, dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<2x3x1x1xf32>) -> tensor<1x2x4x4xf32>
+  return %0 : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+func.func @pool_channels_last_type(%x: tensor<1x4x4x2xi32>) -> tensor<1x2x2x2xi32> {
+  // expected-error@+1 {{a channels_last pooling takes an f32 input of rank >= 3}}
+  %0 = ds.pool %x {channels_last, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, kind = #ds<pool_kind max>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x4x4x2xi32>) -> tensor<1x2x2x2xi32>
+  return %0 : tensor<1x2x2x2xi32>
+}

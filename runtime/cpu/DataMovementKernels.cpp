@@ -43,6 +43,24 @@ void stridedCopy(const T *base, T *out, const std::vector<int64_t> &dims,
   // A transpose of the last two dimensions (matmul operands in backward,
   // attention's key permute): copied in square tiles, so the strided reads
   // of a tile's columns stay in L1 instead of missing once per element.
+  // A few columns (NCHW -> NHWC of an RGB image): each row gathers its
+  // elements from `inner` planes read front to back.
+  if (r >= 2 && innerStride != 1 && strides[r - 2] == 1 && inner < 8) {
+    const int64_t a = dims[r - 2], outer = product(dims, 0, r - 2);
+    parallelFor(outer * a, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t w = lo; w < hi; ++w) {
+        int64_t o = w / a, i = w % a, off = 0, rem = o;
+        for (int64_t d = static_cast<int64_t>(r) - 3; d >= 0; --d) {
+          off += (rem % dims[d]) * strides[d];
+          rem /= dims[d];
+        }
+        const T *src = base + off + i;
+        T *dst = out + w * inner;
+        for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * innerStride];
+      }
+    });
+    return;
+  }
   if (r >= 2 && innerStride != 1 && strides[r - 2] == 1 && inner >= 8 && dims[r - 2] >= 8) {
     constexpr int64_t kTile = 32;
     const int64_t a = dims[r - 2], b = inner;
@@ -125,12 +143,25 @@ absl::StatusOr<PreparedStep> prepareTranspose(const KernelContext &c) {
     strides.push_back(inStrides[p]);
   }
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], outShape, "result"));
+  // Merge result dimensions the operand also keeps adjacent (NCHW -> NHWC
+  // is a [C, H*W] -> [H*W, C] transpose), so the copy loops run long.
+  std::vector<int64_t> dims, dimStrides;
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    if (outShape[d] == 1) continue;
+    if (!dims.empty() && dimStrides.back() == strides[d] * outShape[d]) {
+      dims.back() *= outShape[d];
+      dimStrides.back() = strides[d];
+    } else {
+      dims.push_back(outShape[d]);
+      dimStrides.push_back(strides[d]);
+    }
+  }
   return bySize(c, [&](auto tag) -> absl::StatusOr<PreparedStep> {
     using T = decltype(tag);
     const T *src = c.in[0].as<T>();
     T *dst = c.out[0].as<T>();
     return PreparedStep([=] {
-      stridedCopy<T>(src, dst, outShape, strides);
+      stridedCopy<T>(src, dst, dims, dimStrides);
       return absl::OkStatus();
     });
   });

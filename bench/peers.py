@@ -10,9 +10,11 @@ Each model is built from code with random weights (Hugging Face
 `transformers` configs, torchvision), exported once with PyTorch's ONNX
 exporter, and the same ONNX file is run by ds (ds-opt + ds-run --benchmark),
 by onnxruntime's default session and by PyTorch eager under no_grad, all
-with the same inputs and thread count, in one run. Prints the median
-latency of each and the ratios ds/onnxruntime and ds/PyTorch (below 1: ds
-is faster), after checking that ds agrees with PyTorch.
+with the same inputs and thread count, in one run. The three take turns
+(--rounds rounds of iters/rounds iterations each), so a shared machine's
+load swings hit all three alike; each round's median is kept and the
+median of those is reported, with the ratios ds/onnxruntime and ds/PyTorch
+(below 1: ds is faster), after checking that ds agrees with PyTorch.
 """
 import argparse
 import json
@@ -78,8 +80,8 @@ def build(name):
 
 
 def median_ms(fn, iters):
-    for _ in range(2):
-        fn()
+    """Median of `iters` timed calls after one warm-up call."""
+    fn()
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
@@ -103,9 +105,7 @@ def run_one(name, args, work):
     inp, out = os.path.join(work, name + ".in.npz"), os.path.join(work, name + ".out.npz")
     np.savez(inp, **feeds)
     res = subprocess.run([os.path.join(BIN, "ds-run"), plan, "--inputs", inp, "--outputs", out,
-                          "--threads", str(args.threads), "--benchmark", str(args.iters)],
-                         check=True, capture_output=True, text=True)
-    ds_ms = json.loads(res.stdout.strip().splitlines()[-1])["median_ms"]
+                          "--threads", str(args.threads)], check=True, capture_output=True, text=True)
     got = np.load(out)["out"]
     err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
     if err > 1e-4:
@@ -115,17 +115,30 @@ def run_one(name, args, work):
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
-    ort_ms = median_ms(lambda: sess.run(None, feeds), args.iters)
 
+    def ds_round(n):
+        r = subprocess.run([os.path.join(BIN, "ds-run"), plan, "--inputs", inp,
+                            "--threads", str(args.threads), "--benchmark", str(n)],
+                           check=True, capture_output=True, text=True)
+        return json.loads(r.stdout.strip().splitlines()[-1])["median_ms"]
+
+    per_round = max(1, args.iters // args.rounds)
+    ds_r, ort_r, torch_r = [], [], []
     with torch.no_grad():
-        torch_ms = median_ms(lambda: model(*inputs), args.iters)
+        for _ in range(args.rounds):
+            ds_r.append(ds_round(per_round))
+            ort_r.append(median_ms(lambda: sess.run(None, feeds), per_round))
+            torch_r.append(median_ms(lambda: model(*inputs), per_round))
+    ds_ms, ort_ms, torch_ms = (statistics.median(v) for v in (ds_r, ort_r, torch_r))
     return desc, ds_ms, ort_ms, torch_ms, err
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=30, help="timed iterations per engine")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="turns the engines take (iters are split among them)")
     ap.add_argument("--opset", type=int, default=18)
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="dynamo",
                     help="torch.onnx.export(dynamo=...): the same file goes to ds and onnxruntime")

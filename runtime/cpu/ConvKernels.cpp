@@ -562,6 +562,41 @@ absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
   std::vector<int64_t> padEnd(pads.begin() + w.in.size(), pads.end());
   const float *xp = c.in[0].as<float>();
   float *yp = c.out[0].as<float>();
+  if (isMax && w.in.size() == 2) {
+    // The CNN stem's max pool: per output pixel, the in-bounds taps of its
+    // window by row and column, each a contiguous channel row.
+    return PreparedStep([=] {
+      const int64_t ch = w.c, ih = w.in[0], iw = w.in[1], oh = w.out[0], ow = w.out[1];
+      parallelFor(w.n * oh, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t nr = lo; nr < hi; ++nr) {
+          const int64_t n = nr / oh, r = nr % oh;
+          const float *xn = xp + n * ih * iw * ch;
+          for (int64_t q = 0; q < ow; ++q) {
+            float *y = yp + ((n * oh + r) * ow + q) * ch;
+            std::fill(y, y + ch, -std::numeric_limits<float>::infinity());
+            bool first = true;
+            for (int64_t a = 0; a < w.kernel[0]; ++a) {
+              const int64_t yy = r * w.strides[0] - w.padBegin[0] + a * w.dilations[0];
+              if (yy < 0 || yy >= ih) continue;
+              for (int64_t b = 0; b < w.kernel[1]; ++b) {
+                const int64_t xx = q * w.strides[1] - w.padBegin[1] + b * w.dilations[1];
+                if (xx < 0 || xx >= iw) continue;
+                const float *x = xn + (yy * iw + xx) * ch;
+                if (first) {
+                  std::copy(x, x + ch, y);
+                  first = false;
+                  continue;
+                }
+                for (int64_t k = 0; k < ch; ++k)
+                  if (x[k] > y[k] || (x[k] != x[k] && y[k] == y[k])) y[k] = x[k];
+              }
+            }
+          }
+        }
+      });
+      return absl::OkStatus();
+    });
+  }
   return PreparedStep([=] {
     const int64_t ch = w.c;
     parallelFor(w.n * w.outSize, 1, [&](int64_t lo, int64_t hi) {

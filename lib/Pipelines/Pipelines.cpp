@@ -47,6 +47,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
   t.lossOutput = o.lossOutput;
   t.ignoreIndex = o.ignoreIndex;
   t.frozen.assign(o.frozen.begin(), o.frozen.end());
+  t.trainOnly.assign(o.trainOnly.begin(), o.trainOnly.end());
   t.gradInputs.assign(o.gradInputs.begin(), o.gradInputs.end());
   pm.addPass(createBuildTrainStepPass(t));
   if (o.worldSize > 1) {

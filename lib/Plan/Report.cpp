@@ -36,6 +36,14 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   for (auto f : module.getOps<func::FuncOp>())
     if (auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
       r.activationArenaBytes = std::max(r.activationArenaBytes, a.getInt());
+  if (auto list = module->getAttrOfType<ArrayAttr>("ds.trained_parameters"))
+    for (auto d : list.getAsRange<DictionaryAttr>()) {
+      auto name = d.getAs<StringAttr>("name");
+      auto shape = d.getAs<DenseI64ArrayAttr>("shape");
+      if (name && shape) r.trained.push_back({name.str(), std::vector<int64_t>(shape.asArrayRef())});
+    }
+  if (auto list = module->getAttrOfType<ArrayAttr>("ds.constant_initializers"))
+    for (auto n : list.getAsRange<StringAttr>()) r.heldConstant.push_back(n.str());
   for (auto g : module.getOps<ml_program::GlobalOp>()) {
     r.training = true;
     int64_t b = bytesOf(g.getType());
@@ -163,6 +171,34 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   row("outputs", r.outputBytes);
   row("total", r.total());
   os << "  steps: " << r.steps << "\n";
+  if (!r.trained.empty()) {
+    // What a user compares with sum(p.numel() for p in model.parameters()).
+    int64_t total = 0;
+    for (const auto &[name, shape] : r.trained) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      total += n;
+    }
+    os << "trained parameters: " << r.trained.size() << " tensors, " << total << " elements\n";
+    for (const auto &[name, shape] : r.trained) {
+      int64_t n = 1;
+      std::string dims;
+      for (int64_t d : shape) {
+        n *= d;
+        dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      }
+      os << llvm::format("  %-48s %-16s %12lld\n", name.c_str(), dims.c_str(),
+                         static_cast<long long>(n));
+    }
+    if (!r.heldConstant.empty()) {
+      os << "held constant: " << r.heldConstant.size()
+         << " float initializers (literals of at most one element, --freeze, or not in "
+            "--parameters):";
+      for (size_t i = 0; i < r.heldConstant.size(); ++i)
+        os << (i ? ", " : " ") << r.heldConstant[i];
+      os << "\n";
+    }
+  }
   if (!r.collectiveBytes.empty()) {
     os << "communication volume per program run (ZeRO paper's count; all_reduce = 2x):\n";
     for (const auto &[kind, bytes] : r.collectiveBytes) {

@@ -84,28 +84,59 @@ private:
     return success();
   }
 
+  /// Whether `p` is trained. ONNX says nothing about trainability and
+  /// PyTorch 2's exporter writes literals (Pow's exponent, a mask's fill
+  /// value, GELU's 0.5) as initializers, so by default a float initializer
+  /// is trained unless it is a literal (at most one element) or frozen;
+  /// --parameters names the set exactly instead.
+  bool selected(ParameterOp p, const llvm::StringSet<> &frozenSet,
+                const llvm::StringSet<> &only) const {
+    if (!isa<FloatType>(p.getType().getElementType())) return false;
+    if (!only.empty()) {
+      auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
+      return only.contains(p.getSymName()) || (of && only.contains(of.getValue()));
+    }
+    return !frozenSet.contains(p.getSymName()) && p.getType().getNumElements() > 1;
+  }
+
   /// ds.parameter (trainable) -> mutable global + global_load; tied copies
-  /// load their original (transposed when stored transposed).
+  /// load their original (transposed when stored transposed). What was
+  /// trained and what was held constant is recorded on the module
+  /// (ds.trained_parameters, ds.constant_initializers) for --report.
   LogicalResult promoteParameters(ModuleOp module, func::FuncOp main) {
-    llvm::StringSet<> frozenSet;
+    llvm::StringSet<> frozenSet, only;
     for (const std::string &f : frozen) frozenSet.insert(f);
+    for (const std::string &f : trainOnly) only.insert(f);
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToStart(module.getBody());
     SmallVector<ParameterOp> params;
     main.walk([&](ParameterOp p) { params.push_back(p); });
     llvm::StringSet<> names;
-    for (ParameterOp p : params) names.insert(p.getSymName());
+    for (ParameterOp p : params) {
+      names.insert(p.getSymName());
+      if (auto of = p->getAttrOfType<StringAttr>("ds.transpose_of")) names.insert(of.getValue());
+    }
     for (const std::string &f : frozen)
       if (!names.contains(f))
         return module.emitError("--freeze names '") << f << "', which is not a parameter";
+    for (const std::string &f : trainOnly)
+      if (!names.contains(f))
+        return module.emitError("--parameters names '")
+               << f << "', which is not an initializer of the model";
+    // Selected parameters first, so a copy met before its original (a
+    // folded transpose) still finds it.
+    std::stable_partition(params.begin(), params.end(),
+                          [&](ParameterOp p) { return selected(p, frozenSet, only); });
 
+    Builder ab(module.getContext());
+    SmallVector<Attribute> trained, constant;
     std::vector<Seen> seen;
     for (ParameterOp p : params) {
       std::string name = p.getSymName().str();
-      if (frozenSet.contains(name) || !isa<FloatType>(p.getType().getElementType()))
-        continue;
+      bool train = selected(p, frozenSet, only);
+      bool isFloat = isa<FloatType>(p.getType().getElementType());
       std::vector<uint8_t> bytes;
-      if (tieWeights) {
+      if (tieWeights && isFloat && !frozenSet.contains(name)) {
         FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
         if (failed(b)) return failure();
         bytes = std::move(*b);
@@ -120,6 +151,13 @@ private:
           continue;
         }
       }
+      if (!train) {
+        if (isFloat) constant.push_back(ab.getStringAttr(name));
+        continue;
+      }
+      trained.push_back(ab.getDictionaryAttr(
+          {ab.getNamedAttr("name", ab.getStringAttr(name)),
+           ab.getNamedAttr("shape", ab.getDenseI64ArrayAttr(p.getType().getShape()))}));
       auto global = ml_program::GlobalOp::create(mb, p.getLoc(), "param:" + name, p.getType(),
                                                  /*is_mutable=*/true, p.getValue(),
                                                  mb.getStringAttr("private"));
@@ -135,6 +173,8 @@ private:
     }
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
+    module->setAttr("ds.trained_parameters", ab.getArrayAttr(trained));
+    module->setAttr("ds.constant_initializers", ab.getArrayAttr(constant));
     return success();
   }
 

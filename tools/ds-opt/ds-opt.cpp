@@ -22,6 +22,7 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -97,6 +98,12 @@ static llvm::cl::opt<int64_t> ignoreIndex("ignore-index",
                                           llvm::cl::init(-100), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string> freeze("freeze", llvm::cl::desc("parameter not to train (repeatable)"),
                                           llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> parametersFile(
+    "parameters",
+    llvm::cl::desc("train exactly the initializers named in FILE, one a line (as PyTorch's "
+                   "named_parameters() prints them; '#' starts a comment); default: every float "
+                   "initializer with more than one element"),
+    llvm::cl::value_desc("FILE"), llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string>
     gradInputs("grad-input",
                llvm::cl::desc("graph input whose gradient train_step also returns (repeatable)"),
@@ -184,6 +191,27 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
+/// --parameters FILE: one initializer name a line; blank lines and text
+/// after '#' are ignored.
+static llvm::Expected<std::vector<std::string>> readParameterNames(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return llvm::createStringError("--parameters: cannot read " + path + ": " +
+                                       buf.getError().message(),
+                                   buf.getError());
+  std::vector<std::string> names;
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buf)->getBuffer().split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    llvm::StringRef name = line.split('#').first.trim();
+    if (!name.empty()) names.push_back(name.str());
+  }
+  if (names.empty())
+    return llvm::createStringError("--parameters: " + path + " names no parameter",
+                                   std::make_error_code(std::errc::invalid_argument));
+  return names;
+}
+
 /// The passes to run when the user named none: the training pipeline for
 /// --config/--loss, the inference pipeline when a plan or report is wanted.
 /// A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
@@ -219,6 +247,11 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     t.lossOutput = lossOutput;
     t.ignoreIndex = ignoreIndex;
     t.frozen.assign(freeze.begin(), freeze.end());
+    if (!parametersFile.empty()) {
+      auto names = readParameterNames(parametersFile);
+      if (!names) return fail(llvm::toString(names.takeError()));
+      t.trainOnly = std::move(*names);
+    }
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
     t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     mlir::ds::buildTrainingPipeline(pm, t);

@@ -40,6 +40,7 @@ struct TrainingPipelineOptions {
   std::string lossOutput;
   int64_t ignoreIndex = -100;
   std::vector<std::string> frozen;
+  std::vector<std::string> trainOnly; // --parameters: exactly these are trained
   std::vector<std::string> gradInputs;
   InferencePipelineOptions inference;
 };

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -26,6 +27,10 @@ struct MemoryReport {
   int64_t splitParameterBytes = 0;             // of parameterBytes: this rank's slices
   std::map<std::string, int64_t> collectiveBytes; // per kind, per forward run, this rank sends
   llvm::StringMap<int64_t> collectiveCounts;      // how many collectives of each kind
+  // Training: the initializers trained (name, full shape) and the float
+  // initializers held constant (literals, frozen, not in --parameters).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> trained;
+  std::vector<std::string> heldConstant;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;

@@ -166,6 +166,9 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value softmax-cross-entropy ignores">,
     ListOption<"frozen", "freeze", "std::string", "parameters that are not trained">,
+    ListOption<"trainOnly", "parameters", "std::string",
+               "train exactly these initializers (and copies holding their values); empty: "
+               "every float initializer with more than one element">,
     Option<"tieWeights", "tie-weights", "bool", /*default=*/"true",
            "train initializers that hold the same random values (or their transpose) as one "
            "parameter: exporters duplicate tied weights such as a GPT head">,

@@ -23,6 +23,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "ds/BuildInfo.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -112,8 +113,9 @@ static llvm::cl::opt<int64_t> worldSize("world-size", llvm::cl::desc("data-paral
                                         llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string>
     disableFusion("disable-fusion",
-                  llvm::cl::desc("leave out a fusion of the default pipelines (epilogues)"),
-                  llvm::cl::CommaSeparated);
+                  llvm::cl::desc("leave out an optimization of the default pipelines, to "
+                                 "compare: epilogues, channels-last, elementwise"),
+                  llvm::cl::CommaSeparated, llvm::cl::cat(dsCategory));
 
 static bool isOnnxFile(llvm::StringRef path) {
   return path.ends_with(".onnx") || path.ends_with(".onnxtxt") ||
@@ -310,6 +312,14 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // libLLVM's own options (code generation, profiling: hundreds) are
+  // registered by now and mean nothing here; MLIR's (IR printing, pass
+  // pipelines) are registered below and stay in --help.
+  llvm::cl::HideUnrelatedOptions({&dsCategory, &trainCategory, &estimateCategory});
+  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "ds-opt " << DS_VERSION << " (ds dialect; plans for backends: " << DS_BACKENDS_BUILT
+       << ")\n";
+  });
   DialectRegistry registry;
   mlir::ds::registerAllDialects(registry);
   mlir::ds::registerAllPasses();

@@ -15,6 +15,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage_config.h"
+#include "ds/BuildInfo.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -417,11 +419,36 @@ int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   return 0;
 }
 
+/// --version: this build, the LLVM/MLIR of its compiler, and each backend
+/// with whether it can run on this machine.
+std::string versionText() {
+  std::string text = std::string("ds-run ") + DS_VERSION + "\n";
+  if (std::string(DS_LLVM_VERSION).size())
+    text += std::string("built with LLVM/MLIR ") + DS_LLVM_VERSION + "\n";
+  text += "backends:\n";
+  if (absl::Status st = ds::rt::registerAllBackends(); !st.ok())
+    return text + "  (cannot register: " + std::string(st.message()) + ")\n";
+  for (const std::string &name : ds::rt::registeredBackendNames()) {
+    absl::Status probe = ds::rt::probeBackend(name);
+    text += "  " + name + (probe.ok() ? ": available" : ": not available here (" +
+                                                             std::string(probe.message()) + ")") +
+            "\n";
+  }
+  return text;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
   ds::rt::installStopSignals();
+  absl::FlagsUsageConfig usage;
+  usage.version_string = versionText;
+  // --help names this tool, not the build machine's source path.
+  usage.normalize_filename = [](absl::string_view) { return std::string("ds-run"); };
+  usage.contains_help_flags = [](absl::string_view) { return true; };
+  usage.contains_helpshort_flags = [](absl::string_view) { return true; };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
       "Executes a plan compiled by ds-opt.");

@@ -400,7 +400,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   }
   DS_CHECK(readZeroOptimization(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
-  for (llvm::StringRef key : {"steps_per_print", "wall_clock_breakdown", "dump_state",
+  for (llvm::StringRef key : {"wall_clock_breakdown", "dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
                               "communication_data_type", "tensorboard", "wandb",
                               "csv_monitor", "comms_logger"})
@@ -408,6 +408,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
 
   DS_CHECK(readBatchSizes(r, c));
   DS_CHECK(r.number("gradient_clipping", c.gradientClipping, false, /*nonNegative=*/true));
+  DS_CHECK(r.integer("steps_per_print", c.stepsPerPrint, /*positive=*/true));
   DS_CHECK(readOptimizer(r, c));
   DS_CHECK(readScheduler(r, c));
   if (c.scheduler.kind != SchedulerConfig::Kind::Constant &&

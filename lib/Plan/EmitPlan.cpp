@@ -349,6 +349,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_world_size(i64("world_size"));
   t.set_zero_stage(i64("zero_stage"));
   t.set_gradient_clipping(f64("gradient_clipping"));
+  t.set_steps_per_print(i64("steps_per_print"));
   plan::Optimizer *o = t.mutable_optimizer();
   StringRef kind = str("optimizer");
   o->set_kind(kind == "sgd" ? plan::Optimizer::SGD

@@ -512,6 +512,7 @@ private:
         b.getNamedAttr("stage3_max_reuse_distance",
                        b.getI64IntegerAttr(config_.stage3MaxReuseDistance)),
         b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
+        b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(config_.stepsPerPrint)),
         b.getNamedAttr("optimizer", b.getStringAttr(kind)),
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),

@@ -117,14 +117,49 @@ void logStep(std::FILE *log, const StepRecord &r) {
   std::fflush(log);
 }
 
-/// Rewrites one stderr line; the ETA extrapolates the steps this run did.
-void showProgress(const StepRecord &r, int64_t steps, int64_t firstStep, Clock::time_point start) {
-  double eta = secondsSince(start) / (r.step - firstStep) * (steps - r.step);
-  std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.3g  %.1f samples/s  ETA %d:%02d   ",
-               static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
-               r.samplesPerSec, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
-  std::fflush(stderr);
+/// h:mm:ss (m:ss under an hour).
+std::string clockTime(double seconds) {
+  int64_t t = seconds > 0 && std::isfinite(seconds) ? static_cast<int64_t>(seconds + 0.5) : 0;
+  return t >= 3600 ? absl::StrFormat("%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60)
+                   : absl::StrFormat("%d:%02d", t / 60, t % 60);
 }
+
+/// What rank 0 shows while training, as DeepSpeed's steps_per_print does: a
+/// line every `every` steps (and at the last), on stdout; on a terminal
+/// also a bar redrawn every step. The ETA extrapolates the steps this run
+/// did.
+class Progress {
+public:
+  Progress(const TrainOptions &o, bool root, int64_t every, int64_t firstStep)
+      : on_(root && !o.quiet), terminal_(o.terminal), every_(every > 0 ? every : 10),
+        total_(o.steps), first_(firstStep), start_(Clock::now()) {}
+
+  void step(const StepRecord &r) {
+    if (!on_) return;
+    const double elapsed = secondsSince(start_);
+    const double eta = elapsed / std::max<int64_t>(1, r.step - first_) * (total_ - r.step);
+    const std::string text = absl::StrFormat(
+        "step %d/%d | loss %.5f | lr %.3e | grad_norm %.4g | %.1f samples/s | elapsed %s | "
+        "ETA %s",
+        r.step, total_, r.loss, r.lr, r.gradNorm, r.samplesPerSec, clockTime(elapsed),
+        clockTime(eta));
+    const bool line = r.step % every_ == 0 || r.step == total_;
+    if (terminal_) {
+      constexpr int kWidth = 24;
+      const int filled = static_cast<int>(kWidth * r.step / std::max<int64_t>(1, total_));
+      std::printf("\r[%s%s] %s\033[K%s", std::string(filled, '#').c_str(),
+                  std::string(kWidth - filled, '.').c_str(), text.c_str(), line ? "\n" : "");
+    } else if (line) {
+      std::printf("%s\n", text.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+private:
+  bool on_, terminal_;
+  int64_t every_, total_, first_;
+  Clock::time_point start_;
+};
 
 /// The stop signal any rank received, or 0: ranks agree on stopping (a
 /// signal may reach them at different steps).
@@ -246,18 +281,15 @@ absl::Status train(Session &session, const TrainOptions &o) {
   struct Disarm {
     ~Disarm() { armGracefulStop(false); }
   } disarm;
-  const bool progress = o.progress && run.root();
-  const auto start = Clock::now();
-  const int64_t firstStep = step;
+  Progress progress(o, run.root(), session.plan().plan().training().steps_per_print(), step);
   for (; step < o.steps; ++step) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
     if (log) logStep(log.get(), record);
-    if (progress) showProgress(record, o.steps, firstStep, start);
+    progress.step(record);
     DS_ASSIGN_OR_RETURN(int32_t sig, agreedStopSignal(run.comm()));
     DS_RETURN_IF_ERROR(run.maybeSave(step + 1, sig != 0));
     if (sig && step + 1 != o.steps) return stoppedBySignal(sig, step + 1, o);
   }
-  if (progress) std::fprintf(stderr, "\n");
   return absl::OkStatus();
 }
 

@@ -19,7 +19,8 @@ struct TrainOptions {
   bool resume = false;
   bool shuffle = false;
   uint64_t seed = 0;
-  bool progress = false;       // a progress line on stderr
+  bool quiet = false;          // no progress output
+  bool terminal = false;       // stdout is a terminal: a live progress bar
 };
 
 /// Runs training to `steps` optimizer steps. Fails with the step number on

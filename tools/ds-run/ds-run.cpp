@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int, threads, 0, "threads for kernels and GEMM (0: all cores)");
 ABSL_FLAG(std::string, program, "forward", "program of the plan to run");
 ABSL_FLAG(int, benchmark, 0, "run N timed iterations after 2 warm-up runs and print latency as JSON");
+ABSL_FLAG(bool, quiet, false,
+          "train: no progress output (by default rank 0 prints a line every steps_per_print "
+          "steps of the config, and a live progress bar when stdout is a terminal)");
 ABSL_FLAG(bool, profile, false, "print the time of each step (slowest first)");
 ABSL_FLAG(std::string, data, "", "train: .npz of samples keyed by the training step's input names (leading sample dimension)");
 ABSL_FLAG(int64_t, steps, 0, "train: optimizer steps to reach (counting steps already in a resumed checkpoint)");
@@ -286,7 +289,8 @@ TrainOptions trainOptionsFromFlags() {
   t.resume = absl::GetFlag(FLAGS_resume);
   t.shuffle = absl::GetFlag(FLAGS_shuffle);
   t.seed = absl::GetFlag(FLAGS_seed);
-  t.progress = isatty(STDERR_FILENO);
+  t.quiet = absl::GetFlag(FLAGS_quiet);
+  t.terminal = isatty(STDOUT_FILENO);
   return t;
 }
 

@@ -47,6 +47,8 @@ struct TrainingConfig {
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
   /// Global-norm clipping threshold; 0 disables. DeepSpeed's code default.
   double gradientClipping = 1.0;
+  /// ds-run prints a progress line every this many optimizer steps.
+  int64_t stepsPerPrint = 10;
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

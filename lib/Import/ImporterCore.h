@@ -70,6 +70,10 @@ struct ImportState {
   Location loc = UnknownLoc::get(ctx);
   /// ONNX value name -> the SSA value computing it.
   llvm::StringMap<Value> values;
+  /// ONNX sequence values: exporters build them with static lengths
+  /// (SplitToSequence, SequenceConstruct), so the importer keeps each as
+  /// the list of its tensors, and the sequence ops resolve at import.
+  llvm::StringMap<SmallVector<Value>> sequences;
 };
 
 /// The base of every op family's importer: references to the shared state
@@ -79,7 +83,7 @@ class NodeImporter {
 public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
-        loc_(s.loc), values_(s.values) {}
+        loc_(s.loc), values_(s.values), sequences_(s.sequences) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
   template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
@@ -335,6 +339,7 @@ protected:
   int64_t &opset_;
   Location &loc_;
   llvm::StringMap<Value> &values_;
+  llvm::StringMap<SmallVector<Value>> &sequences_;
 };
 
 template <typename OpTy> LogicalResult NodeImporter::unary(const onnx::NodeProto &n) {
@@ -410,6 +415,7 @@ void registerConstantHandlers(HandlerTable &table);
 void registerReductionHandlers(HandlerTable &table);
 void registerQuantizationHandlers(HandlerTable &table);
 void registerLossHandlers(HandlerTable &table);
+void registerSequenceHandlers(HandlerTable &table);
 
 } // namespace mlir::ds::importer
 

@@ -326,7 +326,7 @@ LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
     const auto &n = g.node(i);
     loc_ = nodeLocation(n, i);
     for (const auto &in : n.input())
-      if (!in.empty() && !values_.count(in))
+      if (!in.empty() && !values_.count(in) && !state_.sequences.count(in))
         return emitError(loc_) << "input '" << in << "' is not defined before the node "
                                << "(undefined, or the graph is not topologically sorted / "
                                << "has a cycle)";
@@ -346,6 +346,9 @@ LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncO
   for (const auto &vi : g.output()) {
     auto it = values_.find(vi.name());
     Location loc = NameLoc::get(b_.getStringAttr("graph output '" + vi.name() + "'"));
+    if (it == values_.end() && state_.sequences.count(vi.name()))
+      return emitError(loc) << "is a sequence; ds plans return tensors (concatenate it with "
+                               "ConcatFromSequence, or return its elements)";
     if (it == values_.end())
       return emitError(loc) << "is not produced by any node";
     Value v = it->second;
@@ -381,7 +384,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   if (failed(handler(state_, n)))
     return failure();
   for (int i = 0; i < n.output_size(); ++i)
-    if (!n.output(i).empty() && !values_.count(n.output(i)))
+    if (!n.output(i).empty() && !values_.count(n.output(i)) &&
+        !state_.sequences.count(n.output(i)))
       return emitError(loc_) << "output " << i << " ('" << n.output(i)
                              << "') is not supported by ds";
   return success();
@@ -399,6 +403,7 @@ const HandlerTable &OnnxImporter::handlers() {
     registerReductionHandlers(t);
     registerQuantizationHandlers(t);
     registerLossHandlers(t);
+    registerSequenceHandlers(t);
     return t;
   }();
   return table;

@@ -24,6 +24,7 @@
 #include "ds/Plan/KernelBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -301,9 +302,60 @@ func::FuncOp OnnxImporter::createMain(const GraphInputs &inputs) {
   return mainFunc;
 }
 
+/// The graph's metadata_props (GraphProto field 16, newer than the ONNX
+/// this is built against, so read from the unknown fields when the
+/// descriptor lacks it).
+static std::vector<onnx::StringStringEntryProto> graphMetadata(const onnx::GraphProto &g) {
+  std::vector<onnx::StringStringEntryProto> out;
+  const auto *refl = g.GetReflection();
+  if (const auto *f = g.GetDescriptor()->FindFieldByName("metadata_props")) {
+    for (int i = 0; i < refl->FieldSize(g, f); ++i) {
+      onnx::StringStringEntryProto e;
+      if (e.ParseFromString(refl->GetRepeatedMessage(g, f, i).SerializeAsString()))
+        out.push_back(e);
+    }
+    return out;
+  }
+  const google::protobuf::UnknownFieldSet &unknown = refl->GetUnknownFields(g);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    onnx::StringStringEntryProto e;
+    if (f.number() == 16 && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        e.ParseFromString(f.length_delimited()))
+      out.push_back(e);
+  }
+  return out;
+}
+
+/// Initializers PyTorch 2's exporter says are not parameters: its graph
+/// signature (metadata "pkg.torch.export.ExportedProgram.graph_signature")
+/// lists each graph input as `name: PARAMETER target='module.path'`, or
+/// BUFFER (rotary inverse frequencies, running statistics) or
+/// CONSTANT_TENSOR, and the exporter names initializers by their target.
+static llvm::StringSet<> torchNonParameters(const onnx::GraphProto &g) {
+  llvm::StringSet<> names;
+  for (const auto &e : graphMetadata(g)) {
+    if (e.key() != "pkg.torch.export.ExportedProgram.graph_signature") continue;
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(e.value()).split(lines, '\n');
+    for (llvm::StringRef line : lines) {
+      for (llvm::StringRef kind : {": BUFFER target='", ": CONSTANT_TENSOR target='"}) {
+        size_t at = line.find(kind);
+        if (at == llvm::StringRef::npos) continue;
+        llvm::StringRef rest = line.drop_front(at + kind.size());
+        names.insert(rest.take_until([](char c) { return c == '\''; }));
+      }
+    }
+  }
+  return names;
+}
+
 // Initializers: float tensors are parameters (weights); the rest are
-// constants (index tables, shapes) that folding may use.
+// constants (index tables, shapes) that folding may use. A float
+// initializer PyTorch's exporter marks as a buffer or constant is a
+// ds.parameter with `ds.buffer`, which training does not update.
 LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
+  llvm::StringSet<> buffers = torchNonParameters(g);
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "'"));
     if (t.name().empty()) return emitError(loc) << "has no name";
@@ -312,9 +364,11 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
     FailureOr<TypedAttr> value = tensorAttr(t, loc);
     if (failed(value)) return failure();
     Type elem = cast<ShapedType>(value->getType()).getElementType();
-    if (isa<FloatType>(elem))
-      values_[t.name()] = ParameterOp::create(b_, loc, t.name(), *value).getResult();
-    else
+    if (isa<FloatType>(elem)) {
+      auto param = ParameterOp::create(b_, loc, t.name(), *value);
+      if (buffers.contains(t.name())) param->setAttr("ds.buffer", b_.getUnitAttr());
+      values_[t.name()] = param.getResult();
+    } else
       values_[t.name()] = ConstantOp::create(b_, loc, *value).getResult();
   }
   return success();

@@ -87,8 +87,9 @@ private:
   /// Whether `p` is trained. ONNX says nothing about trainability and
   /// PyTorch 2's exporter writes literals (Pow's exponent, a mask's fill
   /// value, GELU's 0.5) as initializers, so by default a float initializer
-  /// is trained unless it is a literal (at most one element) or frozen;
-  /// --parameters names the set exactly instead.
+  /// is trained unless it is a literal (at most one element), a buffer by
+  /// the exporter's graph signature, or frozen; --parameters names the set
+  /// exactly instead.
   bool selected(ParameterOp p, const llvm::StringSet<> &frozenSet,
                 const llvm::StringSet<> &only) const {
     if (!isa<FloatType>(p.getType().getElementType())) return false;
@@ -96,7 +97,10 @@ private:
       auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
       return only.contains(p.getSymName()) || (of && only.contains(of.getValue()));
     }
-    return !frozenSet.contains(p.getSymName()) && p.getType().getNumElements() > 1;
+    // PyTorch 2's exporter records which initializers are buffers (the
+    // importer marks them ds.buffer).
+    return !frozenSet.contains(p.getSymName()) && p.getType().getNumElements() > 1 &&
+           !p->hasAttr("ds.buffer");
   }
 
   /// ds.parameter (trainable) -> mutable global + global_load; tied copies

@@ -1,0 +1,98 @@
+"""Makes the committed Hugging Face exports and PyTorch's loss trajectories
+that test/E2E/hf_exports.py trains ds against (CI has no PyTorch 2.x).
+
+    bash bench/peers.sh --models gpt2   # once: makes bench/.venv (torch 2.x, transformers)
+    bench/.venv/bin/python test/E2E/hf_exports/make_hf_exports.py
+
+For each of GPT-2, Llama (GQA, RoPE) and BERT-MLM, tiny and randomly
+initialized: exports it with PyTorch 2's exporter as a user would
+(`torch.onnx.export(..., dynamo=True, optimize=False)`, opset 18), writes
+next-token (masked-LM: same-position) data, and trains the PyTorch model
+20 steps the way DeepSpeed would with the config below (AdamW, WarmupLR,
+clipping 1.0); writes NAME.onnx, NAME.npz (data) and NAME.json (config,
+losses, versions).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+import transformers as tf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from train_reference import train_torch  # noqa: E402
+
+STEPS, BATCH, SEQ, VOCAB = 20, 4, 16, 128
+CONFIG = {
+    "train_batch_size": BATCH, "train_micro_batch_size_per_gpu": BATCH,
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 1e-3, "warmup_num_steps": 4,
+                                                 "warmup_type": "linear"}},
+}
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model, kwargs):
+        super().__init__()
+        self.model, self.kwargs = model, kwargs
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, **self.kwargs).logits
+
+
+def models():
+    yield "gpt2", tf.GPT2LMHeadModel(tf.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)), {"use_cache": False}, True
+    yield "llama", tf.LlamaForCausalLM(tf.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ)), \
+        {"use_cache": False}, True
+    yield "bert", tf.BertForMaskedLM(tf.BertConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0)), {}, False
+
+
+def lm_loss(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def main():
+    for i, (name, model, kwargs, causal) in enumerate(models()):
+        torch.manual_seed(10 + i)
+        model.init_weights() if hasattr(model, "init_weights") else None
+        wrapped = Logits(model, kwargs)
+        rng = np.random.default_rng(20 + i)
+        tokens = rng.integers(0, VOCAB, (BATCH * STEPS, SEQ + 1)).astype(np.int64)
+        data = {"ids": tokens[:, :-1].copy(),
+                "labels": tokens[:, 1:].copy() if causal else tokens[:, :-1].copy()}
+        onnx_path = os.path.join(HERE, name + ".onnx")
+        torch.onnx.export(wrapped.eval(), (torch.zeros(BATCH, SEQ, dtype=torch.long),), onnx_path,
+                          input_names=["ids"], output_names=["logits"], opset_version=18,
+                          dynamo=True, optimize=False, external_data=False)
+        # Node metadata (stack traces, FX node names) is most of the file and
+        # means nothing to ds; the graph's (the export signature) stays.
+        m = onnx.load(onnx_path)
+        for node in m.graph.node:
+            del node.metadata_props[:]
+            node.doc_string = ""
+        onnx.save(m, onnx_path)
+        np.savez(os.path.join(HERE, name + ".npz"), **data)
+        losses = train_torch(wrapped.train(), CONFIG, data, STEPS, lm_loss)
+        record = {"config": CONFIG, "steps": STEPS, "losses": [float(l) for l in losses],
+                  "parameters": sum(p.numel() for p in model.parameters()),
+                  "export": "torch.onnx.export(dynamo=True, optimize=False, opset_version=18)",
+                  "torch": torch.__version__, "transformers": tf.__version__}
+        with open(os.path.join(HERE, name + ".json"), "w") as f:
+            json.dump(record, f, indent=1)
+        print(name, record["parameters"], "parameters, losses", record["losses"][:3], "...")
+
+
+if __name__ == "__main__":
+    main()

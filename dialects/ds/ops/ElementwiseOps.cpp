@@ -103,6 +103,11 @@ LogicalResult PowOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
   Value em1 = gb.sub(getRhs(), gb.scalar(elem, 1.0));
   Value da = gb.mul(gb.mul(g, getRhs()), PowOp::create(gb.b(), gb.loc(), getLhs(), em1));
   d[0] = gb.unbroadcast(da, typeOf(getLhs()));
+  // A constant exponent (PyTorch 2 writes x**3's 3 as an initializer) has
+  // no gradient; building a^e ln(a) for it anyway would be NaN wherever a
+  // is negative, though a^e itself is finite there for integer e.
+  if (Operation *def = getRhs().getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
+    return success();
   Value lna = LogOp::create(gb.b(), gb.loc(), getLhs().getType(), getLhs());
   d[1] = gb.unbroadcast(gb.mul(gb.mul(g, getResult()), lna), typeOf(getRhs()));
   return success();

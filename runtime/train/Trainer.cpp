@@ -108,12 +108,26 @@ struct StepRecord {
   double seconds, samplesPerSec;
 };
 
+/// A JSON number, or null for NaN and infinities (which JSON lacks); the
+/// name then goes into the record's "nonfinite" list with what it was.
+std::string jsonNumber(const char *name, double v, std::string &nonfinite) {
+  if (std::isfinite(v)) return absl::StrFormat("%.9g", v);
+  absl::StrAppend(&nonfinite, nonfinite.empty() ? "" : ", ", "\"", name, "\": \"",
+                  std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"), "\"");
+  return "null";
+}
+
 void logStep(std::FILE *log, const StepRecord &r) {
+  std::string nonfinite;
+  std::string loss = jsonNumber("loss", r.loss, nonfinite);
+  std::string lr = jsonNumber("lr", r.lr, nonfinite);
+  std::string norm = jsonNumber("grad_norm", r.gradNorm, nonfinite);
+  if (!nonfinite.empty()) nonfinite = ", \"nonfinite\": {" + nonfinite + "}";
   std::fprintf(log,
-               "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-               "\"time\": %.6f, \"samples_per_sec\": %.3f}\n",
-               static_cast<long long>(r.step), r.loss, r.lr, r.gradNorm, r.seconds,
-               r.samplesPerSec);
+               "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
+               "\"time\": %.6f, \"samples_per_sec\": %.3f%s}\n",
+               static_cast<long long>(r.step), loss.c_str(), lr.c_str(), norm.c_str(),
+               r.seconds, r.samplesPerSec, nonfinite.c_str());
   std::fflush(log);
 }
 

@@ -312,8 +312,18 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
 
 /// Outside training, --checkpoint-dir runs (or exports) the trained state.
 absl::Status loadTrainedState(Session &session) {
-  if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty())
+  if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty()) {
+    // An inference plan's weights are constants of the plan: a checkpoint
+    // has nothing to load into, and ignoring the flag would silently run
+    // the untrained weights.
+    if (!session.plan().plan().has_training())
+      return absl::InvalidArgumentError(
+          "--checkpoint-dir " + ck +
+          ": this is an inference plan (compiled without --config/--loss); its weights are "
+          "constants of the plan. Run the training plan with --checkpoint-dir and --inputs, or "
+          "export the trained model with --export-onnx and compile that");
     DS_RETURN_IF_ERROR(loadLatestCheckpoint(ck, session).status());
+  }
   if (std::string out = absl::GetFlag(FLAGS_export_onnx); !out.empty())
     DS_RETURN_IF_ERROR(exportOnnx(session, out));
   return absl::OkStatus();

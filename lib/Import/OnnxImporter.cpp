@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "onnx/defs/schema.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -435,6 +436,31 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   if (opset_ < kFullOpset && !unchangedSinceOpset1(n.op_type()))
     return emitError(loc_) << "op '" << n.op_type() << "' is read from opset " << kFullOpset
                            << " on; convert the model with onnx.version_converter";
+  // Arity by the op's ONNX schema at this opset: a handler reads the
+  // inputs it knows, so an extra one (Add with three) would be dropped
+  // silently. Only for opsets the linked ONNX library knows: for a newer
+  // one its latest schema may predate a change of the op's inputs.
+  const auto &known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto range = known.find("");
+  if (const onnx::OpSchema *schema =
+          range != known.end() && opset_ <= range->second.second
+              ? onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "")
+              : nullptr) {
+    if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
+      return emitError(loc_) << "has " << n.input_size() << " inputs; " << n.op_type()
+                             << " takes " << schema->min_input()
+                             << (schema->max_input() == schema->min_input()
+                                     ? std::string()
+                                     : " to " + std::to_string(schema->max_input()))
+                             << " at opset " << opset_;
+    if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
+      return emitError(loc_) << "has " << n.output_size() << " outputs; " << n.op_type()
+                             << " produces " << schema->min_output()
+                             << (schema->max_output() == schema->min_output()
+                                     ? std::string()
+                                     : " to " + std::to_string(schema->max_output()))
+                             << " at opset " << opset_;
+  }
   if (failed(handler(state_, n)))
     return failure();
   for (int i = 0; i < n.output_size(); ++i)

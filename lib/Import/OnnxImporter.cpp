@@ -275,6 +275,15 @@ FailureOr<SmallVector<int64_t>> OnnxImporter::inputShape(const onnx::ValueInfoPr
                           << "=d0,d1,...";
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto &d = tt.shape().dim(i);
+    if (i == 0 && (!d.has_dim_value() || d.dim_value() < 0) && opts_.batchSize > 0) {
+      // Say which dimension was fixed to what: a wrong guess shows here.
+      emitRemark(loc) << "dimension 0"
+                      << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
+                      << " is dynamic; fixed to " << opts_.batchSize << " by "
+                      << opts_.batchSource;
+      shape.push_back(opts_.batchSize);
+      continue;
+    }
     if (!d.has_dim_value() || d.dim_value() < 0)
       return emitError(loc) << "dimension " << i
                             << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")

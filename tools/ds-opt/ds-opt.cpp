@@ -178,6 +178,22 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       std::string error;
       if (!mlir::ds::parseBindInputSpec(spec, options, error)) return fail(error), nullptr;
     }
+    // Training: a dynamic batch dimension is the config's micro batch, as
+    // DeepSpeed feeds it. A config that does not read is reported with its
+    // key by the training pipeline; here it only means no default.
+    if (!configPath.empty()) {
+      std::string error;
+      bool inference = mlir::ds::asInferenceConfig(configPath, error).has_value();
+      if (!inference || !lossKind.empty()) {
+        auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize);
+        if (cfg && cfg->microBatchSize > 0) {
+          options.batchSize = cfg->microBatchSize;
+          options.batchSource = "train_micro_batch_size_per_gpu";
+        } else if (!cfg) {
+          llvm::consumeError(cfg.takeError());
+        }
+      }
+    }
     OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
     if (!module) fail("cannot import " + inputFilename);
     return module;

@@ -26,6 +26,11 @@ struct ImportOptions {
   int64_t foldLimit = 65536;
   /// Initializers at least this large become dense_resource blobs.
   int64_t resourceThresholdBytes = 1024;
+  /// A dynamic leading (batch) dimension of a graph input takes this size
+  /// when --input-shape does not fix it (training: the config's
+  /// train_micro_batch_size_per_gpu); 0: none. `batchSource` names it.
+  int64_t batchSize = 0;
+  std::string batchSource;
 };
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.

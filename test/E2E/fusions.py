@@ -54,20 +54,22 @@ inp = os.path.join(args.workdir, "in.npz")
 np.savez(inp, x=x)
 
 
-def compile_and_run(tag, extra):
+def compile_and_run(tag, extra, model=path, inputs=inp):
+    """The model compiled with `extra` flags and run: (outputs by name, plan dump)."""
     plan = os.path.join(args.workdir, tag + ".dsplan")
     out = os.path.join(args.workdir, tag + ".out.npz")
-    run(["ds-opt", path, "-o", plan] + extra)
-    run(["ds-run", plan, "--inputs", inp, "--outputs", out])
+    run(["ds-opt", model, "-o", plan] + extra)
+    run(["ds-run", plan, "--inputs", inputs, "--outputs", out])
     dump = subprocess.run(["ds-run", plan, "--dump"], check=True, capture_output=True,
                           text=True).stdout
-    return np.load(out)["y"], dump
+    return dict(np.load(out)), dump
 
 
 fused, fused_dump = compile_and_run("fused", [])
 unfused, unfused_dump = compile_and_run("unfused", ["--disable-fusion=epilogues",
                                                     "--disable-fusion=channels-last",
                                                     "--disable-fusion=elementwise"])
+fused, unfused = fused["y"], unfused["y"]
 err_torch = relative_error(fused, ref)
 diff = float(np.abs(fused - unfused).max())
 print("fused vs unfused max |diff| %.3g; fused vs PyTorch relative error %.3g" % (diff, err_torch))
@@ -124,13 +126,7 @@ np.savez(chain_in, x=xc, mask=maskc)
 
 
 def run_chains(tag, extra):
-    plan = os.path.join(args.workdir, tag + ".dsplan")
-    out = os.path.join(args.workdir, tag + ".out.npz")
-    run(["ds-opt", chain_path, "-o", plan] + extra)
-    run(["ds-run", plan, "--inputs", chain_in, "--outputs", out])
-    dump = subprocess.run(["ds-run", plan, "--dump"], check=True, capture_output=True,
-                          text=True).stdout
-    o = np.load(out)
+    o, dump = compile_and_run(tag, extra, chain_path, chain_in)
     return o["y"], o["m"], dump
 
 

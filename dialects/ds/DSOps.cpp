@@ -202,8 +202,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     if (!transposed) continue;
     if (shape.size() < 2)
       return emitOptionalError(loc, "transpose_", what, " needs an operand of rank >= 2");
-    if (!isa<FloatType>(a.getElementType()) || a.getElementType().getIntOrFloatBitWidth() < 32)
-      return emitOptionalError(loc, "transpose_", what, " needs f32 or f64 operands");
+    if (!isa<FloatType>(a.getElementType()))
+      return emitOptionalError(loc, "transpose_", what, " needs float operands");
     std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
   }
   ArrayRef<int64_t> as = aShape, bs = bShape;
@@ -980,7 +980,9 @@ LogicalResult AdamUpdateOp::verify() {
   if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
       getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
     return emitOpError("param, grad, m, v and the results must have one type");
-  return checkScalars(*this, {getLr(), getStepSize(), getBias2Sqrt(), getGradScale()});
+  SmallVector<Value> scalars{getLr(), getStepSize(), getBias2Sqrt(), getGradScale()};
+  if (getFoundInf()) scalars.push_back(getFoundInf());
+  return checkScalars(*this, scalars);
 }
 
 LogicalResult SgdUpdateOp::verify() {
@@ -988,7 +990,9 @@ LogicalResult SgdUpdateOp::verify() {
   if (getGrad().getType() != t || getBuf().getType() != t || getNewParam().getType() != t ||
       getNewBuf().getType() != t)
     return emitOpError("param, grad, buf and the results must have one type");
-  return checkScalars(*this, {getLr(), getGradScale(), getFirst()});
+  SmallVector<Value> scalars{getLr(), getGradScale(), getFirst()};
+  if (getFoundInf()) scalars.push_back(getFoundInf());
+  return checkScalars(*this, scalars);
 }
 
 #define GET_OP_CLASSES

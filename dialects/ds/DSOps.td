@@ -296,7 +296,10 @@ def DS_MatmulOp : DS_Op<"matmul",
 
     **Constraints:**
     - operands are float, i32 or i64 tensors of rank >= 1 with the same element type.
-    - a transposed operand has rank >= 2 and is f32 or f64.
+    - a transposed operand has rank >= 2 and is a float tensor.
+
+    bf16 and f16 products sum in f32 and round the result once (fp32
+    accumulation, as 16-bit GEMMs on CPUs and tensor cores do).
     - the contraction dimensions agree.
     - batch dimensions broadcast; the result has the numpy.matmul shape.
   }];
@@ -917,20 +920,27 @@ def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure], DS_OwnStep> {
     runtime supplies `step_size = lr / (1 - beta1^t)` and
     `bias2_sqrt = sqrt(1 - beta2^t)` (torch.optim.AdamW's arithmetic).
 
+    With `found_inf` given and not 0 (the gradients overflowed: their norm
+    is inf or NaN) the step changes nothing: the results are the operands,
+    as an overflowing fp16 step is skipped (DeepSpeed's loss scaler, torch's
+    fused optimizers' `found_inf`) and a non-finite fp32 step is refused.
+
     **Constraints:**
     - `param`, `grad`, `m` and `v` have one type; the results are
       `param`, `m` and `v` of that type.
-    - `lr`, `step_size`, `bias2_sqrt` and `grad_scale` are f32 scalars.
+    - `lr`, `step_size`, `bias2_sqrt`, `grad_scale` and `found_inf` are f32
+      scalars.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$m,
                    DS_FloatTensor:$v, DS_FloatTensor:$lr, DS_FloatTensor:$step_size,
                    DS_FloatTensor:$bias2_sqrt, DS_FloatTensor:$grad_scale,
+                   Optional<DS_FloatTensor>:$found_inf,
                    F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
                    BoolAttr:$decoupled);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m, DS_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step_size `,` $bias2_sqrt `,` $grad_scale
-    attr-dict `:` functional-type(operands, results)
+    (`found_inf` $found_inf^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -942,19 +952,23 @@ def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure], DS_OwnStep> {
     `buf = first ? d : momentum buf + (1 - dampening) d` and
     `d = nesterov ? d + momentum buf : buf`; `param -= lr d`.
 
+    `found_inf` as in `ds.adam_update`: not 0 leaves everything unchanged.
+
     **Constraints:**
     - `param`, `grad` and `buf` have one type; the results are `param` and
       `buf` of that type.
-    - `lr`, `grad_scale` and `first` (1 on the first step) are f32 scalars.
+    - `lr`, `grad_scale`, `first` (1 on the first step) and `found_inf` are
+      f32 scalars.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$buf,
                    DS_FloatTensor:$lr, DS_FloatTensor:$grad_scale, DS_FloatTensor:$first,
+                   Optional<DS_FloatTensor>:$found_inf,
                    F64Attr:$momentum, F64Attr:$dampening, BoolAttr:$nesterov,
                    F64Attr:$weight_decay);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
   let assemblyFormat = [{
-    $param `,` $grad `,` $buf `,` $lr `,` $grad_scale `,` $first attr-dict `:`
-    functional-type(operands, results)
+    $param `,` $grad `,` $buf `,` $lr `,` $grad_scale `,` $first
+    (`found_inf` $found_inf^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -216,6 +216,83 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
+/// A section's object, or null when absent; `error` set when not an object.
+const json::Object *section(Reader &r, llvm::StringRef key, llvm::Error &error) {
+  const json::Value *v = r.get(key);
+  if (!v) return nullptr;
+  if (const json::Object *o = v->getAsObject()) return o;
+  error = r.error(key, "expected an object");
+  return nullptr;
+}
+
+/// A flag ds accepts only at the value it implements.
+llvm::Error onlyValue(Reader &r, llvm::StringRef key, bool supported, llvm::StringRef why) {
+  bool v = supported;
+  DS_CHECK(r.boolean(key, v));
+  if (v == supported) return llvm::Error::success();
+  return r.error(key, (llvm::Twine(v ? "true" : "false") + " is not supported: " + why).str());
+}
+
+/// "bf16" (or its old name "bfloat16") and "fp16", with DeepSpeed's keys
+/// and defaults (deepspeed/runtime/precision_config.py).
+llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  llvm::StringRef bf16Key = top.has("bf16") || !top.has("bfloat16") ? "bf16" : "bfloat16";
+  if (top.has("bf16") && top.has("bfloat16"))
+    return top.error("bfloat16", "is the old name of bf16; give only one of them");
+  bool bf16 = false, fp16 = false;
+  if (const json::Object *o = section(top, bf16Key, err)) {
+    Reader r(o, bf16Key.str(), top.file());
+    DS_CHECK(r.boolean("enabled", bf16));
+    // ds accumulates gradients in fp32 and checks every step's gradient
+    // norm for inf/NaN anyway, so these two change nothing.
+    bool ignored = false;
+    DS_CHECK(r.boolean("immediate_grad_update", ignored));
+    DS_CHECK(r.boolean("check_grad_overflow", ignored));
+    DS_CHECK(onlyValue(r, "bf16_master_weights_and_grads", false,
+                       "ds keeps fp32 master weights and gradients"));
+    DS_CHECK(onlyValue(r, "bf16_optimizer_states", false, "ds keeps fp32 optimizer state"));
+    DS_CHECK(r.finish());
+  }
+  if (err) return err;
+  PrecisionConfig &p = c.precision;
+  if (const json::Object *o = section(top, "fp16", err)) {
+    Reader r(o, "fp16", top.file());
+    DS_CHECK(r.boolean("enabled", fp16));
+    DS_CHECK(onlyValue(r, "auto_cast", false,
+                       "ds casts where its precision pass decides, not the model's inputs"));
+    DS_CHECK(r.number("loss_scale", p.lossScale, false, /*nonNegative=*/true));
+    DS_CHECK(r.integer("initial_scale_power", p.initialScalePower));
+    if (p.initialScalePower < 0 || p.initialScalePower > 126)
+      return r.error("initial_scale_power",
+                     llvm::formatv("must be in [0, 126], got {0}", p.initialScalePower).str());
+    DS_CHECK(r.integer("loss_scale_window", p.lossScaleWindow, /*positive=*/true));
+    DS_CHECK(r.integer("hysteresis", p.hysteresis, /*positive=*/true));
+    DS_CHECK(r.boolean("consecutive_hysteresis", p.consecutiveHysteresis));
+    DS_CHECK(r.number("min_loss_scale", p.minLossScale, /*positive=*/true));
+    DS_CHECK(onlyValue(r, "fp16_master_weights_and_grads", false,
+                       "ds keeps fp32 master weights and gradients"));
+    DS_CHECK(r.finish());
+  }
+  if (err) return err;
+  if (bf16 && fp16)
+    return top.error("fp16", (llvm::Twine("and ") + bf16Key +
+                              " are both enabled; enable one of them").str());
+  p.kind = bf16 ? PrecisionConfig::Kind::BF16
+                : fp16 ? PrecisionConfig::Kind::FP16 : PrecisionConfig::Kind::FP32;
+  // Gradient collectives carry fp32 (ds accumulates gradients in fp32).
+  std::string comm;
+  DS_CHECK(top.string("communication_data_type", comm));
+  std::string lower = llvm::StringRef(comm).lower();
+  if (!comm.empty() && lower != "fp32" && lower != "fp16" && lower != "bf16")
+    return top.error("communication_data_type",
+                     "expected \"fp32\", \"fp16\" or \"bf16\", got \"" + comm + "\"");
+  if (!comm.empty() && lower != "fp32")
+    return top.error("communication_data_type",
+                     "\"" + comm + "\" is not supported yet: ds reduces gradients in fp32");
+  return llvm::Error::success();
+}
+
 /// zero_optimization: the stage and DeepSpeed's bucketing, overlap and
 /// stage-3 knobs; keys of other features are refused naming the key.
 llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
@@ -391,7 +468,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   Reader r(root, "", name.str());
 
   // Sections other issues implement: refused while enabled.
-  for (llvm::StringRef key : {"fp16", "bf16", "amp", "activation_checkpointing",
+  for (llvm::StringRef key : {"amp", "activation_checkpointing",
                               "tensor_parallel", "pipeline", "compression_training",
                               "sparse_attention", "curriculum_learning", "data_efficiency",
                               "flops_profiler", "autotuning", "elasticity"}) {
@@ -399,10 +476,11 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
       return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
   }
   DS_CHECK(readZeroOptimization(r, c));
+  DS_CHECK(readPrecision(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
   for (llvm::StringRef key : {"wall_clock_breakdown", "dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
-                              "communication_data_type", "tensorboard", "wandb",
+                              "tensorboard", "wandb",
                               "csv_monitor", "comms_logger"})
     (void)r.get(key);
 
@@ -437,9 +515,9 @@ std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &pa
     return std::nullopt;
   }
   const json::Object *root = parsed->getAsObject();
-  // deepspeed.init_inference's config: a tensor-parallel section and no
+  // deepspeed.init_inference's config: a tensor-parallel section or a dtype, and no
   // training keys.
-  if (!root || (!root->get("tensor_parallel") && !root->get("mp_size")) ||
+  if (!root || (!root->get("tensor_parallel") && !root->get("mp_size") && !root->get("dtype")) ||
       root->get("train_batch_size") || root->get("train_micro_batch_size_per_gpu") ||
       root->get("optimizer"))
     return std::nullopt;
@@ -468,14 +546,37 @@ std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &pa
   if (mp) c.tpSize = mp; // the older spelling
   if (const json::Value *d = r.get("dtype")) {
     std::optional<llvm::StringRef> s = d->getAsString();
-    if (!s || (*s != "fp32" && *s != "float32" && *s != "torch.float32" && *s != "float")) {
-      error = path + ": dtype: only fp32 inference is supported yet";
+    std::optional<PrecisionConfig::Kind> k = s ? parseDtypeName(*s) : std::nullopt;
+    if (!k) {
+      error = path + ": dtype: expected fp32, bf16 or fp16 (or DeepSpeed's other spellings: "
+                     "float32, bfloat16, float16, half, torch.float16, ...)";
       return InferenceConfig{};
     }
+    c.dtype = *k;
   }
   // Kernel injection is what ds does anyway (its kernels are compiled).
   bool inject = false;
   if (!check(r.boolean("replace_with_kernel_inject", inject)) || !check(r.finish()))
     return InferenceConfig{};
   return c;
+}
+
+const char *mlir::ds::precisionName(PrecisionConfig::Kind k) {
+  switch (k) {
+  case PrecisionConfig::Kind::BF16: return "bf16";
+  case PrecisionConfig::Kind::FP16: return "fp16";
+  case PrecisionConfig::Kind::FP32: break;
+  }
+  return "fp32";
+}
+
+std::optional<PrecisionConfig::Kind> mlir::ds::parseDtypeName(llvm::StringRef name) {
+  // DeepSpeed's DtypeEnum spellings.
+  for (llvm::StringRef n : {"fp32", "float32", "float", "torch.float32"})
+    if (name == n) return PrecisionConfig::Kind::FP32;
+  for (llvm::StringRef n : {"bf16", "bfloat16", "bfloat", "torch.bfloat16"})
+    if (name == n) return PrecisionConfig::Kind::BF16;
+  for (llvm::StringRef n : {"fp16", "float16", "half", "torch.float16"})
+    if (name == n) return PrecisionConfig::Kind::FP16;
+  return std::nullopt;
 }

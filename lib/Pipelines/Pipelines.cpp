@@ -24,6 +24,11 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   pm.addPass(createFoldConstantsPass(fold));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.precision != "fp32") {
+    MixedPrecisionPassOptions mp;
+    mp.dtype = options.precision;
+    pm.addPass(createMixedPrecisionPass(mp));
+  }
   auto enabled = [&](const char *name) {
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };

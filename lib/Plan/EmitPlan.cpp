@@ -350,6 +350,16 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_zero_stage(i64("zero_stage"));
   t.set_gradient_clipping(f64("gradient_clipping"));
   t.set_steps_per_print(i64("steps_per_print"));
+  t.set_precision(str("precision").str());
+  if (str("precision") == "fp16") {
+    plan::LossScaler *ls = t.mutable_loss_scaler();
+    ls->set_static_scale(f64("loss_scale"));
+    ls->set_initial_scale(f64("initial_loss_scale"));
+    ls->set_scale_window(i64("loss_scale_window"));
+    ls->set_hysteresis(i64("hysteresis"));
+    ls->set_consecutive_hysteresis(flag("consecutive_hysteresis"));
+    ls->set_min_scale(f64("min_loss_scale"));
+  }
   plan::Optimizer *o = t.mutable_optimizer();
   StringRef kind = str("optimizer");
   o->set_kind(kind == "sgd" ? plan::Optimizer::SGD

@@ -10,6 +10,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace mlir::ds {
@@ -347,10 +348,23 @@ private:
       wrtNames.push_back(in);
     }
     Type elem = typeOf(loss).getElementType();
+    auto scalarType = RankedTensorType::get({}, elem);
     Value seed = ConstantOp::create(
         b, loc,
-        DenseElementsAttr::get(RankedTensorType::get({}, elem),
+        DenseElementsAttr::get(scalarType,
                                b.getFloatAttr(elem, 1.0 / config_.gradientAccumulationSteps)));
+    if (lossScaled()) {
+      // fp16: the backward starts from the loss scale (DeepSpeed's
+      // scale_loss), so small gradients survive 16-bit products.
+      unsigned idx = step.getNumArguments();
+      if (!elem.isF32()) return main.emitError("fp16 loss scaling needs an f32 loss, got ") << elem;
+      if (failed(step.insertArgument(
+              idx, scalarType,
+              b.getDictionaryAttr({b.getNamedAttr("ds.name", b.getStringAttr("loss_scale"))}),
+              loc)))
+        return failure();
+      seed = MulOp::create(b, loc, seed, step.getArgument(idx));
+    }
     FailureOr<SmallVector<Value>> grads = differentiate(b, loss, seed, wrt);
     if (failed(grads)) return failure();
 
@@ -395,6 +409,7 @@ private:
     SmallVector<std::string> scalarNames =
         sgd ? SmallVector<std::string>{"lr", "first"}
             : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
+    if (lossScaled()) scalarNames.push_back("inv_loss_scale");
     SmallVector<Type> argTypes(scalarNames.size(), f32);
     auto fn = func::FuncOp::create(mb, loc, "optimizer_step",
                                    mb.getFunctionType(argTypes, {f32}));
@@ -432,6 +447,10 @@ private:
     auto normOp = SqrtOp::create(b, loc, f32, sumSq);
     normOp->setAttr(kGradNormAttr, b.getUnitAttr());
     Value norm = normOp;
+    // fp16: the gradients carry the loss scale; the norm and the update
+    // use them unscaled (DeepSpeed's unscale_and_clip_grads).
+    Value invScale = lossScaled() ? body->getArgument(scalarNames.size() - 1) : Value();
+    if (invScale) norm = MulOp::create(b, loc, norm, invScale);
     Value gscale = scalar(1.0);
     if (config_.gradientClipping > 0) {
       // coef = max_norm / (norm + 1e-6), applied only when below 1.
@@ -439,6 +458,15 @@ private:
                                  AddOp::create(b, loc, norm, scalar(1e-6)));
       gscale = MinOp::create(b, loc, coef, scalar(1.0));
     }
+    if (invScale) gscale = MulOp::create(b, loc, gscale, invScale);
+    // An inf or NaN anywhere in the gradients makes the norm non-finite:
+    // then no parameter or state changes (the step is skipped; ds-run stops
+    // unless a loss scaler handles the overflow).
+    auto i1 = RankedTensorType::get({}, b.getI1Type());
+    Value isNan = IsNanOp::create(b, loc, i1, norm);
+    Value isInf = IsInfOp::create(b, loc, i1, norm);
+    Value nonFinite = OrOp::create(b, loc, i1, isNan, isInf);
+    Value foundInf = CastOp::create(b, loc, f32, nonFinite);
     auto global = [&](const std::string &name, Type t) {
       auto g = stateGlobal(module, name, t);
       return SymbolRefAttr::get(g.getSymNameAttr());
@@ -453,7 +481,7 @@ private:
         Value buf = ml_program::GlobalLoadOp::create(b, loc, t, bsym);
         auto upd = SgdUpdateOp::create(
             b, loc, TypeRange{t, t}, param, g, buf, body->getArgument(0), gscale,
-            body->getArgument(1), b.getF64FloatAttr(opt.momentum), b.getF64FloatAttr(opt.dampening),
+            body->getArgument(1), foundInf, b.getF64FloatAttr(opt.momentum), b.getF64FloatAttr(opt.dampening),
             b.getBoolAttr(opt.nesterov), b.getF64FloatAttr(opt.weightDecay));
         ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
         ml_program::GlobalStoreOp::create(b, loc, bsym, upd.getNewBuf());
@@ -463,7 +491,8 @@ private:
         Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
         auto upd = AdamUpdateOp::create(
             b, loc, TypeRange{t, t, t}, param, g, m, v, body->getArgument(0),
-            body->getArgument(1), body->getArgument(2), gscale, b.getF64FloatAttr(opt.beta1),
+            body->getArgument(1), body->getArgument(2), gscale, foundInf,
+            b.getF64FloatAttr(opt.beta1),
             b.getF64FloatAttr(opt.beta2), b.getF64FloatAttr(opt.eps),
             b.getF64FloatAttr(opt.weightDecay), b.getBoolAttr(opt.decoupledWeightDecay));
         ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
@@ -517,6 +546,15 @@ private:
                        b.getI64IntegerAttr(config_.stage3MaxReuseDistance)),
         b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
         b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(config_.stepsPerPrint)),
+        b.getNamedAttr("precision", b.getStringAttr(precisionName(config_.precision.kind))),
+        b.getNamedAttr("loss_scale", b.getF64FloatAttr(config_.precision.lossScale)),
+        b.getNamedAttr("initial_loss_scale",
+                       b.getF64FloatAttr(std::ldexp(1.0, config_.precision.initialScalePower))),
+        b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(config_.precision.lossScaleWindow)),
+        b.getNamedAttr("hysteresis", b.getI64IntegerAttr(config_.precision.hysteresis)),
+        b.getNamedAttr("consecutive_hysteresis",
+                       b.getBoolAttr(config_.precision.consecutiveHysteresis)),
+        b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(config_.precision.minLossScale)),
         b.getNamedAttr("optimizer", b.getStringAttr(kind)),
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
@@ -540,6 +578,10 @@ private:
     };
     module->setAttr("ds.training", b.getDictionaryAttr(attrs));
   }
+
+  /// fp16 trains with a loss scale: the micro step takes it, the
+  /// optimizer step its reciprocal.
+  bool lossScaled() const { return config_.precision.kind == PrecisionConfig::Kind::FP16; }
 
   TrainingConfig config_;
   SmallVector<Parameter> params_;

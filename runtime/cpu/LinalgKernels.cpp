@@ -10,7 +10,10 @@
 #include <dnnl.h>
 #endif
 
+#include <memory>
+
 #include "runtime/cpu/KernelRegistry.h"
+#include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt::cpu {
 namespace {
@@ -36,8 +39,9 @@ absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
     flag = on != 0;
     if (!flag) continue;
     if (shape.size() < 2) return c.error(absl::StrCat(name, " needs an operand of rank >= 2"));
-    if (c.in[0].dtype != plan::F32 && c.in[0].dtype != plan::F64)
-      return c.error(absl::StrCat(name, " needs f32 or f64 operands"));
+    if (c.in[0].dtype != plan::F32 && c.in[0].dtype != plan::F64 &&
+        c.in[0].dtype != plan::BF16 && c.in[0].dtype != plan::F16)
+      return c.error(absl::StrCat(name, " needs float operands"));
     std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
   }
   bool aVec = a.size() == 1, bVec = b.size() == 1;
@@ -183,6 +187,47 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
   });
 }
 
+/// bf16 / f16 products: operands widened to f32 (exact), the f32 GEMM
+/// sums, the result rounded to nearest even once: fp32 accumulation, as
+/// 16-bit GEMMs do. The widened copies live with the step.
+absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, MatmulGeometry g) {
+  const bool bf16 = c.in[0].dtype == plan::BF16;
+  struct Scratch {
+    std::vector<float> a, b, o;
+  };
+  auto scratch = std::make_shared<Scratch>();
+  scratch->a.resize(c.in[0].numel);
+  scratch->b.resize(c.in[1].numel);
+  scratch->o.resize(c.out[0].numel);
+  std::vector<TensorView> in = {c.in[0], c.in[1]}, out = {c.out[0]};
+  for (auto [view, buf] : {std::pair<TensorView &, std::vector<float> &>{in[0], scratch->a},
+                           {in[1], scratch->b}, {out[0], scratch->o}}) {
+    view.dtype = plan::F32;
+    view.data = buf.data();
+  }
+  KernelContext wide{c.step, in, out};
+  DS_ASSIGN_OR_RETURN(PreparedStep product, makeMatmul<float>(wide, std::move(g)));
+  const uint16_t *a = c.in[0].as<uint16_t>(), *b = c.in[1].as<uint16_t>();
+  uint16_t *o = c.out[0].as<uint16_t>();
+  return PreparedStep([=] {
+    auto widen = [&](const uint16_t *src, float *dst, int64_t n) {
+      parallelFor(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          dst[i] = bf16 ? math::bf16ToFloat(src[i]) : math::halfToFloat(src[i]);
+      });
+    };
+    widen(a, scratch->a.data(), static_cast<int64_t>(scratch->a.size()));
+    widen(b, scratch->b.data(), static_cast<int64_t>(scratch->b.size()));
+    DS_RETURN_IF_ERROR(product());
+    const float *wo = scratch->o.data();
+    parallelFor(static_cast<int64_t>(scratch->o.size()), 1 << 14, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        o[i] = bf16 ? math::floatToBf16(wo[i]) : math::floatToHalf(wo[i]);
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
   if (c.in[0].dtype != c.in[1].dtype || c.out[0].dtype != c.in[0].dtype)
@@ -191,6 +236,8 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
   switch (c.in[0].dtype) {
   case plan::F32: return makeMatmul<float>(c, std::move(g));
   case plan::F64: return makeMatmul<double>(c, std::move(g));
+  case plan::BF16:
+  case plan::F16: return makeMatmul16(c, std::move(g));
   case plan::I32: return makeMatmul<int32_t>(c, std::move(g));
   case plan::I64: return makeMatmul<int64_t>(c, std::move(g));
   default:

@@ -307,13 +307,17 @@ absl::StatusOr<PreparedStep> prepareInsertSlice(const KernelContext &c) {
   });
 }
 
-absl::Status checkUpdate(const KernelContext &c, size_t tensors, size_t scalars) {
-  DS_RETURN_IF_ERROR(c.expectArity(tensors + scalars, tensors + scalars, tensors - 1));
+/// Checks an update step: `tensors` same-shaped f32 tensors, then `scalars`
+/// f32 scalars and optionally found_inf (one more f32 scalar); returns
+/// found_inf, or null when the step has none.
+absl::StatusOr<const float *> checkUpdate(const KernelContext &c, size_t tensors,
+                                          size_t scalars) {
+  DS_RETURN_IF_ERROR(c.expectArity(tensors + scalars, tensors + scalars + 1, tensors - 1));
   for (size_t i = 0; i < tensors; ++i) {
     DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
     DS_RETURN_IF_ERROR(c.expectShape(c.in[i], c.in[0].shape, "operand"));
   }
-  for (size_t i = tensors; i < tensors + scalars; ++i) {
+  for (size_t i = tensors; i < c.in.size(); ++i) {
     DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "scalar"));
     DS_RETURN_IF_ERROR(c.expectShape(c.in[i], {}, "scalar"));
   }
@@ -321,12 +325,34 @@ absl::Status checkUpdate(const KernelContext &c, size_t tensors, size_t scalars)
     DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "result"));
     DS_RETURN_IF_ERROR(c.expectShape(t, c.in[0].shape, "result"));
   }
-  return absl::OkStatus();
+  return c.in.size() > tensors + scalars ? c.in.back().as<float>() : nullptr;
 }
+
+/// What a skipped step (found_inf set) does: every result keeps its
+/// operand's value. Results pair with operands 0, 2, 3, ... (operand 1 is
+/// the gradient); in-place results need no copy.
+struct KeepOperands {
+  struct Copy {
+    const void *src;
+    void *dst;
+    uint64_t bytes;
+  };
+  std::vector<Copy> copies;
+  explicit KeepOperands(const KernelContext &c) {
+    for (size_t r = 0; r < c.out.size(); ++r) {
+      const TensorView &src = c.in[r == 0 ? 0 : r + 1];
+      if (src.data != c.out[r].data) copies.push_back({src.data, c.out[r].data, c.out[r].bytes()});
+    }
+  }
+  absl::Status operator()() const {
+    for (const Copy &k : copies) std::memmove(k.dst, k.src, k.bytes);
+    return absl::OkStatus();
+  }
+};
 
 // adam_update(p, g, m, v, lr, step_size, bias2_sqrt, grad_scale) -> (p, m, v)
 absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(checkUpdate(c, 4, 4));
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 4, 4));
   DS_ASSIGN_OR_RETURN(double b1, c.floatAttr("beta1"));
   DS_ASSIGN_OR_RETURN(double b2, c.floatAttr("beta2"));
   DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("eps"));
@@ -338,7 +364,9 @@ absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
               *gsp = c.in[7].as<float>();
   float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
   int64_t n = c.in[0].numel;
+  KeepOperands keep(c);
   return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
     const float lr = *lrp, stepSize = *ssp, bias2 = *bcp, gs = *gsp;
     const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
     const float epsf = static_cast<float>(eps), wdf = static_cast<float>(wd);
@@ -364,7 +392,7 @@ absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
 
 // sgd_update(p, g, buf, lr, grad_scale, first) -> (p, buf)
 absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(checkUpdate(c, 3, 3));
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 3, 3));
   DS_ASSIGN_OR_RETURN(double mom, c.floatAttr("momentum"));
   DS_ASSIGN_OR_RETURN(double damp, c.floatAttr("dampening"));
   DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
@@ -373,7 +401,9 @@ absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
   const float *lrp = c.in[3].as<float>(), *gsp = c.in[4].as<float>(), *fp = c.in[5].as<float>();
   float *po = c.out[0].as<float>(), *bo = c.out[1].as<float>();
   int64_t n = c.in[0].numel;
+  KeepOperands keep(c);
   return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
     const float lr = *lrp, gs = *gsp, m = static_cast<float>(mom), dmp = static_cast<float>(damp);
     const float wdf = static_cast<float>(wd);
     const bool first = *fp != 0.0f;

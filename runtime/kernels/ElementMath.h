@@ -130,7 +130,8 @@ struct Xor { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { ret
 // ---- unary -----------------------------------------------------------------
 struct Neg { template <class T> DS_HOST_DEVICE T operator()(T x) const { return -x; } };
 struct Abs { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x < 0 ? -x : x; } };
-struct Relu { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x > 0 ? x : T(0); } };
+// NaN stays NaN (torch.relu, numpy.maximum(x, 0)): a NaN must not vanish into a 0.
+struct Relu { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; } };
 struct Sqrt { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sqrt(x); } };
 struct Reciprocal { template <class T> DS_HOST_DEVICE T operator()(T x) const { return T(1) / x; } };
 struct Exp { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::exp(x); } };

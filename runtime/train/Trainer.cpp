@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
+#include "runtime/train/LossScaler.h"
 #include "runtime/train/Schedule.h"
 #include "runtime/train/StopSignals.h"
 
@@ -72,14 +74,17 @@ absl::StatusOr<DataLoader> openData(Session &session, const TrainOptions &o) {
 }
 
 /// With --resume, loads the latest checkpoint (if the directory has one)
-/// into the session and the data cursor; returns the step to continue from.
-absl::StatusOr<int64_t> resume(Session &session, const TrainOptions &o, DataLoader &data) {
-  if (!o.resume) return 0;
+/// into the session and the data cursor; returns its metadata (nullopt when
+/// starting afresh).
+absl::StatusOr<std::optional<ds::plan::CheckpointMeta>> resume(Session &session,
+                                                               const TrainOptions &o,
+                                                               DataLoader &data) {
+  if (!o.resume) return std::nullopt;
   if (o.checkpointDir.empty())
     return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
   auto meta = loadLatestCheckpoint(o.checkpointDir, session);
   if (!meta.ok() && meta.status().code() != absl::StatusCode::kNotFound) return meta.status();
-  if (!meta.ok()) return 0;
+  if (!meta.ok()) return std::nullopt;
   if (meta->shuffle() != o.shuffle || (o.shuffle && meta->seed() != o.seed))
     return absl::InvalidArgumentError(absl::StrCat(
         "the checkpoint was taken with ", meta->shuffle() ? "--shuffle --seed " : "in-order data",
@@ -87,7 +92,7 @@ absl::StatusOr<int64_t> resume(Session &session, const TrainOptions &o, DataLoad
   data.setCursor(meta->data_cursor());
   std::fprintf(stderr, "ds-run: resumed from %s at step %lld\n", o.checkpointDir.c_str(),
                static_cast<long long>(meta->step()));
-  return meta->step();
+  return *std::move(meta);
 }
 
 /// The JSONL log, appended to when resuming; only rank 0 writes one.
@@ -106,6 +111,10 @@ struct StepRecord {
   double loss, lr;
   float gradNorm;
   double seconds, samplesPerSec;
+  /// fp16: the loss scale the step ran with, and whether its gradients
+  /// overflowed so the update was skipped. lossScale 0: no scaler.
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 /// A JSON number, or null for NaN and infinities (which JSON lacks); the
@@ -123,11 +132,15 @@ void logStep(std::FILE *log, const StepRecord &r) {
   std::string lr = jsonNumber("lr", r.lr, nonfinite);
   std::string norm = jsonNumber("grad_norm", r.gradNorm, nonfinite);
   if (!nonfinite.empty()) nonfinite = ", \"nonfinite\": {" + nonfinite + "}";
+  std::string scaler;
+  if (r.lossScale > 0)
+    scaler = absl::StrFormat(", \"loss_scale\": %.9g, \"skipped\": %s", r.lossScale,
+                             r.skipped ? "true" : "false");
   std::fprintf(log,
                "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
-               "\"time\": %.6f, \"samples_per_sec\": %.3f%s}\n",
+               "\"time\": %.6f, \"samples_per_sec\": %.3f%s%s}\n",
                static_cast<long long>(r.step), loss.c_str(), lr.c_str(), norm.c_str(),
-               r.seconds, r.samplesPerSec, nonfinite.c_str());
+               r.seconds, r.samplesPerSec, scaler.c_str(), nonfinite.c_str());
   std::fflush(log);
 }
 
@@ -152,10 +165,14 @@ public:
     if (!on_) return;
     const double elapsed = secondsSince(start_);
     const double eta = elapsed / std::max<int64_t>(1, r.step - first_) * (total_ - r.step);
+    const std::string scaler =
+        r.lossScale > 0
+            ? absl::StrFormat(" | loss_scale %g%s", r.lossScale, r.skipped ? " (skipped)" : "")
+            : std::string();
     const std::string text = absl::StrFormat(
-        "step %d/%d | loss %.5f | lr %.3e | grad_norm %.4g | %.1f samples/s | elapsed %s | "
+        "step %d/%d | loss %.5f | lr %.3e | grad_norm %.4g%s | %.1f samples/s | elapsed %s | "
         "ETA %s",
-        r.step, total_, r.loss, r.lr, r.gradNorm, r.samplesPerSec, clockTime(elapsed),
+        r.step, total_, r.loss, r.lr, r.gradNorm, scaler, r.samplesPerSec, clockTime(elapsed),
         clockTime(eta));
     const bool line = r.step % every_ == 0 || r.step == total_;
     if (terminal_) {
@@ -196,7 +213,24 @@ class TrainingRun {
 public:
   TrainingRun(Session &session, const TrainOptions &o, DataLoader data)
       : session_(session), o_(o), p_(session.plan().plan()), t_(p_.training()),
-        comm_(session.comm()), data_(std::move(data)) {}
+        comm_(session.comm()), data_(std::move(data)) {
+    if (t_.precision() == "fp16") scaler_.emplace(t_.loss_scaler());
+  }
+
+  /// Continues from a checkpoint's step counts and loss scaler.
+  absl::Status restore(const ds::plan::CheckpointMeta &meta) {
+    // Plans without a scaler apply every step they do (a non-finite one
+    // stops the run).
+    applied_ = meta.has_loss_scaler() ? meta.applied_steps() : meta.step();
+    if (applied_ < 0 || applied_ > meta.step())
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the checkpoint says %d of its %d steps were applied", applied_, meta.step()));
+    if (scaler_ && meta.has_loss_scaler()) return scaler_->restore(meta.loss_scaler());
+    if (scaler_)
+      std::fprintf(stderr, "ds-run: the checkpoint has no loss scaler state; starting from "
+                           "the configured initial loss scale\n");
+    return absl::OkStatus();
+  }
 
   Comm &comm() { return comm_; }
   DataLoader &data() { return data_; }
@@ -205,12 +239,41 @@ public:
   /// Runs `step` (0-based) and returns what to log for it.
   absl::StatusOr<StepRecord> runStep(int64_t step) {
     auto t0 = Clock::now();
+    const double lossScale = scaler_ ? scaler_->scale() : 0.0;
     DS_ASSIGN_OR_RETURN(double loss, accumulateGradients(step));
-    double lr = learningRateAt(t_, step);
-    DS_ASSIGN_OR_RETURN(float gradNorm, applyOptimizer(step, lr));
+    // The schedule and Adam's step count advance with applied steps only
+    // (DeepSpeed skips lr_scheduler.step() after an fp16 overflow).
+    double lr = learningRateAt(t_, applied_);
+    DS_ASSIGN_OR_RETURN(float gradNorm, applyOptimizer(applied_, lr));
+    // The norm is all-reduced, so every rank decides alike.
+    const bool overflow = !std::isfinite(gradNorm);
+    if (scaler_) {
+      absl::StatusOr<std::string> event = scaler_->update(overflow);
+      if (!event.ok())
+        return absl::Status(event.status().code(),
+                            absl::StrCat("step ", step + 1, ": ", event.status().message()));
+      if (!event->empty() && root() && !o_.quiet)
+        std::fprintf(stderr, "ds-run: step %lld: %s\n", static_cast<long long>(step + 1),
+                     event->c_str());
+    }
+    if (!overflow) ++applied_;
     double secs = secondsSince(t0);
-    return StepRecord{step + 1, loss, lr, gradNorm, secs,
-                      t_.train_batch_size() / std::max(secs, 1e-9)};
+    StepRecord r{step + 1, loss, lr, gradNorm, secs, t_.train_batch_size() / std::max(secs, 1e-9)};
+    r.lossScale = lossScale;
+    r.skipped = overflow;
+    return r;
+  }
+
+  /// Without a loss scaler a non-finite gradient norm ends the run (after
+  /// the step is logged): the kernels already left the state untouched.
+  absl::Status checkFinite(const StepRecord &r) const {
+    if (!r.skipped || scaler_) return absl::OkStatus();
+    return absl::InternalError(absl::StrFormat(
+        "the gradient norm is %s at step %lld: some gradient is inf or NaN. The update was "
+        "not applied (parameters and optimizer state are those before this step) and no "
+        "checkpoint is written for it; lower the learning rate, check the data, or train with "
+        "fp16 loss scaling",
+        std::isnan(r.gradNorm) ? "NaN" : "infinite", static_cast<long long>(r.step)));
   }
 
   /// Saves after `done` steps when a directory is given and it is time:
@@ -232,9 +295,13 @@ private:
     const int64_t gas = std::max<int64_t>(1, t_.gradient_accumulation_steps());
     double lossSum = 0;
     for (int64_t m = 0; m < gas; ++m) {
-      DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), data_.next()));
+      std::map<std::string, HostArray> in = data_.next();
+      if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
+      DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), in));
       float loss = scalarOf(out, t_.loss_output());
-      if (!std::isfinite(loss))
+      // fp16: a forward that overflows shows as non-finite gradients too,
+      // and the scaler skips the step.
+      if (!std::isfinite(loss) && !scaler_)
         return absl::InternalError(absl::StrFormat(
             "the loss is %f at step %lld (micro-batch %lld): training diverged or the data is bad",
             loss, static_cast<long long>(step + 1), static_cast<long long>(m)));
@@ -243,7 +310,8 @@ private:
     return lossSum / gas;
   }
 
-  /// The optimizer program with this step's scalars; returns the gradient norm.
+  /// The optimizer program with this step's scalars (`step`: updates
+  /// applied before this one); returns the gradient norm.
   absl::StatusOr<float> applyOptimizer(int64_t step, double lr) {
     std::map<std::string, HostArray> scalars;
     scalars["lr"] = scalarF32(static_cast<float>(lr));
@@ -254,6 +322,7 @@ private:
       scalars["step_size"] = scalarF32(static_cast<float>(a.stepSize));
       scalars["bias2_sqrt"] = scalarF32(static_cast<float>(a.bias2Sqrt));
     }
+    if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
     DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));
     return scalarOf(out, "grad_norm");
   }
@@ -268,6 +337,8 @@ private:
     meta.set_plan_source(p_.source());
     meta.set_world_size(t_.world_size());
     meta.set_zero_stage(t_.zero_stage());
+    meta.set_applied_steps(applied_);
+    if (scaler_) *meta.mutable_loss_scaler() = scaler_->state();
     CheckpointOptions co;
     if (perRankState()) co.perRank = &comm_;
     return saveCheckpoint(o_.checkpointDir, meta, session_, co);
@@ -279,6 +350,8 @@ private:
   const ds::plan::Training &t_;
   Comm &comm_;
   DataLoader data_;
+  std::optional<LossScaler> scaler_;
+  int64_t applied_ = 0; // optimizer updates applied (fp16 overflows skip some)
 };
 
 } // namespace
@@ -287,7 +360,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
   DS_RETURN_IF_ERROR(checkTrainable(session));
   DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
   TrainingRun run(session, o, std::move(data));
-  DS_ASSIGN_OR_RETURN(int64_t step, resume(session, o, run.data()));
+  DS_ASSIGN_OR_RETURN(std::optional<ds::plan::CheckpointMeta> resumed,
+                      resume(session, o, run.data()));
+  int64_t step = resumed ? resumed->step() : 0;
+  if (resumed) DS_RETURN_IF_ERROR(run.restore(*resumed));
   DS_ASSIGN_OR_RETURN(LogFile log, openLog(o, run.root()));
 
   // Preemption: finish the step in flight, save, and stop.
@@ -300,6 +376,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
     if (log) logStep(log.get(), record);
     progress.step(record);
+    DS_RETURN_IF_ERROR(run.checkFinite(record));
     DS_ASSIGN_OR_RETURN(int32_t sig, agreedStopSignal(run.comm()));
     DS_RETURN_IF_ERROR(run.maybeSave(step + 1, sig != 0));
     if (sig && step + 1 != o.steps) return stoppedBySignal(sig, step + 1, o);

@@ -28,7 +28,12 @@
 // CHECK: %[[NORM:.+]] = ds.sqrt {{.*}}{ds.grad_norm}
 // CHECK: ds.div
 // CHECK: %[[SCALE:.+]] = ds.min
-// CHECK: ds.adam_update {{.+}}, %[[SCALE]] {beta1 = 9.000000e-01 : f64, {{.+}}decoupled = true
+// An inf or NaN gradient (a non-finite norm) leaves parameters and state as they were.
+// CHECK: %[[NAN:.+]] = ds.is_nan %[[NORM]]
+// CHECK: %[[INF:.+]] = ds.is_inf %[[NORM]]
+// CHECK: %[[BAD:.+]] = ds.or %[[NAN]], %[[INF]]
+// CHECK: %[[FOUND:.+]] = ds.cast %[[BAD]] : tensor<i1> -> tensor<f32>
+// CHECK: ds.adam_update {{.+}}, %[[SCALE]] found_inf %[[FOUND]] {beta1 = 9.000000e-01 : f64, {{.+}}decoupled = true
 // CHECK: ml_program.global_store @"param:w"
 // CHECK: %[[Z:.+]] = ds.fill 0.000000e+00 : tensor<3x2xf32>
 // CHECK: ml_program.global_store @"grad:w" = %[[Z]]

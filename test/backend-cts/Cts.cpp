@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/backend/AllBackends.h"
+#include "runtime/kernels/ElementMath.h"
 #include "runtime/backend/BackendRegistry.h"
 
 namespace cts {
@@ -112,6 +113,17 @@ HostTensor HostTensor::of(DType dtype, Shape shape, const std::vector<double> &v
   case plan::U16: store<uint16_t>(t.bytes, values); break;
   case plan::U32: store<uint32_t>(t.bytes, values); break;
   case plan::U64: store<uint64_t>(t.bytes, values); break;
+  case plan::BF16:
+  case plan::F16: {
+    // Rounded to nearest even, as the kernels' conversions do.
+    std::vector<uint16_t> bits;
+    for (double v : values)
+      bits.push_back(dtype == plan::BF16 ? ds::math::floatToBf16(static_cast<float>(v))
+                                         : ds::math::floatToHalf(static_cast<float>(v)));
+    t.bytes.resize(bits.size() * 2);
+    if (!bits.empty()) std::memcpy(t.bytes.data(), bits.data(), t.bytes.size());
+    break;
+  }
   case plan::BOOL: {
     std::vector<double> b(values.size());
     for (size_t i = 0; i < b.size(); ++i) b[i] = values[i] != 0;
@@ -136,6 +148,12 @@ HostTensor HostTensor::result(DType dtype, Shape shape) {
   return t;
 }
 
+static std::vector<uint16_t> load16(const std::vector<uint8_t> &bytes) {
+  std::vector<uint16_t> bits(bytes.size() / 2);
+  if (!bits.empty()) std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
+  return bits;
+}
+
 std::vector<double> HostTensor::values() const {
   switch (dtype) {
   case plan::F32: return load<float>(bytes);
@@ -149,6 +167,13 @@ std::vector<double> HostTensor::values() const {
   case plan::U32: return load<uint32_t>(bytes);
   case plan::U64: return load<uint64_t>(bytes);
   case plan::BOOL: return load<uint8_t>(bytes); // 0/1; anything else fails a comparison
+  case plan::BF16:
+  case plan::F16: {
+    std::vector<double> out;
+    for (uint16_t h : load16(bytes))
+      out.push_back(dtype == plan::BF16 ? ds::math::bf16ToFloat(h) : ds::math::halfToFloat(h));
+    return out;
+  }
   default: ADD_FAILURE() << "test bug: values() of " << ds::rt::dtypeName(dtype); return {};
   }
 }
@@ -294,6 +319,7 @@ void expectClose(const std::vector<double> &got, const std::vector<double> &want
 std::vector<double> roundTo(DType dtype, std::vector<double> v) {
   if (dtype == plan::F32)
     for (double &x : v) x = static_cast<float>(x);
+  if (dtype == plan::BF16 || dtype == plan::F16) v = HostTensor::of(dtype, {static_cast<int64_t>(v.size())}, v).values();
   return v;
 }
 

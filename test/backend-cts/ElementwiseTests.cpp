@@ -247,6 +247,18 @@ CTS_TEST(FloatUnaryMath, "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "c
     }
 }
 
+CTS_TEST(ReluKeepsNaN, "relu") {
+  // torch.relu(nan) is nan: a NaN reaching a ReLU must not turn into 0 and
+  // hide a diverged forward.
+  for (DType dt : {plan::F32, plan::F64, plan::BF16, plan::F16}) {
+    HostTensor x = HostTensor::of(dt, {3}, {std::nan(""), -1.0, 2.0});
+    std::vector<double> y = run1(Step("relu"), {x}, dt, {3}).values();
+    EXPECT_TRUE(std::isnan(y[0])) << "relu " << ds::rt::dtypeName(dt) << " of NaN gave " << y[0];
+    EXPECT_EQ(y[1], 0.0);
+    EXPECT_EQ(y[2], 2.0);
+  }
+}
+
 CTS_TEST(RoundingIsExact, "round", "floor", "ceil") {
   // round is half to even (numpy, ONNX); the halves are exact in every type.
   std::vector<double> x = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.0};

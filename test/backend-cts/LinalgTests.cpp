@@ -54,7 +54,10 @@ void checkMatmul(BackendCts &t, DType dt, const Shape &as, const Shape &bs, bool
   if (ta) step.i("transpose_lhs", 1);
   if (tb) step.i("transpose_rhs", 1);
   HostTensor o = t.run1(step, {a, b}, dt, os);
-  double tol = integer ? 0 : dt == plan::F32 ? 1e-4 : 1e-12;
+  // 16-bit products sum in f32 and round once: within half an ulp of the
+  // exact product of the (16-bit) operands, plus f32 summation error.
+  double tol = integer ? 0 : dt == plan::F32 ? 1e-4 : dt == plan::BF16 ? 4e-3
+                           : dt == plan::F16 ? 6e-4 : 1e-12;
   expectClose(o.values(), want, tol, tol,
               std::string("matmul ") + ds::rt::dtypeName(dt) + " " + shapeStr(as) + (ta ? "^T" : "") +
                   " x " + shapeStr(bs) + (tb ? "^T" : ""));
@@ -70,13 +73,15 @@ CTS_TEST(MatmulShapes, "matmul") {
       {{2, 0, 4, 5}, {5, 6}},    {{1, 1}, {1, 1}},       {{16, 9, 7}, {16, 7, 5}},
       {{1, 7}, {7, 1023}},       {{1023, 3}, {3, 1}},
   };
-  for (DType dt : {plan::F32, plan::F64, plan::I32, plan::I64})
+  for (DType dt : {plan::F32, plan::F64, plan::I32, plan::I64, plan::BF16, plan::F16})
     for (const auto &[as, bs] : shapes) checkMatmul(*this, dt, as, bs);
   // Products big enough for the backend to split them across threads: by
   // rows, by columns.
   checkMatmul(*this, plan::F32, {96, 300}, {300, 200});
   checkMatmul(*this, plan::F32, {8, 300}, {300, 500});
   checkMatmul(*this, plan::F64, {8, 300}, {300, 500});
+  checkMatmul(*this, plan::BF16, {96, 300}, {300, 200});
+  checkMatmul(*this, plan::F16, {8, 300}, {300, 500});
 }
 
 CTS_TEST(MatmulTransposedOperands, "matmul") {
@@ -84,7 +89,7 @@ CTS_TEST(MatmulTransposedOperands, "matmul") {
     Shape a, b; // stored shapes
     bool ta, tb;
   };
-  for (DType dt : {plan::F32, plan::F64})
+  for (DType dt : {plan::F32, plan::F64, plan::BF16, plan::F16})
     for (const Case &c : {Case{{7, 5}, {7, 3}, true, false}, Case{{2, 4, 6}, {5, 6}, false, true},
                           Case{{2, 6, 4}, {2, 6, 5}, true, false}, Case{{3, 4, 6}, {1, 5, 6}, false, true},
                           Case{{40, 8}, {300, 40}, true, true}, Case{{96, 300}, {96, 200}, true, false},
@@ -113,12 +118,12 @@ CTS_TEST(MatmulErrors, "matmul") {
                     "result must have shape");
   expectMatmulError({z(plan::F32, {}), z(plan::F32, {3, 5})}, HostTensor::result(plan::F32, {5}), "rank >= 1");
   expectMatmulError({z(plan::I64, {2, 2}), z(plan::I64, {2, 2})}, HostTensor::result(plan::I64, {2, 2}),
-                    "transpose_lhs needs f32 or f64", Step("matmul").i("transpose_lhs", 1));
+                    "transpose_lhs needs float operands", Step("matmul").i("transpose_lhs", 1));
   expectMatmulError({z(plan::F32, {3, 2}), z(plan::F32, {2})}, HostTensor::result(plan::F32, {3}),
                     "transpose_rhs needs an operand of rank >= 2", Step("matmul").i("transpose_rhs", 1));
   expectMatmulError({z(plan::F32, {2, 2}), z(plan::F32, {2, 2})}, HostTensor::result(plan::F32, {2, 2}),
                     "integer attribute 'transpose_lhs'", Step("matmul").f("transpose_lhs", 1));
-  expectMatmulError({HostTensor::bits16(plan::F16, {1, 1}, {0x3C00}), HostTensor::bits16(plan::F16, {1, 1}, {0x3C00})},
-                    HostTensor::result(plan::F16, {1, 1}), "does not support element type f16");
+  expectMatmulError({z(plan::BOOL, {1, 1}), z(plan::BOOL, {1, 1})}, HostTensor::result(plan::BOOL, {1, 1}),
+                    "does not support element type bool");
   checkMatmul(*this, plan::F32, {2, 3}, {3, 4});
 }

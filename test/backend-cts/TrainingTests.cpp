@@ -294,7 +294,37 @@ CTS_TEST(AdamUpdate, "adam_update") {
   expectError(run(Step("adam_update").f("beta2", 0.999).f("eps", 1e-8).f("weight_decay", 0).i("decoupled", 0),
                   {t, t, t, t, one, one, one, one}, outs),
               "float attribute 'beta1'");
-  expectError(run(step, {t, t, t, t, one, one, one}, outs), "takes 8 inputs, got 7");
+  expectError(run(step, {t, t, t, t, one, one, one}, outs), "takes 8-9 inputs, got 7");
+}
+
+CTS_TEST(UpdatesSkippedOnFoundInf, "adam_update", "sgd_update") {
+  // found_inf != 0 (an overflowed step, also NaN): every result keeps its
+  // operand, in place or not; found_inf = 0 is the ordinary update.
+  HostTensor p = f32({3}, {1, -2, 3}), g = f32({3}, {0.5, NAN, 1}), m = f32({3}, {0.1, 0.2, 0.3}),
+             v = f32({3}, {0.01, 0.02, 0.03}), one = f32({}, {1});
+  Step adam = Step("adam_update").f("beta1", 0.9).f("beta2", 0.999).f("eps", 1e-8)
+                  .f("weight_decay", 0.1).i("decoupled", 1);
+  for (double flag : {1.0, double(NAN)})
+    for (bool inPlace : {false, true}) {
+      std::vector<HostTensor> outs{HostTensor::result(plan::F32, {3}), HostTensor::result(plan::F32, {3}),
+                                   HostTensor::result(plan::F32, {3})};
+      absl::Status st = run(adam, {p, g, m, v, one, one, one, one, f32({}, {flag})}, outs,
+                            inPlace ? std::vector<int>{0, 2, 3} : std::vector<int>{});
+      ASSERT_TRUE(st.ok()) << st.message();
+      expectEqualValues(outs[0].values(), p.values(), "adam_update skipped: param");
+      expectEqualValues(outs[1].values(), m.values(), "adam_update skipped: m");
+      expectEqualValues(outs[2].values(), v.values(), "adam_update skipped: v");
+    }
+  HostTensor finite = f32({3}, {0.5, -1, 1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {3}), HostTensor::result(plan::F32, {3}),
+                               HostTensor::result(plan::F32, {3})};
+  ASSERT_TRUE(run(adam, {p, finite, m, v, one, one, one, one, f32({}, {0})}, outs).ok());
+  EXPECT_NE(outs[0].values(), p.values()) << "found_inf 0 must update";
+  Step sgd = Step("sgd_update").f("momentum", 0.9).f("dampening", 0).f("weight_decay", 0).i("nesterov", 0);
+  std::vector<HostTensor> sgdOuts{HostTensor::result(plan::F32, {3}), HostTensor::result(plan::F32, {3})};
+  ASSERT_TRUE(run(sgd, {p, g, m, one, one, one, f32({}, {1})}, sgdOuts).ok());
+  expectEqualValues(sgdOuts[0].values(), p.values(), "sgd_update skipped: param");
+  expectEqualValues(sgdOuts[1].values(), m.values(), "sgd_update skipped: buffer");
 }
 
 CTS_TEST(SgdUpdate, "sgd_update") {

@@ -70,9 +70,12 @@ def batch_sizes(cfg, world=1):
     return mbs, gas
 
 
-def train_torch(model, cfg, data, steps, loss_fn):
+def train_torch(model, cfg, data, steps, loss_fn, autocast=None):
     """data: dict of numpy arrays with a leading sample dim, in model input
-    order then 'labels'. Micro-batches in order, wrapping around."""
+    order then 'labels'. Micro-batches in order, wrapping around. autocast:
+    a torch dtype to run the forward under torch.autocast("cpu") with fp32
+    master weights (the loss is computed on fp32 logits)."""
+    import contextlib
     mbs, gas = batch_sizes(cfg)
     clip = cfg.get("gradient_clipping", 1.0)
     opt = torch_optimizer(cfg, model.parameters())
@@ -88,7 +91,11 @@ def train_torch(model, cfg, data, steps, loss_fn):
             cursor += mbs
             inputs = [torch.from_numpy(v[idx]) for k, v in data.items() if k != "labels"]
             labels = torch.from_numpy(data["labels"][idx])
-            loss = loss_fn(model(*inputs), labels)
+            ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
+                   else contextlib.nullcontext())
+            with ctx:
+                out = model(*inputs)
+            loss = loss_fn(out.float(), labels)
             (loss / gas).backward()
             total += loss.item()
         if clip > 0:

@@ -63,6 +63,13 @@ static llvm::cl::opt<int64_t>
                                   "run the plan with mpirun -np N"),
                    llvm::cl::init(1), llvm::cl::cat(dsCategory));
 
+static llvm::cl::opt<std::string>
+    dtypeName("dtype",
+              llvm::cl::desc("inference precision: fp32 (default), bf16 or fp16 (matrix products "
+                             "in 16 bits with fp32 sums; DeepSpeed-Inference's dtype). Training "
+                             "takes it from the config's bf16/fp16 sections"),
+              llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
 static llvm::cl::OptionCategory estimateCategory(
     "ds-opt ZeRO memory estimator (DeepSpeed's estimate_zero2/3_model_states_mem_needs)");
 static llvm::cl::opt<int> estimateZero(
@@ -247,8 +254,20 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
         return fail("--tensor-parallel " + llvm::Twine(tensorParallel.getValue()) +
                     " disagrees with the config's tp_size " + llvm::Twine(inference->tpSize));
       tensorParallel = inference->tpSize;
+      if (inference->dtype != mlir::ds::PrecisionConfig::Kind::FP32) {
+        std::string fromConfig = mlir::ds::precisionName(inference->dtype);
+        if (!dtypeName.empty() && dtypeName != fromConfig)
+          return fail("--dtype " + dtypeName + " disagrees with the config's dtype " + fromConfig);
+        dtypeName = fromConfig;
+      }
       configPath.setValue("");
     }
+  }
+  std::string precision = "fp32";
+  if (!dtypeName.empty()) {
+    auto kind = mlir::ds::parseDtypeName(dtypeName);
+    if (!kind) return fail("--dtype: expected fp32, bf16 or fp16, got '" + dtypeName + "'");
+    precision = mlir::ds::precisionName(*kind);
   }
   bool training = !configPath.empty() || !lossKind.empty();
   if (tensorParallel < 1 || tensorParallel > 4096)
@@ -256,6 +275,9 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (training && tensorParallel > 1)
     return fail("--tensor-parallel compiles inference plans; tensor-parallel training is not "
                 "supported yet");
+  if (training && !dtypeName.empty())
+    return fail("--dtype is for inference; training takes its precision from the config's "
+                "bf16 / fp16 sections");
   if (training && pm.size() == 0) {
     mlir::ds::TrainingPipelineOptions t;
     t.configPath = configPath;
@@ -272,11 +294,20 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     }
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
     t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
+    // The config's precision (a config that does not read fails in the
+    // pipeline, naming its key).
+    if (!configPath.empty()) {
+      if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize))
+        t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
+      else
+        llvm::consumeError(cfg.takeError());
+    }
     mlir::ds::buildTrainingPipeline(pm, t);
   } else if ((emit == "plan" || report || tensorParallel > 1) && pm.size() == 0) {
     mlir::ds::InferencePipelineOptions inference;
     inference.tensorParallel = tensorParallel;
     inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
+    inference.precision = precision;
     mlir::ds::buildInferencePipeline(pm, inference);
   }
   return 0;

@@ -42,6 +42,20 @@ struct SchedulerConfig {
   double warmupMinRatio = 0.0, cosMinRatio = 1e-4; // WarmupCosineLR
 };
 
+/// Mixed precision: DeepSpeed's "bf16" / "fp16" sections. Master weights
+/// and optimizer state stay fp32 either way; fp16 adds a loss scaler
+/// (DeepSpeed's DynamicLossScaler unless `lossScale` > 0 makes it static).
+struct PrecisionConfig {
+  enum class Kind { FP32, BF16, FP16 };
+  Kind kind = Kind::FP32;
+  double lossScale = 0; // 0: dynamic
+  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  double minLossScale = 1;
+};
+/// "fp32", "bf16" or "fp16".
+const char *precisionName(PrecisionConfig::Kind k);
+
 struct TrainingConfig {
   int64_t worldSize = 1;
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
@@ -64,13 +78,19 @@ struct TrainingConfig {
           stage3MaxReuseDistance = 1000000000;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
+  PrecisionConfig precision;
 };
 
 /// A DeepSpeed-Inference config (deepspeed.init_inference): tensor_parallel
 /// .tp_size (or the older mp_size), dtype fp32, replace_with_kernel_inject.
 struct InferenceConfig {
   int64_t tpSize = 1;
+  /// "dtype": fp32, or bf16/fp16 for 16-bit matrix products.
+  PrecisionConfig::Kind dtype = PrecisionConfig::Kind::FP32;
 };
+/// DeepSpeed's dtype spellings ("bf16", "bfloat16", "torch.bfloat16", ...);
+/// nullopt for anything else (int8 included: quantization is its own issue).
+std::optional<PrecisionConfig::Kind> parseDtypeName(llvm::StringRef name);
 /// The inference config in `path` when it is one (a tensor_parallel or
 /// mp_size section and no training keys); nullopt otherwise. A malformed
 /// one sets `error` (naming the key).

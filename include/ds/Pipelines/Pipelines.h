@@ -20,6 +20,9 @@ struct InferencePipelineOptions {
   int64_t tensorParallel = 1;
   /// Fusions left out (names from fusionNames()), to compare with and without.
   std::vector<std::string> disabledFusions;
+  /// "fp32", or "bf16" / "fp16": matrix products in 16 bits
+  /// (ds-mixed-precision), from DeepSpeed's bf16/fp16 sections or dtype.
+  std::string precision = "fp32";
 };
 
 /// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:

@@ -63,6 +63,41 @@ def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
   ];
 }
 
+def MixedPrecisionPass : Pass<"ds-mixed-precision", "ModuleOp"> {
+  let summary = "runs matrix products in bf16 or fp16 with fp32 accumulation";
+  let description = [{
+    DeepSpeed's `bf16` / `fp16` modes (and DeepSpeed-Inference's `dtype`)
+    as a compile-time decision per op: every f32 `ds.matmul` (forward and
+    backward products alike) reads its operands in the 16-bit type, sums
+    in f32 inside the kernel and rounds its result to 16 bits, which is
+    what `torch.autocast` does for `matmul`/`linear`. Everything else —
+    softmax, normalizations, losses, reductions, elementwise math, the
+    gradient accumulators and the optimizer with its fp32 master weights
+    and moments — stays f32: the result is cast back right after the
+    product. A weight that is a `ds.parameter` (inference) is stored in
+    16 bits instead of cast at run time, halving its bytes.
+
+    ```mlir
+    %y = ds.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    ```
+    becomes
+    ```mlir
+    %a = ds.cast %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+    %w16 = ds.parameter "w" = dense<...> : tensor<16x4xbf16>
+    %p = ds.matmul %a, %w16 : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+    %y = ds.cast %p : tensor<8x4xbf16> -> tensor<8x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "16-bit type of the products: bf16 or fp16">
+  ];
+  let statistics = [
+    Statistic<"numProducts", "num-products", "matrix products made 16-bit">,
+    Statistic<"numWeights", "num-weights", "parameters stored in 16 bits">
+  ];
+}
+
 def FuseElementwisePass : Pass<"ds-fuse-elementwise", "ModuleOp"> {
   let summary = "groups chains of elementwise ops into one ds.fused_elementwise";
   let description = [{

@@ -541,7 +541,7 @@ func.func @matmul_transpose_vector(%a: tensor<4xf32>, %b: tensor<4x3xf32>) -> te
 // -----
 
 func.func @matmul_transpose_int(%a: tensor<4x2xi64>, %b: tensor<4x3xi64>) -> tensor<2x3xi64> {
-  // expected-error@+2 {{transpose_lhs needs f32 or f64 operands}}
+  // expected-error@+2 {{transpose_lhs needs float operands}}
   // expected-error@+1 {{failed to infer returned types}}
   %0 = ds.matmul %a, %b {transpose_lhs = true} : (tensor<4x2xi64>, tensor<4x3xi64>) -> tensor<2x3xi64>
   return %0 : tensor<2x3xi64>

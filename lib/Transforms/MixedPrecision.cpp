@@ -1,0 +1,121 @@
+//===- MixedPrecision.cpp - 16-bit matrix products ------------------------===//
+//
+// bf16 / fp16 as a compile-time decision: matrix products, where the time
+// goes, read 16-bit operands and keep fp32 sums; every other op computes in
+// f32 (the policy of torch.autocast and DeepSpeed's fp32 master weights).
+// Casts are made once per value and reused by every product reading it.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/ds/DSOps.h"
+#include "ds/Plan/KernelBridge.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "runtime/kernels/ElementMath.h"
+
+#include <cstring>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_MIXEDPRECISIONPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+RankedTensorType withElement(Type t, Type elem) {
+  auto r = cast<RankedTensorType>(t);
+  return RankedTensorType::get(r.getShape(), elem);
+}
+
+class MixedPrecisionPass : public mlir::ds::impl::MixedPrecisionPassBase<MixedPrecisionPass> {
+public:
+  using MixedPrecisionPassBase::MixedPrecisionPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    Type half;
+    if (dtype == "bf16") half = BFloat16Type::get(ctx);
+    else if (dtype == "fp16") half = Float16Type::get(ctx);
+    else {
+      module.emitError("ds-mixed-precision: dtype must be bf16 or fp16, got '") << dtype << "'";
+      return signalPassFailure();
+    }
+    SmallVector<MatmulOp> products;
+    module.walk([&](MatmulOp m) {
+      if (cast<RankedTensorType>(m.getLhs().getType()).getElementType().isF32()) products.push_back(m);
+    });
+    llvm::DenseMap<Value, Value> halves; // f32 value -> its 16-bit copy
+    for (MatmulOp m : products) {
+      OpBuilder b(m);
+      Value lhs = toHalf(b, m.getLhs(), half, halves);
+      Value rhs = toHalf(b, m.getRhs(), half, halves);
+      if (!lhs || !rhs) return signalPassFailure();
+      b.setInsertionPoint(m);
+      auto p = MatmulOp::create(b, m.getLoc(), lhs, rhs, m.getTransposeLhsAttr(),
+                                m.getTransposeRhsAttr());
+      Value back = CastOp::create(b, m.getLoc(), m.getType(), p.getResult());
+      m.getResult().replaceAllUsesWith(back);
+      m.erase();
+      ++numProducts;
+    }
+    // f32 weights every product now reads in 16 bits are gone.
+    for (auto [v, h] : halves)
+      if (auto param = v.getDefiningOp<ParameterOp>(); param && param->use_empty()) param.erase();
+  }
+
+private:
+  /// `v` in 16 bits: a weight converted once at compile time, anything else
+  /// through one ds.cast placed right after its definition.
+  Value toHalf(OpBuilder &b, Value v, Type half, llvm::DenseMap<Value, Value> &halves) {
+    if (Value h = halves.lookup(v)) return h;
+    auto type = withElement(v.getType(), half);
+    Value h;
+    auto param = v.getDefiningOp<ParameterOp>();
+    // A weight only products read is stored in 16 bits (one name, one
+    // value); one other ops read too stays f32 and is cast.
+    if (param && llvm::all_of(param->getUsers(), [](Operation *u) { return isa<MatmulOp>(u); })) {
+      OpBuilder pb(param);
+      pb.setInsertionPointAfter(param);
+      FailureOr<TypedAttr> value = convertedValue(param, type);
+      if (failed(value)) return nullptr;
+      h = ParameterOp::create(pb, param.getLoc(), type, param.getSymNameAttr(), *value);
+      ++numWeights;
+    } else {
+      OpBuilder cb(b.getContext());
+      if (Operation *def = v.getDefiningOp()) cb.setInsertionPointAfter(def);
+      else cb.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+      h = CastOp::create(cb, v.getLoc(), type, v);
+    }
+    halves[v] = h;
+    return h;
+  }
+
+  /// The parameter's values rounded to nearest even in `type`.
+  FailureOr<TypedAttr> convertedValue(ParameterOp param, RankedTensorType type) {
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(param.getValue(), param.getLoc());
+    if (failed(bytes)) return failure();
+    const bool bf16 = type.getElementType().isBF16();
+    size_t n = bytes->size() / 4;
+    std::vector<uint8_t> out(n * 2);
+    for (size_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, bytes->data() + 4 * i, 4);
+      uint16_t h = bf16 ? ::ds::math::floatToBf16(f) : ::ds::math::floatToHalf(f);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+    if (isa<DenseResourceElementsAttr>(param.getValue())) {
+      std::string key = (param.getSymName() + ".16bit").str();
+      return cast<TypedAttr>(DenseResourceElementsAttr::get(
+          type, key, HeapAsmResourceBlob::allocateAndCopyWithAlign(
+              ArrayRef<char>(reinterpret_cast<const char *>(out.data()), out.size()), alignof(uint64_t))));
+    }
+    return cast<TypedAttr>(denseFromBytes(type, out));
+  }
+};
+
+} // namespace

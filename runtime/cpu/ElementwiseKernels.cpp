@@ -353,10 +353,34 @@ absl::StatusOr<PreparedStep> castFrom(const KernelContext &c) {
   }
 }
 
+/// f32 <-> bf16/f16, the casts mixed precision puts around every product:
+/// straight loops the compiler vectorizes, split over the threads.
+template <typename From, typename To, To (*Convert)(From)>
+PreparedStep castLoop(const TensorView &x, const TensorView &o) {
+  const From *in = x.as<From>();
+  To *out = o.as<To>();
+  const int64_t n = o.numel;
+  return PreparedStep([=] {
+    parallelFor(n, 1 << 15, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) out[i] = Convert(in[i]);
+    });
+    return absl::OkStatus();
+  });
+}
+
 /// Casts that involve a 16-bit float go through f32: in.f16 -> f32 -> out.
 absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
   const TensorView x = c.in[0], o = c.out[0];
   int64_t n = o.numel;
+  if (x.dtype == plan::F32 && o.dtype == plan::BF16)
+    return castLoop<float, uint16_t, math::floatToBf16>(x, o);
+  if (x.dtype == plan::BF16 && o.dtype == plan::F32)
+    return castLoop<uint16_t, float, math::bf16ToFloat>(x, o);
+  if (x.dtype == plan::F32 && o.dtype == plan::F16)
+    return castLoop<float, uint16_t, math::floatToHalf>(x, o);
+  if (x.dtype == plan::F16 && o.dtype == plan::F32)
+    return castLoop<uint16_t, float, math::halfToFloat>(x, o);
   auto toFloat = [&]() -> std::function<float(int64_t)> {
     switch (x.dtype) {
     case plan::F16: return [p = x.as<uint16_t>()](int64_t i) { return math::halfToFloat(p[i]); };

@@ -8,6 +8,7 @@
 #include <omp.h>
 #ifdef DS_GEMM_ONEDNN
 #include <dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 #include <memory>
@@ -187,10 +188,101 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
   });
 }
 
+#ifdef DS_GEMM_ONEDNN
+/// bf16 / f16 products on oneDNN's matmul primitive: AVX512-BF16 (or AMX)
+/// instructions where the CPU has them, fp32 sums, the result rounded once.
+/// Shapes that flatten to one 2-D or 3-D product (a shared right operand,
+/// equal batches, or a left operand broadcast over the batch) are run here;
+/// null for the rest, which take the widening path below.
+class OneDnnMatmul16 {
+public:
+  static std::shared_ptr<OneDnnMatmul16> create(const KernelContext &c, const MatmulGeometry &g) {
+    using namespace dnnl;
+    using dims = memory::dims;
+    auto prod = [](const std::vector<int64_t> &v) {
+      int64_t p = 1;
+      for (int64_t d : v) p *= d;
+      return p;
+    };
+    const int64_t batches = prod(g.batch), aB = prod(g.aBatch), bB = prod(g.bBatch);
+    const int64_t m = g.m, k = g.k, n = g.n;
+    if (batches == 0 || m == 0 || n == 0 || k == 0) return nullptr;
+    // Row-major strides of an operand stored with its last two dims swapped or not.
+    auto aStrides = [&](int64_t batchStride) {
+      return g.ta ? dims{batchStride, 1, m} : dims{batchStride, k, 1};
+    };
+    auto bStrides = [&](int64_t batchStride) {
+      return g.tb ? dims{batchStride, 1, k} : dims{batchStride, n, 1};
+    };
+    dims aDims, bDims, cDims, aStr, bStr, cStr;
+    if (bB == 1 && g.aBatch == g.batch && !g.ta) { // [B*M, K] x [K, N]
+      aDims = {1, batches * m, k}, aStr = {batches * m * k, k, 1};
+      bDims = {1, k, n}, bStr = bStrides(k * n);
+    } else if (g.aBatch == g.batch && g.bBatch == g.batch) { // batched, no broadcast
+      aDims = {batches, m, k}, aStr = aStrides(m * k);
+      bDims = {batches, k, n}, bStr = bStrides(k * n);
+    } else if (aB == 1 && g.bBatch == g.batch) { // left operand shared by the batch
+      aDims = {1, m, k}, aStr = aStrides(m * k);
+      bDims = {batches, k, n}, bStr = bStrides(k * n);
+    } else {
+      return nullptr;
+    }
+    const int64_t rows = aDims[1];
+    const int64_t cb = std::max(aDims[0], bDims[0]);
+    cDims = {cb, rows, n}, cStr = {rows * n, n, 1};
+    auto t = c.in[0].dtype == plan::BF16 ? memory::data_type::bf16 : memory::data_type::f16;
+    // A constant weight shared by the batch is packed once, here, into the
+    // layout the kernel reads fastest (what it would otherwise copy every run).
+    bool packOnce = bDims[0] == 1 && c.hasAttr("constant_weight");
+    try {
+      auto self = std::make_shared<OneDnnMatmul16>();
+      memory::desc a(aDims, t, aStr), b(bDims, t, bStr), o(cDims, t, cStr);
+      memory::desc bWant = packOnce ? memory::desc(bDims, t, memory::format_tag::any) : b;
+      matmul::primitive_desc pd(matmul::desc(a, bWant, o), self->engine_);
+      // Plain activations: the operands are the plan's buffers as they are.
+      if (pd.src_desc() != a || pd.dst_desc() != o || (!packOnce && pd.weights_desc() != b))
+        return nullptr;
+      self->matmul_ = matmul(pd);
+      self->a_ = memory(a, self->engine_, c.in[0].data);
+      self->b_ = memory(b, self->engine_, c.in[1].data);
+      if (packOnce && pd.weights_desc() != b) {
+        memory packed(pd.weights_desc(), self->engine_);
+        reorder(self->b_, packed).execute(self->stream_, self->b_, packed);
+        self->stream_.wait();
+        self->b_ = packed;
+      }
+      self->o_ = memory(o, self->engine_, c.out[0].data);
+      return self;
+    } catch (const dnnl::error &) {
+      return nullptr; // not implemented for this type or ISA here
+    }
+  }
+
+  absl::Status run() {
+    try {
+      matmul_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, o_}});
+      stream_.wait();
+      return absl::OkStatus();
+    } catch (const dnnl::error &e) {
+      return absl::InternalError(std::string("oneDNN 16-bit matmul failed: ") + e.what());
+    }
+  }
+
+private:
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream_{engine_};
+  dnnl::matmul matmul_;
+  dnnl::memory a_, b_, o_;
+};
+#endif
+
 /// bf16 / f16 products: operands widened to f32 (exact), the f32 GEMM
 /// sums, the result rounded to nearest even once: fp32 accumulation, as
 /// 16-bit GEMMs do. The widened copies live with the step.
 absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, MatmulGeometry g) {
+#ifdef DS_GEMM_ONEDNN
+  if (auto fast = OneDnnMatmul16::create(c, g)) return PreparedStep([fast] { return fast->run(); });
+#endif
   const bool bf16 = c.in[0].dtype == plan::BF16;
   struct Scratch {
     std::vector<float> a, b, o;

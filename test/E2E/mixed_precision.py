@@ -109,6 +109,21 @@ for k in states[0]:
 print("skipped step: %d state tensors unchanged, applied_steps and the scaler checkpointed"
       % len(states[0]))
 
+# --resume continues the scaler: 6 steps, then 8 more from the checkpoint,
+# log the same scales, skips and losses as the 14 uninterrupted steps.
+whole = [json.loads(l) for l in open(os.path.join(d, "log.jsonl"))]
+ck = os.path.join(d, "ck_resume")
+log2 = os.path.join(d, "resumed.jsonl")
+for n, extra in ((6, []), (14, ["--resume"])):
+    sh(["ds-run", os.path.join(d, "t.dsplan"), "--data", os.path.join(d, "data.npz"), "--steps",
+        str(n), "--checkpoint-dir", ck, "--log", log2, "--quiet"] + extra)
+resumed = [json.loads(l) for l in open(log2)]
+key = lambda r: (r["step"], r["loss_scale"], r["skipped"], r["lr"],
+                 None if r["loss"] is None else round(r["loss"], 6))
+if [key(r) for r in resumed] != [key(r) for r in whole]:
+    sys.exit("resumed run differs:\n%s\n%s" % ([key(r) for r in resumed], [key(r) for r in whole]))
+print("resume: scaler state, applied steps and losses continue exactly")
+
 # ---- 2. bf16 training against torch.autocast -----------------------------
 vocab, ctx, mbs, T = 64, 16, 4, 16
 rng = np.random.default_rng(1)

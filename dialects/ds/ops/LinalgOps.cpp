@@ -102,6 +102,10 @@ void MatmulOp::describeKernelStep(KernelStep &s) {
   // Only when set: plans without transposed operands stay as before.
   if (getTransposeLhs()) s.setInt("transpose_lhs", 1);
   if (getTransposeRhs()) s.setInt("transpose_rhs", 1);
+  // A right operand that cannot change between runs (an inference plan's
+  // weight) may be packed once when the plan is loaded.
+  if (Operation *def = getRhs().getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
+    s.setInt("constant_weight", 1);
 }
 
 //===----------------------------------------------------------------------===//

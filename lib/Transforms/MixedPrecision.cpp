@@ -1,7 +1,7 @@
 //===- MixedPrecision.cpp - 16-bit matrix products ------------------------===//
 //
-// bf16 / fp16 as a compile-time decision: matrix products, where the time
-// goes, read 16-bit operands and keep fp32 sums; every other op computes in
+// bf16 / fp16 as a compile-time decision: matrix products and
+// convolutions, where the time goes, read 16-bit operands and keep fp32 sums; every other op computes in
 // f32 (the policy of torch.autocast and DeepSpeed's fp32 master weights).
 // Casts are made once per value and reused by every product reading it.
 //
@@ -12,6 +12,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
 #include "runtime/kernels/ElementMath.h"
 
 #include <cstring>
@@ -25,6 +26,10 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
+
+/// The ops whose time is their multiply-adds: matrix products and
+/// convolutions (forward and backward).
+bool isProduct(Operation *op) { return isa<MatmulOp, ConvOp, ConvGradOp>(op); }
 
 RankedTensorType withElement(Type t, Type elem) {
   auto r = cast<RankedTensorType>(t);
@@ -45,22 +50,27 @@ public:
       module.emitError("ds-mixed-precision: dtype must be bf16 or fp16, got '") << dtype << "'";
       return signalPassFailure();
     }
-    SmallVector<MatmulOp> products;
-    module.walk([&](MatmulOp m) {
-      if (cast<RankedTensorType>(m.getLhs().getType()).getElementType().isF32()) products.push_back(m);
+    SmallVector<Operation *> products;
+    module.walk([&](Operation *op) {
+      if (isProduct(op) && cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isF32())
+        products.push_back(op);
     });
     llvm::DenseMap<Value, Value> halves; // f32 value -> its 16-bit copy
-    for (MatmulOp m : products) {
-      OpBuilder b(m);
-      Value lhs = toHalf(b, m.getLhs(), half, halves);
-      Value rhs = toHalf(b, m.getRhs(), half, halves);
-      if (!lhs || !rhs) return signalPassFailure();
-      b.setInsertionPoint(m);
-      auto p = MatmulOp::create(b, m.getLoc(), lhs, rhs, m.getTransposeLhsAttr(),
-                                m.getTransposeRhsAttr());
-      Value back = CastOp::create(b, m.getLoc(), m.getType(), p.getResult());
-      m.getResult().replaceAllUsesWith(back);
-      m.erase();
+    for (Operation *op : products) {
+      OpBuilder b(op);
+      IRMapping map;
+      for (Value v : op->getOperands()) {
+        Value h = toHalf(b, v, half, halves);
+        if (!h) return signalPassFailure();
+        map.map(v, h);
+      }
+      b.setInsertionPoint(op);
+      Operation *p = b.clone(*op, map);
+      for (auto [r, pr] : llvm::zip(op->getResults(), p->getResults())) {
+        pr.setType(withElement(r.getType(), half));
+        r.replaceAllUsesWith(CastOp::create(b, op->getLoc(), r.getType(), pr).getResult());
+      }
+      op->erase();
       ++numProducts;
     }
     // f32 weights every product now reads in 16 bits are gone.
@@ -78,7 +88,7 @@ private:
     auto param = v.getDefiningOp<ParameterOp>();
     // A weight only products read is stored in 16 bits (one name, one
     // value); one other ops read too stays f32 and is cast.
-    if (param && llvm::all_of(param->getUsers(), [](Operation *u) { return isa<MatmulOp>(u); })) {
+    if (param && llvm::all_of(param->getUsers(), isProduct)) {
       OpBuilder pb(param);
       pb.setInsertionPointAfter(param);
       FailureOr<TypedAttr> value = convertedValue(param, type);

@@ -279,6 +279,8 @@ void toChannelsLast(const float *x, float *y, int64_t n, int64_t spatial, int64_
 absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c, bool channelsLast);
 
 absl::StatusOr<PreparedStep> prepareConv(const KernelContext &c) {
+  // 16-bit convolutions (mixed precision) compute in f32 on widened copies.
+  if (!c.in.empty() && isHalf(c.in[0].dtype)) return prepareWidened(c, prepareConv);
   bool channelsLast = false;
   if (c.hasAttr("channels_last")) {
     DS_ASSIGN_OR_RETURN(int64_t cl, c.intAttr("channels_last"));
@@ -366,6 +368,7 @@ absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
 
 // conv_grad(x, w, dy) -> (dx, dw)
 absl::StatusOr<PreparedStep> prepareConvGrad(const KernelContext &c) {
+  if (!c.in.empty() && isHalf(c.in[0].dtype)) return prepareWidened(c, prepareConvGrad);
   DS_RETURN_IF_ERROR(c.expectArity(3, 3, 2));
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_ASSIGN_OR_RETURN(ConvGeometry g, convGeometry(c, c.in[0], c.in[1], c.in[2]));

@@ -2,7 +2,10 @@
 
 #include <omp.h>
 
+#include <memory>
+
 #include "absl/strings/str_join.h"
+#include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt::cpu {
 
@@ -203,6 +206,58 @@ makeBroadcastIndexer(const std::vector<int64_t> &out,
     for (size_t k = 0; k < n; ++k) ix.strides[k].push_back(0);
   }
   return ix;
+}
+
+} // namespace ds::rt::cpu
+
+namespace ds::rt::cpu {
+
+absl::StatusOr<PreparedStep> prepareWidened(const KernelContext &c, KernelPrepareFn f32Kernel) {
+  struct Wide {
+    DType dtype;
+    uint16_t *half;
+    std::vector<float> f32;
+  };
+  auto ins = std::make_shared<std::vector<Wide>>(), outs = std::make_shared<std::vector<Wide>>();
+  std::vector<TensorView> in = c.in, out = c.out;
+  auto widen = [](std::vector<TensorView> &views, std::vector<Wide> &wide) {
+    wide.reserve(views.size()); // the views point into these vectors
+    for (TensorView &v : views) {
+      if (!isHalf(v.dtype)) continue;
+      wide.push_back({v.dtype, v.as<uint16_t>(), std::vector<float>(v.numel)});
+      v.dtype = plan::F32;
+      v.data = wide.back().f32.data();
+    }
+  };
+  widen(in, *ins);
+  widen(out, *outs);
+  // The f32 copies are filled per run, so nothing may be packed from them
+  // when the step is prepared.
+  auto step = std::make_shared<plan::Step>(c.step);
+  step->mutable_attrs()->erase("constant_weight");
+  KernelContext wideContext{*step, in, out};
+  DS_ASSIGN_OR_RETURN(PreparedStep kernel, f32Kernel(wideContext));
+  return PreparedStep([=] {
+    (void)step; // kept alive with the kernel that was prepared from it
+    for (Wide &w : *ins) {
+      const int64_t n = static_cast<int64_t>(w.f32.size());
+      const bool bf16 = w.dtype == plan::BF16;
+      parallelFor(n, 1 << 15, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          w.f32[i] = bf16 ? math::bf16ToFloat(w.half[i]) : math::halfToFloat(w.half[i]);
+      });
+    }
+    DS_RETURN_IF_ERROR(kernel());
+    for (Wide &w : *outs) {
+      const int64_t n = static_cast<int64_t>(w.f32.size());
+      const bool bf16 = w.dtype == plan::BF16;
+      parallelFor(n, 1 << 15, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          w.half[i] = bf16 ? math::floatToBf16(w.f32[i]) : math::floatToHalf(w.f32[i]);
+      });
+    }
+    return absl::OkStatus();
+  });
 }
 
 } // namespace ds::rt::cpu

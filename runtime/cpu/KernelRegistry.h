@@ -64,6 +64,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
            int64_t ldc);
 
+/// True for bf16 and f16 tensors.
+inline bool isHalf(DType t) { return t == plan::BF16 || t == plan::F16; }
+/// Runs an f32 kernel on a step whose bf16/f16 operands and results are
+/// widened to f32 scratch (exact), the result rounded back to nearest even
+/// once: fp32 computation with 16-bit storage, the portable path for
+/// kernels without a native 16-bit form (convolutions, the GEMM fallback).
+absl::StatusOr<PreparedStep> prepareWidened(const KernelContext &c, KernelPrepareFn f32Kernel);
+
 /// Calls f(T{}) with the C++ element type of `t` for the types that compute
 /// natively (not f16/bf16 or bool); anything else is an error naming it.
 template <typename F>

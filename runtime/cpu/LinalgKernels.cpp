@@ -276,48 +276,16 @@ private:
 };
 #endif
 
-/// bf16 / f16 products: operands widened to f32 (exact), the f32 GEMM
-/// sums, the result rounded to nearest even once: fp32 accumulation, as
-/// 16-bit GEMMs do. The widened copies live with the step.
-absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, MatmulGeometry g) {
+absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c);
+
+/// bf16 / f16 products: oneDNN's 16-bit GEMM where it takes the shape,
+/// else the f32 GEMM on widened copies (fp32 sums either way, the result
+/// rounded once).
+absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, const MatmulGeometry &g) {
 #ifdef DS_GEMM_ONEDNN
   if (auto fast = OneDnnMatmul16::create(c, g)) return PreparedStep([fast] { return fast->run(); });
 #endif
-  const bool bf16 = c.in[0].dtype == plan::BF16;
-  struct Scratch {
-    std::vector<float> a, b, o;
-  };
-  auto scratch = std::make_shared<Scratch>();
-  scratch->a.resize(c.in[0].numel);
-  scratch->b.resize(c.in[1].numel);
-  scratch->o.resize(c.out[0].numel);
-  std::vector<TensorView> in = {c.in[0], c.in[1]}, out = {c.out[0]};
-  for (auto [view, buf] : {std::pair<TensorView &, std::vector<float> &>{in[0], scratch->a},
-                           {in[1], scratch->b}, {out[0], scratch->o}}) {
-    view.dtype = plan::F32;
-    view.data = buf.data();
-  }
-  KernelContext wide{c.step, in, out};
-  DS_ASSIGN_OR_RETURN(PreparedStep product, makeMatmul<float>(wide, std::move(g)));
-  const uint16_t *a = c.in[0].as<uint16_t>(), *b = c.in[1].as<uint16_t>();
-  uint16_t *o = c.out[0].as<uint16_t>();
-  return PreparedStep([=] {
-    auto widen = [&](const uint16_t *src, float *dst, int64_t n) {
-      parallelFor(n, 1 << 14, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          dst[i] = bf16 ? math::bf16ToFloat(src[i]) : math::halfToFloat(src[i]);
-      });
-    };
-    widen(a, scratch->a.data(), static_cast<int64_t>(scratch->a.size()));
-    widen(b, scratch->b.data(), static_cast<int64_t>(scratch->b.size()));
-    DS_RETURN_IF_ERROR(product());
-    const float *wo = scratch->o.data();
-    parallelFor(static_cast<int64_t>(scratch->o.size()), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        o[i] = bf16 ? math::floatToBf16(wo[i]) : math::floatToHalf(wo[i]);
-    });
-    return absl::OkStatus();
-  });
+  return prepareWidened(c, prepareMatmul);
 }
 
 absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
@@ -329,7 +297,7 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
   case plan::F32: return makeMatmul<float>(c, std::move(g));
   case plan::F64: return makeMatmul<double>(c, std::move(g));
   case plan::BF16:
-  case plan::F16: return makeMatmul16(c, std::move(g));
+  case plan::F16: return makeMatmul16(c, g);
   case plan::I32: return makeMatmul<int32_t>(c, std::move(g));
   case plan::I64: return makeMatmul<int64_t>(c, std::move(g));
   default:

@@ -2,6 +2,8 @@
 # by ds and by PyTorch from the same weights and batches gives the same
 # per-step losses (relative error <= 1e-4 over 12 steps, AdamW): conv and
 # pooling gradients hold end to end, not only against finite differences.
+# With "bf16" the convolutions and their gradients run in bf16 (fp32 sums)
+# and the losses track torch.autocast("cpu", bfloat16) within 2e-3.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import copy
@@ -32,6 +34,18 @@ mbs, _ = batch_sizes(cfg)
 onnx_path = os.path.join(args.workdir, "cnn.onnx")
 torch.onnx.export(copy.deepcopy(model), (torch.zeros(mbs, 3, 16, 16),), onnx_path, input_names=["x"],
                   output_names=["logits"], opset_version=17)
+reference = copy.deepcopy(model)
 ds_losses = train_ds(onnx_path, cfg, data, 12, args.workdir)
 torch_losses = train_torch(model, cfg, data, 12, F.cross_entropy)
 compare("cnn_adamw", ds_losses, torch_losses)
+
+bf16_dir = os.path.join(args.workdir, "bf16")
+os.makedirs(bf16_dir, exist_ok=True)
+torch.manual_seed(1)
+ds_bf16 = train_ds(onnx_path, dict(cfg, bf16={"enabled": True}), data, 12, bf16_dir)
+torch_bf16 = train_torch(copy.deepcopy(reference), cfg, data, 12, F.cross_entropy, autocast=torch.bfloat16)
+compare("cnn_adamw bf16 vs torch.autocast", ds_bf16, torch_bf16, tol=2e-3)
+far = max(abs(a - b) / abs(b) for a, b in zip(ds_bf16, torch_losses))
+print("cnn bf16 vs fp32: worst relative difference %.2e" % far)
+if far < 1e-4:
+    sys.exit("bf16 CNN training equals fp32 training: the convolutions did not run in bf16")

@@ -37,3 +37,14 @@ func.func @ints(%a: tensor<2x2xi64>, %b: tensor<2x2xi64>, %c: tensor<2x2xf64>) -
   %1 = ds.matmul %c, %c : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
   return %0, %1 : tensor<2x2xi64>, tensor<2x2xf64>
 }
+
+// Convolutions and their gradients too; the bias goes 16-bit with them.
+// CHECK-LABEL: func.func @conv
+// CHECK: ds.conv {{.+}} : (tensor<1x2x4x4xbf16>, tensor<3x2x3x3xbf16>, tensor<3xbf16>) -> tensor<1x3x2x2xbf16>
+// CHECK: ds.conv_grad {{.+}} : (tensor<1x2x4x4xbf16>, tensor<3x2x3x3xbf16>, tensor<1x3x2x2xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<3x2x3x3xbf16>)
+func.func @conv(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x3x3xf32>, %b: tensor<3xf32>, %dy: tensor<1x3x2x2xf32>)
+    -> (tensor<1x3x2x2xf32>, tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>) {
+  %y = ds.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>, tensor<3xf32>) -> tensor<1x3x2x2xf32>
+  %dx, %dw = ds.conv_grad %x, %w, %dy {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>, tensor<1x3x2x2xf32>) -> (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>)
+  return %y, %dx, %dw : tensor<1x3x2x2xf32>, tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>
+}

@@ -64,13 +64,20 @@ const std::vector<ConvCase> kConvCases = {
 } // namespace
 
 CTS_TEST(Conv, "conv", "conv_grad") {
+  // bf16/f16 (mixed precision) convolutions sum in f32 and round once: within
+  // half an ulp of the exact result of the 16-bit operands. Their weights
+  // are marked constant, as an inference plan's are.
+  for (DType dt : {plan::F32, plan::BF16, plan::F16})
   for (const ConvCase &c : kConvCases) {
+    const double tol = dt == plan::F32 ? 1e-4 : dt == plan::BF16 ? 8e-3 : 1e-3;
     const Geometry &g = c.g;
     int64_t cg = c.c / c.group, mg = c.m / c.group, inSize = numel(g.in), outSize = numel(g.out()),
             kSize = numel(g.kernel);
     Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, cg}, g.kernel), ys = cat({c.n, c.m}, g.out());
-    HostTensor x = f32(xs, sample(numel(xs), -1, 1, 80)), w = f32(ws, sample(numel(ws), -1, 1, 81));
-    HostTensor b = f32({c.m}, sample(c.m, -1, 1, 82)), dy = f32(ys, sample(numel(ys), -1, 1, 83));
+    HostTensor x = HostTensor::of(dt, xs, sample(numel(xs), -1, 1, 80)),
+               w = HostTensor::of(dt, ws, sample(numel(ws), -1, 1, 81));
+    HostTensor b = HostTensor::of(dt, {c.m}, sample(c.m, -1, 1, 82)),
+               dy = HostTensor::of(dt, ys, sample(numel(ys), -1, 1, 83));
     std::vector<double> X = x.values(), W = w.values(), B = b.values(), DY = dy.values();
     std::vector<double> y(numel(ys), 0.0), dx(numel(xs), 0.0), dw(numel(ws), 0.0);
     for (int64_t n = 0; n < c.n; ++n)
@@ -89,15 +96,18 @@ CTS_TEST(Conv, "conv", "conv_grad") {
           });
         }
       }
-    std::string what = "conv " + shapeStr(xs) + " * " + shapeStr(ws) + " group " + std::to_string(c.group);
+    std::string what = "conv " + std::string(ds::rt::dtypeName(dt)) + " " + shapeStr(xs) + " * " +
+                       shapeStr(ws) + " group " + std::to_string(c.group);
     std::vector<HostTensor> ins{x, w};
     if (c.bias) ins.push_back(b);
-    expectClose(run1(g.attrs("conv").i("group", c.group), ins, plan::F32, ys).values(), y, 1e-4, 1e-5, what);
-    std::vector<HostTensor> outs{HostTensor::result(plan::F32, xs), HostTensor::result(plan::F32, ws)};
+    Step conv = g.attrs("conv").i("group", c.group);
+    if (dt != plan::F32) conv.i("constant_weight", 1);
+    expectClose(run1(conv, ins, dt, ys).values(), y, tol, tol / 10, what);
+    std::vector<HostTensor> outs{HostTensor::result(dt, xs), HostTensor::result(dt, ws)};
     absl::Status st = run(g.attrs("conv_grad").i("group", c.group), {x, w, dy}, outs);
     ASSERT_TRUE(st.ok()) << st.message();
-    expectClose(outs[0].values(), dx, 1e-4, 1e-5, what + " d_input");
-    expectClose(outs[1].values(), dw, 1e-4, 1e-5, what + " d_weight");
+    expectClose(outs[0].values(), dx, tol, tol / 10, what + " d_input");
+    expectClose(outs[1].values(), dw, tol, tol / 10, what + " d_weight");
   }
   Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
   HostTensor x = f32({1, 4, 4, 4}, sample(64, -1, 1, 84));

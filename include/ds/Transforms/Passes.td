@@ -64,13 +64,14 @@ def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
 }
 
 def MixedPrecisionPass : Pass<"ds-mixed-precision", "ModuleOp"> {
-  let summary = "runs matrix products in bf16 or fp16 with fp32 accumulation";
+  let summary = "runs matrix products and convolutions in bf16 or fp16 with fp32 accumulation";
   let description = [{
     DeepSpeed's `bf16` / `fp16` modes (and DeepSpeed-Inference's `dtype`)
-    as a compile-time decision per op: every f32 `ds.matmul` (forward and
-    backward products alike) reads its operands in the 16-bit type, sums
-    in f32 inside the kernel and rounds its result to 16 bits, which is
-    what `torch.autocast` does for `matmul`/`linear`. Everything else —
+    as a compile-time decision per op: every f32 `ds.matmul`, `ds.conv` and
+    `ds.conv_grad` (forward and backward products alike) reads its operands
+    in the 16-bit type, sums in f32 inside the kernel and rounds its
+    results to 16 bits, which is what `torch.autocast` does for
+    `matmul`/`linear`/`conv`. Everything else —
     softmax, normalizations, losses, reductions, elementwise math, the
     gradient accumulators and the optimizer with its fp32 master weights
     and moments — stays f32: the result is cast back right after the

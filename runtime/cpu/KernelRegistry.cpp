@@ -213,48 +213,75 @@ makeBroadcastIndexer(const std::vector<int64_t> &out,
 namespace ds::rt::cpu {
 
 absl::StatusOr<PreparedStep> prepareWidened(const KernelContext &c, KernelPrepareFn f32Kernel) {
+  // The f32 copies live in one buffer per thread that grows to the largest
+  // step's need, not in every step: a 16-bit plan must not hold an f32
+  // shadow of all its tensors. Kernels are prepared against a placeholder
+  // region and re-prepared when the buffer moves.
   struct Wide {
     DType dtype;
     uint16_t *half;
-    std::vector<float> f32;
+    int64_t numel;
+    bool input;
   };
-  auto ins = std::make_shared<std::vector<Wide>>(), outs = std::make_shared<std::vector<Wide>>();
-  std::vector<TensorView> in = c.in, out = c.out;
-  auto widen = [](std::vector<TensorView> &views, std::vector<Wide> &wide) {
-    wide.reserve(views.size()); // the views point into these vectors
-    for (TensorView &v : views) {
-      if (!isHalf(v.dtype)) continue;
-      wide.push_back({v.dtype, v.as<uint16_t>(), std::vector<float>(v.numel)});
-      v.dtype = plan::F32;
-      v.data = wide.back().f32.data();
-    }
-  };
-  widen(in, *ins);
-  widen(out, *outs);
+  std::vector<Wide> wide;
+  int64_t total = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const TensorView &v : pass == 0 ? c.in : c.out)
+      if (isHalf(v.dtype)) {
+        wide.push_back({v.dtype, v.as<uint16_t>(), v.numel, pass == 0});
+        total += v.numel;
+      }
+  auto step = std::make_shared<plan::Step>(c.step);
   // The f32 copies are filled per run, so nothing may be packed from them
   // when the step is prepared.
-  auto step = std::make_shared<plan::Step>(c.step);
   step->mutable_attrs()->erase("constant_weight");
-  KernelContext wideContext{*step, in, out};
-  DS_ASSIGN_OR_RETURN(PreparedStep kernel, f32Kernel(wideContext));
-  return PreparedStep([=] {
-    (void)step; // kept alive with the kernel that was prepared from it
-    for (Wide &w : *ins) {
-      const int64_t n = static_cast<int64_t>(w.f32.size());
-      const bool bf16 = w.dtype == plan::BF16;
-      parallelFor(n, 1 << 15, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          w.f32[i] = bf16 ? math::bf16ToFloat(w.half[i]) : math::halfToFloat(w.half[i]);
-      });
+  auto in = std::make_shared<std::vector<TensorView>>(c.in);
+  auto out = std::make_shared<std::vector<TensorView>>(c.out);
+  // Prepares the f32 kernel with its widened tensors at `base`.
+  auto prepareAt = [=](float *base) -> absl::StatusOr<PreparedStep> {
+    std::vector<TensorView> wi = *in, wo = *out;
+    int64_t off = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (TensorView &v : pass == 0 ? wi : wo)
+        if (isHalf(v.dtype)) {
+          v.dtype = plan::F32;
+          v.data = base + off;
+          off += v.numel;
+        }
+    KernelContext wideContext{*step, wi, wo};
+    return f32Kernel(wideContext);
+  };
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < total) scratch.resize(total);
+  DS_ASSIGN_OR_RETURN(PreparedStep first, prepareAt(scratch.data()));
+  auto kernel = std::make_shared<PreparedStep>(std::move(first));
+  auto preparedFor = std::make_shared<float *>(scratch.data());
+  return PreparedStep([=]() -> absl::Status {
+    if (static_cast<int64_t>(scratch.size()) < total) scratch.resize(total);
+    if (*preparedFor != scratch.data()) {
+      DS_ASSIGN_OR_RETURN(*kernel, prepareAt(scratch.data()));
+      *preparedFor = scratch.data();
     }
-    DS_RETURN_IF_ERROR(kernel());
-    for (Wide &w : *outs) {
-      const int64_t n = static_cast<int64_t>(w.f32.size());
+    float *base = scratch.data();
+    for (const Wide &w : wide) {
       const bool bf16 = w.dtype == plan::BF16;
-      parallelFor(n, 1 << 15, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          w.half[i] = bf16 ? math::floatToBf16(w.f32[i]) : math::floatToHalf(w.f32[i]);
-      });
+      if (w.input)
+        parallelFor(w.numel, 1 << 15, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i)
+            base[i] = bf16 ? math::bf16ToFloat(w.half[i]) : math::halfToFloat(w.half[i]);
+        });
+      base += w.numel;
+    }
+    DS_RETURN_IF_ERROR((*kernel)());
+    base = scratch.data();
+    for (const Wide &w : wide) {
+      const bool bf16 = w.dtype == plan::BF16;
+      if (!w.input)
+        parallelFor(w.numel, 1 << 15, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i)
+            w.half[i] = bf16 ? math::floatToBf16(base[i]) : math::floatToHalf(base[i]);
+        });
+      base += w.numel;
     }
     return absl::OkStatus();
   });

@@ -188,6 +188,9 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
   });
 }
 
+/// Below this many left-operand rows a 16-bit product is memory-bound.
+constexpr int64_t kMemoryBoundRows = 32;
+
 #ifdef DS_GEMM_ONEDNN
 /// bf16 / f16 products on oneDNN's matmul primitive: AVX512-BF16 (or AMX)
 /// instructions where the CPU has them, fp32 sums, the result rounded once.
@@ -278,12 +281,20 @@ private:
 
 absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c);
 
-/// bf16 / f16 products: oneDNN's 16-bit GEMM where it takes the shape,
-/// else the f32 GEMM on widened copies (fp32 sums either way, the result
-/// rounded once).
+/// bf16 / f16 products, fp32 sums either way and the result rounded once.
+/// Few rows (a memory-bound product: decoding, small batches) run on
+/// oneDNN's 16-bit GEMM, which reads half the weight bytes. Many rows run
+/// the f32 GEMM on widened copies: on CPUs without AMX, 16-bit dot products
+/// are no faster than f32 FMAs (this machine's vdpbf16ps peaks at half its
+/// FMA rate: docs/mixed-precision.md), and widening costs O(MK + KN) next
+/// to the GEMM's O(MNK).
 absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, const MatmulGeometry &g) {
 #ifdef DS_GEMM_ONEDNN
-  if (auto fast = OneDnnMatmul16::create(c, g)) return PreparedStep([fast] { return fast->run(); });
+  int64_t rows = g.m;
+  for (int64_t d : g.aBatch) rows *= d;
+  if (rows < kMemoryBoundRows)
+    if (auto fast = OneDnnMatmul16::create(c, g))
+      return PreparedStep([fast] { return fast->run(); });
 #endif
   return prepareWidened(c, prepareMatmul);
 }

@@ -280,16 +280,16 @@ llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
                               " are both enabled; enable one of them").str());
   p.kind = bf16 ? PrecisionConfig::Kind::BF16
                 : fp16 ? PrecisionConfig::Kind::FP16 : PrecisionConfig::Kind::FP32;
-  // Gradient collectives carry fp32 (ds accumulates gradients in fp32).
+  // Gradient reductions: the training type unless said otherwise, as in
+  // DeepSpeed's engine.
+  p.communication = p.kind;
   std::string comm;
   DS_CHECK(top.string("communication_data_type", comm));
   std::string lower = llvm::StringRef(comm).lower();
   if (!comm.empty() && lower != "fp32" && lower != "fp16" && lower != "bf16")
     return top.error("communication_data_type",
                      "expected \"fp32\", \"fp16\" or \"bf16\", got \"" + comm + "\"");
-  if (!comm.empty() && lower != "fp32")
-    return top.error("communication_data_type",
-                     "\"" + comm + "\" is not supported yet: ds reduces gradients in fp32");
+  if (!comm.empty()) p.communication = *parseDtypeName(lower);
   return llvm::Error::success();
 }
 

@@ -24,9 +24,10 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   pm.addPass(createFoldConstantsPass(fold));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (options.precision != "fp32") {
+  if (options.precision != "fp32" || options.communication != "fp32") {
     MixedPrecisionPassOptions mp;
     mp.dtype = options.precision;
+    mp.commDtype = options.communication;
     pm.addPass(createMixedPrecisionPass(mp));
   }
   auto enabled = [&](const char *name) {

@@ -42,6 +42,11 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       auto shape = d.getAs<DenseI64ArrayAttr>("shape");
       if (name && shape) r.trained.push_back({name.str(), std::vector<int64_t>(shape.asArrayRef())});
     }
+  if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training")) {
+    if (auto p = t.getAs<StringAttr>("precision")) r.precision = p.str();
+    if (auto c = t.getAs<StringAttr>("communication_data_type")) r.communication = c.str();
+    if (auto z = t.getAs<IntegerAttr>("zero_stage")) r.zeroStage = z.getInt();
+  }
   if (auto list = module->getAttrOfType<ArrayAttr>("ds.constant_initializers"))
     for (auto n : list.getAsRange<StringAttr>()) r.heldConstant.push_back(n.str());
   for (auto g : module.getOps<ml_program::GlobalOp>()) {
@@ -189,6 +194,26 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       }
       os << llvm::format("  %-48s %-16s %12lld\n", name.c_str(), dims.c_str(),
                          static_cast<long long>(n));
+    }
+    if (r.precision != "fp32") {
+      // DeepSpeed's mixed-precision accounting (ZeRO paper): 16-bit
+      // parameters and gradients, 12 bytes of fp32 master weights and Adam
+      // moments per parameter, each partitioned from its stage on.
+      const double psi = static_cast<double>(total), n = static_cast<double>(r.worldSize);
+      const int s = static_cast<int>(r.zeroStage);
+      double formula = (s >= 3 ? 2 * psi / n : 2 * psi) + (s >= 2 ? 2 * psi / n : 2 * psi) +
+                       (s >= 1 ? 12 * psi / n : 12 * psi);
+      int64_t held = r.parameterBytes + r.gradientBytes + r.optimizerStateBytes;
+      os << "mixed precision: " << r.precision << " products, gradients reduced in "
+         << r.communication << "\n";
+      os << llvm::format("  model states per rank: ds %lld B; DeepSpeed's 2P + 2P + 12P "
+                         "(ZeRO-%d over %lld ranks, P = %lld) %.0f B\n",
+                         static_cast<long long>(held), s, static_cast<long long>(r.worldSize),
+                         static_cast<long long>(total), formula);
+      os << "  (ds keeps fp32 parameters, which are the master weights, and fp32 gradient "
+            "accumulators: 16P like DeepSpeed when nothing or everything is partitioned, more "
+            "in between; stage 3 keeps parameters under stage3_param_persistence_threshold "
+            "whole)\n";
     }
     if (!r.heldConstant.empty()) {
       os << "held constant: " << r.heldConstant.size()

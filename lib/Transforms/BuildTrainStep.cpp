@@ -547,6 +547,8 @@ private:
         b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
         b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(config_.stepsPerPrint)),
         b.getNamedAttr("precision", b.getStringAttr(precisionName(config_.precision.kind))),
+        b.getNamedAttr("communication_data_type",
+                       b.getStringAttr(precisionName(config_.precision.communication))),
         b.getNamedAttr("loss_scale", b.getF64FloatAttr(config_.precision.lossScale)),
         b.getNamedAttr("initial_loss_scale",
                        b.getF64FloatAttr(std::ldexp(1.0, config_.precision.initialScalePower))),

@@ -43,13 +43,19 @@ public:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    Type half;
-    if (dtype == "bf16") half = BFloat16Type::get(ctx);
-    else if (dtype == "fp16") half = Float16Type::get(ctx);
-    else {
-      module.emitError("ds-mixed-precision: dtype must be bf16 or fp16, got '") << dtype << "'";
-      return signalPassFailure();
-    }
+    auto typeNamed = [&](StringRef name, StringRef option) -> FailureOr<Type> {
+      if (name == "bf16") return Type(BFloat16Type::get(ctx));
+      if (name == "fp16") return Type(Float16Type::get(ctx));
+      if (name == "fp32") return Type(Float32Type::get(ctx));
+      module.emitError("ds-mixed-precision: ") << option << " must be bf16, fp16 or fp32, got '"
+                                                << name << "'";
+      return failure();
+    };
+    FailureOr<Type> productType = typeNamed(dtype, "dtype"), comm = typeNamed(commDtype, "comm-dtype");
+    if (failed(productType) || failed(comm)) return signalPassFailure();
+    if (!comm->isF32()) reduceIn(module, *comm);
+    if (productType->isF32()) return;
+    Type half = *productType;
     SmallVector<Operation *> products;
     module.walk([&](Operation *op) {
       if (isProduct(op) && cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isF32())
@@ -79,6 +85,32 @@ public:
   }
 
 private:
+  /// Gradient reductions (sums of f32 tensors; the scalar loss and norm
+  /// stay f32) send `half` values.
+  void reduceIn(ModuleOp module, Type half) {
+    SmallVector<Operation *> sums;
+    module.walk([&](Operation *op) {
+      auto reduction = op->getAttrOfType<CollectiveReductionAttr>("reduction");
+      if (!isa<AllReduceOp, ReduceScatterOp>(op) || !reduction ||
+          reduction.getValue() != CollectiveReduction::Sum)
+        return;
+      auto t = cast<RankedTensorType>(op->getOperand(0).getType());
+      if (t.getElementType().isF32() && t.getRank() >= 1) sums.push_back(op);
+    });
+    for (Operation *op : sums) {
+      OpBuilder b(op);
+      Value in = CastOp::create(b, op->getLoc(), withElement(op->getOperand(0).getType(), half),
+                                op->getOperand(0));
+      op->setOperand(0, in);
+      Type f32 = op->getResult(0).getType();
+      op->getResult(0).setType(withElement(f32, half));
+      b.setInsertionPointAfter(op);
+      Value back = CastOp::create(b, op->getLoc(), f32, op->getResult(0));
+      op->getResult(0).replaceAllUsesExcept(back, back.getDefiningOp());
+      ++numCollectives;
+    }
+  }
+
   /// `v` in 16 bits: a weight converted once at compile time, anything else
   /// through one ds.cast placed right after its definition.
   Value toHalf(OpBuilder &b, Value v, Type half, llvm::DenseMap<Value, Value> &halves) {

@@ -12,9 +12,49 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt {
 namespace {
+
+/// bf16 and f16 for reductions: MPI has no 16-bit floats, so each is its own
+/// 2-byte datatype, reduced by user operations that add (or compare) in f32
+/// and round back to nearest even, as NCCL's bf16/half reductions do.
+struct HalfTypes {
+  MPI_Datatype bf16, f16;
+  MPI_Op sum, max, min;
+};
+
+const HalfTypes &halfTypes();
+
+template <int kOp> void reduceHalf(void *in, void *inout, int *len, MPI_Datatype *type) {
+  const bool bf16 = *type == halfTypes().bf16;
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = bf16 ? math::bf16ToFloat(a[i]) : math::halfToFloat(a[i]);
+    float y = bf16 ? math::bf16ToFloat(b[i]) : math::halfToFloat(b[i]);
+    float r = kOp == 0 ? x + y : kOp == 1 ? math::Max()(x, y) : math::Min()(x, y);
+    b[i] = bf16 ? math::floatToBf16(r) : math::floatToHalf(r);
+  }
+}
+
+/// Created on first use (after MPI_Init), never freed: they live as long
+/// as MPI does.
+const HalfTypes &halfTypes() {
+  static const HalfTypes types = [] {
+    HalfTypes t;
+    MPI_Type_contiguous(2, MPI_BYTE, &t.bf16);
+    MPI_Type_commit(&t.bf16);
+    MPI_Type_contiguous(2, MPI_BYTE, &t.f16);
+    MPI_Type_commit(&t.f16);
+    MPI_Op_create(&reduceHalf<0>, /*commute=*/1, &t.sum);
+    MPI_Op_create(&reduceHalf<1>, 1, &t.max);
+    MPI_Op_create(&reduceHalf<2>, 1, &t.min);
+    return t;
+  }();
+  return types;
+}
 
 absl::StatusOr<MPI_Datatype> mpiType(DType t, bool reduce) {
   switch (t) {
@@ -30,17 +70,31 @@ absl::StatusOr<MPI_Datatype> mpiType(DType t, bool reduce) {
   case plan::U64: return MPI_UINT64_T;
   case plan::BOOL: return MPI_UINT8_T;
   case plan::F16:
+    return reduce ? halfTypes().f16 : MPI_UINT16_T;
   case plan::BF16:
-    // MPI has no 16-bit float arithmetic; moving bytes is fine.
-    if (!reduce) return MPI_UINT16_T;
-    [[fallthrough]];
+    return reduce ? halfTypes().bf16 : MPI_UINT16_T;
   default:
     return absl::UnimplementedError(
         absl::StrCat("MPI cannot ", reduce ? "reduce " : "move ", dtypeName(t), " tensors"));
   }
 }
 
-MPI_Op mpiOp(ReduceOp op) {
+/// 16-bit floats reduce by sum, max or min only.
+absl::Status checkHalfOp(ReduceOp op, DType t) {
+  if ((t == plan::BF16 || t == plan::F16) && op == ReduceOp::Prod)
+    return absl::UnimplementedError(absl::StrCat("MPI cannot multiply-reduce ", dtypeName(t),
+                                                 " tensors"));
+  return absl::OkStatus();
+}
+
+MPI_Op mpiOp(ReduceOp op, DType t) {
+  if (t == plan::BF16 || t == plan::F16) {
+    switch (op) {
+    case ReduceOp::Max: return halfTypes().max;
+    case ReduceOp::Min: return halfTypes().min;
+    default: return halfTypes().sum; // Prod is refused in checkHalfOp
+    }
+  }
   switch (op) {
   case ReduceOp::Sum: return MPI_SUM;
   case ReduceOp::Max: return MPI_MAX;
@@ -86,10 +140,11 @@ public:
   }
 
   absl::Status allReduce(void *buf, int64_t count, DType dtype, ReduceOp op) override {
+    DS_RETURN_IF_ERROR(checkHalfOp(op, dtype));
     DS_ASSIGN_OR_RETURN(MPI_Datatype t, mpiType(dtype, true));
     DS_RETURN_IF_ERROR(checkCount(count, dtype));
     MPI_Request req;
-    return finish(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(count), t, mpiOp(op), comm_,
+    return finish(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(count), t, mpiOp(op, dtype), comm_,
                                  &req),
                   req, "all_reduce", count, dtype);
   }
@@ -103,10 +158,11 @@ public:
   }
   absl::Status reduceScatter(const void *send, void *recv, int64_t count, DType dtype,
                              ReduceOp op) override {
+    DS_RETURN_IF_ERROR(checkHalfOp(op, dtype));
     DS_ASSIGN_OR_RETURN(MPI_Datatype t, mpiType(dtype, true));
     DS_RETURN_IF_ERROR(checkCount(count * size_, dtype));
     MPI_Request req;
-    return finish(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), t, mpiOp(op),
+    return finish(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), t, mpiOp(op, dtype),
                                             comm_, &req),
                   req, "reduce_scatter", count, dtype);
   }

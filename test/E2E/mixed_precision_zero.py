@@ -42,6 +42,37 @@ def train(name, world, stage, precision, data=data_path, n=steps):
 
 
 bf16 = {"bf16": {"enabled": True}}
+# Gradients are reduced in bf16 by default (DeepSpeed's communication_data_type
+# defaults to the training type), in fp32 when the config says so; --report
+# sets ds's model-state bytes beside DeepSpeed's 2P + 2P + 12P.
+def zero2_report(extra):
+    work = os.path.join(args.workdir, "report")
+    os.makedirs(work, exist_ok=True)
+    cfg = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
+           "zero_optimization": {"stage": 2}}
+    cfg.update(bf16)
+    cfg.update(extra)
+    path = os.path.join(work, "c.json")
+    json.dump(cfg, open(path, "w"))
+    return run(["ds-opt", onnx_path, "--config", path, "--world-size", "2", "--loss",
+                "softmax-cross-entropy", "--input-shape", "idx=4,%d" % T, "--report"])
+
+
+rep = zero2_report({})
+rs = re.search(r"train_step: reduce_scatter\s+(\d+) B", rep)
+psi = int(re.search(r"P = (\d+)\)", rep).group(1))
+if "gradients reduced in bf16" not in rep or not rs:
+    sys.exit("bf16 ZeRO-2 report:\n" + rep)
+rep32 = zero2_report({"communication_data_type": "fp32"})
+rs32 = re.search(r"train_step: reduce_scatter\s+(\d+) B", rep32)
+if "gradients reduced in fp32" not in rep32 or int(rs32.group(1)) != 2 * int(rs.group(1)):
+    sys.exit("communication_data_type fp32 should double the reduce-scatter bytes:\n%s\n%s" % (rep, rep32))
+want = 2 * psi + (2 + 12) * psi / 2
+got = float(re.search(r"DeepSpeed's 2P \+ 2P \+ 12P \(ZeRO-2 over 2 ranks, P = \d+\) (\d+) B", rep).group(1))
+if abs(got - want) > 1:
+    sys.exit("the report's DeepSpeed formula gives %g, expected %g" % (got, want))
+print("bf16 ZeRO-2: reduce-scatter %s B per micro-step in bf16, %s B in fp32; formula %d B"
+      % (rs.group(1), rs32.group(1), got))
 _, one = train("bf16_1", 1, 0, bf16)
 for stage in (0, 1, 2, 3):
     _, two = train("bf16_2_z%d" % stage, 2, stage, bf16)

@@ -17,7 +17,7 @@
 // CHECK: ds.matmul %{{.+}}, %[[W2C]] {transpose_rhs = true} : (tensor<4x2xbf16>, tensor<2x2xbf16>) -> tensor<4x2xbf16>
 // CHECK: ds.relu %{{.+}} : tensor<2x2xf32>
 // F16: ds.matmul {{.+}} : (tensor<4x3xf16>, tensor<3x2xf16>) -> tensor<4x2xf16>
-// BAD: ds-mixed-precision: dtype must be bf16 or fp16, got 'int8'
+// BAD: ds-mixed-precision: dtype must be bf16, fp16 or fp32, got 'int8'
 func.func @mlp(%x: tensor<4x3xf32>) -> (tensor<4x2xf32>, tensor<2x2xf32>) {
   %w1 = ds.parameter "w1" = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf32>
   %w2 = ds.parameter "w2" = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>

@@ -297,9 +297,11 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     // The config's precision (a config that does not read fails in the
     // pipeline, naming its key).
     if (!configPath.empty()) {
-      if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize))
+      if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize)) {
         t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
-      else
+        if (worldSize > 1)
+          t.inference.communication = mlir::ds::precisionName(cfg->precision.communication);
+      } else
         llvm::consumeError(cfg.takeError());
     }
     mlir::ds::buildTrainingPipeline(pm, t);

@@ -52,6 +52,10 @@ struct PrecisionConfig {
   int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
   bool consecutiveHysteresis = false;
   double minLossScale = 1;
+  /// communication_data_type: the type gradients are reduced in across
+  /// data-parallel ranks. DeepSpeed's default is the training type (fp16
+  /// or bf16 when enabled, else fp32).
+  Kind communication = Kind::FP32;
 };
 /// "fp32", "bf16" or "fp16".
 const char *precisionName(PrecisionConfig::Kind k);

@@ -23,6 +23,9 @@ struct InferencePipelineOptions {
   /// "fp32", or "bf16" / "fp16": matrix products in 16 bits
   /// (ds-mixed-precision), from DeepSpeed's bf16/fp16 sections or dtype.
   std::string precision = "fp32";
+  /// Data-parallel gradient reductions in "fp32", "bf16" or "fp16"
+  /// (communication_data_type).
+  std::string communication = "fp32";
 };
 
 /// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:

@@ -31,6 +31,10 @@ struct MemoryReport {
   // initializers held constant (literals, frozen, not in --parameters).
   std::vector<std::pair<std::string, std::vector<int64_t>>> trained;
   std::vector<std::string> heldConstant;
+  // Training: "fp32", "bf16" or "fp16", the ZeRO stage, and the type of
+  // gradient reductions.
+  std::string precision = "fp32", communication = "fp32";
+  int64_t zeroStage = 0;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;

@@ -78,6 +78,12 @@ def MixedPrecisionPass : Pass<"ds-mixed-precision", "ModuleOp"> {
     product. A weight that is a `ds.parameter` (inference) is stored in
     16 bits instead of cast at run time, halving its bytes.
 
+    With `comm-dtype` bf16 or fp16 (DeepSpeed's `communication_data_type`,
+    which defaults to the training type), every sum `all_reduce` /
+    `reduce_scatter` of a gradient tensor (rank >= 1: not the scalar loss
+    or gradient norm) sends 16-bit values: cast before, back to f32 after,
+    halving the bytes on the wire.
+
     ```mlir
     %y = ds.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
     ```
@@ -91,11 +97,14 @@ def MixedPrecisionPass : Pass<"ds-mixed-precision", "ModuleOp"> {
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
-           "16-bit type of the products: bf16 or fp16">
+           "16-bit type of the products: bf16 or fp16 (fp32: leave them)">,
+    Option<"commDtype", "comm-dtype", "std::string", /*default=*/"\"fp32\"",
+           "type of data-parallel gradient reductions (communication_data_type)">
   ];
   let statistics = [
     Statistic<"numProducts", "num-products", "matrix products made 16-bit">,
-    Statistic<"numWeights", "num-weights", "parameters stored in 16 bits">
+    Statistic<"numWeights", "num-weights", "parameters stored in 16 bits">,
+    Statistic<"numCollectives", "num-collectives", "gradient reductions made 16-bit">
   ];
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <zip.h>
+#include <zlib.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -219,6 +220,14 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
     if (f) zip_fclose(f);
     if (got < 0 || static_cast<zip_uint64_t>(got) != st.size) {
       status = absl::InvalidArgumentError(absl::StrCat(what, ": truncated or corrupt entry"));
+      break;
+    }
+    // libzip checks an entry's CRC-32 only when a read runs past its end;
+    // check it here, so a flipped byte is an error, not silently used data.
+    if (!(st.valid & ZIP_STAT_CRC) ||
+        crc32_z(crc32_z(0L, Z_NULL, 0), buf.data(), buf.size()) != st.crc) {
+      status = absl::DataLossError(absl::StrCat(
+          what, ": CRC-32 mismatch: the file is damaged (its bytes differ from what was written)"));
       break;
     }
     auto arr = parseNpy(buf.data(), buf.size(), what);

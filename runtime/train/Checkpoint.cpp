@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <random>
+#include <zlib.h>
+
 #include <google/protobuf/text_format.h>
 
 #include "absl/strings/str_format.h"
@@ -56,6 +59,45 @@ absl::Status writeFileSynced(const std::string &path, const std::string &bytes) 
 }
 
 std::string stepName(int64_t step) { return absl::StrFormat("step_%08d", step); }
+
+/// Size and CRC-32 of a file, read in 1 MiB pieces.
+absl::StatusOr<std::pair<uint64_t, uint32_t>> digestFile(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  std::vector<unsigned char> buf(1 << 20);
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  uint64_t size = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    crc = crc32_z(crc, buf.data(), n);
+    size += n;
+  }
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return std::make_pair(size, static_cast<uint32_t>(crc));
+}
+
+/// The state files of a checkpoint match the sizes and CRC-32s its metadata
+/// recorded (checkpoints from before they were recorded pass).
+absl::Status verifyFiles(const std::string &ck, const ds::plan::CheckpointMeta &meta) {
+  for (const auto &file : meta.files()) {
+    if (file.name().empty() || file.name().find('/') != std::string::npos ||
+        file.name().find("..") != std::string::npos)
+      return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb names a bad file '", file.name(), "'"));
+    const std::string path = ck + "/" + file.name();
+    DS_ASSIGN_OR_RETURN(auto digest, digestFile(path));
+    if (digest.first != file.size())
+      return absl::DataLossError(absl::StrFormat(
+          "%s is damaged: %d bytes where the checkpoint wrote %d (truncated or overwritten)",
+          path, digest.first, file.size()));
+    if (digest.second != file.crc32())
+      return absl::DataLossError(absl::StrFormat(
+          "%s is damaged: its CRC-32 is %08x where the checkpoint wrote %08x", path,
+          digest.second, file.crc32()));
+  }
+  return absl::OkStatus();
+}
 
 } // namespace
 
@@ -120,9 +162,27 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   if (!st.ok()) return fail(st);
   if (!root) return agree(comm, absl::OkStatus(), "committing the checkpoint");
 
+  // The digests of every rank's file (all written and synced by now) and
+  // an id for this save.
+  ds::plan::CheckpointMeta withFiles = meta;
+  for (int64_t r = 0; r < (comm ? comm->size() : 1) && st.ok(); ++r) {
+    std::string file = comm ? absl::StrCat("state.rank", r, ".npz") : "state.npz";
+    auto digest = digestFile(tmp + "/" + file);
+    if (!digest.ok()) {
+      st = digest.status();
+      break;
+    }
+    ds::plan::CheckpointFile *f = withFiles.add_files();
+    f->set_name(file);
+    f->set_size(digest->first);
+    f->set_crc32(digest->second);
+  }
+  std::random_device rd;
+  withFiles.set_checkpoint_id((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                              static_cast<uint64_t>(::getpid()));
   std::string text;
-  google::protobuf::TextFormat::PrintToString(meta, &text);
-  st = writeFileSynced(tmp + "/meta.txtpb", text);
+  google::protobuf::TextFormat::PrintToString(withFiles, &text);
+  if (st.ok()) st = writeFileSynced(tmp + "/meta.txtpb", text);
   if (st.ok()) st = fsyncPath(tmp, true);
   auto commit = [&]() -> absl::Status {
     if (!st.ok()) return fail(st);
@@ -157,17 +217,9 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   return agree(comm, commit(), "committing the checkpoint");
 }
 
-/// The latest committed checkpoint of `dir`: its directory and metadata.
+/// The metadata of checkpoint `name` in `dir`, its files verified.
 static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
-readLatest(const std::string &dir) {
-  std::ifstream latest(dir + "/latest");
-  if (!latest) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
-  std::string name;
-  std::getline(latest, name);
-  name = std::string(absl::StripAsciiWhitespace(name));
-  if (name.rfind("step_", 0) != 0 || name.find('/') != std::string::npos ||
-      name.find("..") != std::string::npos)
-    return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", name, "'"));
+readCheckpoint(const std::string &dir, const std::string &name) {
   const std::string ck = dir + "/" + name;
   std::ifstream metaFile(ck + "/meta.txtpb");
   if (!metaFile) return absl::DataLossError(absl::StrCat(ck, " has no meta.txtpb"));
@@ -176,7 +228,52 @@ readLatest(const std::string &dir) {
   if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1 ||
       meta.step() < 0 || meta.data_cursor() < 0)
     return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb does not parse or is not version 1"));
+  DS_RETURN_IF_ERROR(verifyFiles(ck, meta));
   return std::make_pair(ck, meta);
+}
+
+/// The latest committed checkpoint of `dir`: its directory and metadata.
+/// With `fallback`, a damaged one gives way to the newest older checkpoint
+/// that is intact (saying so); without, it is an error naming the damage.
+static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
+readLatest(const std::string &dir, bool fallback) {
+  std::ifstream latest(dir + "/latest");
+  if (!latest) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
+  std::string name;
+  std::getline(latest, name);
+  name = std::string(absl::StripAsciiWhitespace(name));
+  if (name.rfind("step_", 0) != 0 || name.find('/') != std::string::npos ||
+      name.find("..") != std::string::npos)
+    return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", name, "'"));
+  auto got = readCheckpoint(dir, name);
+  if (got.ok() || !fallback) {
+    if (!got.ok())
+      return absl::Status(got.status().code(),
+                          absl::StrCat(got.status().message(),
+                                       "; --resume-fallback resumes from the newest intact "
+                                       "older checkpoint instead"));
+    return got;
+  }
+  std::vector<std::string> older;
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos &&
+        n < name)
+      older.push_back(n);
+  }
+  std::sort(older.rbegin(), older.rend());
+  for (const std::string &n : older) {
+    auto prev = readCheckpoint(dir, n);
+    if (!prev.ok()) continue;
+    std::fprintf(stderr, "ds-run: %s\nds-run: falling back to %s/%s (step %lld)\n",
+                 std::string(got.status().message()).c_str(), dir.c_str(), n.c_str(),
+                 static_cast<long long>(prev->second.step()));
+    return prev;
+  }
+  return absl::Status(got.status().code(),
+                      absl::StrCat(got.status().message(), "; and no older checkpoint in ", dir,
+                                   " is intact"));
 }
 
 namespace {
@@ -260,7 +357,7 @@ loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Sessi
 absl::StatusOr<std::map<std::string, HostArray>>
 consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
                             ds::plan::CheckpointMeta *metaOut) {
-  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir));
+  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir, /*fallback=*/false));
   const auto &[ck, meta] = latest;
   if (metaOut) *metaOut = meta;
   if (plan.has_training() && plan.training().zero_stage() != meta.zero_stage())
@@ -293,8 +390,8 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
 }
 
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
-                                                              Session &session) {
-  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir));
+                                                              Session &session, bool fallback) {
+  DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir, fallback));
   const auto &[ck, meta] = latest;
   // ZeRO checkpoints hold one state file per rank, for the world they were
   // saved at.

@@ -27,10 +27,15 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
 /// DS_TEST_ABORT_DURING_CHECKPOINT=N in the environment makes the save of
 /// step N exit abruptly halfway (the crash-during-save test).
 ///
-/// Loads the checkpoint `latest` names into the session's state buffers.
+/// Loads the checkpoint `latest` names into the session's state buffers,
+/// after checking every state file's size and CRC-32 against its metadata
+/// (and each tensor's zip CRC as it is read): a damaged checkpoint is an
+/// error naming the file (and tensor). With `fallback`, the newest older
+/// checkpoint that is intact is loaded instead, with a note.
 /// NotFound when the directory has no committed checkpoint.
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
-                                                              Session &session);
+                                                              Session &session,
+                                                              bool fallback = false);
 
 /// The latest checkpoint in `dir` as whole tensors by state name, whatever
 /// world size and ZeRO stage saved it: partitioned buffers are joined from

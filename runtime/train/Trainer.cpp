@@ -73,6 +73,28 @@ absl::StatusOr<DataLoader> openData(Session &session, const TrainOptions &o) {
                           std::max<int64_t>(1, t.world_size()), o.shuffle, o.seed);
 }
 
+/// Ranks resume from one checkpoint or none: its step and id must be the
+/// same on all (a rank whose checkpoint directory differs would otherwise
+/// train with inconsistent weights).
+absl::Status agreeOnCheckpoint(Comm &comm, const ds::plan::CheckpointMeta *meta, bool failed) {
+  if (comm.size() == 1) return absl::OkStatus();
+  int64_t mine[2] = {meta ? meta->step() : failed ? -2 : -1,
+                     meta ? static_cast<int64_t>(meta->checkpoint_id() >> 1) : -1};
+  int64_t lo[2] = {mine[0], mine[1]}, hi[2] = {mine[0], mine[1]};
+  DS_RETURN_IF_ERROR(comm.allReduce(lo, 2, ds::plan::I64, ReduceOp::Min));
+  DS_RETURN_IF_ERROR(comm.allReduce(hi, 2, ds::plan::I64, ReduceOp::Max));
+  if (lo[0] != hi[0] || lo[1] != hi[1])
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the ranks resume from different checkpoints (rank %d: %s; steps across ranks range "
+        "from %d to %d, -1: none, -2: unreadable): every rank must see the same "
+        "--checkpoint-dir contents",
+        comm.rank(),
+        meta ? absl::StrFormat("step %d, id %016x", meta->step(), meta->checkpoint_id())
+             : std::string("no checkpoint"),
+        lo[0], hi[0]));
+  return absl::OkStatus();
+}
+
 /// With --resume, loads the latest checkpoint (if the directory has one)
 /// into the session and the data cursor; returns its metadata (nullopt when
 /// starting afresh).
@@ -82,8 +104,13 @@ absl::StatusOr<std::optional<ds::plan::CheckpointMeta>> resume(Session &session,
   if (!o.resume) return std::nullopt;
   if (o.checkpointDir.empty())
     return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
-  auto meta = loadLatestCheckpoint(o.checkpointDir, session);
-  if (!meta.ok() && meta.status().code() != absl::StatusCode::kNotFound) return meta.status();
+  auto meta = loadLatestCheckpoint(o.checkpointDir, session, o.resumeFallback);
+  const bool failed = !meta.ok() && meta.status().code() != absl::StatusCode::kNotFound;
+  // Every rank takes part in the agreement, also one whose load failed (so
+  // the others fail too instead of waiting for it).
+  absl::Status agreed = agreeOnCheckpoint(session.comm(), meta.ok() ? &*meta : nullptr, failed);
+  if (failed) return meta.status();
+  DS_RETURN_IF_ERROR(agreed);
   if (!meta.ok()) return std::nullopt;
   if (meta->shuffle() != o.shuffle || (o.shuffle && meta->seed() != o.seed))
     return absl::InvalidArgumentError(absl::StrCat(

@@ -17,6 +17,7 @@ struct TrainOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0; // 0: only at the end (when a directory is given)
   bool resume = false;
+  bool resumeFallback = false; // a damaged latest checkpoint: use an older intact one
   bool shuffle = false;
   uint64_t seed = 0;
   bool quiet = false;          // no progress output

@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, log, "", "train: JSONL log, one line per step (step, loss
 ABSL_FLAG(std::string, checkpoint_dir, "", "train: where checkpoints go (atomic; `latest` names the newest)");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "train: save every N steps (and at the end)");
 ABSL_FLAG(bool, resume, false, "train: continue from the latest checkpoint in --checkpoint-dir");
+ABSL_FLAG(bool, resume_fallback, false,
+          "train: with --resume, when the latest checkpoint is damaged (a file's size or CRC-32 "
+          "differs from its metadata) resume from the newest older intact one instead of failing");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
 ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
@@ -287,6 +290,7 @@ TrainOptions trainOptionsFromFlags() {
   t.checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
   t.checkpointEvery = absl::GetFlag(FLAGS_checkpoint_every);
   t.resume = absl::GetFlag(FLAGS_resume);
+  t.resumeFallback = absl::GetFlag(FLAGS_resume_fallback);
   t.shuffle = absl::GetFlag(FLAGS_shuffle);
   t.seed = absl::GetFlag(FLAGS_seed);
   t.quiet = absl::GetFlag(FLAGS_quiet);
@@ -298,6 +302,8 @@ TrainOptions trainOptionsFromFlags() {
 int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
   TrainOptions t = trainOptionsFromFlags();
   if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
+  if (t.resumeFallback && !t.resume)
+    return fail(absl::InvalidArgumentError("--resume-fallback needs --resume"));
   absl::Status st = train(session, t);
   printRankReport(loaded, startRss);
   if (st.ok()) st = writeTraceIfAsked(session);

@@ -1,0 +1,20 @@
+"""damage.py FILE (flip|truncate|flip-entry NAME) [drop-digests META]: damages a
+checkpoint file the way a bad disk or a partial copy would."""
+import re
+import sys
+
+path, how = sys.argv[1], sys.argv[2]
+data = bytearray(open(path, "rb").read())
+if how == "flip":  # a byte in the middle of the file (inside some tensor's data)
+    data[len(data) // 2] ^= 0x40
+elif how == "truncate":
+    data = data[: len(data) - 100]
+elif how == "flip-entry":  # a byte of one tensor's data, found by its zip entry name
+    at = data.find(b"\x93NUMPY", data.find(sys.argv[3].encode() + b".npy"))
+    header = 10 + int.from_bytes(data[at + 8:at + 10], "little")
+    data[at + header + 1] ^= 0x40
+open(path, "wb").write(data)
+if len(sys.argv) > 5 and sys.argv[-2] == "drop-digests":
+    meta = sys.argv[-1]  # a checkpoint from before digests were recorded
+    text = open(meta).read()
+    open(meta, "w").write(re.sub(r"files \{[^}]*\}\s*", "", text))

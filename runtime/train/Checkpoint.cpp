@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,43 @@ static absl::Status agree(Comm *comm, absl::Status mine, const std::string &what
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const std::string &dir,
+                                                                        Comm &comm) {
+  std::unique_ptr<CheckpointLock> lock(new CheckpointLock());
+  absl::Status st;
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const std::string path = dir + "/.ds-run.lock";
+    if (ec) {
+      st = absl::PermissionDeniedError(
+          absl::StrCat("--checkpoint-dir ", dir, ": cannot create it: ", ec.message()));
+    } else if ((lock->fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+      st = absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
+                                                    " is not writable: ", std::strerror(errno)));
+    } else if (::flock(lock->fd_, LOCK_EX | LOCK_NB) != 0) {
+      char pid[32] = {0};
+      ssize_t n = ::pread(lock->fd_, pid, sizeof(pid) - 1, 0);
+      st = absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint-dir ", dir, " is in use by another ds-run",
+          n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(pid), ")") : std::string(),
+          "; two runs writing one checkpoint directory would overwrite each other's "
+          "checkpoints"));
+    } else {
+      std::string me = absl::StrCat(::getpid(), "\n");
+      if (::ftruncate(lock->fd_, 0) != 0 || ::pwrite(lock->fd_, me.data(), me.size(), 0) < 0)
+        st = absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
+                                                      " is not writable: ", std::strerror(errno)));
+    }
+  }
+  DS_RETURN_IF_ERROR(agree(comm.size() > 1 ? &comm : nullptr, st, "locking --checkpoint-dir"));
+  return lock;
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ >= 0) ::close(fd_); // releases the flock
+}
+
 absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMeta &meta,
                             Session &session, const CheckpointOptions &opts) {
   Comm *comm = opts.perRank && opts.perRank->size() > 1 ? opts.perRank : nullptr;
@@ -186,14 +224,23 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   if (st.ok()) st = fsyncPath(tmp, true);
   auto commit = [&]() -> absl::Status {
     if (!st.ok()) return fail(st);
-    // A checkpoint of the same step from an earlier run is replaced.
+    // A checkpoint of the same step from an earlier run is replaced in one
+    // atomic exchange of the two directories, so `latest` never names a
+    // step that is missing. Where the filesystem cannot exchange, the old
+    // one is moved aside first and a reader falls back to it.
     if (fs::exists(final)) {
-      std::string old = final + ".old";
-      fs::remove_all(old, ec);
-      fs::rename(final, old, ec);
-      if (ec) return fail(absl::InternalError(absl::StrCat("cannot move aside ", final, ": ", ec.message())));
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final.c_str(), RENAME_EXCHANGE) == 0) {
+        fs::remove_all(tmp, ec); // now the old checkpoint
+      } else {
+        std::string old = final + ".old";
+        fs::remove_all(old, ec);
+        fs::rename(final, old, ec);
+        if (ec)
+          return fail(absl::InternalError(absl::StrCat("cannot move aside ", final, ": ", ec.message())));
+      }
     }
-    fs::rename(tmp, final, ec);
+    ec.clear();
+    if (fs::exists(tmp)) fs::rename(tmp, final, ec);
     if (ec) return fail(absl::InternalError(absl::StrCat("rename ", tmp, ": ", ec.message())));
     DS_RETURN_IF_ERROR(fsyncPath(dir, true));
     // Commit: `latest` names the new checkpoint only once it is complete.
@@ -220,7 +267,15 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
 /// The metadata of checkpoint `name` in `dir`, its files verified.
 static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
 readCheckpoint(const std::string &dir, const std::string &name) {
-  const std::string ck = dir + "/" + name;
+  std::string ck = dir + "/" + name;
+  // A re-save of this step died between moving the old copy aside and
+  // putting the new one in place: the old copy is complete.
+  std::error_code ec;
+  if (!fs::exists(ck, ec) && fs::exists(ck + ".old", ec)) {
+    std::fprintf(stderr, "ds-run: %s is missing (a re-save was interrupted); using %s.old\n",
+                 ck.c_str(), ck.c_str());
+    ck += ".old";
+  }
   std::ifstream metaFile(ck + "/meta.txtpb");
   if (!metaFile) return absl::DataLossError(absl::StrCat(ck, " has no meta.txtpb"));
   std::string text((std::istreambuf_iterator<char>(metaFile)), {});

@@ -27,6 +27,24 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
 /// DS_TEST_ABORT_DURING_CHECKPOINT=N in the environment makes the save of
 /// step N exit abruptly halfway (the crash-during-save test).
 ///
+/// Held for a training run that checkpoints: `dir` exists and is writable
+/// (checked at the start, not at the first save), and no other run writes
+/// checkpoints there (an flock on `dir`/.ds-run.lock, released when the
+/// process ends however it ends). Rank 0 takes it; every rank of `comm`
+/// learns whether it got it.
+class CheckpointLock {
+public:
+  static absl::StatusOr<std::unique_ptr<CheckpointLock>> acquire(const std::string &dir,
+                                                                 Comm &comm);
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock &) = delete;
+  CheckpointLock &operator=(const CheckpointLock &) = delete;
+
+private:
+  CheckpointLock() = default;
+  int fd_ = -1;
+};
+
 /// Loads the checkpoint `latest` names into the session's state buffers,
 /// after checking every state file's size and CRC-32 against its metadata
 /// (and each tensor's zip CRC as it is read): a damaged checkpoint is an

@@ -1,5 +1,10 @@
 #include "runtime/train/Data.h"
 
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -9,6 +14,34 @@
 #include "runtime/io/Npy.h"
 
 namespace ds::rt {
+
+namespace {
+/// Float data must be finite: a NaN would be trained on silently (a ReLU
+/// or a masked position can hide it from the loss) and poison the weights.
+absl::Status checkFinite(const std::string &path, const std::string &name, const HostArray &a) {
+  const int64_t n = a.dtype == ds::plan::F32 ? static_cast<int64_t>(a.data.size() / 4)
+                    : a.dtype == ds::plan::F64 ? static_cast<int64_t>(a.data.size() / 8)
+                                               : 0;
+  const int64_t perSample = a.shape.empty() ? 1 : std::max<int64_t>(1, n / std::max<int64_t>(1, a.shape[0]));
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    if (a.dtype == ds::plan::F32) {
+      float f;
+      std::memcpy(&f, a.data.data() + 4 * i, 4);
+      v = f;
+    } else {
+      std::memcpy(&v, a.data.data() + 8 * i, 8);
+    }
+    if (std::isfinite(v)) continue;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s[%s]: sample %d holds %s (element %d of the sample); ds does not train on "
+        "non-finite data: clean or drop that sample",
+        path, name, i / perSample, std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf"),
+        i % perSample));
+  }
+  return absl::OkStatus();
+}
+} // namespace
 
 absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::plan::Plan &plan,
                                             const ds::plan::Program &program,
@@ -58,6 +91,7 @@ absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::p
                                                      d.samples_, " and ", a.shape[0], " in '",
                                                      b.io_name(), "')"));
     d.samples_ = a.shape[0];
+    DS_RETURN_IF_ERROR(checkFinite(path, b.io_name(), a));
     Array arr;
     arr.name = b.io_name();
     arr.sampleBytes = a.data.size() / std::max<int64_t>(1, a.shape[0]);

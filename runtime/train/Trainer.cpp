@@ -387,6 +387,12 @@ absl::Status train(Session &session, const TrainOptions &o) {
   DS_RETURN_IF_ERROR(checkTrainable(session));
   DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
   TrainingRun run(session, o, std::move(data));
+  // The checkpoint directory is this run's (and writable) before anything
+  // is read from it.
+  std::unique_ptr<CheckpointLock> lock;
+  if (!o.checkpointDir.empty()) {
+    DS_ASSIGN_OR_RETURN(lock, CheckpointLock::acquire(o.checkpointDir, run.comm()));
+  }
   DS_ASSIGN_OR_RETURN(std::optional<ds::plan::CheckpointMeta> resumed,
                       resume(session, o, run.data()));
   int64_t step = resumed ? resumed->step() : 0;

@@ -1,9 +1,11 @@
 //===- DeepSpeedConfig.cpp - reading ds_config.json -----------------------===//
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Support/TextLimits.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir::ds;
@@ -454,6 +456,9 @@ llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
 llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
                                                               llvm::StringRef name,
                                                               int64_t worldSize) {
+  if (std::string deep = checkNesting(text); !deep.empty())
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
+                                   name.str().c_str(), deep.c_str());
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
@@ -498,6 +503,11 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
 
 llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &path,
                                                              int64_t worldSize) {
+  // A FIFO or device would block or never end: only regular files are read.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s is not a regular file", path.c_str());
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),
@@ -507,8 +517,12 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
 
 std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &path,
                                                            std::string &error) {
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
+    return std::nullopt; // readDeepSpeedConfig reports it
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf) return std::nullopt; // readDeepSpeedConfig reports it
+  if (!checkNesting((*buf)->getBuffer()).empty()) return std::nullopt; // reported by the reader
   llvm::Expected<json::Value> parsed = json::parse((*buf)->getBuffer());
   if (!parsed) {
     llvm::consumeError(parsed.takeError());

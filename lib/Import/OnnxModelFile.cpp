@@ -1,4 +1,5 @@
 //===- OnnxModelFile.cpp - reading ONNX files safely ----------------------===//
+#include "ds/Support/TextLimits.h"
 #include "ds/Import/OnnxModelFile.h"
 
 #include <cerrno>
@@ -62,18 +63,34 @@ llvm::Expected<std::string> readWholeFile(int fd, const std::string &path) {
 
 } // namespace
 
+using mlir::ds::checkNesting;
+
 llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+  // as not a regular file below); reads of regular files ignore it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0)
     return err("cannot open " + path + ": " + std::strerror(errno));
   auto data = readWholeFile(fd.fd, path);
   if (!data) return data.takeError();
   onnx::ModelProto model;
   llvm::StringRef p(path);
+  if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext") || p.ends_with(".json"))
+    if (std::string deep = checkNesting(*data); !deep.empty()) return err(path + ": " + deep);
   if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext")) {
-    auto status = onnx::OnnxParser::Parse(model, data->c_str());
-    if (!status.IsOK())
-      return err(path + ": not valid ONNX text: " + status.ErrorMessage());
+    // ONNX's parser converts numbers with std::stoll/std::stof, which throw
+    // on malformed or out-of-range text.
+    try {
+      auto status = onnx::OnnxParser::Parse(model, data->c_str());
+      if (!status.IsOK()) {
+        std::string msg = status.ErrorMessage();
+        if (msg.size() > 600) msg = msg.substr(0, 600) + "...";
+        return err(path + ": not valid ONNX text: " + msg);
+      }
+    } catch (const std::exception &e) {
+      return err(path + ": not valid ONNX text: a number is malformed or out of range (" +
+                 e.what() + ")");
+    }
     return model;
   }
   if (p.ends_with(".json")) {
@@ -142,7 +159,7 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
     return err("cannot open the model's directory " + dir + ": " + std::strerror(errno));
   struct open_how how;
   std::memset(&how, 0, sizeof how);
-  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK; // a FIFO must not block
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   long fd = ::syscall(SYS_openat2, dirfd.fd, rel.c_str(), &how, sizeof how);
   if (fd >= 0) return static_cast<int>(fd);
@@ -159,7 +176,7 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
     bool last = i + 1 == parts.size();
     std::string part = parts[i].str();
     int next = ::openat(cur, part.c_str(),
-                        last ? (O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                        last ? (O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
                              : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     int saved = errno;
     ::close(cur);

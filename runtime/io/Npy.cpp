@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
 #include <zip.h>
 #include <zlib.h>
 
@@ -185,6 +186,10 @@ absl::Status writeNpy(const std::string &path, const HostArray &a) {
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std::string &path) {
+  // A FIFO or device would block or never end: only regular files are read.
+  struct stat fileStat;
+  if (::stat(path.c_str(), &fileStat) == 0 && !S_ISREG(fileStat.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   int err = 0;
   zip_t *z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
   if (!z) {

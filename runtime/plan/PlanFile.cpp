@@ -154,7 +154,7 @@ LoadedPlan::open(const std::string &path, int rank) {
   std::unique_ptr<LoadedPlan> lp(new LoadedPlan());
   lp->path_ = path;
   lp->rank_ = rank;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); // a FIFO must not block
   if (fd < 0)
     return absl::NotFoundError(
         absl::StrCat("cannot open plan ", path, ": ", std::strerror(errno)));

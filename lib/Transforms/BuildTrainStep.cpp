@@ -284,6 +284,11 @@ private:
                                                          b.getI64Type()));
       if (lossKind == "softmax-cross-entropy" && outType.getRank() < 1)
         return main.emitError("softmax-cross-entropy needs logits of rank >= 1");
+      for (unsigned i = 0; i < step.getNumArguments(); ++i)
+        if (auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name"); n && n.getValue() == labelsName)
+          return main.emitError("--labels '")
+                 << labelsName << "' is already a graph input; name the labels input something "
+                                  "else (ds-opt --labels NAME)";
       unsigned idx = step.getNumArguments();
       if (failed(step.insertArgument(idx, labelsType, b.getDictionaryAttr({b.getNamedAttr(
                                                           "ds.name", b.getStringAttr(labelsName))}),

@@ -119,6 +119,9 @@ std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> 
 absl::Status PlanWriter::write(const std::string &path) {
   if (plan_.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int>::max()))
     return absl::InvalidArgumentError("plan message is over 2 GiB; too many steps or buffers");
+  // The loader's checks, here: never write a plan ds-run would refuse.
+  if (absl::Status st = validatePlanStructure(plan_, weights_.size()); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("the plan would not load: ", st.message()));
   std::vector<uint8_t> bytes = serializePlanFile(plan_, weights_);
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -541,7 +544,56 @@ absl::Status checkProgram(const plan::Plan &p, const plan::Program &prog) {
 
 } // namespace
 
+namespace {
+/// Strings of the plan message are protobuf `string`s: anything but UTF-8
+/// makes the serialized plan unparseable (names come from ONNX files).
+bool isUtf8(const std::string &s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string escaped(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s)
+    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c))
+                                 : absl::StrFormat("\\x%02x", c);
+  return out;
+}
+
+absl::Status checkUtf8(const plan::Plan &p) {
+  for (int i = 0; i < p.buffers_size(); ++i) {
+    const auto &b = p.buffers(i);
+    for (const std::string *s : {&b.io_name(), &b.debug_name()})
+      if (!isUtf8(*s))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "buffer %", i, " is named '", escaped(*s),
+            "', which is not valid UTF-8 (ONNX names must be UTF-8 strings)"));
+  }
+  for (const auto &prog : p.programs()) {
+    if (!isUtf8(prog.name()))
+      return absl::InvalidArgumentError(
+          absl::StrCat("program '", escaped(prog.name()), "' is not named in valid UTF-8"));
+    for (const auto &step : prog.steps())
+      for (const auto &[name, a] : step.attrs())
+        if (!isUtf8(name) || (a.value_case() == plan::Attribute::kS && !isUtf8(a.s())))
+          return absl::InvalidArgumentError(absl::StrCat(
+              "a ", step.kernel(), " step of '", prog.name(), "' has attribute '", escaped(name),
+              "' with a value that is not valid UTF-8"));
+  }
+  return absl::OkStatus();
+}
+} // namespace
+
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
+  DS_RETURN_IF_ERROR(checkUtf8(p));
   const uint32_t world = std::max<uint32_t>(1, p.world_size());
   DS_RETURN_IF_ERROR(checkWorldAndMesh(p, world));
   DS_RETURN_IF_ERROR(checkBuffers(p, world, weightBytes));

@@ -133,6 +133,10 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     const json::Object *po = pv->getAsObject();
     if (!po) return r.error("params", "expected an object");
     Reader p(po, "optimizer.params", top.file());
+    // torch.optim.SGD has no default learning rate (DeepSpeed passes the
+    // params through), so a missing one is an error, not 1e-3.
+    if (opt.kind == OptimizerConfig::Kind::SGD && !p.has("lr"))
+      return p.error("lr", "is required for SGD (torch.optim.SGD has no default)");
     DS_CHECK(p.number("lr", opt.lr, /*positive=*/true));
     DS_CHECK(p.number("weight_decay", opt.weightDecay, false, /*nonNegative=*/true));
     if (opt.kind == OptimizerConfig::Kind::SGD) {

@@ -24,6 +24,11 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "ds/BuildInfo.h"
+#include "tools/OutOfMemory.h"
+#include "llvm/Support/ErrorHandling.h"
+#include <cstdio>
+#include <optional>
+#include <unistd.h>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -69,6 +74,13 @@ static llvm::cl::opt<std::string>
                              "in 16 bits with fp32 sums; DeepSpeed-Inference's dtype). Training "
                              "takes it from the config's bf16/fp16 sections"),
               llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<std::string>
+    maxMemory("max-memory",
+              llvm::cl::desc("cap ds-opt's memory (address space), e.g. 8GiB, 512MiB, 2e9: "
+                             "past it compilation ends with an out-of-memory error naming the "
+                             "allocation, instead of the machine swapping"),
+              llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
 
 static llvm::cl::OptionCategory estimateCategory(
     "ds-opt ZeRO memory estimator (DeepSpeed's estimate_zero2/3_model_states_mem_needs)");
@@ -359,8 +371,30 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
   return 0;
 }
 
+/// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes.
+static std::optional<unsigned long long> parseByteSize(llvm::StringRef s) {
+  s = s.trim();
+  double scale = 1;
+  for (auto [suffix, factor] : {std::pair<const char *, double>{"KiB", 1024.0},
+                                {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+                                {"GB", 1e9}, {"TB", 1e12}, {"B", 1}})
+    if (s.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double v;
+  if (s.trim().getAsDouble(v) || !(v > 0) || v * scale > 1.8e19) return std::nullopt;
+  return static_cast<unsigned long long>(v * scale);
+}
+
 int main(int argc, char **argv) {
+  ::ds::tools::setOutOfMemoryTool("ds-opt");
   llvm::InitLLVM init(argc, argv);
+  // LLVM's own allocations (safe_malloc) report here rather than abort.
+  llvm::install_bad_alloc_error_handler([](void *, const char *reason, bool) {
+    ::ds::tools::reportOutOfMemory(reason ? reason : "an allocation failed");
+  });
   // libLLVM's own options (code generation, profiling: hundreds) are
   // registered by now and mean nothing here; MLIR's (IR printing, pass
   // pipelines) are registered below and stay in --help.
@@ -376,6 +410,13 @@ int main(int argc, char **argv) {
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
   if (estimateZero != 0) return runEstimateZero();
+  if (!maxMemory.empty()) {
+    std::optional<unsigned long long> bytes = parseByteSize(maxMemory);
+    if (!bytes)
+      return fail("--max-memory: expected a size such as 8GiB, 512MiB or 2e9, got '" +
+                  maxMemory + "'");
+    if (!::ds::tools::limitMemory(*bytes)) return fail("--max-memory: the limit was refused");
+  }
   std::string emit = emitKind;
   if (emit.empty())
     emit = llvm::StringRef(outputFilename).ends_with(".dsplan") ? "plan" : "mlir";

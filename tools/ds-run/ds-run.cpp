@@ -4,6 +4,7 @@
 //   ds-run model.dsplan --dump
 //   ds-run model.dsplan --inputs in.npz --benchmark 50
 //   mpirun -np 2 ds-run tp2.dsplan --inputs in.npz --outputs out.npz --trace trace.json
+#include "tools/OutOfMemory.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -460,6 +461,7 @@ std::string versionText() {
 } // namespace
 
 int main(int argc, char **argv) {
+  ::ds::tools::setOutOfMemoryTool("ds-run");
   // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
   ds::rt::installStopSignals();
   absl::FlagsUsageConfig usage;

@@ -1,0 +1,83 @@
+//===- OutOfMemory.cpp - a clear message when memory runs out -------------===//
+//
+// The tools' global operator new: an allocation that fails ends the
+// process with "out of memory: N bytes wanted" (and the limit, when
+// --max-memory set one) and exit status 1, instead of std::bad_alloc
+// unwinding into LLVM's "out of memory" abort or an uncaught exception.
+// Nothing here allocates: the message is formatted on the stack.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/OutOfMemory.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <sys/resource.h>
+#include <unistd.h>
+
+namespace {
+
+const char *gTool = "ds";
+unsigned long long gLimit = 0;
+
+[[noreturn]] void outOfMemory(std::size_t wanted) {
+  char what[64];
+  std::snprintf(what, sizeof what, "an allocation of %zu bytes failed", wanted);
+  ds::tools::reportOutOfMemory(what);
+}
+
+void *allocate(std::size_t n) {
+  if (void *p = std::malloc(n ? n : 1)) return p;
+  outOfMemory(n);
+}
+
+void *allocateAligned(std::size_t n, std::align_val_t a) {
+  std::size_t align = static_cast<std::size_t>(a);
+  std::size_t size = (n + align - 1) / align * align; // aligned_alloc wants a multiple
+  if (void *p = std::aligned_alloc(align, size ? size : align)) return p;
+  outOfMemory(n);
+}
+
+} // namespace
+
+namespace ds::tools {
+
+void reportOutOfMemory(const char *what) {
+  char msg[384];
+  int n = gLimit ? std::snprintf(msg, sizeof msg,
+                                 "%s: error: out of memory: %s under --max-memory %llu bytes; "
+                                 "raise the limit or use a machine with more memory\n",
+                                 gTool, what, gLimit)
+                 : std::snprintf(msg, sizeof msg,
+                                 "%s: error: out of memory: %s; use a machine with more memory "
+                                 "(or a smaller model)\n",
+                                 gTool, what);
+  if (n > 0) (void)!::write(2, msg, static_cast<size_t>(n) < sizeof msg ? n : sizeof msg - 1);
+  std::_Exit(1);
+}
+
+void setOutOfMemoryTool(const char *tool) { gTool = tool; }
+
+bool limitMemory(unsigned long long bytes) {
+  struct rlimit r{bytes, bytes};
+  if (::setrlimit(RLIMIT_AS, &r) != 0) return false;
+  gLimit = bytes;
+  return true;
+}
+
+} // namespace ds::tools
+
+void *operator new(std::size_t n) { return allocate(n); }
+void *operator new[](std::size_t n) { return allocate(n); }
+void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return std::malloc(n ? n : 1); }
+void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return std::malloc(n ? n : 1); }
+void *operator new(std::size_t n, std::align_val_t a) { return allocateAligned(n, a); }
+void *operator new[](std::size_t n, std::align_val_t a) { return allocateAligned(n, a); }
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }

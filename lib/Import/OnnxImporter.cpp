@@ -386,6 +386,10 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
 
 // One pass in node order: a node may only use values defined before it.
 LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
+  if (g.node_size() > opts_.maxNodes)
+    return emitError(NameLoc::get(b_.getStringAttr("graph '" + g.name() + "'")))
+           << "has " << g.node_size() << " nodes, over the limit of " << opts_.maxNodes
+           << " (raise it with ds-opt --max-nodes)";
   for (int i = 0; i < g.node_size(); ++i) {
     const auto &n = g.node(i);
     loc_ = nodeLocation(n, i);

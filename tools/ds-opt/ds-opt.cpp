@@ -24,6 +24,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "ds/BuildInfo.h"
+#include "ds/Support/TextLimits.h"
 #include "tools/OutOfMemory.h"
 #include "llvm/Support/ErrorHandling.h"
 #include <cstdio>
@@ -81,6 +82,17 @@ static llvm::cl::opt<std::string>
                              "past it compilation ends with an out-of-memory error naming the "
                              "allocation, instead of the machine swapping"),
               llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<int64_t>
+    maxNodes("max-nodes",
+             llvm::cl::desc("refuse ONNX graphs with more nodes (a bound for untrusted files; "
+                            "docs/security.md)"),
+             llvm::cl::init(1000000), llvm::cl::cat(dsCategory));
+static llvm::cl::opt<int64_t>
+    maxNesting("max-nesting",
+               llvm::cl::desc("refuse ONNX text, JSON models and configs nested deeper (the "
+                              "parsers recurse per level)"),
+               llvm::cl::init(256), llvm::cl::cat(dsCategory));
 
 static llvm::cl::OptionCategory estimateCategory(
     "ds-opt ZeRO memory estimator (DeepSpeed's estimate_zero2/3_model_states_mem_needs)");
@@ -189,6 +201,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       return success();
     });
     mlir::ds::ImportOptions options;
+    options.maxNodes = maxNodes;
     for (const std::string &spec : inputShapes) {
       std::string error;
       if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error), nullptr;
@@ -410,6 +423,9 @@ int main(int argc, char **argv) {
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
   if (estimateZero != 0) return runEstimateZero();
+  if (maxNodes < 1 || maxNesting < 1)
+    return fail("--max-nodes and --max-nesting must be >= 1");
+  mlir::ds::maxTextNesting() = maxNesting;
   if (!maxMemory.empty()) {
     std::optional<unsigned long long> bytes = parseByteSize(maxMemory);
     if (!bytes)

@@ -31,6 +31,9 @@ struct ImportOptions {
   /// train_micro_batch_size_per_gpu); 0: none. `batchSource` names it.
   int64_t batchSize = 0;
   std::string batchSource;
+  /// Graphs with more nodes are refused (ds-opt --max-nodes): a bound on
+  /// compile time and memory for files from elsewhere (docs/security.md).
+  int64_t maxNodes = 1000000;
 };
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.

@@ -17,13 +17,20 @@
 
 namespace mlir::ds {
 
-/// Deepest nesting a text model or config may have: real ONNX text nests a
-/// handful of subgraph levels, DeepSpeed configs three or four.
+/// Deepest nesting a text model or config may have by default: real ONNX
+/// text nests a handful of subgraph levels, DeepSpeed configs three or four.
 constexpr int64_t kMaxTextNesting = 256;
+
+/// The limit in force (ds-opt --max-nesting sets it; the parsers are deep
+/// recursions, so a much larger value may still overflow the stack).
+inline int64_t &maxTextNesting() {
+  static int64_t limit = kMaxTextNesting;
+  return limit;
+}
 
 /// An error message when `text` nests brackets ((, [, {, <) deeper than
 /// `limit` (outside double-quoted strings), naming the line; "" otherwise.
-inline std::string checkNesting(llvm::StringRef text, int64_t limit = kMaxTextNesting) {
+inline std::string checkNesting(llvm::StringRef text, int64_t limit = maxTextNesting()) {
   int64_t depth = 0, line = 1;
   bool inString = false, escaped = false;
   for (char c : text) {
@@ -38,7 +45,8 @@ inline std::string checkNesting(llvm::StringRef text, int64_t limit = kMaxTextNe
     else if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > limit)
         return "nested more than " + std::to_string(limit) + " levels deep (line " +
-               std::to_string(line) + "); such a file is refused rather than parsed";
+               std::to_string(line) + "); such a file is refused rather than parsed "
+               "(ds-opt --max-nesting raises the limit)";
     } else if (c == ')' || c == ']' || c == '}' || c == '>') {
       if (depth > 0) --depth;
     }

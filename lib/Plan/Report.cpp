@@ -217,8 +217,8 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     }
     if (!r.heldConstant.empty()) {
       os << "held constant: " << r.heldConstant.size()
-         << " float initializers (literals of at most one element, buffers, --freeze, or "
-            "not in --parameters):";
+         << " float initializers (literals of at most one element, buffers, no gradient "
+            "from the loss, --freeze, or not in --parameters):";
       for (size_t i = 0; i < r.heldConstant.size(); ++i)
         os << (i ? ", " : " ") << r.heldConstant[i];
       os << "\n";

@@ -49,6 +49,7 @@ public:
     if (failed(readConfig(main)) || failed(promoteParameters(module, main)) ||
         failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)))
       return signalPassFailure();
+    recordGradientless(module);
     recordConfig(module);
   }
 
@@ -181,6 +182,24 @@ private:
     module->setAttr("ds.trained_parameters", ab.getArrayAttr(trained));
     module->setAttr("ds.constant_initializers", ab.getArrayAttr(constant));
     return success();
+  }
+
+  /// Parameters the loss does not reach differentiably (a float attention
+  /// mask buffer compared against 0) get no gradient, so they are not
+  /// trained: --report lists them as held constant, not as trained.
+  void recordGradientless(ModuleOp module) {
+    auto trained = module->getAttrOfType<ArrayAttr>("ds.trained_parameters");
+    auto constant = module->getAttrOfType<ArrayAttr>("ds.constant_initializers");
+    if (!trained || !constant) return;
+    SmallVector<Attribute> keep, held(constant.begin(), constant.end());
+    for (auto d : trained.getAsRange<DictionaryAttr>()) {
+      auto name = d.getAs<StringAttr>("name");
+      if (name && !gradGlobals_.count(name.getValue())) held.push_back(name);
+      else keep.push_back(d);
+    }
+    Builder b(module.getContext());
+    module->setAttr("ds.trained_parameters", b.getArrayAttr(keep));
+    module->setAttr("ds.constant_initializers", b.getArrayAttr(held));
   }
 
   /// Which global (and whether transposed) holds an ONNX initializer's

@@ -32,7 +32,7 @@
 // REPORT: trained parameters: 2 tensors, 8 elements
 // REPORT-NEXT: w 3x2 6
 // REPORT-NEXT: b 2 2
-// REPORT-NEXT: held constant: 3 float initializers (literals of at most one element, buffers, --freeze, or not in --parameters): exponent, fill, inv_freq
+// REPORT-NEXT: held constant: 3 float initializers (literals of at most one element, buffers, no gradient from the loss, --freeze, or not in --parameters): exponent, fill, inv_freq
 func.func @main(%x: tensor<4x3xf32> {ds.name = "x"}) -> (tensor<4x2xf32> {ds.name = "y"}) {
   %w = ds.parameter "w" = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf32>
   %b = ds.parameter "b" = dense<[0.01, -0.02]> : tensor<2xf32>

@@ -45,6 +45,10 @@ ABSL_FLAG(int, benchmark, 0, "run N timed iterations after 2 warm-up runs and pr
 ABSL_FLAG(bool, quiet, false,
           "train: no progress output (by default rank 0 prints a line every steps_per_print "
           "steps of the config, and a live progress bar when stdout is a terminal)");
+ABSL_FLAG(std::string, progress, "auto",
+          "train: 'bar' (a live bar redrawn every step), 'lines' (a line every steps_per_print "
+          "steps) or 'auto' (bar when stdout is a terminal; under mpirun, which gives ranks a "
+          "terminal, use 'lines' when the output goes to a log)");
 ABSL_FLAG(bool, profile, false, "print the time of each step (slowest first)");
 ABSL_FLAG(std::string, data, "", "train: .npz of samples keyed by the training step's input names (leading sample dimension)");
 ABSL_FLAG(int64_t, steps, 0, "train: optimizer steps to reach (counting steps already in a resumed checkpoint)");
@@ -295,7 +299,8 @@ TrainOptions trainOptionsFromFlags() {
   t.shuffle = absl::GetFlag(FLAGS_shuffle);
   t.seed = absl::GetFlag(FLAGS_seed);
   t.quiet = absl::GetFlag(FLAGS_quiet);
-  t.terminal = isatty(STDOUT_FILENO);
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  t.terminal = progress == "bar" || (progress == "auto" && isatty(STDOUT_FILENO));
   return t;
 }
 
@@ -305,6 +310,8 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
   if (t.resumeFallback && !t.resume)
     return fail(absl::InvalidArgumentError("--resume-fallback needs --resume"));
+  if (std::string p = absl::GetFlag(FLAGS_progress); p != "auto" && p != "bar" && p != "lines")
+    return fail(absl::InvalidArgumentError("--progress must be auto, bar or lines, not '" + p + "'"));
   absl::Status st = train(session, t);
   printRankReport(loaded, startRss);
   if (st.ok()) st = writeTraceIfAsked(session);

@@ -487,7 +487,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readZeroOptimization(r, c));
   DS_CHECK(readPrecision(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
-  for (llvm::StringRef key : {"wall_clock_breakdown", "dump_state",
+  DS_CHECK(r.boolean("wall_clock_breakdown", c.wallClockBreakdown));
+  for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
                               "tensorboard", "wandb",
                               "csv_monitor", "comms_logger"})

@@ -217,6 +217,7 @@ private:
     plan::Step *s = prog_->add_steps();
     s->set_location(locationString(loc));
     if (failed(describeStep(&op, *s))) return failure();
+    if (op.hasAttr("ds.loss")) prog_->set_loss_step(static_cast<uint32_t>(prog_->steps_size()));
     for (Value v : op.getOperands()) {
       auto it = ids_.find(v);
       if (it == ids_.end())
@@ -351,6 +352,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_gradient_clipping(f64("gradient_clipping"));
   t.set_steps_per_print(i64("steps_per_print"));
   t.set_precision(str("precision").str());
+  t.set_wall_clock_breakdown(flag("wall_clock_breakdown"));
   if (str("precision") == "fp16") {
     plan::LossScaler *ls = t.mutable_loss_scaler();
     ls->set_static_scale(f64("loss_scale"));

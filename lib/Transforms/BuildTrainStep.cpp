@@ -337,6 +337,9 @@ private:
                                               << "' (softmax-cross-entropy, mse or graph)";
     }
     dataInputs_ = dataInputs;
+    // Where the forward ends, for wall_clock_breakdown (ds.loss survives
+    // the passes on the loss op; a fused or folded one just loses the split).
+    if (Operation *def = loss.getDefiningOp()) def->setAttr("ds.loss", b.getUnitAttr());
 
     // Differentiate with respect to the parameter loads (and asked inputs).
     SmallVector<Value> wrt;
@@ -570,6 +573,7 @@ private:
                        b.getI64IntegerAttr(config_.stage3MaxReuseDistance)),
         b.getNamedAttr("gradient_clipping", b.getF64FloatAttr(config_.gradientClipping)),
         b.getNamedAttr("steps_per_print", b.getI64IntegerAttr(config_.stepsPerPrint)),
+        b.getNamedAttr("wall_clock_breakdown", b.getBoolAttr(config_.wallClockBreakdown)),
         b.getNamedAttr("precision", b.getStringAttr(precisionName(config_.precision.kind))),
         b.getNamedAttr("communication_data_type",
                        b.getStringAttr(precisionName(config_.precision.communication))),

@@ -213,6 +213,12 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     DS_RETURN_IF_ERROR(backend_.copyFromHost(views_[id].data, a.data.data(), b.size_bytes()));
   }
   profile_.clear();
+  const auto runStart = std::chrono::steady_clock::now();
+  auto secondsSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  times_ = RunTimes();
+  const int64_t mark = marks_.count(name) ? marks_[name] : -1;
   auto &steps = steps_[name];
   const auto &ranges = ranges_[name];
   const auto &isComm = isComm_[name];
@@ -237,7 +243,9 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     absl::Status first;
     for (auto it = inFlight.begin(); it != inFlight.end();) {
       if (!pred(*it)) { ++it; continue; }
+      const auto waitStart = std::chrono::steady_clock::now();
       absl::Status st = worker_->wait(it->ticket);
+      if (timing_) times_.waits += secondsSince(waitStart);
       if (!st.ok() && first.ok()) first = fail(it->step, st);
       it = inFlight.erase(it);
     }
@@ -252,10 +260,15 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     if (isComm[i]) {
       PreparedStep fn = steps[i];
       TraceEvent ev{ps.kernel(), ps.location(), 1, 0, 0, bytes[i]};
-      bool trace = tracing_;
-      inFlight.push_back({worker_->submit([this, fn, ev, trace, usPast]() mutable {
+      bool trace = tracing_, timing = timing_;
+      inFlight.push_back({worker_->submit([this, fn, ev, trace, timing, usPast]() mutable {
                             auto t0 = std::chrono::steady_clock::now();
                             absl::Status st = fn();
+                            if (timing) {
+                              std::lock_guard<std::mutex> lock(timesMu_);
+                              times_.collectives += std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - t0).count();
+                            }
                             if (trace) {
                               ev.startUs = usPast(t0);
                               ev.durUs = usPast(std::chrono::steady_clock::now()) - ev.startUs;
@@ -275,6 +288,10 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     if (tracing_)
       record({ps.kernel(), ps.location(), 0, usPast(t0),
               usPast(std::chrono::steady_clock::now()) - usPast(t0), bytes[i]});
+    if (timing_ && static_cast<int64_t>(i) == mark) {
+      DS_RETURN_IF_ERROR(backend_.synchronize());
+      times_.untilMark = secondsSince(runStart);
+    }
     if (profiling_) {
       DS_RETURN_IF_ERROR(backend_.synchronize());
       const auto &s = prog->steps(static_cast<int>(i));
@@ -288,6 +305,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   }
   DS_RETURN_IF_ERROR(drain([](const InFlight &) { return true; }));
   DS_RETURN_IF_ERROR(backend_.synchronize());
+  if (timing_) times_.total = secondsSince(runStart);
   NamedArrays out;
   for (uint32_t id : prog->outputs()) {
     const plan::Buffer &b = p.buffers(id);

@@ -60,6 +60,18 @@ public:
   absl::StatusOr<HostArray> readState(const std::string &name);
   absl::Status writeState(const std::string &name, const HostArray &value);
 
+  /// Where the time of each run went (wall_clock_breakdown), when
+  /// setTiming(true): the whole run, until the end of step `mark` (the
+  /// forward's last, for the training step), collectives' own time on the
+  /// communication thread (overlapping compute), and the compute thread's
+  /// waits for them.
+  struct RunTimes {
+    double total = 0, untilMark = 0, collectives = 0, waits = 0;
+  };
+  void setTiming(bool on) { timing_ = on; }
+  void setMark(const std::string &program, int64_t step) { marks_[program] = step; }
+  const RunTimes &lastTimes() const { return times_; }
+
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<StepTiming> &lastProfile() const { return profile_; }
   /// Records every step of every run as a TraceEvent (see takeTrace()).
@@ -82,6 +94,10 @@ private:
   std::map<std::string, std::vector<PreparedStep>> steps_; // by program
   bool profiling_ = false;
   std::vector<StepTiming> profile_;
+  bool timing_ = false;
+  RunTimes times_;
+  std::map<std::string, int64_t> marks_;
+  std::mutex timesMu_;
 
   // Multi-rank: the world, one communicator per set of mesh axes, and the
   // communication thread with the byte ranges its in-flight steps touch.

@@ -213,10 +213,68 @@ public:
     std::fflush(stdout);
   }
 
+  /// Whether step `step` (1-based) gets a progress line.
+  bool printsLine(int64_t step) const { return step % every_ == 0 || step == total_; }
+
 private:
   bool on_, terminal_;
   int64_t every_, total_, first_;
   Clock::time_point start_;
+};
+
+/// DeepSpeed's wall_clock_breakdown: per optimizer step, averaged over the
+/// steps since the last print, the forward and backward of the micro-steps
+/// (split where the loss is computed), the optimizer step, and the
+/// collectives' own time (they overlap compute where the plan allows; the
+/// compute thread's waits for them are shown too).
+class WallClock {
+public:
+  WallClock(Session &session, const ds::plan::Training &t, bool on) : session_(session), on_(on) {
+    if (!on_) return;
+    session.setTiming(true);
+    // The forward ends with the step that computes the loss (the compiler
+    // records it; without it the forward and backward are reported together).
+    const ds::plan::Program *prog = session.program(t.micro_step_program());
+    split_ = prog && prog->loss_step() > 0;
+    if (split_) session.setMark(t.micro_step_program(), prog->loss_step() - 1);
+  }
+  void microStep() {
+    if (!on_) return;
+    const Session::RunTimes &r = session_.lastTimes();
+    fwd_ += split_ ? r.untilMark : r.total;
+    bwd_ += split_ ? r.total - r.untilMark : 0;
+    comm_ += r.collectives;
+    wait_ += r.waits;
+  }
+  void optimizerStep() {
+    if (!on_) return;
+    const Session::RunTimes &r = session_.lastTimes();
+    opt_ += r.total;
+    comm_ += r.collectives;
+    wait_ += r.waits;
+    ++steps_;
+  }
+  /// The line to print (and a reset), or "" when off.
+  std::string take() {
+    if (!on_ || steps_ == 0) return "";
+    const double k = 1e3 / steps_;
+    std::string line =
+        split_ ? absl::StrFormat("time (ms) | fwd: %.2f | bwd: %.2f | optimizer_step: %.2f | "
+                                 "collectives: %.2f (compute waited %.2f)",
+                                 fwd_ * k, bwd_ * k, opt_ * k, comm_ * k, wait_ * k)
+               : absl::StrFormat("time (ms) | fwd+bwd: %.2f | optimizer_step: %.2f | "
+                                 "collectives: %.2f (compute waited %.2f)",
+                                 fwd_ * k, opt_ * k, comm_ * k, wait_ * k);
+    fwd_ = bwd_ = opt_ = comm_ = wait_ = 0;
+    steps_ = 0;
+    return line;
+  }
+
+private:
+  Session &session_;
+  bool on_, split_ = false;
+  double fwd_ = 0, bwd_ = 0, opt_ = 0, comm_ = 0, wait_ = 0;
+  int64_t steps_ = 0;
 };
 
 /// The stop signal any rank received, or 0: ranks agree on stopping (a
@@ -240,7 +298,8 @@ class TrainingRun {
 public:
   TrainingRun(Session &session, const TrainOptions &o, DataLoader data)
       : session_(session), o_(o), p_(session.plan().plan()), t_(p_.training()),
-        comm_(session.comm()), data_(std::move(data)) {
+        comm_(session.comm()), data_(std::move(data)),
+        clock_(session, p_.training(), p_.training().wall_clock_breakdown()) {
     if (t_.precision() == "fp16") scaler_.emplace(t_.loss_scaler());
   }
 
@@ -261,6 +320,7 @@ public:
 
   Comm &comm() { return comm_; }
   DataLoader &data() { return data_; }
+  WallClock &clock() { return clock_; }
   bool root() const { return comm_.rank() == 0; }
 
   /// Runs `step` (0-based) and returns what to log for it.
@@ -325,6 +385,7 @@ private:
       std::map<std::string, HostArray> in = data_.next();
       if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
       DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), in));
+      clock_.microStep();
       float loss = scalarOf(out, t_.loss_output());
       // fp16: a forward that overflows shows as non-finite gradients too,
       // and the scaler skips the step.
@@ -351,6 +412,7 @@ private:
     }
     if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
     DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));
+    clock_.optimizerStep();
     return scalarOf(out, "grad_norm");
   }
 
@@ -377,6 +439,7 @@ private:
   const ds::plan::Training &t_;
   Comm &comm_;
   DataLoader data_;
+  WallClock clock_;
   std::optional<LossScaler> scaler_;
   int64_t applied_ = 0; // optimizer updates applied (fp16 overflows skip some)
 };
@@ -409,6 +472,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
     if (log) logStep(log.get(), record);
     progress.step(record);
+    if (progress.printsLine(record.step)) {
+      std::string breakdown = run.clock().take();
+      if (!breakdown.empty() && run.root() && !o.quiet) std::printf("%s\n", breakdown.c_str());
+    }
     DS_RETURN_IF_ERROR(run.checkFinite(record));
     DS_ASSIGN_OR_RETURN(int32_t sig, agreedStopSignal(run.comm()));
     DS_RETURN_IF_ERROR(run.maybeSave(step + 1, sig != 0));

@@ -67,6 +67,9 @@ struct TrainingConfig {
   double gradientClipping = 1.0;
   /// ds-run prints a progress line every this many optimizer steps.
   int64_t stepsPerPrint = 10;
+  /// wall_clock_breakdown: with each progress line, the time of forward,
+  /// backward, optimizer step and collectives.
+  bool wallClockBreakdown = false;
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

@@ -299,6 +299,22 @@ llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
   return llvm::Error::success();
 }
 
+/// csv_monitor: {enabled, output_path, job_name} (deepspeed/monitor/config.py).
+llvm::Error readCsvMonitor(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "csv_monitor", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  Reader r(o, "csv_monitor", top.file());
+  DS_CHECK(r.boolean("enabled", c.csvMonitor));
+  DS_CHECK(r.string("output_path", c.csvOutputPath));
+  DS_CHECK(r.string("job_name", c.csvJobName));
+  if (c.csvJobName.empty() || c.csvJobName.find('/') != std::string::npos ||
+      c.csvJobName == "." || c.csvJobName == "..")
+    return r.error("job_name", "must be a plain directory name");
+  return r.finish();
+}
+
 /// zero_optimization: the stage and DeepSpeed's bucketing, overlap and
 /// stage-3 knobs; keys of other features are refused naming the key.
 llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
@@ -488,10 +504,10 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readPrecision(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
   DS_CHECK(r.boolean("wall_clock_breakdown", c.wallClockBreakdown));
+  DS_CHECK(readCsvMonitor(r, c));
   for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
-                              "tensorboard", "wandb",
-                              "csv_monitor", "comms_logger"})
+                              "tensorboard", "wandb", "comms_logger"})
     (void)r.get(key);
 
   DS_CHECK(readBatchSizes(r, c));

@@ -353,6 +353,11 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_steps_per_print(i64("steps_per_print"));
   t.set_precision(str("precision").str());
   t.set_wall_clock_breakdown(flag("wall_clock_breakdown"));
+  if (flag("csv_monitor")) {
+    t.mutable_csv_monitor()->set_enabled(true);
+    t.mutable_csv_monitor()->set_output_path(str("csv_output_path").str());
+    t.mutable_csv_monitor()->set_job_name(str("csv_job_name").str());
+  }
   if (str("precision") == "fp16") {
     plan::LossScaler *ls = t.mutable_loss_scaler();
     ls->set_static_scale(f64("loss_scale"));

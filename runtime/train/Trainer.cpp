@@ -11,6 +11,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/LossScaler.h"
+#include "runtime/train/Monitor.h"
 #include "runtime/train/Schedule.h"
 #include "runtime/train/StopSignals.h"
 
@@ -241,18 +242,33 @@ public:
   void microStep() {
     if (!on_) return;
     const Session::RunTimes &r = session_.lastTimes();
-    fwd_ += split_ ? r.untilMark : r.total;
-    bwd_ += split_ ? r.total - r.untilMark : 0;
-    comm_ += r.collectives;
-    wait_ += r.waits;
+    step_.fwd += split_ ? r.untilMark : r.total;
+    step_.bwd += split_ ? r.total - r.untilMark : 0;
+    step_.comm += r.collectives;
+    step_.wait += r.waits;
   }
   void optimizerStep() {
     if (!on_) return;
     const Session::RunTimes &r = session_.lastTimes();
-    opt_ += r.total;
-    comm_ += r.collectives;
-    wait_ += r.waits;
+    step_.opt += r.total;
+    step_.comm += r.collectives;
+    step_.wait += r.waits;
+    fwd_ += step_.fwd;
+    bwd_ += step_.bwd;
+    opt_ += step_.opt;
+    comm_ += step_.comm;
+    wait_ += step_.wait;
+    last_ = step_;
+    step_ = Times();
     ++steps_;
+  }
+  bool on() const { return on_; }
+  /// The last optimizer step's times, in seconds, as DeepSpeed's monitors
+  /// log them (elapsed_time_ms_*).
+  std::vector<std::pair<std::string, double>> lastStepMs() const {
+    return {{"forward", last_.fwd * 1e3}, {"backward", (last_.bwd) * 1e3},
+            {"backward_inner", (last_.bwd - last_.wait) * 1e3},
+            {"backward_allreduce", last_.comm * 1e3}, {"step", last_.opt * 1e3}};
   }
   /// The line to print (and a reset), or "" when off.
   std::string take() {
@@ -271,8 +287,12 @@ public:
   }
 
 private:
+  struct Times {
+    double fwd = 0, bwd = 0, opt = 0, comm = 0, wait = 0;
+  };
   Session &session_;
   bool on_, split_ = false;
+  Times step_, last_;
   double fwd_ = 0, bwd_ = 0, opt_ = 0, comm_ = 0, wait_ = 0;
   int64_t steps_ = 0;
 };
@@ -349,6 +369,20 @@ public:
     r.lossScale = lossScale;
     r.skipped = overflow;
     return r;
+  }
+
+  /// DeepSpeed's Train/Samples/* events of a step, at DeepSpeed's sample
+  /// counts: the loss is logged before the step counts its samples, the
+  /// rest after.
+  std::vector<MonitorEvent> monitorEvents(const StepRecord &r) const {
+    const int64_t tbs = t_.train_batch_size();
+    std::vector<MonitorEvent> e = {{"Train/Samples/train_loss", r.loss, (r.step - 1) * tbs},
+                                   {"Train/Samples/lr", r.lr, r.step * tbs}};
+    if (scaler_) e.push_back({"Train/Samples/loss_scale", r.lossScale, r.step * tbs});
+    if (clock_.on())
+      for (const auto &[name, ms] : clock_.lastStepMs())
+        e.push_back({"Train/Samples/elapsed_time_ms_" + name, ms, r.step * tbs});
+    return e;
   }
 
   /// Without a loss scaler a non-finite gradient norm ends the run (after
@@ -461,6 +495,10 @@ absl::Status train(Session &session, const TrainOptions &o) {
   int64_t step = resumed ? resumed->step() : 0;
   if (resumed) DS_RETURN_IF_ERROR(run.restore(*resumed));
   DS_ASSIGN_OR_RETURN(LogFile log, openLog(o, run.root()));
+  std::unique_ptr<CsvMonitor> monitor;
+  if (run.root() && session.plan().plan().training().csv_monitor().enabled()) {
+    DS_ASSIGN_OR_RETURN(monitor, CsvMonitor::open(session.plan().plan().training().csv_monitor()));
+  }
 
   // Preemption: finish the step in flight, save, and stop.
   armGracefulStop(true);
@@ -471,6 +509,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
   for (; step < o.steps; ++step) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
     if (log) logStep(log.get(), record);
+    if (monitor) DS_RETURN_IF_ERROR(monitor->write(run.monitorEvents(record)));
     progress.step(record);
     if (progress.printsLine(record.step)) {
       std::string breakdown = run.clock().take();

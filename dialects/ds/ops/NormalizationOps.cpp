@@ -12,7 +12,7 @@ using namespace mlir::ds::facts;
 LogicalResult SoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                         MutableArrayRef<Value> d) {
   Value g = dres[0], y = getResult();
-  Value s = gb.reduceSum(gb.mul(g, y), {getAxis()}, /*keepdims=*/true);
+  Value s = gb.reduceSum(gb.mul(g, y), {static_cast<int64_t>(getAxis())}, /*keepdims=*/true);
   d[0] = gb.mul(y, gb.sub(g, s));
   return success();
 }
@@ -21,7 +21,7 @@ LogicalResult LogSoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> 
                                            MutableArrayRef<Value> d) {
   Value g = dres[0];
   Value p = ExpOp::create(gb.b(), gb.loc(), getType(), getResult());
-  Value s = gb.reduceSum(g, {getAxis()}, /*keepdims=*/true);
+  Value s = gb.reduceSum(g, {static_cast<int64_t>(getAxis())}, /*keepdims=*/true);
   d[0] = gb.sub(g, gb.mul(p, s));
   return success();
 }

@@ -70,6 +70,10 @@ struct TrainingConfig {
   /// wall_clock_breakdown: with each progress line, the time of forward,
   /// backward, optimizer step and collectives.
   bool wallClockBreakdown = false;
+  /// csv_monitor: DeepSpeed's CSV files of loss, lr (and loss scale,
+  /// times) per step under output_path/job_name.
+  bool csvMonitor = false;
+  std::string csvOutputPath, csvJobName = "DeepSpeedJobName";
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

@@ -299,6 +299,29 @@ llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
   return llvm::Error::success();
 }
 
+/// flops_profiler (deepspeed/profiling/config.py): enabled, profile_step,
+/// module_depth, top_modules, detailed, output_file, recompute_fwd_factor.
+llvm::Error readFlopsProfiler(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "flops_profiler", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  Reader r(o, "flops_profiler", top.file());
+  DS_CHECK(r.boolean("enabled", c.flopsProfiler));
+  DS_CHECK(r.integer("profile_step", c.profileStep, /*positive=*/true));
+  DS_CHECK(r.integer("module_depth", c.moduleDepth));
+  DS_CHECK(r.integer("top_modules", c.topModules, /*positive=*/true));
+  DS_CHECK(r.boolean("detailed", c.profileDetailed));
+  if (const json::Value *v = r.get("output_file"); v && v->kind() != json::Value::Null) {
+    std::optional<llvm::StringRef> s = v->getAsString();
+    if (!s) return r.error("output_file", "expected a string or null");
+    c.profileOutputFile = s->str();
+  }
+  double recompute = 0; // activation recomputation: ds recomputes nothing
+  DS_CHECK(r.number("recompute_fwd_factor", recompute, false, /*nonNegative=*/true));
+  return r.finish();
+}
+
 /// csv_monitor: {enabled, output_path, job_name} (deepspeed/monitor/config.py).
 llvm::Error readCsvMonitor(Reader &top, TrainingConfig &c) {
   llvm::Error err = llvm::Error::success();
@@ -496,7 +519,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   for (llvm::StringRef key : {"amp", "activation_checkpointing",
                               "tensor_parallel", "pipeline", "compression_training",
                               "sparse_attention", "curriculum_learning", "data_efficiency",
-                              "flops_profiler", "autotuning", "elasticity"}) {
+                              "autotuning", "elasticity"}) {
     if (enabledSection(r.get(key)))
       return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
   }
@@ -505,6 +528,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   // Logging and bookkeeping keys with no effect on the computation.
   DS_CHECK(r.boolean("wall_clock_breakdown", c.wallClockBreakdown));
   DS_CHECK(readCsvMonitor(r, c));
+  DS_CHECK(readFlopsProfiler(r, c));
   for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
                               "tensorboard", "wandb", "comms_logger"})

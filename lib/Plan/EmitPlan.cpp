@@ -353,6 +353,15 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_steps_per_print(i64("steps_per_print"));
   t.set_precision(str("precision").str());
   t.set_wall_clock_breakdown(flag("wall_clock_breakdown"));
+  if (flag("flops_profiler")) {
+    plan::FlopsProfiler *f = t.mutable_flops_profiler();
+    f->set_enabled(true);
+    f->set_profile_step(i64("profile_step"));
+    f->set_module_depth(i64("module_depth"));
+    f->set_top_modules(i64("top_modules"));
+    f->set_detailed(flag("profile_detailed"));
+    f->set_output_file(str("profile_output_file").str());
+  }
   if (flag("csv_monitor")) {
     t.mutable_csv_monitor()->set_enabled(true);
     t.mutable_csv_monitor()->set_output_path(str("csv_output_path").str());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
+#include "runtime/train/FlopsProfiler.h"
 #include "runtime/train/LossScaler.h"
 #include "runtime/train/Monitor.h"
 #include "runtime/train/Schedule.h"
@@ -345,6 +346,10 @@ public:
 
   /// Runs `step` (0-based) and returns what to log for it.
   absl::StatusOr<StepRecord> runStep(int64_t step) {
+    const ds::plan::FlopsProfiler &fp = t_.flops_profiler();
+    profiling_ = fp.enabled() && step + 1 == fp.profile_step();
+    profiled_.clear();
+    session_.setProfiling(profiling_);
     auto t0 = Clock::now();
     const double lossScale = scaler_ ? scaler_->scale() : 0.0;
     DS_ASSIGN_OR_RETURN(double loss, accumulateGradients(step));
@@ -365,10 +370,47 @@ public:
     }
     if (!overflow) ++applied_;
     double secs = secondsSince(t0);
+    if (profiling_) {
+      session_.setProfiling(false);
+      profiling_ = false;
+      DS_RETURN_IF_ERROR(reportFlops(step + 1, secs));
+    }
     StepRecord r{step + 1, loss, lr, gradNorm, secs, t_.train_batch_size() / std::max(secs, 1e-9)};
     r.lossScale = lossScale;
     r.skipped = overflow;
     return r;
+  }
+
+  /// The flops profiler's report of step `step` (1-based), on rank 0.
+  absl::Status reportFlops(int64_t step, double seconds) {
+    if (!root()) return absl::OkStatus();
+    FlopsProfileInput in;
+    in.steps = std::move(profiled_);
+    in.seconds = seconds;
+    in.step = step;
+    in.worldSize = std::max<int64_t>(1, t_.world_size());
+    in.microBatch = t_.micro_batch_size();
+    for (const auto &b : p_.buffers())
+      if (b.kind() == ds::plan::Buffer::STATE && b.io_name().rfind("param:", 0) == 0) {
+        int64_t n = 1;
+        for (int64_t d : b.shape()) n *= d;
+        in.parameters += n;
+      }
+    const ds::plan::FlopsProfiler &fp = t_.flops_profiler();
+    std::string report = flopsProfileReport(fp, in);
+    if (fp.output_file().empty()) {
+      std::fputs(report.c_str(), stdout);
+      std::fflush(stdout);
+      return absl::OkStatus();
+    }
+    std::FILE *f = std::fopen(fp.output_file().c_str(), "w");
+    if (!f)
+      return absl::PermissionDeniedError(absl::StrCat("flops_profiler.output_file ",
+                                                      fp.output_file(), ": ", std::strerror(errno)));
+    bool ok = std::fputs(report.c_str(), f) >= 0;
+    ok = std::fclose(f) == 0 && ok;
+    return ok ? absl::OkStatus()
+              : absl::ResourceExhaustedError("writing flops_profiler.output_file failed");
   }
 
   /// DeepSpeed's Train/Samples/* events of a step, at DeepSpeed's sample
@@ -420,6 +462,8 @@ private:
       if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
       DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), in));
       clock_.microStep();
+      if (profiling_)
+        profiled_.insert(profiled_.end(), session_.lastProfile().begin(), session_.lastProfile().end());
       float loss = scalarOf(out, t_.loss_output());
       // fp16: a forward that overflows shows as non-finite gradients too,
       // and the scaler skips the step.
@@ -447,6 +491,8 @@ private:
     if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
     DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));
     clock_.optimizerStep();
+    if (profiling_)
+      profiled_.insert(profiled_.end(), session_.lastProfile().begin(), session_.lastProfile().end());
     return scalarOf(out, "grad_norm");
   }
 
@@ -474,6 +520,8 @@ private:
   Comm &comm_;
   DataLoader data_;
   WallClock clock_;
+  bool profiling_ = false;             // this step is the flops profiler's
+  std::vector<StepTiming> profiled_;   // its steps' timings and FLOPs
   std::optional<LossScaler> scaler_;
   int64_t applied_ = 0; // optimizer updates applied (fp16 overflows skip some)
 };

@@ -73,6 +73,12 @@ struct TrainingConfig {
   /// csv_monitor: DeepSpeed's CSV files of loss, lr (and loss scale,
   /// times) per step under output_path/job_name.
   bool csvMonitor = false;
+  /// flops_profiler: at `profileStep`, a table of FLOPs, MACs and latency
+  /// per kernel and per module (ONNX node path), to stdout or outputFile.
+  bool flopsProfiler = false;
+  int64_t profileStep = 1, moduleDepth = -1, topModules = 1;
+  bool profileDetailed = true;
+  std::string profileOutputFile;
   std::string csvOutputPath, csvJobName = "DeepSpeedJobName";
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.

@@ -41,7 +41,8 @@
 // MSE-LABEL: func.func @train_step
 // MSE-SAME: %{{.+}}: tensor<4x2xf32> {ds.name = "labels"}
 // MSE: ds.sub
-// MSE: ds.reduce_mean %{{.+}} {axes = array<i64: 0, 1>, keepdims = false}
+// The loss op is marked where the forward ends (wall_clock_breakdown).
+// MSE: ds.reduce_mean %{{.+}} {axes = array<i64: 0, 1>, ds.loss, keepdims = false}
 // BADLOSS: unknown loss 'hinge' (softmax-cross-entropy, mse or graph)
 // FREEZE: --freeze names 'nope', which is not a parameter
 func.func @main(%x: tensor<4x3xf32> {ds.name = "x"}) -> (tensor<4x2xf32> {ds.name = "y"}) {

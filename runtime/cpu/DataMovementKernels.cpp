@@ -120,7 +120,9 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    // Saturates: only a zero-size tensor ([0, 101, 3e17]; the fuzzer found
+    // it) has strides past 2^63, and none of its elements is ever read.
+    if (__builtin_mul_overflow(acc, s[i], &acc)) acc = INT64_MAX;
   }
   return st;
 }

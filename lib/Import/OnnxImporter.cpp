@@ -222,6 +222,9 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
     if (!inputNames.contains(kv.getKey()))
       return fileError() << "--input-shape names '" << kv.getKey()
                          << "', which is not an input of the graph";
+  if (opts_.dataShapes.contains("") && inputNames.size() != 1)
+    return fileError() << opts_.dataSource << " is one array but the graph has "
+                       << inputNames.size() << " inputs; use an .npz keyed by input name";
   return success();
 }
 
@@ -270,26 +273,52 @@ FailureOr<SmallVector<int64_t>> OnnxImporter::inputShape(const onnx::ValueInfoPr
                                 << " by the model but --input-shape gives " << shape[i];
     return shape;
   }
-  if (!tt.has_shape())
+  auto data = opts_.dataShapes.find(vi.name());
+  if (data == opts_.dataShapes.end()) data = opts_.dataShapes.find(""); // a one-input .npy
+  const SmallVector<int64_t> *given = data == opts_.dataShapes.end() ? nullptr : &data->second;
+  if (!tt.has_shape() && !given)
     return emitError(loc) << "has no shape; give one with --input-shape " << vi.name()
                           << "=d0,d1,...";
-  for (int i = 0; i < tt.shape().dim_size(); ++i) {
-    const auto &d = tt.shape().dim(i);
-    if (i == 0 && (!d.has_dim_value() || d.dim_value() < 0) && opts_.batchSize > 0) {
-      // Say which dimension was fixed to what: a wrong guess shows here.
-      emitRemark(loc) << "dimension 0"
-                      << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
-                      << " is dynamic; fixed to " << opts_.batchSize << " by "
-                      << opts_.batchSource;
+  int rank = tt.has_shape() ? tt.shape().dim_size() : static_cast<int>(given->size());
+  if (given && static_cast<int>(given->size()) != rank)
+    return emitError(loc) << "has rank " << rank << " but " << opts_.dataSource << "['"
+                          << vi.name() << "'] has " << given->size() << " dimensions";
+  for (int i = 0; i < rank; ++i) {
+    bool known = tt.has_shape() && tt.shape().dim(i).has_dim_value() &&
+                 tt.shape().dim(i).dim_value() >= 0;
+    std::string param = tt.has_shape() && tt.shape().dim(i).has_dim_param()
+                            ? " ('" + tt.shape().dim(i).dim_param() + "')"
+                            : "";
+    // Training data counts samples in dimension 0: the batch is the config's.
+    bool fromData = given && !(i == 0 && opts_.dataHasSampleDim);
+    if (known) {
+      int64_t fixed = tt.shape().dim(i).dim_value();
+      if (fromData && (*given)[i] != fixed)
+        return emitError(loc) << "dimension " << i << " is fixed at " << fixed
+                              << " by the model but " << opts_.dataSource << "['" << vi.name()
+                              << "'] has " << (*given)[i];
+      shape.push_back(fixed);
+      continue;
+    }
+    // Say which dimension was fixed to what: a wrong guess shows here.
+    if (i == 0 && opts_.batchSize > 0) {
+      emitRemark(loc) << "dimension 0" << param << " is dynamic; fixed to " << opts_.batchSize
+                      << " by " << opts_.batchSource;
       shape.push_back(opts_.batchSize);
       continue;
     }
-    if (!d.has_dim_value() || d.dim_value() < 0)
-      return emitError(loc) << "dimension " << i
-                            << (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "")
-                            << " is dynamic; fix it at compile time with --input-shape "
-                            << vi.name() << "=d0,d1,...";
-    shape.push_back(d.dim_value());
+    if (fromData) {
+      emitRemark(loc) << "dimension " << i << param << " is dynamic; fixed to " << (*given)[i]
+                      << " by " << opts_.dataSource;
+      shape.push_back((*given)[i]);
+      continue;
+    }
+    return emitError(loc) << "dimension " << i << param
+                          << " is dynamic; fix it at compile time with --input-shape "
+                          << vi.name() << "=d0,d1,..."
+                          << (i == 0 ? " (training: train_micro_batch_size_per_gpu in --config;"
+                                       " inference: --inputs FILE.npz)"
+                                     : " or from the arrays with --inputs/--data FILE.npz");
   }
   return shape;
 }
@@ -527,6 +556,30 @@ bool mlir::ds::parseInputShapeSpec(StringRef spec, ImportOptions &options,
     shape.push_back(d);
   }
   options.inputShapes[name] = shape;
+  return true;
+}
+
+bool mlir::ds::readDataShapes(const std::string &path, bool samples, ImportOptions &options,
+                              std::string &error) {
+  std::vector<std::pair<std::string, ::ds::rt::HostArray>> arrays;
+  if (StringRef(path).ends_with(".npy")) {
+    auto a = ::ds::rt::readNpy(path);
+    if (!a.ok()) return error = std::string(a.status().message()), false;
+    arrays.emplace_back("", std::move(*a));
+  } else {
+    auto z = ::ds::rt::readNpz(path);
+    if (!z.ok()) return error = std::string(z.status().message()), false;
+    arrays = std::move(*z);
+  }
+  for (auto &[name, a] : arrays) {
+    if (samples && a.shape.empty())
+      return error = path + "['" + name + "'] is a scalar; training data needs a leading "
+                                          "sample dimension",
+             false;
+    options.dataShapes[name] = SmallVector<int64_t>(a.shape.begin(), a.shape.end());
+  }
+  options.dataSource = path;
+  options.dataHasSampleDim = samples;
   return true;
 }
 

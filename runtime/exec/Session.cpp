@@ -209,7 +209,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     if (a.shape != views_[id].shape)
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", b.io_name(), "' must have shape [", shapeToString(views_[id].shape),
-          "], got [", shapeToString(a.shape), "] (recompile with --input-shape to change it)"));
+          "], got [", shapeToString(a.shape), "] (plans have static shapes: recompile with ds-opt --inputs FILE or --input-shape)"));
     DS_RETURN_IF_ERROR(backend_.copyFromHost(views_[id].data, a.data.data(), b.size_bytes()));
   }
   profile_.clear();

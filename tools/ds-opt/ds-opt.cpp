@@ -51,6 +51,12 @@ static llvm::cl::list<std::string>
                                "(repeatable)"),
                 llvm::cl::cat(dsCategory));
 
+static llvm::cl::opt<std::string> sampleInputs(
+    "inputs",
+    llvm::cl::desc("inference: dynamic input dimensions take the shapes of these arrays (the "
+                   ".npz or .npy ds-run --inputs reads)"),
+    llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
 static llvm::cl::list<std::string>
     bindInputs("bind-input",
                llvm::cl::desc("fix a graph input to a value at compile time: NAME=FILE.npy "
@@ -120,6 +126,11 @@ static llvm::cl::opt<std::string>
              llvm::cl::desc("softmax-cross-entropy | mse | graph (the graph's --loss-output is "
                             "the loss): compile a training plan"),
              llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> trainData(
+    "data",
+    llvm::cl::desc("training: dynamic input dimensions after the batch take the per-sample "
+                   "shapes of this .npz (the file ds-run --data reads)"),
+    llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> labelsName("labels", llvm::cl::desc("name of the labels input"),
                                              llvm::cl::init("labels"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string>
@@ -226,12 +237,24 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
         }
       }
     }
+    if (!sampleInputs.empty() && !trainData.empty())
+      return fail("--inputs (inference) and --data (training) exclude each other"), nullptr;
+    if (!trainData.empty() && configPath.empty() && lossKind.empty())
+      return fail("--data shapes a training plan: give --config or --loss (inference: --inputs)"),
+             nullptr;
+    if (!sampleInputs.empty() || !trainData.empty()) {
+      std::string error;
+      bool training = !trainData.empty();
+      if (!mlir::ds::readDataShapes(training ? trainData : sampleInputs, training, options,
+                                    error))
+        return fail(error), nullptr;
+    }
     OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
     if (!module) fail("cannot import " + inputFilename);
     return module;
   }
-  if (!inputShapes.empty())
-    return fail("--input-shape applies to ONNX inputs only"), nullptr;
+  if (!inputShapes.empty() || !sampleInputs.empty() || !trainData.empty())
+    return fail("--input-shape, --inputs and --data apply to ONNX inputs only"), nullptr;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;

@@ -31,6 +31,14 @@ struct ImportOptions {
   /// train_micro_batch_size_per_gpu); 0: none. `batchSource` names it.
   int64_t batchSize = 0;
   std::string batchSource;
+  /// Shapes of the arrays the plan will run on (ds-opt --inputs for
+  /// inference, --data for training), keyed by input name: dynamic
+  /// dimensions take their extents, fixed ones must agree. In training
+  /// data the leading dimension counts samples, so dimension 0 comes from
+  /// `batchSize` instead. `dataSource` names the file in remarks.
+  llvm::StringMap<llvm::SmallVector<int64_t>> dataShapes;
+  std::string dataSource;
+  bool dataHasSampleDim = false;
   /// Graphs with more nodes are refused (ds-opt --max-nodes): a bound on
   /// compile time and memory for files from elsewhere (docs/security.md).
   int64_t maxNodes = 1000000;
@@ -38,6 +46,10 @@ struct ImportOptions {
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.
 bool parseInputShapeSpec(llvm::StringRef spec, ImportOptions &options, std::string &error);
+/// Reads the array shapes of an .npz (or a one-input .npy) into
+/// `options.dataShapes`; `samples` says the leading dimension counts samples.
+bool readDataShapes(const std::string &path, bool samples, ImportOptions &options,
+                    std::string &error);
 /// Parses "name=file.npy" into `options`.
 bool parseBindInputSpec(llvm::StringRef spec, ImportOptions &options, std::string &error);
 

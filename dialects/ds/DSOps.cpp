@@ -416,6 +416,12 @@ LogicalResult FusedElementwiseOp::verify() {
   return success();
 }
 
+LogicalResult RandomMaskOp::verify() {
+  double r = getRatio().convertToDouble();
+  if (!(r >= 0.0 && r < 1.0)) return emitOpError("ratio must be in [0, 1), got ") << r;
+  return success();
+}
+
 LogicalResult TriluOp::verify() {
   if (getOperand().getType().getRank() < 2)
     return emitOpError("needs an operand of rank >= 2");

@@ -75,6 +75,32 @@ def DS_FillOp : DS_Op<"fill", [Pure], DS_OwnStep> {
   let assemblyFormat = "$value attr-dict `:` type($result)";
 }
 
+def DS_RandomMaskOp : DS_Op<"random_mask", [Pure], DS_OwnStep> {
+  let summary = "dropout's scaled keep mask from a counter-based generator";
+  let description = [{
+    Each element is `1 / (1 - ratio)` with probability `1 - ratio`, else
+    zero: `x * mask` is inverted dropout, as `torch.nn.Dropout` computes in
+    training. The mask is a pure function of the `key` operand (one i64 per
+    micro-step and rank, fed by ds-run), the `stream` attribute (one per
+    Dropout in the model) and the element's index, so it is `Pure`:
+    recomputing it, or computing it on another thread split or backend,
+    gives the same bits, and two masks with the same key, stream and type
+    are the same value. The gradient of `x * mask` is `dy * mask`.
+
+    ```mlir
+    %m = ds.random_mask %key {ratio = 1.000000e-01 : f64, stream = 3 : i64} : tensor<i64> -> tensor<4x8xf32>
+    ```
+
+    **Constraints:**
+    - `key` is a scalar i64 tensor;
+    - `ratio` is in [0, 1).
+  }];
+  let arguments = (ins 0DTensorOf<[I64]>:$key, F64Attr:$ratio, I64Attr:$stream);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$key attr-dict `:` type($key) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_ParameterOp : DS_DataOp<"parameter",
     [Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "a named model parameter (an ONNX initializer)";

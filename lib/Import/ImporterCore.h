@@ -74,6 +74,10 @@ struct ImportState {
   /// (SplitToSequence, SequenceConstruct), so the importer keeps each as
   /// the list of its tensors, and the sequence ops resolve at import.
   llvm::StringMap<SmallVector<Value>> sequences;
+  /// Training-mode Dropout: main's "dropout_key" argument (made by the
+  /// first one) and the streams handed out, one per Dropout.
+  Value dropoutKey;
+  int64_t dropoutStreams = 0;
 };
 
 /// The base of every op family's importer: references to the shared state
@@ -83,7 +87,8 @@ class NodeImporter {
 public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
-        loc_(s.loc), values_(s.values), sequences_(s.sequences) {}
+        loc_(s.loc), values_(s.values), sequences_(s.sequences), dropoutKey_(s.dropoutKey),
+        dropoutStreams_(s.dropoutStreams) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
   template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
@@ -340,6 +345,8 @@ protected:
   Location &loc_;
   llvm::StringMap<Value> &values_;
   llvm::StringMap<SmallVector<Value>> &sequences_;
+  Value &dropoutKey_;
+  int64_t &dropoutStreams_;
 };
 
 template <typename OpTy> LogicalResult NodeImporter::unary(const onnx::NodeProto &n) {

@@ -1,11 +1,14 @@
 //===- NNOps.cpp - ONNX neural-network layers -----------------------------===//
 //
 // Convolutions and pooling, normalizations (batch, instance, layer,
-// mean-variance), Softmax-like ops and inference Dropout. ConvTranspose,
+// mean-variance), Softmax-like ops and Dropout (training-mode masks or the
+// identity). ConvTranspose,
 // InstanceNormalization and MeanVarianceNormalization are compositions of
 // existing ops, so they run and differentiate with no kernel of their own.
 //
 //===----------------------------------------------------------------------===//
+#include <cstdio>
+
 #include "ImporterCore.h"
 
 using namespace mlir;
@@ -29,6 +32,8 @@ public:
   template <typename OpTy> LogicalResult softmax(const onnx::NodeProto &n);
   LogicalResult hardmax(const onnx::NodeProto &n);
   LogicalResult dropout(const onnx::NodeProto &n);
+  LogicalResult dropoutIdentity(const onnx::NodeProto &n, Value x);
+  Value dropoutKey();
 
 private:
   FailureOr<SmallVector<int64_t>> windowPads(const onnx::NodeProto &n, ArrayRef<int64_t> in,
@@ -487,32 +492,92 @@ LogicalResult NNImporter::hardmax(const onnx::NodeProto &n) {
   return success();
 }
 
+// 0.5, not 5.000000e-01: how a user wrote the ratio.
+static std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
-  // Inference: the identity, and an all-true mask if anyone asks for it.
   DS_TRY(x, required(n, 0));
   DS_TRY(isTest, intAttr(n, "is_test", 0));
-  if (opset_ < 7 && !isTest)
-    return nodeError(n) << "training-mode Dropout (is_test = 0) is not supported";
-  if (input(n, 2)) {
+  bool training = false;
+  double ratio = 0.5;
+  if (opset_ < 7) {
+    training = !isTest;
+    DS_TRY(r, floatAttr(n, "ratio", 0.5f));
+    ratio = r;
+  } else if (opset_ >= 12 && input(n, 2)) {
     DenseElementsAttr mode = constantOf(input(n, 2));
-    DenseElementsAttr ratio = constantOf(input(n, 1));
-    // Training with ratio 0 drops nothing: the identity, as in inference.
-    bool zeroRatio = ratio && ratio.isSplat() && isa<FloatType>(ratio.getElementType()) &&
-                     ratio.getSplatValue<APFloat>().isZero();
     if (!mode)
       return nodeError(n) << "training_mode must be known at compile time (a constant, or "
                           << "bound with --bind-input)";
     if (!mode.getElementType().isInteger(1) || mode.getNumElements() != 1)
       return nodeError(n) << "training_mode must be one bool, got " << mode.getType();
-    if (mode.getSplatValue<bool>() && !zeroRatio)
-      return nodeError(n) << "training-mode Dropout (random masks) is not supported";
+    training = mode.getSplatValue<bool>();
+    if (input(n, 1)) {
+      DenseElementsAttr r = constantOf(input(n, 1));
+      if (!r || !isa<FloatType>(r.getElementType()) || r.getNumElements() != 1)
+        return nodeError(n) << "ratio must be one float known at compile time";
+      ratio = (*r.getValues<APFloat>().begin()).convertToDouble();
+    }
   }
+  if (training && !(ratio >= 0.0 && ratio < 1.0))
+    return nodeError(n) << "ratio must be in [0, 1), got " << shortest(ratio);
+  // Training with ratio 0 drops nothing: the identity, as in inference.
+  if (!training || ratio == 0.0) return dropoutIdentity(n, x);
+  if (!opts_.training) {
+    emitWarning(loc_) << "Dropout is in training mode (ratio " << shortest(ratio)
+                      << "); an inference plan runs it as model.eval() would, as the identity "
+                         "(compile with --config or --loss to train with it)";
+    return dropoutIdentity(n, x);
+  }
+  auto type = dyn_cast<RankedTensorType>(x.getType());
+  if (!type || !(type.getElementType().isF32() || type.getElementType().isF64()))
+    return nodeError(n) << "training-mode Dropout supports f32 and f64 inputs, got "
+                        << x.getType();
+  DS_TRY(mask, buildTyped<RandomMaskOp>(type, dropoutKey(),
+                                        {b_.getNamedAttr("ratio", b_.getF64FloatAttr(ratio)),
+                                         b_.getNamedAttr("stream",
+                                                         b_.getI64IntegerAttr(dropoutStreams_++))}));
+  DS_TRY(y, build<MulOp>({x, mask}));
+  setOutput(n, 0, y);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    Value zero = constant(DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
+                                                 b_.getFloatAttr(type.getElementType(), 0.0)));
+    DS_TRY(kept, build<GreaterOp>({mask, zero}));
+    setOutput(n, 1, kept);
+  }
+  return success();
+}
+
+// Inference Dropout: the identity, and an all-true mask if anyone asks.
+LogicalResult NNImporter::dropoutIdentity(const onnx::NodeProto &n, Value x) {
   setOutput(n, 0, x);
   if (n.output_size() > 1 && !n.output(1).empty()) {
     auto t = RankedTensorType::get(typeOf(x).getShape(), b_.getI1Type());
     setOutput(n, 1, constant(DenseElementsAttr::get(t, true)));
   }
   return success();
+}
+
+// main's "dropout_key" argument: one i64 per micro-step and rank, which
+// ds-run derives from --seed; made when the first Dropout needs it.
+Value NNImporter::dropoutKey() {
+  if (dropoutKey_) return dropoutKey_;
+  Operation *parent = b_.getInsertionBlock()->getParentOp();
+  auto main = isa<func::FuncOp>(parent) ? cast<func::FuncOp>(parent)
+                                        : parent->getParentOfType<func::FuncOp>();
+  unsigned idx = main.getNumArguments();
+  auto keyType = RankedTensorType::get({}, b_.getI64Type());
+  (void)main.insertArgument(
+      idx, keyType,
+      b_.getDictionaryAttr({b_.getNamedAttr("ds.name", b_.getStringAttr("dropout_key")),
+                            b_.getNamedAttr("ds.rng_key", b_.getUnitAttr())}),
+      main.getLoc());
+  dropoutKey_ = main.getArgument(idx);
+  return dropoutKey_;
 }
 
 } // namespace

@@ -120,8 +120,7 @@ private:
   func::FuncOp createMain(const GraphInputs &inputs);
   LogicalResult importInitializers(const onnx::GraphProto &g);
   LogicalResult importNodes(const onnx::GraphProto &g);
-  LogicalResult importOutputs(const onnx::GraphProto &g, func::FuncOp func,
-                              ArrayRef<Type> argTypes);
+  LogicalResult importOutputs(const onnx::GraphProto &g, func::FuncOp func);
   LogicalResult define(const std::string &name, Location loc);
   LogicalResult importNode(const onnx::NodeProto &n, int index);
   Location nodeLocation(const onnx::NodeProto &n, int index);
@@ -197,7 +196,7 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
   }
   func = createMain(inputs);
   if (failed(importInitializers(g)) || failed(importNodes(g))) return failure();
-  return importOutputs(g, func, inputs.argTypes);
+  return importOutputs(g, func);
 }
 
 // Names are unique in a valid graph; a duplicate would silently rebind one.
@@ -436,8 +435,7 @@ LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
 
 // main() returns the graph outputs under their names; a declared element
 // type that differs from the computed one means the import went wrong.
-LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncOp func,
-                                          ArrayRef<Type> argTypes) {
+LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncOp func) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (const auto &vi : g.output()) {
@@ -459,7 +457,8 @@ LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncO
     resultTypes.push_back(v.getType());
   }
   func::ReturnOp::create(b_, func.getLoc(), results);
-  func.setFunctionType(b_.getFunctionType(argTypes, resultTypes));
+  // The arguments as they are now: Dropout may have added its key.
+  func.setFunctionType(b_.getFunctionType(func.getArgumentTypes(), resultTypes));
   for (auto [i, vi] : llvm::enumerate(g.output()))
     func.setResultAttr(i, "ds.name", b_.getStringAttr(vi.name()));
   return success();

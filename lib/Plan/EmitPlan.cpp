@@ -409,6 +409,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   if (auto inputs = d.getAs<ArrayAttr>("data_inputs"))
     for (Attribute a : inputs)
       if (auto sa = dyn_cast<StringAttr>(a)) t.add_data_inputs(sa.str());
+  if (auto rng = d.getAs<StringAttr>("rng_input")) t.set_rng_input(rng.str());
   if (auto bindings = d.getAs<ArrayAttr>("export_bindings"))
     for (Attribute a : bindings) {
       auto e = dyn_cast<DictionaryAttr>(a);

@@ -49,11 +49,38 @@ public:
     if (failed(readConfig(main)) || failed(promoteParameters(module, main)) ||
         failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)))
       return signalPassFailure();
+    evalDropout(main);
     recordGradientless(module);
     recordConfig(module);
   }
 
 private:
+  /// @main stays the plan's forward program, which evaluates the trained
+  /// model as model.eval() does: Dropout keeps everything (its mask is 1,
+  /// and x * 1 is x), and the forward takes no key.
+  void evalDropout(func::FuncOp main) {
+    SmallVector<RandomMaskOp> masks(main.getOps<RandomMaskOp>());
+    for (RandomMaskOp m : masks) {
+      OpBuilder b(m);
+      auto type = cast<RankedTensorType>(m.getType());
+      Value one = ConstantOp::create(
+          b, m.getLoc(), DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0)));
+      for (Operation *user : llvm::make_early_inc_range(m->getUsers())) {
+        auto mul = dyn_cast<MulOp>(user);
+        if (!mul) continue;
+        Value other = mul.getLhs() == m.getResult() ? mul.getRhs() : mul.getLhs();
+        if (other.getType() != mul.getType()) continue;
+        mul.getResult().replaceAllUsesWith(other);
+        mul->erase();
+      }
+      m.getResult().replaceAllUsesWith(one);
+      m->erase();
+    }
+    for (unsigned i = main.getNumArguments(); i-- > 0;)
+      if (main.getArgAttr(i, "ds.rng_key") && main.getArgument(i).use_empty())
+        (void)main.eraseArgument(i);
+  }
+
   LogicalResult readConfig(func::FuncOp main) {
     // With several ranks each processes micro_batch_size samples; the
     // gradients are averaged by ds-data-parallel (the training pipeline runs
@@ -294,8 +321,13 @@ private:
     Location loc = ret.getLoc();
     Value loss;
     SmallVector<std::string> dataInputs;
-    for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      if (auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name")) dataInputs.push_back(n.str());
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name");
+      if (!n) continue;
+      // Dropout's key is fed by ds-run per micro-step, not read from data.
+      if (step.getArgAttr(i, "ds.rng_key")) rngInput_ = n.str();
+      else dataInputs.push_back(n.str());
+    }
     if (lossKind == "softmax-cross-entropy" || lossKind == "mse") {
       Type labelsType =
           lossKind == "mse" ? Type(outType)
@@ -613,6 +645,7 @@ private:
         b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio)),
         b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio)),
         b.getNamedAttr("data_inputs", b.getArrayAttr(inputs)),
+        b.getNamedAttr("rng_input", b.getStringAttr(rngInput_)),
         b.getNamedAttr("export_bindings", b.getArrayAttr(sources_)),
     };
     module->setAttr("ds.training", b.getDictionaryAttr(attrs));
@@ -627,6 +660,7 @@ private:
   SmallVector<Attribute> sources_;
   llvm::StringMap<ml_program::GlobalOp> gradGlobals_;
   SmallVector<std::string> dataInputs_;
+  std::string rngInput_;
 };
 
 } // namespace

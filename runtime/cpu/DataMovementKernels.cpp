@@ -1,6 +1,7 @@
 // Kernels that move bytes without arithmetic: copy (reshape, squeeze,
 // unsqueeze, identity), transpose, slice, concat, split, gather, expand.
 // They work on element sizes, so every dtype is covered by one code path.
+#include <cmath>
 #include <cstring>
 
 #include "runtime/cpu/KernelRegistry.h"
@@ -521,6 +522,37 @@ absl::StatusOr<PreparedStep> prepareTrilu(const KernelContext &c) {
   });
 }
 
+/// Dropout's mask: `scale` where math::DropoutKeep keeps the element, else 0.
+template <typename T>
+PreparedStep randomMaskStep(const TensorView key, const TensorView o, double ratio,
+                            uint64_t stream) {
+  return PreparedStep([=] {
+    math::DropoutKeep keep{math::DropoutKeep::baseOf(static_cast<uint64_t>(*key.as<int64_t>()),
+                                                     stream),
+                           static_cast<uint32_t>(std::ldexp(ratio, 24))};
+    const T scale = static_cast<T>(1.0 / (1.0 - ratio));
+    T *out = o.as<T>();
+    parallelFor(o.numel, 16384, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = keep(static_cast<uint64_t>(i)) ? scale : T(0);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PreparedStep> prepareRandomMask(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  if (c.in[0].dtype != plan::I64 || c.in[0].numel != 1)
+    return c.error("key must be one i64");
+  DS_ASSIGN_OR_RETURN(double ratio, c.floatAttr("ratio"));
+  DS_ASSIGN_OR_RETURN(int64_t stream, c.intAttr("stream"));
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return c.error(absl::StrCat("ratio must be in [0, 1), got ", ratio));
+  const TensorView o = c.out[0];
+  if (o.dtype == plan::F32) return randomMaskStep<float>(c.in[0], o, ratio, stream);
+  if (o.dtype == plan::F64) return randomMaskStep<double>(c.in[0], o, ratio, stream);
+  return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
+}
+
 absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(0, 0, 1));
   DS_ASSIGN_OR_RETURN(double value, c.floatAttr("value"));
@@ -542,6 +574,7 @@ absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
 
 void registerDataMovementKernels(KernelRegistry &r) {
   r.add("fill", prepareFill);
+  r.add("random_mask", prepareRandomMask);
   r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
   r.add("transpose", prepareTranspose);

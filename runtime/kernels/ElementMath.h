@@ -202,4 +202,27 @@ struct Mod {
   }
 };
 
+// ---- counter-based random numbers -------------------------------------------
+/// SplitMix64's output function: a bijective 64-bit mix whose outputs over
+/// consecutive counters pass BigCrush (Steele et al., OOPSLA 2014).
+DS_HOST_DEVICE uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/// Dropout's keep decision for element `i` of stream `stream` under `key`:
+/// a pure function of its counters, so the mask is the same wherever and
+/// however often it is computed (recompute, any thread split, any backend).
+/// Element i keeps with probability 1 - ratio (24-bit resolution).
+struct DropoutKeep {
+  uint64_t base;    // mix64(key ^ mix64(stream)), once per step
+  uint32_t cutoff;  // ratio * 2^24
+  DS_HOST_DEVICE static uint64_t baseOf(uint64_t key, uint64_t stream) {
+    return mix64(key ^ mix64(stream + 0x9e3779b97f4a7c15ull));
+  }
+  DS_HOST_DEVICE bool operator()(uint64_t i) const {
+    return static_cast<uint32_t>(mix64(base + i * 0x9e3779b97f4a7c15ull) >> 40) >= cutoff;
+  }
+};
+
 } // namespace ds::math

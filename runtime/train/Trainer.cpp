@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/kernels/ElementMath.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/FlopsProfiler.h"
@@ -31,6 +32,23 @@ HostArray scalarF32(float v) {
   a.data.resize(4);
   std::memcpy(a.data.data(), &v, 4);
   return a;
+}
+
+HostArray scalarI64(int64_t v) {
+  HostArray a;
+  a.dtype = ds::plan::I64;
+  a.data.resize(8);
+  std::memcpy(a.data.data(), &v, 8);
+  return a;
+}
+
+/// Dropout's key for micro-batch `micro` (counted over the whole run) on
+/// `rank`: different per rank and micro-batch, reproducible from --seed, and
+/// independent of how ZeRO partitions the state.
+int64_t dropoutKey(uint64_t seed, int rank, int64_t micro) {
+  using ds::math::mix64;
+  return static_cast<int64_t>(
+      mix64(mix64(mix64(seed) ^ static_cast<uint64_t>(rank)) ^ static_cast<uint64_t>(micro)));
 }
 
 float scalarOf(const NamedArrays &outs, const std::string &name) {
@@ -460,6 +478,8 @@ private:
     for (int64_t m = 0; m < gas; ++m) {
       std::map<std::string, HostArray> in = data_.next();
       if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
+      if (!t_.rng_input().empty())
+        in[t_.rng_input()] = scalarI64(dropoutKey(o_.seed, comm_.rank(), step * gas + m));
       DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), in));
       clock_.microStep();
       if (profiling_)

@@ -1,8 +1,9 @@
-// Kernels that move elements: fill, trilu, copy, transpose, slice, concat,
+// Kernels that move elements (and fill them): fill, random_mask, trilu, copy, transpose, slice, concat,
 // split, gather (and its element-wise forms), scatter_elements, expand.
 // They are byte movers, so each test covers element sizes 1, 2, 4 and 8.
 #include <algorithm>
 
+#include "runtime/kernels/ElementMath.h"
 #include "test/backend-cts/Cts.h"
 
 using namespace cts;
@@ -44,6 +45,51 @@ CTS_TEST(Fill, "fill") {
   outs = {HostTensor::result(plan::F32, {2})};
   expectError(run(Step("fill"), {}, outs), "float attribute 'value'");
   expectError(run(Step("fill").f("value", 1), {f32({2}, {1, 2})}, outs), "takes 0 inputs, got 1");
+}
+
+CTS_TEST(RandomMask, "random_mask") {
+  // Reference: the keep decision per element from the shared counter
+  // function (the kernel's indexing, scale and key/stream plumbing are what
+  // is checked), plus the statistics every dropout mask must have.
+  for (DType dt : {plan::F32, plan::F64})
+    for (double ratio : {0.0, 0.1, 0.5, 0.9})
+      for (int64_t key : {0LL, 7LL, -3LL}) {
+        const Shape s{37, 1021};
+        const int64_t stream = 5;
+        HostTensor o = run1(Step("random_mask").f("ratio", ratio).i("stream", stream),
+                            {i64({}, {double(key)})}, dt, s);
+        std::vector<double> got = o.values(), want(got.size());
+        ds::math::DropoutKeep keep{ds::math::DropoutKeep::baseOf(uint64_t(key), stream),
+                                   uint32_t(std::ldexp(ratio, 24))};
+        double scale = dt == plan::F32 ? double(float(1.0 / (1.0 - ratio))) : 1.0 / (1.0 - ratio);
+        int64_t kept = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          want[i] = keep(i) ? scale : 0.0;
+          kept += got[i] != 0;
+        }
+        std::string w = what("random_mask", dt, s) + " ratio " + std::to_string(ratio);
+        expectEqualValues(got, want, w);
+        // Kept fraction within 5 standard deviations of 1 - ratio.
+        double n = double(got.size()), p = 1.0 - ratio;
+        EXPECT_NEAR(kept / n, p, 5 * std::sqrt(p * (1 - p) / n) + 1e-12) << w;
+      }
+  // Another key or stream gives another mask; the same ones the same mask.
+  auto mask = [&](int64_t key, int64_t stream) {
+    return run1(Step("random_mask").f("ratio", 0.5).i("stream", stream), {i64({}, {double(key)})},
+                plan::F32, {4096})
+        .values();
+  };
+  EXPECT_EQ(mask(1, 0), mask(1, 0));
+  EXPECT_NE(mask(1, 0), mask(2, 0));
+  EXPECT_NE(mask(1, 0), mask(1, 1));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("random_mask").f("ratio", 1.0).i("stream", 0), {i64({}, {1})}, outs),
+              "ratio must be in [0, 1), got 1");
+  expectError(run(Step("random_mask").f("ratio", 0.5).i("stream", 0), {f32({}, {1})}, outs),
+              "key must be one i64");
+  outs = {HostTensor::result(plan::I32, {2})};
+  expectError(run(Step("random_mask").f("ratio", 0.5).i("stream", 0), {i64({}, {1})}, outs),
+              "does not support element type i32");
 }
 
 CTS_TEST(Trilu, "trilu") {

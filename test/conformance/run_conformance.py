@@ -46,6 +46,13 @@ EXCLUDED = {
     "node/test_castlike_BFLOAT16_to_FLOAT": "same test data bug as test_castlike_FLOAT_to_BFLOAT16",
     "node/test_castlike_BFLOAT16_to_FLOAT_expanded": "same test data bug as test_castlike_FLOAT_to_BFLOAT16",
 }
+# Training-mode Dropout's expected outputs come from numpy's random stream;
+# ds draws its own (statistics checked in test/E2E/dropout.py), and these
+# node tests run as inference plans, where Dropout is the identity.
+for _t in ("test_training_dropout", "test_training_dropout_default",
+           "test_training_dropout_default_mask", "test_training_dropout_mask"):
+    EXCLUDED["node/" + _t] = ("expected output is one numpy random draw; ds draws its own masks "
+                              "(statistics: test/E2E/dropout.py)")
 
 # Node inputs (by op type and position) whose values decide output shapes.
 SHAPE_INPUTS = {

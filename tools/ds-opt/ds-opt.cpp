@@ -228,6 +228,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       std::string error;
       bool inference = mlir::ds::asInferenceConfig(configPath, error).has_value();
       if (!inference || !lossKind.empty()) {
+        options.training = true;
         auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize);
         if (cfg && cfg->microBatchSize > 0) {
           options.batchSize = cfg->microBatchSize;
@@ -249,6 +250,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
                                     error))
         return fail(error), nullptr;
     }
+    if (!lossKind.empty()) options.training = true;
     OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
     if (!module) fail("cannot import " + inputFilename);
     return module;

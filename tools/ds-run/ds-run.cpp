@@ -60,7 +60,7 @@ ABSL_FLAG(bool, resume_fallback, false,
           "train: with --resume, when the latest checkpoint is damaged (a file's size or CRC-32 "
           "differs from its metadata) resume from the newest older intact one instead of failing");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
-ABSL_FLAG(uint64_t, seed, 0, "train: data order seed");
+ABSL_FLAG(uint64_t, seed, 0, "train: seed of the data order (--shuffle) and of Dropout masks");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
 ABSL_FLAG(std::string, zero_to_fp32, "", "write the trained weights of the latest checkpoint in --checkpoint-dir, whole (ZeRO blocks of every rank joined), to this .npz keyed by ONNX initializer name; one process, any world size");
 ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");

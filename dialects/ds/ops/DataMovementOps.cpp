@@ -224,4 +224,9 @@ void TriluOp::describeKernelStep(KernelStep &s) {
   s.setInt("k", getK());
 }
 
+void RandomMaskOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("ratio", getRatio().convertToDouble());
+  s.setInt("stream", getStream());
+}
+
 void FillOp::describeKernelStep(KernelStep &s) { s.setFloat("value", getValue().convertToDouble()); }

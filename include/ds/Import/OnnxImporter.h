@@ -39,6 +39,10 @@ struct ImportOptions {
   llvm::StringMap<llvm::SmallVector<int64_t>> dataShapes;
   std::string dataSource;
   bool dataHasSampleDim = false;
+  /// The plan trains (ds-opt --config/--loss): training-mode Dropout draws
+  /// random masks (a "dropout_key" input fed by ds-run); otherwise it runs
+  /// as in model.eval(), with a warning.
+  bool training = false;
   /// Graphs with more nodes are refused (ds-opt --max-nodes): a bound on
   /// compile time and memory for files from elsewhere (docs/security.md).
   int64_t maxNodes = 1000000;

@@ -5,7 +5,7 @@
 
 // CHECK-LABEL: func.func @elementwise
 func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1>,
-                       %i: tensor<4xi64>) -> tensor<2x3xf32> {
+                       %i: tensor<4xi64>, %key: tensor<i64>) -> tensor<2x3xf32> {
   // CHECK: ds.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %0 = ds.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: ds.sub
@@ -108,6 +108,8 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %am = ds.arg_max %h8 {axis = 1 : i64, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xi64>
   // CHECK: ds.arg_min %{{.*}} {axis = 0 : i64, select_last_index = true} : (tensor<2x3xf32>) -> tensor<1x3xi64>
   %an = ds.arg_min %h8 {axis = 0 : i64, select_last_index = true} : (tensor<2x3xf32>) -> tensor<1x3xi64>
+  // CHECK: ds.random_mask %{{.*}} {ratio = 1.000000e-01 : f64, stream = 3 : i64} : tensor<i64> -> tensor<2x3xf32>
+  %rm = ds.random_mask %key {ratio = 0.1 : f64, stream = 3 : i64} : tensor<i64> -> tensor<2x3xf32>
   // CHECK: ds.trilu %{{.*}} {k = 1 : i64, upper = false} : tensor<2x3xf32>
   %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
   // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>

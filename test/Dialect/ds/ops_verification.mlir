@@ -649,3 +649,21 @@ func.func @pool_channels_last_type(%x: tensor<1x4x4x2xi32>) -> tensor<1x2x2x2xi3
   %0 = ds.pool %x {channels_last, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, kind = #ds<pool_kind max>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x4x4x2xi32>) -> tensor<1x2x2x2xi32>
   return %0 : tensor<1x2x2x2xi32>
 }
+
+// -----
+
+// Dropout's ratio keeps some elements.
+func.func @random_mask_ratio(%k: tensor<i64>) -> tensor<4xf32> {
+  // expected-error@+1 {{ratio must be in [0, 1), got 1}}
+  %0 = ds.random_mask %k {ratio = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// The key is one i64.
+func.func @random_mask_key(%k: tensor<2xi64>) -> tensor<4xf32> {
+  // expected-error@+1 {{operand #0 must be 0D tensor of 64-bit signless integer values}}
+  %0 = ds.random_mask %k {ratio = 0.5 : f64, stream = 0 : i64} : tensor<2xi64> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

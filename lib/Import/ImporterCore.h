@@ -78,6 +78,9 @@ struct ImportState {
   /// first one) and the streams handed out, one per Dropout.
   Value dropoutKey;
   int64_t dropoutStreams = 0;
+  /// The model is the importer's own (read from a file): initializers'
+  /// raw_data moves into the IR instead of being copied.
+  bool consumeModel = false;
 };
 
 /// The base of every op family's importer: references to the shared state
@@ -88,7 +91,7 @@ public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
         loc_(s.loc), values_(s.values), sequences_(s.sequences), dropoutKey_(s.dropoutKey),
-        dropoutStreams_(s.dropoutStreams) {}
+        dropoutStreams_(s.dropoutStreams), consumeModel_(s.consumeModel) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
   template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
@@ -304,7 +307,9 @@ protected:
   /// A tensor proto as an attribute: dense_resource when large (weights),
   /// dense otherwise.
   FailureOr<TypedAttr> tensorAttr(const onnx::TensorProto &t, Location loc) {
-    auto payload = readTensorPayload(t, dir_);
+    // A model the importer owns gives its weights away instead of copying.
+    auto payload = consumeModel_ ? takeTensorPayload(const_cast<onnx::TensorProto &>(t), dir_)
+                                 : readTensorPayload(t, dir_);
     if (!payload) {
       emitError(loc) << llvm::toString(payload.takeError());
       return failure();
@@ -319,9 +324,12 @@ protected:
     if (static_cast<int64_t>(payload->bytes.size()) >= opts_.resourceThresholdBytes &&
         !elem->isInteger(1)) {
       std::string key = t.name().empty() ? "tensor" : t.name();
-      return cast<TypedAttr>(DenseResourceElementsAttr::get(
-          type, key,
-          HeapAsmResourceBlob::allocateAndCopyWithAlign(payload->bytes, alignof(uint64_t))));
+      // The blob owns the payload's buffer (operator new aligns it to 16).
+      auto *owned = new std::string(std::move(payload->bytes));
+      AsmResourceBlob blob(ArrayRef<char>(owned->data(), owned->size()), alignof(uint64_t),
+                           [owned](void *, size_t, size_t) { delete owned; },
+                           /*dataIsMutable=*/true);
+      return cast<TypedAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
     }
     ArrayRef<uint8_t> bytes(reinterpret_cast<const uint8_t *>(payload->bytes.data()),
                             payload->bytes.size());
@@ -347,6 +355,7 @@ protected:
   llvm::StringMap<SmallVector<Value>> &sequences_;
   Value &dropoutKey_;
   int64_t &dropoutStreams_;
+  bool consumeModel_;
 };
 
 template <typename OpTy> LogicalResult NodeImporter::unary(const onnx::NodeProto &n) {

@@ -592,12 +592,12 @@ bool mlir::ds::parseBindInputSpec(StringRef spec, ImportOptions &options, std::s
   return true;
 }
 
-OwningOpRef<ModuleOp> mlir::ds::importOnnxModel(MLIRContext *context,
-                                                const onnx::ModelProto &model,
-                                                const std::string &path,
-                                                const ImportOptions &options) {
+static OwningOpRef<ModuleOp> importModel(MLIRContext *context, const onnx::ModelProto &model,
+                                         const std::string &path, const ImportOptions &options,
+                                         bool consume) {
   context->loadDialect<DSDialect, func::FuncDialect>();
   ImportState state(context, options, path);
+  state.consumeModel = consume;
   OnnxImporter importer(state);
   OwningOpRef<ModuleOp> module = importer.run(model);
   if (!module) return nullptr;
@@ -610,6 +610,13 @@ OwningOpRef<ModuleOp> mlir::ds::importOnnxModel(MLIRContext *context,
   return module;
 }
 
+OwningOpRef<ModuleOp> mlir::ds::importOnnxModel(MLIRContext *context,
+                                                const onnx::ModelProto &model,
+                                                const std::string &path,
+                                                const ImportOptions &options) {
+  return importModel(context, model, path, options, /*consume=*/false);
+}
+
 OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::string &path,
                                                const ImportOptions &options) {
   auto model = readModelFile(path);
@@ -617,5 +624,6 @@ OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::
     emitError(FileLineColLoc::get(context, path, 0, 0)) << llvm::toString(model.takeError());
     return nullptr;
   }
-  return importOnnxModel(context, *model, path, options);
+  // The model is ours: its weights move into the IR rather than being copied.
+  return importModel(context, *model, path, options, /*consume=*/true);
 }

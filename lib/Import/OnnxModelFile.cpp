@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <google/protobuf/util/json_util.h>
 #include <onnx/defs/parser.h>
 
@@ -39,7 +42,9 @@ struct Fd {
   Fd &operator=(const Fd &) = delete;
 };
 
-llvm::Expected<std::string> readWholeFile(int fd, const std::string &path) {
+/// The size of a model file, refused unless it is a regular file protobuf
+/// can hold.
+llvm::Expected<uint64_t> modelFileSize(int fd, const std::string &path) {
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return err("cannot stat " + path + ": " + std::strerror(errno));
@@ -50,7 +55,13 @@ llvm::Expected<std::string> readWholeFile(int fd, const std::string &path) {
                              "store large weights as external data",
                              path, st.st_size)
                    .str());
-  std::string data(static_cast<size_t>(st.st_size), '\0');
+  return static_cast<uint64_t>(st.st_size);
+}
+
+llvm::Expected<std::string> readWholeFile(int fd, const std::string &path) {
+  auto size = modelFileSize(fd, path);
+  if (!size) return size.takeError();
+  std::string data(static_cast<size_t>(*size), '\0');
   size_t got = 0;
   while (got < data.size()) {
     ssize_t n = ::read(fd, data.data() + got, data.size() - got);
@@ -71,13 +82,26 @@ llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0)
     return err("cannot open " + path + ": " + std::strerror(errno));
-  auto data = readWholeFile(fd.fd, path);
-  if (!data) return data.takeError();
   onnx::ModelProto model;
   llvm::StringRef p(path);
-  if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext") || p.ends_with(".json"))
-    if (std::string deep = checkNesting(*data); !deep.empty()) return err(path + ": " + deep);
-  if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext")) {
+  bool text = p.ends_with(".onnxtxt") || p.ends_with(".onnxtext");
+  if (!text && !p.ends_with(".json")) {
+    // Binary: parsed from the file in chunks, so the weights are in memory
+    // once (in the message), never also as the file's bytes.
+    auto size = modelFileSize(fd.fd, path);
+    if (!size) return size.takeError();
+    google::protobuf::io::FileInputStream file(fd.fd);
+    google::protobuf::io::CodedInputStream in(&file);
+    in.SetTotalBytesLimit(static_cast<int>(*size));
+    // The default recursion limit (100) stays: it bounds nested subgraphs.
+    if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage() || file.GetErrno() != 0)
+      return err(path + ": not a valid ONNX model (protobuf does not parse)");
+    return model;
+  }
+  auto data = readWholeFile(fd.fd, path);
+  if (!data) return data.takeError();
+  if (std::string deep = checkNesting(*data); !deep.empty()) return err(path + ": " + deep);
+  if (text) {
     // ONNX's parser converts numbers with std::stoll/std::stof, which throw
     // on malformed or out-of-range text.
     try {
@@ -93,20 +117,115 @@ llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path
     }
     return model;
   }
-  if (p.ends_with(".json")) {
-    auto status = google::protobuf::util::JsonStringToMessage(*data, &model);
-    if (!status.ok())
-      return err(path + ": not a valid ONNX model in protobuf JSON: " +
-                 std::string(status.message()));
+  auto status = google::protobuf::util::JsonStringToMessage(*data, &model);
+  if (!status.ok())
+    return err(path + ": not a valid ONNX model in protobuf JSON: " +
+               std::string(status.message()));
+  return model;
+}
+
+namespace {
+using google::protobuf::internal::WireFormatLite;
+
+/// Copies one message's fields from `in` to `out`; `onField` handles the
+/// length-delimited field it returns true for (positioned after the tag).
+template <typename Fn>
+bool filterMessage(google::protobuf::io::CodedInputStream &in,
+                   google::protobuf::io::CodedOutputStream &out, Fn onField) {
+  while (uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      int handled = onField(WireFormatLite::GetTagFieldNumber(tag), tag);
+      if (handled < 0) return false;
+      if (handled) continue;
+    }
+    if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
+  }
+  return in.ConsumedEntireMessage();
+}
+
+/// Reads a length-delimited field's bytes.
+bool readDelimited(google::protobuf::io::CodedInputStream &in, std::string &bytes) {
+  uint32_t len;
+  return in.ReadVarint32(&len) && in.ReadString(&bytes, static_cast<int>(len));
+}
+
+void writeDelimited(google::protobuf::io::CodedOutputStream &out, uint32_t tag,
+                    const std::string &bytes) {
+  out.WriteTag(tag);
+  out.WriteVarint32(static_cast<uint32_t>(bytes.size()));
+  out.WriteString(bytes);
+}
+} // namespace
+
+llvm::Expected<onnx::ModelProto>
+mlir::ds::readModelWithoutData(const std::string &path,
+                               const std::function<bool(const std::string &)> &drop) {
+  llvm::StringRef p(path);
+  if (p.ends_with(".onnxtxt") || p.ends_with(".onnxtext") || p.ends_with(".json")) {
+    auto model = readModelFile(path);
+    if (!model) return model.takeError();
+    for (auto &init : *model->mutable_graph()->mutable_initializer())
+      if (drop(init.name())) stripTensorData(init);
     return model;
   }
-  google::protobuf::io::CodedInputStream in(
-      reinterpret_cast<const uint8_t *>(data->data()), static_cast<int>(data->size()));
-  in.SetTotalBytesLimit(static_cast<int>(data->size()));
-  // The default recursion limit (100) stays: it bounds nested subgraphs.
-  if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+  // Binary: ModelProto.graph (7) -> GraphProto.initializer (5) rewritten one
+  // tensor at a time, everything else copied as it is, so at most one
+  // tensor's data is in memory beside the result.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.fd < 0) return err("cannot open " + path + ": " + std::strerror(errno));
+  auto size = modelFileSize(fd.fd, path);
+  if (!size) return size.takeError();
+  google::protobuf::io::FileInputStream file(fd.fd);
+  // No total-bytes limit here: one equal to the file size makes the end of
+  // the file look like a truncated message (the size was checked above).
+  google::protobuf::io::CodedInputStream in(&file);
+  std::string kept;
+  bool ok;
+  {
+    google::protobuf::io::StringOutputStream keptStream(&kept);
+    google::protobuf::io::CodedOutputStream out(&keptStream);
+    ok = filterMessage(in, out, [&](int field, uint32_t tag) -> int {
+      if (field != onnx::ModelProto::kGraphFieldNumber) return 0;
+      // The graph is filtered in place in the stream (a limit, not a copy).
+      uint32_t len;
+      if (!in.ReadVarint32(&len)) return -1;
+      auto limit = in.PushLimit(static_cast<int>(len));
+      std::string filtered;
+      bool graphOk;
+      {
+        google::protobuf::io::StringOutputStream fs(&filtered);
+        google::protobuf::io::CodedOutputStream gout(&fs);
+        graphOk = filterMessage(in, gout, [&](int gfield, uint32_t gtag) -> int {
+          if (gfield != onnx::GraphProto::kInitializerFieldNumber) return 0;
+          std::string bytes;
+          onnx::TensorProto t;
+          if (!readDelimited(in, bytes) || !t.ParseFromString(bytes)) return -1;
+          if (drop(t.name())) {
+            stripTensorData(t);
+            bytes = t.SerializeAsString();
+          }
+          writeDelimited(gout, gtag, bytes);
+          return 1;
+        });
+      }
+      graphOk = graphOk && in.BytesUntilLimit() == 0;
+      in.PopLimit(limit);
+      if (!graphOk) return -1;
+      writeDelimited(out, tag, filtered);
+      return 1;
+    });
+  }
+  onnx::ModelProto model;
+  if (!ok || file.GetErrno() != 0 || !model.ParseFromString(kept))
     return err(path + ": not a valid ONNX model (protobuf does not parse)");
   return model;
+}
+
+void mlir::ds::stripTensorData(onnx::TensorProto &t) {
+  t.clear_raw_data();
+  t.clear_float_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
 }
 
 size_t mlir::ds::onnxElementBytes(int32_t t) {
@@ -187,7 +306,7 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
   return cur;
 }
 
-llvm::Expected<std::vector<char>> readExternal(const onnx::TensorProto &t,
+llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
                                                const std::string &modelDir,
                                                uint64_t wantBytes) {
   std::string location;
@@ -240,7 +359,7 @@ llvm::Expected<std::vector<char>> readExternal(const onnx::TensorProto &t,
   if (length != wantBytes)
     return err(llvm::formatv("external data length {0} differs from the tensor's {1} bytes",
                              length, wantBytes).str());
-  std::vector<char> out(length);
+  std::string out(length, '\0');
   uint64_t got = 0;
   while (got < length) {
     ssize_t n = ::pread(fd.fd, out.data() + got, length - got, offset + got);
@@ -252,18 +371,34 @@ llvm::Expected<std::vector<char>> readExternal(const onnx::TensorProto &t,
 }
 
 template <typename Src, typename Dst>
-void appendAs(std::vector<char> &out, const Src &values) {
+void appendAs(std::string &out, const Src &values) {
   for (auto v : values) {
     Dst d = static_cast<Dst>(v);
     const char *p = reinterpret_cast<const char *>(&d);
-    out.insert(out.end(), p, p + sizeof(Dst));
+    out.append(p, sizeof(Dst));
   }
 }
 
 } // namespace
 
+static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
+                                                  onnx::TensorProto *owner,
+                                                  const std::string &modelDir);
+
 llvm::Expected<TensorPayload> mlir::ds::readTensorPayload(const onnx::TensorProto &t,
                                                           const std::string &modelDir) {
+  return decodeTensor(t, nullptr, modelDir);
+}
+
+llvm::Expected<TensorPayload> mlir::ds::takeTensorPayload(onnx::TensorProto &t,
+                                                          const std::string &modelDir) {
+  return decodeTensor(t, &t, modelDir);
+}
+
+// `owner`, when given, is `t` itself: its raw_data moves into the payload.
+static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
+                                                  onnx::TensorProto *owner,
+                                                  const std::string &modelDir) {
   TensorPayload p;
   p.dataType = t.data_type();
   size_t eb = onnxElementBytes(p.dataType);
@@ -299,7 +434,8 @@ llvm::Expected<TensorPayload> mlir::ds::readTensorPayload(const onnx::TensorProt
       return err(llvm::formatv("tensor '{0}' has {1} bytes of raw_data but its shape and "
                                "type need {2}",
                                t.name(), t.raw_data().size(), want).str());
-    p.bytes.assign(t.raw_data().begin(), t.raw_data().end());
+    if (owner) p.bytes.swap(*owner->mutable_raw_data());
+    else p.bytes.assign(t.raw_data().begin(), t.raw_data().end());
     if (p.dataType == onnx::TensorProto_DataType_BOOL)
       for (char &c : p.bytes) c = c ? 1 : 0;
     return p;

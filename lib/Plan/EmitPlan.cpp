@@ -55,15 +55,31 @@ public:
       // initial value in ds.full_value; each rank's block of the flattened,
       // zero-padded value is that rank's initial state.
       if (auto full = g->getAttr("ds.full_value")) {
-        FailureOr<std::vector<uint8_t>> bytes = constantBytes(full, g.getLoc());
-        if (failed(bytes)) return failure();
+        // Whole blocks are views of the IR's bytes; the last one is copied
+        // with its zero padding.
+        std::optional<ArrayRef<uint8_t>> view = constantView(full);
+        std::vector<uint8_t> copy;
+        if (!view) {
+          FailureOr<std::vector<uint8_t>> bytes = constantBytes(full, g.getLoc());
+          if (failed(bytes)) return failure();
+          copy = std::move(*bytes);
+        }
+        ArrayRef<uint8_t> bytes = view ? *view : ArrayRef<uint8_t>(copy);
         uint64_t block = b.size_bytes();
         int64_t ranks = MeshAttr::lookup(module) ? MeshAttr::lookup(module).getNumRanks() : 1;
-        if (bytes->size() > block * ranks)
+        if (bytes.size() > block * ranks)
           return g.emitError("ds.full_value does not fit ") << ranks << " blocks of the state";
-        bytes->resize(block * ranks, 0); // the padding
         b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
-        for (int64_t r = 0; r < ranks; ++r) w_.addWeightShard(b, bytes->data() + r * block, block);
+        for (int64_t r = 0; r < ranks; ++r) {
+          uint64_t lo = r * block;
+          if (view && lo + block <= bytes.size()) { // `copy` dies here: views only of the IR
+            w_.addWeightShardView(b, bytes.data() + lo, block);
+            continue;
+          }
+          std::vector<uint8_t> padded(block, 0);
+          if (lo < bytes.size()) std::memcpy(padded.data(), bytes.data() + lo, bytes.size() - lo);
+          w_.addWeightShard(b, padded.data(), block);
+        }
         state_[g.getSymName()] = *id;
         continue;
       }
@@ -74,13 +90,24 @@ public:
       if (zero) {
         b.set_state_init(plan::Buffer::STATE_INIT_ZERO);
       } else {
-        FailureOr<std::vector<uint8_t>> bytes = constantBytes(init, g.getLoc());
-        if (failed(bytes)) return failure();
         b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
-        w_.addWeight(b, bytes->data(), bytes->size());
+        if (failed(addConstant(b, init, g.getLoc()))) return failure();
       }
       state_[g.getSymName()] = *id;
     }
+    return success();
+  }
+
+  /// A constant's bytes as a weight: the IR's own bytes when it holds them
+  /// as the plan lays them out (the model's weights: no copy), else a copy.
+  LogicalResult addConstant(plan::Buffer &b, Attribute value, Location loc) {
+    if (std::optional<ArrayRef<uint8_t>> view = constantView(value)) {
+      w_.addWeightView(b, view->data(), view->size());
+      return success();
+    }
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(value, loc);
+    if (failed(bytes)) return failure();
+    w_.addWeight(b, bytes->data(), bytes->size());
     return success();
   }
 
@@ -205,10 +232,7 @@ private:
                                               : locationString(loc);
       FailureOr<uint32_t> id = newBuffer(op.getResult(0), plan::Buffer::WEIGHT, loc, name);
       if (failed(id)) return failure();
-      FailureOr<std::vector<uint8_t>> bytes = constantBytes(value, loc);
-      if (failed(bytes)) return failure();
-      w_.addWeight(*p_.mutable_buffers(*id), bytes->data(), bytes->size());
-      return success();
+      return addConstant(*p_.mutable_buffers(*id), value, loc);
     }
     if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "ds")
       return op.emitError("cannot be lowered to a plan step (not a ds op)");

@@ -35,6 +35,25 @@ static int64_t elementBytes(Type e) {
   return e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
 }
 
+std::optional<ArrayRef<uint8_t>> mlir::ds::constantView(Attribute attr) {
+  auto typed = dyn_cast<TypedAttr>(attr);
+  auto type = typed ? dyn_cast<ShapedType>(typed.getType()) : ShapedType();
+  if (!type || type.getElementType().isInteger(1)) return std::nullopt;
+  int64_t want = type.getNumElements() * elementBytes(type.getElementType());
+  ArrayRef<char> data;
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob) return std::nullopt;
+    data = blob->getData();
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr); dense && !dense.isSplat()) {
+    data = dense.getRawData();
+  } else {
+    return std::nullopt;
+  }
+  if (static_cast<int64_t>(data.size()) != want) return std::nullopt; // constantBytes says why
+  return ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(data.data()), data.size());
+}
+
 FailureOr<std::vector<uint8_t>> mlir::ds::constantBytes(Attribute attr, Location loc) {
   auto typed = dyn_cast<TypedAttr>(attr);
   auto type = typed ? dyn_cast<ShapedType>(typed.getType()) : ShapedType();

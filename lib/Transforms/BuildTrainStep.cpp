@@ -168,11 +168,19 @@ private:
       std::string name = p.getSymName().str();
       bool train = selected(p, frozenSet, only);
       bool isFloat = isa<FloatType>(p.getType().getElementType());
-      std::vector<uint8_t> bytes;
+      // The values, for finding ties: a view of the IR's bytes where it has
+      // them (weights are not copied: ds-opt's memory stays one model).
+      ArrayRef<uint8_t> bytes;
+      std::shared_ptr<std::vector<uint8_t>> owned;
       if (tieWeights && isFloat && !frozenSet.contains(name)) {
-        FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
-        if (failed(b)) return failure();
-        bytes = std::move(*b);
+        if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
+          bytes = *view;
+        } else {
+          FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
+          if (failed(b)) return failure();
+          owned = std::make_shared<std::vector<uint8_t>>(std::move(*b));
+          bytes = *owned;
+        }
         if (Value tied = findTie(p, bytes, seen)) {
           auto load = tied.getDefiningOp<ml_program::GlobalLoadOp>();
           bool transposed = !load;
@@ -202,7 +210,7 @@ private:
       p.erase();
       params_.push_back({name, global});
       if (tieWeights)
-        seen.push_back({global, cast<RankedTensorType>(global.getType()), std::move(bytes)});
+        seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned});
     }
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
@@ -248,14 +256,15 @@ private:
   struct Seen {
     ml_program::GlobalOp global;
     RankedTensorType type;
-    std::vector<uint8_t> bytes;
+    ArrayRef<uint8_t> bytes; // the IR's own bytes, or `owned`'s
+    std::shared_ptr<std::vector<uint8_t>> owned;
   };
 
   /// A parameter holding exactly the values of an earlier one, or of its
   /// transpose, is the same weight: returns the earlier one's load (or its
   /// transpose). Only tensors with varied values (random initializations)
   /// qualify, so equal zero- or one-initialized biases are never tied.
-  Value findTie(ParameterOp p, const std::vector<uint8_t> &bytes, std::vector<Seen> &seen) {
+  Value findTie(ParameterOp p, ArrayRef<uint8_t> bytes, std::vector<Seen> &seen) {
     RankedTensorType t = p.getType();
     size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
     if (t.getNumElements() < 64 || es == 0) return Value();
@@ -280,7 +289,7 @@ private:
         return ml_program::GlobalLoadOp::create(b, p.getLoc(), t, sym);
       if (!transposed.empty() && s.type.getRank() == 2 &&
           s.type.getDimSize(0) == t.getDimSize(1) && s.type.getDimSize(1) == t.getDimSize(0) &&
-          s.bytes == transposed) {
+          s.bytes == ArrayRef<uint8_t>(transposed)) {
         Value load = ml_program::GlobalLoadOp::create(b, p.getLoc(), s.type, sym);
         return TransposeOp::create(b, p.getLoc(), ValueRange{load},
                                    {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});

@@ -13,6 +13,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/DenseSet.h"
 #include "runtime/kernels/ElementMath.h"
 
 #include <cstring>
@@ -62,7 +64,11 @@ public:
         products.push_back(op);
     });
     llvm::DenseMap<Value, Value> halves; // f32 value -> its 16-bit copy
+    llvm::DenseMap<void *, int> resourceUsers = countResourceUsers(module);
     for (Operation *op : products) {
+      SmallVector<ParameterOp> read;
+      for (Value v : op->getOperands())
+        if (auto param = v.getDefiningOp<ParameterOp>()) read.push_back(param);
       OpBuilder b(op);
       IRMapping map;
       for (Value v : op->getOperands()) {
@@ -78,13 +84,37 @@ public:
       }
       op->erase();
       ++numProducts;
+      // An f32 weight every product now reads in 16 bits is gone, and so
+      // are its bytes, at once (a resource outlives its last op otherwise,
+      // and the compiler would hold the model 1.5 times at its peak).
+      for (ParameterOp param : read)
+        if (param->use_empty() && halves.count(param.getResult())) {
+          halves.erase(param.getResult());
+          if (auto res = dyn_cast<DenseResourceElementsAttr>(param.getValue()))
+            if (--resourceUsers[res.getRawHandle().getResource()] == 0)
+              res.getRawHandle().getResource()->setBlob(AsmResourceBlob());
+          param.erase();
+        }
     }
-    // f32 weights every product now reads in 16 bits are gone.
-    for (auto [v, h] : halves)
-      if (auto param = v.getDefiningOp<ParameterOp>(); param && param->use_empty()) param.erase();
   }
 
 private:
+  /// How many ops name each dense_resource (parameters, constants,
+  /// globals and their ds.full_value).
+  static llvm::DenseMap<void *, int> countResourceUsers(ModuleOp module) {
+    llvm::DenseMap<void *, int> users;
+    module.walk([&](Operation *op) {
+      Attribute v;
+      if (auto p = dyn_cast<ParameterOp>(op)) v = p.getValue();
+      else if (auto c = dyn_cast<ConstantOp>(op)) v = c.getValue();
+      else if (auto g = dyn_cast<ml_program::GlobalOp>(op)) v = g.getValueAttr();
+      for (Attribute a : {v, op->getAttr("ds.full_value")})
+        if (auto res = dyn_cast_or_null<DenseResourceElementsAttr>(a))
+          ++users[res.getRawHandle().getResource()];
+    });
+    return users;
+  }
+
   /// Gradient reductions (sums of f32 tensors; the scalar loss and norm
   /// stay f32) send `half` values.
   void reduceIn(ModuleOp module, Type half) {
@@ -139,22 +169,30 @@ private:
 
   /// The parameter's values rounded to nearest even in `type`.
   FailureOr<TypedAttr> convertedValue(ParameterOp param, RankedTensorType type) {
-    FailureOr<std::vector<uint8_t>> bytes = constantBytes(param.getValue(), param.getLoc());
-    if (failed(bytes)) return failure();
+    std::optional<ArrayRef<uint8_t>> view = constantView(param.getValue());
+    std::vector<uint8_t> copy;
+    if (!view) {
+      FailureOr<std::vector<uint8_t>> bytes = constantBytes(param.getValue(), param.getLoc());
+      if (failed(bytes)) return failure();
+      copy = std::move(*bytes);
+    }
+    ArrayRef<uint8_t> bytes = view ? *view : ArrayRef<uint8_t>(copy);
     const bool bf16 = type.getElementType().isBF16();
-    size_t n = bytes->size() / 4;
+    size_t n = bytes.size() / 4;
     std::vector<uint8_t> out(n * 2);
     for (size_t i = 0; i < n; ++i) {
       float f;
-      std::memcpy(&f, bytes->data() + 4 * i, 4);
+      std::memcpy(&f, bytes.data() + 4 * i, 4);
       uint16_t h = bf16 ? ::ds::math::floatToBf16(f) : ::ds::math::floatToHalf(f);
       std::memcpy(out.data() + 2 * i, &h, 2);
     }
     if (isa<DenseResourceElementsAttr>(param.getValue())) {
       std::string key = (param.getSymName() + ".16bit").str();
-      return cast<TypedAttr>(DenseResourceElementsAttr::get(
-          type, key, HeapAsmResourceBlob::allocateAndCopyWithAlign(
-              ArrayRef<char>(reinterpret_cast<const char *>(out.data()), out.size()), alignof(uint64_t))));
+      auto *owned = new std::vector<uint8_t>(std::move(out)); // the blob owns it, uncopied
+      AsmResourceBlob blob(ArrayRef<char>(reinterpret_cast<const char *>(owned->data()), owned->size()),
+                           alignof(uint64_t), [owned](void *, size_t, size_t) { delete owned; },
+                           /*dataIsMutable=*/true);
+      return cast<TypedAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
     }
     return cast<TypedAttr>(denseFromBytes(type, out));
   }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <zlib.h>
 
 #include "absl/strings/str_format.h"
@@ -68,22 +69,40 @@ absl::Status writeAll(int fd, const void *data, uint64_t size,
 
 } // namespace
 
-void PlanWriter::addWeight(plan::Buffer &buffer, const void *bytes,
-                           uint64_t size) {
-  uint64_t offset = alignUp(weights_.size(), kWeightAlignment);
-  weights_.resize(offset + size);
-  if (size)
-    std::memcpy(weights_.data() + offset, bytes, size);
+uint64_t PlanWriter::place(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  uint64_t offset = alignUp(weightBytes_, kWeightAlignment);
+  segments_.push_back({offset, static_cast<const uint8_t *>(bytes), size});
+  weightBytes_ = offset + size;
   buffer.set_offset(offset);
   buffer.set_size_bytes(size);
   buffer.set_crc32(crc32Of(bytes, size));
+  return offset;
+}
+
+void PlanWriter::addWeightView(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  place(buffer, bytes, size);
+}
+
+void PlanWriter::addWeight(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  copies_.emplace_back(new uint8_t[std::max<uint64_t>(size, 1)]);
+  if (size) std::memcpy(copies_.back().get(), bytes, size);
+  place(buffer, copies_.back().get(), size);
 }
 
 void PlanWriter::addWeightShard(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  shard(buffer, bytes, size, /*copy=*/true);
+}
+
+void PlanWriter::addWeightShardView(plan::Buffer &buffer, const void *bytes, uint64_t size) {
+  shard(buffer, bytes, size, /*copy=*/false);
+}
+
+void PlanWriter::shard(plan::Buffer &buffer, const void *bytes, uint64_t size, bool copy) {
   bool first = buffer.rank_shards_size() == 0;
   uint64_t before = buffer.offset();
   uint32_t crc = buffer.crc32();
-  addWeight(buffer, bytes, size);
+  if (copy) addWeight(buffer, bytes, size);
+  else addWeightView(buffer, bytes, size);
   plan::WeightShard *s = buffer.add_rank_shards();
   s->set_offset(buffer.offset());
   s->set_crc32(buffer.crc32());
@@ -95,13 +114,22 @@ void PlanWriter::addWeightShard(plan::Buffer &buffer, const void *bytes, uint64_
 
 uint32_t planCrc32(const void *data, uint64_t size) { return crc32Of(data, size); }
 
-std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> &weights) {
+namespace {
+/// Header, message and the zero padding up to the weight section.
+std::vector<uint8_t> planPrefix(plan::Plan &p, uint64_t weightBytes) {
   p.set_schema_version(kSchemaVersion);
-  p.set_weight_bytes(weights.size());
+  p.set_weight_bytes(weightBytes);
+  // Deterministic: protobuf maps (step attributes) otherwise serialize in
+  // hash order, and the same model would give different plan bytes.
   std::string proto;
-  p.SerializeToString(&proto);
+  {
+    google::protobuf::io::StringOutputStream stream(&proto);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    p.SerializeToCodedStream(&coded);
+  }
   uint64_t weightsOffset = alignUp(kHeaderBytes + proto.size(), kWeightAlignment);
-  std::vector<uint8_t> out(weightsOffset + weights.size(), 0);
+  std::vector<uint8_t> out(weightsOffset, 0);
   std::memcpy(out.data(), kPlanMagic, 8);
   putLE<uint32_t>(out.data() + 8, kFormatVersion);
   putLE<uint32_t>(out.data() + 12, kHeaderBytes);
@@ -109,10 +137,15 @@ std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> 
   putLE<uint64_t>(out.data() + 24, proto.size());
   putLE<uint32_t>(out.data() + 32, crc32Of(proto.data(), proto.size()));
   putLE<uint64_t>(out.data() + 40, weightsOffset);
-  putLE<uint64_t>(out.data() + 48, weights.size());
+  putLE<uint64_t>(out.data() + 48, weightBytes);
   std::memcpy(out.data() + kHeaderBytes, proto.data(), proto.size());
-  if (!weights.empty())
-    std::memcpy(out.data() + weightsOffset, weights.data(), weights.size());
+  return out;
+}
+} // namespace
+
+std::vector<uint8_t> serializePlanFile(plan::Plan p, const std::vector<uint8_t> &weights) {
+  std::vector<uint8_t> out = planPrefix(p, weights.size());
+  out.insert(out.end(), weights.begin(), weights.end());
   return out;
 }
 
@@ -120,15 +153,23 @@ absl::Status PlanWriter::write(const std::string &path) {
   if (plan_.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int>::max()))
     return absl::InvalidArgumentError("plan message is over 2 GiB; too many steps or buffers");
   // The loader's checks, here: never write a plan ds-run would refuse.
-  if (absl::Status st = validatePlanStructure(plan_, weights_.size()); !st.ok())
+  if (absl::Status st = validatePlanStructure(plan_, weightBytes_); !st.ok())
     return absl::Status(st.code(), absl::StrCat("the plan would not load: ", st.message()));
-  std::vector<uint8_t> bytes = serializePlanFile(plan_, weights_);
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  absl::Status st = writeAll(fd, bytes.data(), bytes.size(), tmp);
+  std::vector<uint8_t> prefix = planPrefix(plan_, weightBytes_);
+  absl::Status st = writeAll(fd, prefix.data(), prefix.size(), tmp);
+  static const uint8_t kZeros[kWeightAlignment] = {};
+  uint64_t at = 0; // within the weight section
+  for (const Segment &seg : segments_) {
+    if (!st.ok()) break;
+    if (seg.offset > at) st = writeAll(fd, kZeros, seg.offset - at, tmp);
+    if (st.ok()) st = writeAll(fd, seg.data, seg.size, tmp);
+    at = seg.offset + seg.size;
+  }
   if (st.ok() && ::fsync(fd) != 0)
     st = absl::InternalError(absl::StrCat("fsync ", tmp, ": ", std::strerror(errno)));
   ::close(fd);

@@ -34,18 +34,34 @@ constexpr uint64_t kArenaAlignment = 64;
 class PlanWriter {
 public:
   plan::Plan &plan() { return plan_; }
-  /// Appends `bytes` to the weight section and returns its (aligned) offset;
-  /// also fills the buffer's offset, size and crc32.
+  /// Appends a copy of `bytes` to the weight section at the next aligned
+  /// offset; fills the buffer's offset, size and crc32.
   void addWeight(plan::Buffer &buffer, const void *bytes, uint64_t size);
+  /// The same without a copy: `bytes` is read by write(), so it must stay
+  /// valid until then (weights held by the compiler's IR). This keeps the
+  /// compiler's peak memory near one copy of the model.
+  void addWeightView(plan::Buffer &buffer, const void *bytes, uint64_t size);
   /// Appends one rank's shard of a buffer (call once per rank, in rank
   /// order); rank 0's also fills offset, size and crc32.
   void addWeightShard(plan::Buffer &buffer, const void *bytes, uint64_t size);
-  /// Writes atomically: to `path.tmp`, then rename.
+  /// The same without a copy (see addWeightView).
+  void addWeightShardView(plan::Buffer &buffer, const void *bytes, uint64_t size);
+  /// Writes atomically (to `path.tmp`, then rename), streaming the weights
+  /// from where they are rather than assembling the file in memory.
   absl::Status write(const std::string &path);
 
 private:
+  struct Segment {
+    uint64_t offset;
+    const uint8_t *data;
+    uint64_t size;
+  };
+  uint64_t place(plan::Buffer &buffer, const void *bytes, uint64_t size);
+  void shard(plan::Buffer &buffer, const void *bytes, uint64_t size, bool copy);
   plan::Plan plan_;
-  std::vector<uint8_t> weights_;
+  std::vector<Segment> segments_;
+  std::vector<std::unique_ptr<uint8_t[]>> copies_;
+  uint64_t weightBytes_ = 0;
 };
 
 /// The container bytes of `p` (schema version and weight size filled in)

@@ -368,17 +368,11 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
 /// Training plans carry the source model (trained weights stripped) so
 /// ds-run --export-onnx can write it back with the trained values.
 static int attachSourceModel(::ds::rt::PlanWriter &writer, const std::string &inputFilename) {
-  auto model = mlir::ds::readModelFile(inputFilename);
-  if (!model) return fail(llvm::toString(model.takeError()));
   std::set<std::string> bound;
   for (const auto &b : writer.plan().training().export_bindings()) bound.insert(b.initializer());
-  for (auto &init : *model->mutable_graph()->mutable_initializer()) {
-    if (!bound.count(init.name())) continue;
-    init.clear_raw_data();
-    init.clear_float_data();
-    init.clear_external_data();
-    init.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
-  }
+  auto model = mlir::ds::readModelWithoutData(
+      inputFilename, [&](const std::string &name) { return bound.count(name) > 0; });
+  if (!model) return fail(llvm::toString(model.takeError()));
   std::string bytes;
   if (!model->SerializeToString(&bytes)) return fail("cannot serialize the source model");
   writer.plan().set_onnx_graph(bytes);

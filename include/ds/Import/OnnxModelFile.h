@@ -9,6 +9,7 @@
 #define DS_IMPORT_ONNXMODELFILE_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,21 @@ constexpr size_t kMaxTensorRank = 1024;
 /// .onnxtext) or protobuf JSON (.json).
 llvm::Expected<onnx::ModelProto> readModelFile(const std::string &path);
 
+/// Reads a model leaving out the data of the initializers `drop` names (a
+/// training plan's copy of its source model, whose trained weights ds-run
+/// writes back): a binary model is filtered one initializer at a time, so
+/// the weights are never all in memory.
+llvm::Expected<onnx::ModelProto>
+readModelWithoutData(const std::string &path, const std::function<bool(const std::string &)> &drop);
+/// Clears a tensor's values (raw, typed and external), keeping its name,
+/// type and shape.
+void stripTensorData(onnx::TensorProto &t);
+
 /// A tensor's payload, little-endian, one byte per bool.
 struct TensorPayload {
   int32_t dataType = 0; // onnx::TensorProto_DataType
   llvm::SmallVector<int64_t> shape;
-  std::vector<char> bytes;
+  std::string bytes;
 };
 
 /// Bytes per element of an ONNX data type ds can hold, or 0.
@@ -43,6 +54,10 @@ std::string onnxTypeName(int32_t dataType);
 /// containment rules (no absolute paths, no "..", no symlinks, regular file
 /// with one link, offset/length bounds, exact length).
 llvm::Expected<TensorPayload> readTensorPayload(const onnx::TensorProto &t,
+                                                const std::string &modelDir);
+/// The same, but `t`'s raw_data moves into the payload (no copy: the
+/// weights of a large model are in memory once); `t` keeps no data.
+llvm::Expected<TensorPayload> takeTensorPayload(onnx::TensorProto &t,
                                                 const std::string &modelDir);
 
 } // namespace mlir::ds

@@ -9,6 +9,7 @@
 #ifndef DS_PLAN_KERNELBRIDGE_H
 #define DS_PLAN_KERNELBRIDGE_H
 
+#include <optional>
 #include <vector>
 
 #include "mlir/IR/Operation.h"
@@ -22,6 +23,10 @@ FailureOr<::ds::plan::DType> planDType(Type type, Location loc);
 /// Little-endian bytes of a dense or dense_resource constant (i1 as one
 /// byte per element).
 FailureOr<std::vector<uint8_t>> constantBytes(Attribute value, Location loc);
+/// The same bytes without a copy, where the IR already holds them in that
+/// layout (dense_resource blobs, non-splat dense of non-i1 types); nullopt
+/// otherwise (then use constantBytes). Valid while the attribute lives.
+std::optional<ArrayRef<uint8_t>> constantView(Attribute value);
 
 /// A DenseElementsAttr of `type` from bytes laid out as constantBytes does.
 DenseElementsAttr denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes);

@@ -322,18 +322,19 @@ llvm::Error readFlopsProfiler(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
-/// csv_monitor: {enabled, output_path, job_name} (deepspeed/monitor/config.py).
-llvm::Error readCsvMonitor(Reader &top, TrainingConfig &c) {
+/// csv_monitor or tensorboard: {enabled, output_path, job_name}
+/// (deepspeed/monitor/config.py).
+llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
   llvm::Error err = llvm::Error::success();
-  const json::Object *o = section(top, "csv_monitor", err);
+  const json::Object *o = section(top, key, err);
   if (err) return err;
   if (!o) return llvm::Error::success();
-  Reader r(o, "csv_monitor", top.file());
-  DS_CHECK(r.boolean("enabled", c.csvMonitor));
-  DS_CHECK(r.string("output_path", c.csvOutputPath));
-  DS_CHECK(r.string("job_name", c.csvJobName));
-  if (c.csvJobName.empty() || c.csvJobName.find('/') != std::string::npos ||
-      c.csvJobName == "." || c.csvJobName == "..")
+  Reader r(o, key.str(), top.file());
+  DS_CHECK(r.boolean("enabled", m.enabled));
+  DS_CHECK(r.string("output_path", m.outputPath));
+  DS_CHECK(r.string("job_name", m.jobName));
+  if (m.jobName.empty() || m.jobName.find('/') != std::string::npos || m.jobName == "." ||
+      m.jobName == "..")
     return r.error("job_name", "must be a plain directory name");
   return r.finish();
 }
@@ -527,11 +528,12 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readPrecision(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
   DS_CHECK(r.boolean("wall_clock_breakdown", c.wallClockBreakdown));
-  DS_CHECK(readCsvMonitor(r, c));
+  DS_CHECK(readMonitor(r, "csv_monitor", c.csvMonitor));
+  DS_CHECK(readMonitor(r, "tensorboard", c.tensorboard));
   DS_CHECK(readFlopsProfiler(r, c));
   for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
-                              "tensorboard", "wandb", "comms_logger"})
+                              "wandb", "comms_logger"})
     (void)r.get(key);
 
   DS_CHECK(readBatchSizes(r, c));

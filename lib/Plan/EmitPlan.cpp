@@ -391,6 +391,11 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
     t.mutable_csv_monitor()->set_output_path(str("csv_output_path").str());
     t.mutable_csv_monitor()->set_job_name(str("csv_job_name").str());
   }
+  if (flag("tensorboard")) {
+    t.mutable_tensorboard()->set_enabled(true);
+    t.mutable_tensorboard()->set_output_path(str("tensorboard_output_path").str());
+    t.mutable_tensorboard()->set_job_name(str("tensorboard_job_name").str());
+  }
   if (str("precision") == "fp16") {
     plan::LossScaler *ls = t.mutable_loss_scaler();
     ls->set_static_scale(f64("loss_scale"));

@@ -563,10 +563,8 @@ absl::Status train(Session &session, const TrainOptions &o) {
   int64_t step = resumed ? resumed->step() : 0;
   if (resumed) DS_RETURN_IF_ERROR(run.restore(*resumed));
   DS_ASSIGN_OR_RETURN(LogFile log, openLog(o, run.root()));
-  std::unique_ptr<CsvMonitor> monitor;
-  if (run.root() && session.plan().plan().training().csv_monitor().enabled()) {
-    DS_ASSIGN_OR_RETURN(monitor, CsvMonitor::open(session.plan().plan().training().csv_monitor()));
-  }
+  DS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Monitor>> monitors,
+                      openMonitors(session.plan().plan().training(), run.root()));
 
   // Preemption: finish the step in flight, save, and stop.
   armGracefulStop(true);
@@ -577,7 +575,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
   for (; step < o.steps; ++step) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
     if (log) logStep(log.get(), record);
-    if (monitor) DS_RETURN_IF_ERROR(monitor->write(run.monitorEvents(record)));
+    for (auto &monitor : monitors) DS_RETURN_IF_ERROR(monitor->write(run.monitorEvents(record)));
     progress.step(record);
     if (progress.printsLine(record.step)) {
       std::string breakdown = run.clock().take();

@@ -60,6 +60,13 @@ struct PrecisionConfig {
 /// "fp32", "bf16" or "fp16".
 const char *precisionName(PrecisionConfig::Kind k);
 
+/// A DeepSpeed monitor section (deepspeed/monitor/config.py): enabled,
+/// output_path, job_name.
+struct MonitorConfig {
+  bool enabled = false;
+  std::string outputPath, jobName = "DeepSpeedJobName";
+};
+
 struct TrainingConfig {
   int64_t worldSize = 1;
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
@@ -70,16 +77,16 @@ struct TrainingConfig {
   /// wall_clock_breakdown: with each progress line, the time of forward,
   /// backward, optimizer step and collectives.
   bool wallClockBreakdown = false;
-  /// csv_monitor: DeepSpeed's CSV files of loss, lr (and loss scale,
-  /// times) per step under output_path/job_name.
-  bool csvMonitor = false;
+  /// csv_monitor and tensorboard: DeepSpeed's CSV files / TensorBoard
+  /// event file of loss, lr (and loss scale) per step under
+  /// output_path/job_name.
+  MonitorConfig csvMonitor, tensorboard;
   /// flops_profiler: at `profileStep`, a table of FLOPs, MACs and latency
   /// per kernel and per module (ONNX node path), to stdout or outputFile.
   bool flopsProfiler = false;
   int64_t profileStep = 1, moduleDepth = -1, topModules = 1;
   bool profileDetailed = true;
   std::string profileOutputFile;
-  std::string csvOutputPath, csvJobName = "DeepSpeedJobName";
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

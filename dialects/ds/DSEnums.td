@@ -26,4 +26,25 @@ def DS_ScatterReduction : I32EnumAttr<"ScatterReduction",
 }
 def DS_ScatterReductionAttr : EnumAttr<DS_Dialect, DS_ScatterReduction, "scatter_reduction">;
 
+def DS_Activation : I32EnumAttr<"Activation",
+    "the activation a fused product applies to its result", [
+      I32EnumAttrCase<"None", 0, "none">, I32EnumAttrCase<"Relu", 1, "relu">,
+      I32EnumAttrCase<"Gelu", 2, "gelu">, I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">,
+      I32EnumAttrCase<"Silu", 4, "silu">, I32EnumAttrCase<"Sigmoid", 5, "sigmoid">,
+      I32EnumAttrCase<"Tanh", 6, "tanh">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_ActivationAttr : EnumAttr<DS_Dialect, DS_Activation, "activation">;
+
+def DS_Combine : I32EnumAttr<"Combine",
+    "how a fused product's result meets its addend", [
+      I32EnumAttrCase<"Add", 0, "add">, I32EnumAttrCase<"Mul", 1, "mul">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_CombineAttr : EnumAttr<DS_Dialect, DS_Combine, "combine">;
+
 #endif // DS_ENUMS_TD

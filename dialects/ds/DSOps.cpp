@@ -176,23 +176,11 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 // matmul
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         ValueRange operands, DictionaryAttr attrs,
-                                         OpaqueProperties props, RegionRange regions,
-                                         SmallVectorImpl<Type> &inferred) {
-  // The flags from properties or, for generic builders, the attribute
-  // dictionary; absent means false (either may be missing here).
-  bool transposeLhs = false, transposeRhs = false;
-  if (auto *p = props.as<Properties *>()) {
-    if (p->transpose_lhs) transposeLhs = p->transpose_lhs.getValue();
-    if (p->transpose_rhs) transposeRhs = p->transpose_rhs.getValue();
-  }
-  if (attrs) {
-    if (auto v = attrs.getAs<BoolAttr>("transpose_lhs")) transposeLhs = v.getValue();
-    if (auto v = attrs.getAs<BoolAttr>("transpose_rhs")) transposeRhs = v.getValue();
-  }
-  (void)regions;
-  auto a = rankedType(operands[0]), b = rankedType(operands[1]);
+/// numpy.matmul's result type for `a` x `b`, each read with its last two
+/// dimensions swapped when its flag is set (shared by matmul and fused_matmul).
+static FailureOr<RankedTensorType> matmulResultType(std::optional<Location> loc,
+                                                    RankedTensorType a, RankedTensorType b,
+                                                    bool transposeLhs, bool transposeRhs) {
   if (a.getElementType() != b.getElementType())
     return emitOptionalError(loc, "operands have different element types");
   SmallVector<int64_t> aShape(a.getShape()), bShape(b.getShape());
@@ -225,7 +213,52 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     shape.push_back(as[as.size() - 2]);
   if (bs.size() >= 2)
     shape.push_back(bs.back());
-  inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return RankedTensorType::get(shape, a.getElementType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange,
+                                         SmallVectorImpl<Type> &inferred) {
+  // The flags from properties or, for generic builders, the attribute
+  // dictionary; absent means false (either may be missing here).
+  bool transposeLhs = false, transposeRhs = false;
+  if (auto *p = props.as<Properties *>()) {
+    if (p->transpose_lhs) transposeLhs = p->transpose_lhs.getValue();
+    if (p->transpose_rhs) transposeRhs = p->transpose_rhs.getValue();
+  }
+  if (attrs) {
+    if (auto v = attrs.getAs<BoolAttr>("transpose_lhs")) transposeLhs = v.getValue();
+    if (auto v = attrs.getAs<BoolAttr>("transpose_rhs")) transposeRhs = v.getValue();
+  }
+  FailureOr<RankedTensorType> t = matmulResultType(loc, rankedType(operands[0]),
+                                                   rankedType(operands[1]), transposeLhs,
+                                                   transposeRhs);
+  if (failed(t)) return failure();
+  inferred.push_back(*t);
+  return success();
+}
+
+LogicalResult FusedMatmulOp::verify() {
+  FailureOr<RankedTensorType> product =
+      matmulResultType(getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
+                       getTransposeRhs());
+  if (failed(product)) return failure();
+  if (getRhs().getType().getRank() < 2)
+    return emitOpError("rhs must have rank >= 2, got ") << getRhs().getType();
+  if (*product != getResult().getType())
+    return emitOpError("result must be the product's type ") << *product << ", got "
+                                                             << getResult().getType();
+  int64_t n = product->getRank() ? product->getShape().back() : 1;
+  if (Value bias = getBias())
+    if (cast<RankedTensorType>(bias.getType()).getShape() != ArrayRef<int64_t>{n})
+      return emitOpError("bias must be [") << n << "] (the result's last dimension), got "
+                                           << bias.getType();
+  if (Value addend = getAddend(); addend && addend.getType() != getResult().getType())
+    return emitOpError("addend must have the result's type ") << getResult().getType()
+                                                              << ", got " << addend.getType();
+  if (!std::isfinite(getAlpha().convertToDouble()))
+    return emitOpError("alpha must be finite");
   return success();
 }
 

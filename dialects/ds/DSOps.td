@@ -25,6 +25,7 @@ def DS_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16, I32, I
                                            UI8, UI16, UI32, UI64]>;
 // Matrix products: floats, and the i32/i64 accumulators of integer GEMMs
 // (ONNX MatMulInteger/QLinearMatMul widen their 8-bit inputs first).
+def DS_F32Tensor : StaticShapeTensorOf<[F32]>;
 def DS_MatmulTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
@@ -1037,6 +1038,52 @@ def DS_FusedElementwiseOp : DS_Op<"fused_elementwise",
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $inputs attr-dict `:` functional-type($inputs, results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_FusedMatmulOp : DS_Op<"fused_matmul",
+    [Pure, AttrSizedOperandSegments], DS_OwnStep> {
+  let summary = "a matrix product with the elementwise epilogue that consumed it";
+  let description = [{
+    `act(alpha * (lhs x rhs) + bias)`, then combined with `addend` (`+` or
+    `*`): what a `ds.matmul` and the scale, bias add, activation and
+    residual add or gating multiply after it computed, written by the
+    product's kernel as it produces each block of the result instead of in
+    passes over memory (ds-fuse-matmul-epilogues makes it; the importer
+    never does). The product is `ds.matmul`'s, transposed operands
+    included; the epilogue runs in f32.
+
+    ```mlir
+    %y = ds.fused_matmul %x, %w bias %b addend %res {activation = #ds.activation<gelu_tanh>}
+        : (tensor<256x512xf32>, tensor<512x2048xf32>, tensor<2048xf32>, tensor<256x2048xf32>)
+        -> tensor<256x2048xf32>
+    ```
+
+    `activation` is one of relu, gelu (erf form), gelu_tanh, silu
+    (`x * sigmoid(x)`), sigmoid and tanh. An `addend` aliasing the result's
+    buffer (a gradient accumulator updated in place) is read before it is
+    overwritten.
+
+    **Constraints:**
+    - `lhs` and `rhs` are f32 and satisfy `ds.matmul`'s constraints with
+      the same transposes; the result has `ds.matmul`'s type.
+    - `rhs` has rank >= 2 (the epilogue's columns are the result's last
+      dimension).
+    - `bias`, if present, is f32 [N] (N the result's last dimension).
+    - `addend`, if present, has the result's type.
+    - `alpha` is finite.
+  }];
+  let arguments = (ins DS_F32Tensor:$lhs, DS_F32Tensor:$rhs, Optional<DS_F32Tensor>:$bias,
+                   Optional<DS_F32Tensor>:$addend,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
+                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -189,6 +189,19 @@ private:
 
   int64_t alignUp(int64_t v) const { return (v + alignment - 1) / alignment * alignment; }
 
+  /// True when `def` reads the element of `use`'s operand before it writes
+  /// the same element of `result`, so the two may share bytes: elementwise
+  /// producers (arithmetic, fused chains, optimizer updates) and the addend
+  /// of a fused product (its kernel accumulates into it or reads it first).
+  static bool readsBeforeWriting(Operation *def, OpOperand &use, Value result) {
+    if (use.get().getType() != result.getType()) return false;
+    if (isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp, FusedElementwiseOp>(def))
+      return true;
+    auto product = dyn_cast<FusedMatmulOp>(def);
+    return product && product.getAddend() &&
+           use.getOperandNumber() == product->getNumOperands() - 1;
+  }
+
   /// Stored values an op can write straight into their global's state
   /// buffer: the value's only use is the store, and nothing reads the
   /// global's loaded value after the producing op. An op that reads the
@@ -216,11 +229,7 @@ private:
           Operation *user = block.findAncestorOpInBlock(*use.getOwner());
           if (!user) { safe = false; break; }
           if (user == def) {
-            // Elementwise producers (arithmetic, optimizer updates) read
-            // each element before writing it.
-            bool elementwise = isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp>(def) &&
-                               l.getType() == v.getType();
-            if (!elementwise) safe = false;
+            if (!readsBeforeWriting(def, use, v)) safe = false;
           } else if (index.lookup(user) > index.lookup(def)) {
             safe = false; // the old value is still read after the write
           }

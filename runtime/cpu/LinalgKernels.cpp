@@ -11,7 +11,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
+#include <cmath>
+#include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "runtime/cpu/KernelRegistry.h"
 #include "runtime/kernels/ElementMath.h"
@@ -67,17 +70,15 @@ absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
   return g;
 }
 
+/// One single-threaded GEMM block, C = op(A) op(B) (C += ... with
+/// `accumulate`, f32 only: fused_matmul's in-place gradient accumulation).
 template <typename T>
 void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b,
-               int64_t ldb, T *c, int64_t ldc, bool ta = false, bool tb = false) {
+               int64_t ldb, T *c, int64_t ldc, bool ta = false, bool tb = false,
+               float alpha = 1.0f, bool accumulate = false) {
   if constexpr (std::is_same_v<T, float>) {
-#ifdef DS_GEMM_ONEDNN
     // Inside our parallel regions oneDNN's OpenMP runtime runs one thread.
-    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-#else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-#endif
+    sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
                 n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
@@ -100,44 +101,126 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
   }
 }
 
+/// What fused_matmul does to each element of the product before storing
+/// it: y = act(alpha * p + bias[col]), then y (+|*) addend. Applied block
+/// by block right after the GEMM wrote the block, while it is in cache.
+struct Epilogue {
+  enum class Act { None, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh };
+  float alpha = 1.0f;
+  const float *bias = nullptr;   // [n]
+  const float *addend = nullptr; // the result's shape
+  Act act = Act::None;
+  bool multiply = false;         // the addend combines by * (else +)
+
+  /// Only `alpha * p + addend`: a GEMM with beta = 1 over the addend.
+  bool accumulateOnly() const { return addend && !bias && act == Act::None && !multiply; }
+
+  /// Rows [r0, r1) x columns [c0, c1) of one [., ld] product `p`, written
+  /// to `y` (which may be `p`); `add` is that product's addend.
+  void apply(const float *p, float *y, const float *add, int64_t ld, int64_t r0, int64_t r1,
+             int64_t c0, int64_t c1) const {
+    switch (act) {
+    case Act::None: return run(p, y, add, ld, r0, r1, c0, c1, [](float v) { return v; });
+    case Act::Relu: return run(p, y, add, ld, r0, r1, c0, c1, math::Relu());
+    case Act::Gelu: return run(p, y, add, ld, r0, r1, c0, c1, math::Gelu());
+    case Act::GeluTanh: return run(p, y, add, ld, r0, r1, c0, c1, math::GeluTanh());
+    case Act::Sigmoid: return run(p, y, add, ld, r0, r1, c0, c1, math::Sigmoid());
+    case Act::Tanh: return run(p, y, add, ld, r0, r1, c0, c1, math::Tanh());
+    case Act::Silu:
+      return run(p, y, add, ld, r0, r1, c0, c1, [](float v) { return v * math::Sigmoid()(v); });
+    }
+  }
+
+private:
+  template <class F>
+  void run(const float *p, float *y, const float *add, int64_t ld, int64_t r0, int64_t r1,
+           int64_t c0, int64_t c1, F act) const {
+    const float al = alpha, *bi = bias;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *pr = p + r * ld, *ar = add ? add + r * ld : nullptr;
+      float *yr = y + r * ld;
+      // One loop per form, so each vectorizes without branches.
+      if (bi && ar && multiply) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j] + bi[j]) * ar[j];
+      } else if (bi && ar) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j] + bi[j]) + ar[j];
+      } else if (bi) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j] + bi[j]);
+      } else if (ar && multiply) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j]) * ar[j];
+      } else if (ar) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j]) + ar[j];
+      } else {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j]);
+      }
+    }
+  }
+};
+
 /// C = A x B on the backend's OpenMP threads. BLAS itself runs one thread
 /// per call (CpuBackend sets it so): one thread pool for every kernel means
 /// no spinning BLAS workers stealing cores from the next elementwise step.
-/// Rows are split when there are enough, else columns.
+/// Rows are split when there are enough, else columns. With an epilogue
+/// (f32), each thread applies it to the block it just computed; `add` is
+/// this product's addend (C itself when accumulating in place).
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c, bool ta = false,
-          bool tb = false) {
+          bool tb = false, const Epilogue *e = nullptr, const float *add = nullptr) {
   const int64_t work = m * n * k;
-  const int64_t threads = omp_get_max_threads();
+  // Called from a parallel region (one of many small products): one block.
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // A transposed operand is stored [k, m] (A) or [n, k] (B): its leading
   // dimension and where a block of rows/columns starts change with it.
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  // In place over the addend (C is the addend): beta = 1, no pass after.
+  const bool accumulate = e && e->accumulateOnly() && static_cast<const void *>(add) == c;
+  const float alpha = e && accumulate ? e->alpha : 1.0f;
+  auto finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if constexpr (std::is_same_v<T, float>)
+      if (e && !accumulate) e->apply(c, c, add, n, r0, r1, c0, c1);
+  };
   if (work < (1 << 16) || threads == 1) {
-    gemmBlock<T>(m, n, k, a, lda, b, ldb, c, n, ta, tb);
+    gemmBlock<T>(m, n, k, a, lda, b, ldb, c, n, ta, tb, alpha, accumulate);
+    finish(0, m, 0, n);
   } else if (m >= 8 * threads) {
     parallelFor(m, 8, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * k), lda, b, ldb, c + lo * n, n, ta, tb);
+      gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * k), lda, b, ldb, c + lo * n, n, ta, tb,
+                   alpha, accumulate);
+      finish(lo, hi, 0, n);
     });
   } else {
     parallelFor(n, 16, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(m, hi - lo, k, a, lda, b + (tb ? lo * k : lo), ldb, c + lo, n, ta, tb);
+      gemmBlock<T>(m, hi - lo, k, a, lda, b + (tb ? lo * k : lo), ldb, c + lo, n, ta, tb, alpha,
+                   accumulate);
+      finish(0, m, lo, hi);
     });
   }
 }
 
+/// The product of the step's operands into `po` (the result's buffer, or
+/// scratch), then the epilogue `e` (f32 fused_matmul) if any.
 template <typename T>
-absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g) {
+absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g, T *po,
+                                        std::shared_ptr<const Epilogue> e = nullptr) {
   const T *pa = c.in[0].as<T>();
   const T *pb = c.in[1].as<T>();
-  T *po = c.out[0].as<T>();
   int64_t batches = 1;
   for (int64_t d : g.batch) batches *= d;
   int64_t bBatches = 1;
   for (int64_t d : g.bBatch) bBatches *= d;
+  const float *add = e ? e->addend : nullptr;
   if (g.k == 0 || batches == 0 || g.m == 0 || g.n == 0) {
-    int64_t n = c.out[0].numel;
-    return PreparedStep([po, n] {
-      std::fill(po, po + n, T(0));
+    const int64_t numel = c.out[0].numel, cols = g.n;
+    return PreparedStep([po, numel, cols, e, add] {
+      std::fill(po, po + numel, T(0));
+      if constexpr (std::is_same_v<T, float>)
+        if (e && numel) e->apply(po, po, add, cols, 0, numel / cols, 0, cols);
       return absl::OkStatus();
     });
   }
@@ -146,7 +229,7 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
   if (bBatches == 1 && g.aBatch == g.batch && !g.ta) {
     int64_t rows = batches * g.m;
     return PreparedStep([=] {
-      gemm<T>(rows, g.n, g.k, pa, pb, po, false, g.tb);
+      gemm<T>(rows, g.n, g.k, pa, pb, po, false, g.tb, e.get(), add);
       return absl::OkStatus();
     });
   }
@@ -158,31 +241,33 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
                         return r;
                       }());
   return PreparedStep([=] {
+    const Epilogue *ep = e.get(); // `e` is captured: it lives as long as the step
     const int64_t aMat = g.m * g.k, bMat = g.k * g.n, oMat = g.m * g.n;
     const int64_t inner = ix.inner();
     const int64_t sa = ix.strides[0].back(), sb = ix.strides[1].back();
-    auto one = [&](int64_t batch) {
+    auto operands = [&](int64_t batch) {
       int64_t off[2];
       ix.rowOffsets(batch / inner, off);
       int64_t i = batch % inner;
-      gemm<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat,
-              pb + (off[1] + i * sb) * bMat, po + batch * oMat, g.ta, g.tb);
+      return std::pair{pa + (off[0] + i * sa) * aMat, pb + (off[1] + i * sb) * bMat};
     };
     // Many small products (attention scores) parallelize over batches,
     // each a one-thread BLAS call; few big ones split inside gemm().
     if (batches >= omp_get_max_threads()) {
       parallelFor(batches, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t b = lo; b < hi; ++b) {
-          int64_t off[2];
-          ix.rowOffsets(b / inner, off);
-          int64_t i = b % inner;
-          gemmBlock<T>(g.m, g.n, g.k, pa + (off[0] + i * sa) * aMat, g.ta ? g.m : g.k,
-                       pb + (off[1] + i * sb) * bMat, g.tb ? g.k : g.n, po + b * oMat, g.n,
-                       g.ta, g.tb);
+          auto [a, bm] = operands(b);
+          // gemm() on one thread: the block and its epilogue.
+          gemm<T>(g.m, g.n, g.k, a, bm, po + b * oMat, g.ta, g.tb, ep,
+                  add ? add + b * oMat : nullptr);
         }
       });
     } else {
-      for (int64_t b = 0; b < batches; ++b) one(b);
+      for (int64_t b = 0; b < batches; ++b) {
+        auto [a, bm] = operands(b);
+        gemm<T>(g.m, g.n, g.k, a, bm, po + b * oMat, g.ta, g.tb, ep,
+                add ? add + b * oMat : nullptr);
+      }
     }
     return absl::OkStatus();
   });
@@ -192,14 +277,19 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
 constexpr int64_t kMemoryBoundRows = 32;
 
 #ifdef DS_GEMM_ONEDNN
-/// bf16 / f16 products on oneDNN's matmul primitive: AVX512-BF16 (or AMX)
-/// instructions where the CPU has them, fp32 sums, the result rounded once.
-/// Shapes that flatten to one 2-D or 3-D product (a shared right operand,
-/// equal batches, or a left operand broadcast over the batch) are run here;
-/// null for the rest, which take the widening path below.
-class OneDnnMatmul16 {
+/// A product on oneDNN's matmul primitive, which splits the work over the
+/// threads itself. Two uses: bf16 / f16 products (AVX512-BF16 or AMX where
+/// the CPU has them, fp32 sums, the result rounded once), and f32 products
+/// of a constant right operand (an inference plan's weight), packed once
+/// here into the blocked layout the kernel reads, with fused_matmul's
+/// epilogue as post-ops. Shapes that flatten to one 2-D or 3-D product (a
+/// shared right operand, equal batches, or a left operand broadcast over
+/// the batch) are run here; null for the rest, and for anything oneDNN
+/// declines, which take the GEMM paths.
+class OneDnnMatmul {
 public:
-  static std::shared_ptr<OneDnnMatmul16> create(const KernelContext &c, const MatmulGeometry &g) {
+  static std::shared_ptr<OneDnnMatmul> create(const KernelContext &c, const MatmulGeometry &g,
+                                              const Epilogue *e = nullptr) {
     using namespace dnnl;
     using dims = memory::dims;
     auto prod = [](const std::vector<int64_t> &v) {
@@ -233,49 +323,104 @@ public:
     const int64_t rows = aDims[1];
     const int64_t cb = std::max(aDims[0], bDims[0]);
     cDims = {cb, rows, n}, cStr = {rows * n, n, 1};
-    auto t = c.in[0].dtype == plan::BF16 ? memory::data_type::bf16 : memory::data_type::f16;
     // A constant weight shared by the batch is packed once, here, into the
     // layout the kernel reads fastest (what it would otherwise copy every run).
-    bool packOnce = bDims[0] == 1 && c.hasAttr("constant_weight");
+    const bool packOnce = bDims[0] == 1 && c.hasAttr("constant_weight");
+    if (cb == 1) {
+      // One product: 2-D descriptors, for which oneDNN picks a blocked
+      // (packed) weight layout; with a unit batch dimension it keeps B plain
+      // and copies it on every call.
+      for (dims *d : {&aDims, &bDims, &cDims, &aStr, &bStr, &cStr}) d->erase(d->begin());
+    }
+    auto t = c.in[0].dtype == plan::F32    ? memory::data_type::f32
+             : c.in[0].dtype == plan::BF16 ? memory::data_type::bf16
+                                           : memory::data_type::f16;
     try {
-      auto self = std::make_shared<OneDnnMatmul16>();
+      auto self = std::make_shared<OneDnnMatmul>();
       memory::desc a(aDims, t, aStr), b(bDims, t, bStr), o(cDims, t, cStr);
       memory::desc bWant = packOnce ? memory::desc(bDims, t, memory::format_tag::any) : b;
-      matmul::primitive_desc pd(matmul::desc(a, bWant, o), self->engine_);
+      primitive_attr attr;
+      if (e && !self->setEpilogue(*e, cDims, c.out[0].data, attr)) return nullptr;
+      matmul::primitive_desc pd(matmul::desc(a, bWant, o), attr, self->engine_);
       // Plain activations: the operands are the plan's buffers as they are.
       if (pd.src_desc() != a || pd.dst_desc() != o || (!packOnce && pd.weights_desc() != b))
         return nullptr;
       self->matmul_ = matmul(pd);
-      self->a_ = memory(a, self->engine_, c.in[0].data);
-      self->b_ = memory(b, self->engine_, c.in[1].data);
+      memory bUser(b, self->engine_, c.in[1].data);
+      memory weights = bUser;
       if (packOnce && pd.weights_desc() != b) {
-        memory packed(pd.weights_desc(), self->engine_);
-        reorder(self->b_, packed).execute(self->stream_, self->b_, packed);
+        weights = memory(pd.weights_desc(), self->engine_);
+        reorder(bUser, weights).execute(self->stream_, bUser, weights);
         self->stream_.wait();
-        self->b_ = packed;
       }
-      self->o_ = memory(o, self->engine_, c.out[0].data);
+      self->args_.insert({DNNL_ARG_SRC, memory(a, self->engine_, c.in[0].data)});
+      self->args_.insert({DNNL_ARG_WEIGHTS, weights});
+      self->args_.insert({DNNL_ARG_DST, memory(o, self->engine_, c.out[0].data)});
       return self;
     } catch (const dnnl::error &) {
-      return nullptr; // not implemented for this type or ISA here
+      return nullptr; // not implemented for this type, ISA or post-op chain here
     }
   }
 
   absl::Status run() {
     try {
-      matmul_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, o_}});
+      matmul_.execute(stream_, args_);
       stream_.wait();
       return absl::OkStatus();
     } catch (const dnnl::error &e) {
-      return absl::InternalError(std::string("oneDNN 16-bit matmul failed: ") + e.what());
+      return absl::InternalError(std::string("oneDNN matmul failed: ") + e.what());
     }
   }
 
 private:
+  /// The epilogue as post-ops, in its order: scale, bias, activation,
+  /// addend (oneDNN's `sum` when the addend is the result's own buffer).
+  bool setEpilogue(const Epilogue &e, const dnnl::memory::dims &dst, void *out,
+                   dnnl::primitive_attr &attr) {
+    using namespace dnnl;
+    auto f32 = memory::data_type::f32;
+    post_ops ops;
+    auto binary = [&](algorithm alg, const memory::dims &d, const float *data) {
+      memory::desc md(d, f32, d.size() == 2 ? memory::format_tag::ab : memory::format_tag::abc);
+      ops.append_binary(alg, md);
+      args_.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1,
+                    memory(md, engine_, const_cast<float *>(data))});
+    };
+    if (e.alpha != 1.0f) ops.append_eltwise(1.0f, algorithm::eltwise_linear, e.alpha, 0.0f);
+    if (e.bias) {
+      memory::dims row(dst.size(), 1);
+      row.back() = dst.back();
+      binary(algorithm::binary_add, row, e.bias);
+    }
+    switch (e.act) {
+    case Epilogue::Act::None: break;
+    case Epilogue::Act::Relu: ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f); break;
+    case Epilogue::Act::Gelu: ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case Epilogue::Act::GeluTanh:
+      ops.append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+      break;
+    case Epilogue::Act::Silu: ops.append_eltwise(1.0f, algorithm::eltwise_swish, 1.0f, 0.0f); break;
+    case Epilogue::Act::Sigmoid:
+      ops.append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case Epilogue::Act::Tanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); break;
+    }
+    if (e.addend) {
+      if (e.addend == out) {
+        if (e.multiply) return false; // the GEMM paths read it first
+        ops.append_sum(1.0f);
+      } else {
+        binary(e.multiply ? algorithm::binary_mul : algorithm::binary_add, dst, e.addend);
+      }
+    }
+    attr.set_post_ops(ops);
+    return true;
+  }
+
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   dnnl::matmul matmul_;
-  dnnl::memory a_, b_, o_;
+  std::unordered_map<int, dnnl::memory> args_;
 };
 #endif
 
@@ -293,10 +438,20 @@ absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, const MatmulGe
   int64_t rows = g.m;
   for (int64_t d : g.aBatch) rows *= d;
   if (rows < kMemoryBoundRows)
-    if (auto fast = OneDnnMatmul16::create(c, g))
+    if (auto fast = OneDnnMatmul::create(c, g))
       return PreparedStep([fast] { return fast->run(); });
 #endif
   return prepareWidened(c, prepareMatmul);
+}
+
+/// An f32 product whose right operand is constant (`constant_weight`) runs
+/// on oneDNN's primitive with the weight packed once; empty otherwise.
+PreparedStep packedProduct(const KernelContext &c, const MatmulGeometry &g, const Epilogue *e) {
+#ifdef DS_GEMM_ONEDNN
+  if (c.hasAttr("constant_weight"))
+    if (auto fast = OneDnnMatmul::create(c, g, e)) return [fast] { return fast->run(); };
+#endif
+  return nullptr;
 }
 
 absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
@@ -305,15 +460,91 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
     return c.error("operands and result must share one element type");
   DS_ASSIGN_OR_RETURN(MatmulGeometry g, matmulGeometry(c));
   switch (c.in[0].dtype) {
-  case plan::F32: return makeMatmul<float>(c, std::move(g));
-  case plan::F64: return makeMatmul<double>(c, std::move(g));
+  case plan::F32:
+    if (PreparedStep packed = packedProduct(c, g, nullptr)) return packed;
+    return makeMatmul<float>(c, std::move(g), c.out[0].as<float>());
+  case plan::F64: return makeMatmul<double>(c, std::move(g), c.out[0].as<double>());
   case plan::BF16:
   case plan::F16: return makeMatmul16(c, g);
-  case plan::I32: return makeMatmul<int32_t>(c, std::move(g));
-  case plan::I64: return makeMatmul<int64_t>(c, std::move(g));
+  case plan::I32: return makeMatmul<int32_t>(c, std::move(g), c.out[0].as<int32_t>());
+  case plan::I64: return makeMatmul<int64_t>(c, std::move(g), c.out[0].as<int64_t>());
   default:
     return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
+}
+
+/// fused_matmul: the product (operands 0, 1), then the epilogue with the
+/// optional `bias` and `addend` operands that follow, as the step's flags
+/// say. f32 only.
+absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
+  auto flag = [&](const char *name) -> absl::StatusOr<bool> {
+    if (!c.hasAttr(name)) return false;
+    DS_ASSIGN_OR_RETURN(int64_t v, c.intAttr(name));
+    return v != 0;
+  };
+  DS_ASSIGN_OR_RETURN(bool hasBias, flag("bias"));
+  DS_ASSIGN_OR_RETURN(bool hasAddend, flag("addend"));
+  const size_t arity = 2 + hasBias + hasAddend;
+  DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
+  for (const TensorView &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  if (c.in[1].rank() < 2) return c.error("the right operand must have rank >= 2");
+  DS_ASSIGN_OR_RETURN(MatmulGeometry g, matmulGeometry(c));
+  auto e = std::make_shared<Epilogue>();
+  if (c.hasAttr("alpha")) {
+    DS_ASSIGN_OR_RETURN(double alpha, c.floatAttr("alpha"));
+    if (!std::isfinite(alpha)) return c.error("alpha must be finite");
+    e->alpha = static_cast<float>(alpha);
+  }
+  if (hasBias) {
+    DS_RETURN_IF_ERROR(c.expectShape(c.in[2], {g.n}, "bias"));
+    e->bias = c.in[2].as<float>();
+  }
+  const TensorView *addend = hasAddend ? &c.in[arity - 1] : nullptr;
+  if (addend) {
+    DS_RETURN_IF_ERROR(c.expectShape(*addend, c.out[0].shape, "addend"));
+    e->addend = addend->as<float>();
+    std::string combine = "add";
+    if (c.hasAttr("combine")) {
+      DS_ASSIGN_OR_RETURN(combine, c.stringAttr("combine"));
+    }
+    if (combine != "add" && combine != "mul")
+      return c.error("combine must be add or mul, got '" + combine + "'");
+    e->multiply = combine == "mul";
+  }
+  if (c.hasAttr("activation")) {
+    static const std::map<std::string, Epilogue::Act> acts = {
+        {"none", Epilogue::Act::None},         {"relu", Epilogue::Act::Relu},
+        {"gelu", Epilogue::Act::Gelu},         {"gelu_tanh", Epilogue::Act::GeluTanh},
+        {"silu", Epilogue::Act::Silu},         {"sigmoid", Epilogue::Act::Sigmoid},
+        {"tanh", Epilogue::Act::Tanh}};
+    DS_ASSIGN_OR_RETURN(std::string name, c.stringAttr("activation"));
+    auto it = acts.find(name);
+    if (it == acts.end()) return c.error("unknown activation '" + name + "'");
+    e->act = it->second;
+  }
+  float *out = c.out[0].as<float>();
+  const int64_t numel = c.out[0].numel;
+  // An addend sharing the result's bytes (a gradient accumulator updated in
+  // place) must be read before the product overwrites it: a GEMM with
+  // beta = 1 or oneDNN's sum post-op do; otherwise the product goes to
+  // scratch first.
+  const bool exact = addend && e->addend == out;
+  const bool overlaps = addend && e->addend < out + numel && out < e->addend + numel;
+  if (!overlaps || exact)
+    if (PreparedStep packed = packedProduct(c, g, e.get())) return packed;
+  if (!overlaps || (exact && e->accumulateOnly()))
+    return makeMatmul<float>(c, std::move(g), out, e);
+  auto scratch = std::make_shared<std::vector<float>>(numel);
+  DS_ASSIGN_OR_RETURN(PreparedStep product, makeMatmul<float>(c, g, scratch->data()));
+  const int64_t cols = g.n, rows = cols ? numel / cols : 0;
+  return PreparedStep([=]() -> absl::Status {
+    DS_RETURN_IF_ERROR(product());
+    parallelFor(rows, 8, [&](int64_t lo, int64_t hi) {
+      e->apply(scratch->data(), out, e->addend, cols, lo, hi, 0, cols);
+    });
+    return absl::OkStatus();
+  });
 }
 
 } // namespace
@@ -329,6 +560,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
 #endif
 }
 
-void registerLinalgKernels(KernelRegistry &r) { r.add("matmul", prepareMatmul); }
+void registerLinalgKernels(KernelRegistry &r) {
+  r.add("matmul", prepareMatmul);
+  r.add("fused_matmul", prepareFusedMatmul);
+}
 
 } // namespace ds::rt::cpu

@@ -10,7 +10,8 @@ static int64_t attrInt(const plan::Step &s, const char *name) {
 double stepFlops(const plan::Step &s, const std::vector<TensorView> &ins,
                  const std::vector<TensorView> &outs) {
   if (outs.empty()) return 0;
-  if (s.kernel() == "matmul" && ins.size() == 2 && !ins[0].shape.empty()) {
+  if ((s.kernel() == "matmul" || s.kernel() == "fused_matmul") && ins.size() >= 2 &&
+      !ins[0].shape.empty()) {
     // Every result element is a dot product over the contraction length.
     const auto &a = ins[0].shape;
     int64_t k = a.size() >= 2 && attrInt(s, "transpose_lhs") ? a[a.size() - 2] : a.back();

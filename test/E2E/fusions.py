@@ -9,6 +9,13 @@
 # masked softmax whose NaN rows become zeros gives the same outputs fused
 # and with --disable-fusion=elementwise (and PyTorch's to 1e-4); a GPT
 # trained 6 steps fused and unfused logs the same losses.
+# Matmul epilogues: a transformer MLP (bias, tanh GELU spelled out, residual),
+# an erf-GELU projection, Llama's SiLU-gated MLP and a scaled product fold
+# into ds.fused_matmul (every activation recognized), and give the outputs
+# of the plan without ds-fuse-matmul-epilogues and ds-raise-activations
+# (1e-5) and PyTorch's (1e-4); inference weights take oneDNN's packed path,
+# a training plan the GEMM path whose weight gradients accumulate in place,
+# with the losses of the unfused plan.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import os
@@ -171,3 +178,67 @@ print("training losses fused %s unfused %s; worst relative difference %.2e"
       % (losses["train_fused"], losses["train_unfused"], worst))
 if worst > 1e-6:
     sys.exit("fused training differs from unfused")
+
+
+# ---- matmul epilogues ----------------------------------------------------
+class Epilogues(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 64)
+        self.proj = torch.nn.Linear(64, 32)
+        self.erf = torch.nn.Linear(32, 32)
+        self.gate = torch.nn.Linear(32, 48, bias=False)
+        self.up = torch.nn.Linear(32, 48, bias=False)
+        self.down = torch.nn.Linear(48, 32, bias=False)
+        self.w = torch.nn.Parameter(torch.randn(32, 16))
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * torch.pow(h, 3.0))))
+        x = x + self.proj(h)
+        x = torch.nn.functional.gelu(self.erf(x))
+        x = x + self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+        return torch.matmul(x, self.w) * 0.25
+
+
+epi = Epilogues().eval()
+xe = np.random.default_rng(6).standard_normal((2, 12, 32)).astype(np.float32)
+epi_path = os.path.join(args.workdir, "epilogues.onnx")
+torch.onnx.export(epi, (torch.from_numpy(xe),), epi_path, input_names=["x"], output_names=["y"],
+                  opset_version=17)
+with torch.no_grad():
+    ref_e = epi(torch.from_numpy(xe)).numpy()
+epi_in = os.path.join(args.workdir, "epilogues_in.npz")
+np.savez(epi_in, x=xe)
+no_epilogues = ["--disable-fusion=matmul-epilogues", "--disable-fusion=activations"]
+fe, fedump = compile_and_run("epi_fused", [], epi_path, epi_in)
+ue, uedump = compile_and_run("epi_unfused", no_epilogues, epi_path, epi_in)
+fe, ue = fe["y"], ue["y"]
+print("matmul epilogues: %d fused products; steps fused %d, unfused %d; fused vs unfused %.3g, "
+      "vs PyTorch %.3g" % (fedump.count("fused_matmul("), steps(fedump), steps(uedump),
+                            relative_error(fe, ue), relative_error(fe, ref_e)))
+for want in ('activation="gelu_tanh"', 'activation="gelu"', 'activation="silu"', "bias=1",
+             'combine="add"', 'combine="mul"', "alpha=0.25"):
+    if want not in fedump:
+        sys.exit("the fused plan has no fused_matmul with " + want)
+if "fused_matmul" in uedump or "gelu" in uedump:
+    sys.exit("--disable-fusion=matmul-epilogues,activations still fused")
+if relative_error(fe, ue) > 1e-5 or relative_error(fe, ref_e) > 1e-4:
+    sys.exit("fused matmul epilogues differ")
+
+losses = {}
+for tag, extra in (("epi_train_fused", []), ("epi_train_unfused", no_epilogues)):
+    work = os.path.join(args.workdir, tag)
+    os.makedirs(work, exist_ok=True)
+    losses[tag] = train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra)
+    dump = subprocess.run(["ds-run", os.path.join(work, "train.dsplan"), "--dump"], check=True,
+                          capture_output=True, text=True).stdout
+    if (tag == "epi_train_fused") != ("fused_matmul(" in dump):
+        sys.exit("%s: fused_matmul steps %s" % (tag, "missing" if tag == "epi_train_fused"
+                                                    else "present"))
+worst = max(abs(a - b) / abs(b) for a, b in zip(losses["epi_train_fused"],
+                                                losses["epi_train_unfused"]))
+print("training with matmul epilogues: losses %s unfused %s; worst relative difference %.2e"
+      % (losses["epi_train_fused"], losses["epi_train_unfused"], worst))
+if worst > 1e-5:
+    sys.exit("training with matmul epilogues differs from unfused")

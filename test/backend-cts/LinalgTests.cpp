@@ -127,3 +127,123 @@ CTS_TEST(MatmulErrors, "matmul") {
                     "does not support element type bool");
   checkMatmul(*this, plan::F32, {2, 3}, {3, 4});
 }
+
+namespace {
+
+double activate(const std::string &act, double x) {
+  if (act == "relu") return x < 0 ? 0 : x;
+  if (act == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (act == "gelu_tanh")
+    return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  if (act == "silu") return x / (1 + std::exp(-x));
+  if (act == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (act == "tanh") return std::tanh(x);
+  return x;
+}
+
+/// One fused_matmul epilogue to check.
+struct Fused {
+  double alpha = 1;
+  bool bias = false, addend = false, multiply = false, constantWeight = false, inPlace = false;
+  std::string act = "none";
+};
+
+void checkFusedMatmul(BackendCts &t, const Shape &as, const Shape &bs, const Fused &f,
+                      bool ta = false, bool tb = false) {
+  auto av = sample(numel(as), -1, 1, 30), bv = sample(numel(bs), -1, 1, 31);
+  HostTensor a = HostTensor::of(plan::F32, as, av), b = HostTensor::of(plan::F32, bs, bv);
+  Shape os;
+  std::vector<double> want = matmulRef(as, a.values(), bs, b.values(), ta, tb, os);
+  const int64_t n = os.back();
+  std::vector<HostTensor> ins{a, b};
+  Step step("fused_matmul");
+  if (ta) step.i("transpose_lhs", 1);
+  if (tb) step.i("transpose_rhs", 1);
+  if (f.constantWeight) step.i("constant_weight", 1);
+  if (f.alpha != 1) step.f("alpha", f.alpha);
+  if (f.act != "none") step.s("activation", f.act);
+  std::vector<double> bias = sample(n, -1, 1, 32), add = sample(numel(os), -2, 2, 33);
+  if (f.bias) {
+    step.i("bias", 1);
+    ins.push_back(HostTensor::of(plan::F32, {n}, bias));
+  }
+  if (f.addend) {
+    step.i("addend", 1).s("combine", f.multiply ? "mul" : "add");
+    ins.push_back(HostTensor::of(plan::F32, os, add));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    double v = activate(f.act, f.alpha * want[i] + (f.bias ? bias[i % n] : 0));
+    want[i] = !f.addend ? v : f.multiply ? v * add[i] : v + add[i];
+  }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+  std::vector<int> alias;
+  if (f.inPlace) alias.push_back(static_cast<int>(ins.size()) - 1);
+  ASSERT_TRUE(t.run(step, ins, outs, alias).ok());
+  expectClose(outs[0].values(), want, 1e-4, 1e-4,
+              "fused_matmul " + shapeStr(as) + (ta ? "^T" : "") + " x " + shapeStr(bs) +
+                  (tb ? "^T" : "") + " act " + f.act + (f.bias ? " bias" : "") +
+                  (f.addend ? (f.multiply ? " *addend" : " +addend") : "") +
+                  (f.inPlace ? " in place" : "") + (f.constantWeight ? " constant weight" : ""));
+}
+
+} // namespace
+
+CTS_TEST(FusedMatmulEpilogues, "fused_matmul") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{17, 33}, {33, 5}},   {{3, 4, 5}, {5, 6}},  {{3, 4, 5}, {3, 5, 6}}, {{2, 1, 4, 5}, {3, 5, 6}},
+      {{4, 0}, {0, 3}},      {{96, 300}, {300, 200}}, {{8, 300}, {300, 500}}, {{1, 7}, {7, 1023}},
+  };
+  for (bool cw : {false, true})
+    for (const auto &[as, bs] : shapes)
+      for (const char *act : {"none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}) {
+        checkFusedMatmul(*this, as, bs, Fused{1, true, false, false, cw, false, act});
+        checkFusedMatmul(*this, as, bs, Fused{0.125, false, true, false, cw, false, act});
+        checkFusedMatmul(*this, as, bs, Fused{-2, true, true, true, cw, false, act});
+      }
+  // Transposed operands with every part of the epilogue.
+  checkFusedMatmul(*this, {7, 5}, {7, 3}, Fused{0.5, true, true, false, false, false, "gelu"}, true);
+  checkFusedMatmul(*this, {2, 4, 6}, {5, 6}, Fused{1, true, true, true, true, false, "silu"}, false,
+                   true);
+  checkFusedMatmul(*this, {300, 96}, {200, 96}, Fused{1, true, true, false, true, false, "relu"},
+                   false, true);
+}
+
+CTS_TEST(FusedMatmulAddendInPlace, "fused_matmul") {
+  // The addend is the result's own buffer (a gradient accumulator): it must
+  // be read before the product lands on it, whichever path runs.
+  for (bool cw : {false, true})
+    for (const auto &[as, bs] : std::vector<std::pair<Shape, Shape>>{
+             {{17, 33}, {33, 5}}, {{96, 300}, {300, 200}}, {{8, 300}, {300, 500}}, {{3, 4, 5}, {3, 5, 6}}}) {
+      checkFusedMatmul(*this, as, bs, Fused{1, false, true, false, cw, true, "none"});
+      checkFusedMatmul(*this, as, bs, Fused{0.25, false, true, false, cw, true, "none"});
+      checkFusedMatmul(*this, as, bs, Fused{1, true, true, false, cw, true, "gelu"});
+      checkFusedMatmul(*this, as, bs, Fused{1, false, true, true, cw, true, "silu"});
+    }
+  checkFusedMatmul(*this, {300, 96}, {300, 200}, Fused{1, false, true, false, false, true, "none"},
+                   true);
+}
+
+CTS_TEST(FusedMatmulErrors, "fused_matmul") {
+  auto z = [](Shape s) { return HostTensor::of(plan::F32, s, std::vector<double>(numel(s), 1)); };
+  auto expectFusedError = [&](std::vector<HostTensor> ins, const Step &step, const std::string &needle) {
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 4})};
+    expectError(run(step, ins, outs), needle);
+  };
+  expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").i("bias", 1), "inputs");
+  expectFusedError({z({2, 3}), z({3, 4}), z({3})}, Step("fused_matmul").i("bias", 1), "bias");
+  expectFusedError({z({2, 3}), z({3, 4}), z({2, 3})}, Step("fused_matmul").i("addend", 1), "addend");
+  expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").s("activation", "swish"),
+                   "unknown activation 'swish'");
+  expectFusedError({z({2, 3}), z({3, 4}), z({2, 4})},
+                   Step("fused_matmul").i("addend", 1).s("combine", "sub"), "combine must be add or mul");
+  expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").f("alpha", INFINITY),
+                   "alpha must be finite");
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("fused_matmul"), {z({2, 3}), z({3})}, outs), "rank >= 2");
+  std::vector<HostTensor> f64{HostTensor::result(plan::F64, {2, 4})};
+  expectError(run(Step("fused_matmul"), {HostTensor::of(plan::F64, {2, 3}, std::vector<double>(6, 1)),
+                                         HostTensor::of(plan::F64, {3, 4}, std::vector<double>(12, 1))},
+                  f64),
+              "f32");
+  checkFusedMatmul(*this, {2, 3}, {3, 4}, Fused{});
+}

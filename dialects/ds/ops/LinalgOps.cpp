@@ -98,14 +98,34 @@ ShardingDecision MatmulOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return d;
 }
 
-void MatmulOp::describeKernelStep(KernelStep &s) {
+/// A product's flags, shared by matmul and fused_matmul.
+static void describeProduct(Value rhs, bool transposeLhs, bool transposeRhs, KernelStep &s) {
   // Only when set: plans without transposed operands stay as before.
-  if (getTransposeLhs()) s.setInt("transpose_lhs", 1);
-  if (getTransposeRhs()) s.setInt("transpose_rhs", 1);
+  if (transposeLhs) s.setInt("transpose_lhs", 1);
+  if (transposeRhs) s.setInt("transpose_rhs", 1);
   // A right operand that cannot change between runs (an inference plan's
   // weight) may be packed once when the plan is loaded.
-  if (Operation *def = getRhs().getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
+  if (Operation *def = rhs.getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
     s.setInt("constant_weight", 1);
+}
+
+void MatmulOp::describeKernelStep(KernelStep &s) {
+  describeProduct(getRhs(), getTransposeLhs(), getTransposeRhs(), s);
+}
+
+/// The product as matmul describes it, then the epilogue: which optional
+/// operands follow (`bias`, `addend`), the scale, the activation and how the
+/// addend combines. Defaults are left out, as matmul leaves out its flags.
+void FusedMatmulOp::describeKernelStep(KernelStep &s) {
+  describeProduct(getRhs(), getTransposeLhs(), getTransposeRhs(), s);
+  if (getBias()) s.setInt("bias", 1);
+  if (getAddend()) {
+    s.setInt("addend", 1);
+    s.setString("combine", stringifyCombine(getCombine()));
+  }
+  if (getAlpha().convertToDouble() != 1.0) s.setFloat("alpha", getAlpha().convertToDouble());
+  if (getActivation() != Activation::None)
+    s.setString("activation", stringifyActivation(getActivation()));
 }
 
 //===----------------------------------------------------------------------===//

@@ -122,6 +122,10 @@ func.func @linalg_and_reductions(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
                                  %g: tensor<32xf32>) -> tensor<2x8x32xf32> {
   // CHECK: ds.matmul %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
   %0 = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: ds.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} addend %{{.*}} {activation = #ds<activation gelu_tanh>, alpha = 2.500000e-01 : f64, combine = #ds<combine mul>, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %wt = ds.transpose %w {permutation = array<i64: 1, 0>} : (tensor<16x32xf32>) -> tensor<32x16xf32>
+  %bias = ds.constant dense<1.0> : tensor<32xf32>
+  %fm = ds.fused_matmul %x, %wt bias %bias addend %0 {activation = #ds<activation gelu_tanh>, alpha = 0.25 : f64, combine = #ds<combine mul>, transpose_rhs = true} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
   // CHECK: ds.reduce_sum %{{.*}} {axes = array<i64: 2>} : (tensor<2x8x32xf32>) -> tensor<2x8x1xf32>
   %1 = ds.reduce_sum %0 {axes = array<i64: 2>} : (tensor<2x8x32xf32>) -> tensor<2x8x1xf32>
   // CHECK: ds.reduce_mean %{{.*}} {axes = array<i64: 0, 2>, keepdims = false}

@@ -667,3 +667,66 @@ func.func @random_mask_key(%k: tensor<2xi64>) -> tensor<4xf32> {
   %0 = ds.random_mask %k {ratio = 0.5 : f64, stream = 0 : i64} : tensor<2xi64> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// fused_matmul: the result has the product's type.
+func.func @fused_matmul_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{result must be the product's type 'tensor<2x5xf32>'}}
+  %0 = ds.fused_matmul %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: the product's constraints hold (contraction).
+func.func @fused_matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error@+1 {{contraction dimensions differ}}
+  %0 = ds.fused_matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: rhs has rank >= 2.
+func.func @fused_matmul_vector(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{rhs must have rank >= 2}}
+  %0 = ds.fused_matmul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: the bias is [N].
+func.func @fused_matmul_bias(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<1x5xf32>) {
+  // expected-error@+1 {{bias must be [5]}}
+  %0 = ds.fused_matmul %a, %b bias %c : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<1x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: the addend has the result's type.
+func.func @fused_matmul_addend(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<5xf32>) {
+  // expected-error@+1 {{addend must have the result's type}}
+  %0 = ds.fused_matmul %a, %b addend %c : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: alpha is finite.
+func.func @fused_matmul_alpha(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{alpha must be finite}}
+  %0 = ds.fused_matmul %a, %b {alpha = 0x7FF0000000000000 : f64} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: f32 operands.
+func.func @fused_matmul_f64(%a: tensor<2x3xf64>, %b: tensor<3x5xf64>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}
+  %0 = ds.fused_matmul %a, %b : (tensor<2x3xf64>, tensor<3x5xf64>) -> tensor<2x5xf64>
+  return
+}

@@ -1,0 +1,207 @@
+//===- FuseMatmulEpilogues.cpp - what follows a product, into it ----------===//
+//
+// A transformer layer's products are each followed by memory-bound
+// elementwise work on the whole result: the bias add, the activation, the
+// residual add (or, in Llama's MLP, the gate multiply), and in training the
+// add of each weight gradient into its accumulator. Folded into the product
+// (ds.fused_matmul) that work happens on each block of the result while the
+// GEMM still has it in cache, or as oneDNN post-ops.
+//
+// The chain is followed step by step from the product, each step optional
+// and in the order the math allows: scale, bias, activation, addend. Every
+// value on the way must be read only by the next step, so nothing outside
+// needs an intermediate the fused op no longer produces.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/ds/DSOps.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_FUSEMATMULEPILOGUESPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// What has been folded so far, and the value the chain has reached.
+struct Epilogue {
+  MatmulOp product;
+  Value current;                          // the chain's value so far
+  SmallVector<Operation *> absorbed;      // ops replaced by the fused op
+  double alpha = 1.0;
+  Value bias, addend;                     // bias as [N]; addend in `current`'s type
+  Activation activation = Activation::None;
+  Combine combine = Combine::Add;
+
+  int64_t columns() { return tensorType(product.getResult()).getShape().back(); }
+  bool hasActivation() const { return activation != Activation::None; }
+};
+
+/// The operand of a binary op that is not `v`, or null when both are `v`.
+Value otherOperand(Operation *op, Value v) {
+  Value a = op->getOperand(0), b = op->getOperand(1);
+  if (a == v && b != v) return b;
+  if (b == v && a != v) return a;
+  return nullptr;
+}
+
+/// A value that is only the [N] row vector broadcast over rows: [N] or
+/// [1, ..., 1, N].
+bool isRowVector(Value v, int64_t n) {
+  ArrayRef<int64_t> s = tensorType(v).getShape();
+  return !s.empty() && s.back() == n &&
+         llvm::all_of(s.drop_back(), [](int64_t d) { return d == 1; });
+}
+
+/// The activation `op` applies to `x`, with the ops it takes (silu is two).
+std::optional<Activation> activationOf(Operation *op, Value x,
+                                       SmallVectorImpl<Operation *> &ops) {
+  std::optional<Activation> a;
+  if (isa<ReluOp>(op)) a = Activation::Relu;
+  else if (isa<SigmoidOp>(op)) a = Activation::Sigmoid;
+  else if (isa<TanhOp>(op)) a = Activation::Tanh;
+  else if (auto g = dyn_cast<GeluOp>(op))
+    a = g.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh : Activation::Gelu;
+  else if (isa<MaxOp>(op)) {
+    Value other = otherOperand(op, x);
+    if (other && tensorType(other).getNumElements() == 1 && knownFloatSplat(other) == 0.0)
+      a = Activation::Relu;
+  }
+  if (a) ops.push_back(op);
+  return a;
+}
+
+/// x * sigmoid(x): x has exactly these two users.
+bool isSilu(Value x, Operation *&sigmoid, Operation *&mul) {
+  if (!llvm::hasNItems(x.getUsers(), 2)) return false;
+  sigmoid = mul = nullptr;
+  for (Operation *u : x.getUsers()) {
+    if (isa<SigmoidOp>(u)) sigmoid = u;
+    else if (isa<MulOp>(u)) mul = u;
+  }
+  if (!sigmoid || !mul || !sigmoid->getResult(0).hasOneUse() ||
+      *sigmoid->getResult(0).getUsers().begin() != mul)
+    return false;
+  return otherOperand(mul, x) == sigmoid->getResult(0);
+}
+
+struct FuseMatmulEpiloguesPass
+    : public mlir::ds::impl::FuseMatmulEpiloguesPassBase<FuseMatmulEpiloguesPass> {
+  void runOnOperation() override {
+    SmallVector<MatmulOp> products;
+    getOperation().walk([&](MatmulOp m) {
+      // The epilogue's columns are the result's last dimension, which a
+      // rank-1 right operand (a matrix-vector product) drops.
+      if (tensorType(m.getLhs()).getElementType().isF32() &&
+          tensorType(m.getRhs()).getElementType().isF32() && tensorType(m.getRhs()).getRank() >= 2)
+        products.push_back(m);
+    });
+    for (MatmulOp m : products) {
+      Epilogue e{m, m.getResult()};
+      while (step(e)) {
+      }
+      if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0) continue;
+      replace(e);
+    }
+  }
+
+  /// Folds the next op of the chain into `e`; false when the chain ends.
+  bool step(Epilogue &e) {
+    Value x = e.current;
+    // x * sigmoid(x) reads x twice.
+    Operation *sig = nullptr, *mul = nullptr;
+    if (!e.hasActivation() && !e.addend && isSilu(x, sig, mul)) {
+      e.activation = Activation::Silu;
+      e.absorbed.append({sig, mul});
+      e.current = mul->getResult(0);
+      return true;
+    }
+    if (!x.hasOneUse()) return false;
+    Operation *op = *x.getUsers().begin();
+    if (op->getNumResults() != 1 || op->getBlock() != e.product->getBlock()) return false;
+    Value result = op->getResult(0);
+    // A reshape keeping the last dimension changes nothing the epilogue
+    // computes; the fused op works in the product's shape.
+    if (isa<ReshapeOp>(op)) {
+      ArrayRef<int64_t> s = tensorType(result).getShape();
+      if (s.empty() || s.back() != e.columns()) return false;
+      e.absorbed.push_back(op);
+      e.current = result;
+      return true;
+    }
+    if (result.getType() != x.getType()) return false; // broadcasting to more: not ours
+    Value other = isa<AddOp, MulOp, DivOp, MaxOp>(op) ? otherOperand(op, x) : Value();
+    // 1. scale, before anything else.
+    if (isa<MulOp, DivOp>(op) && other && !e.bias && !e.hasActivation() && !e.addend &&
+        tensorType(other).getNumElements() == 1 && (isa<MulOp>(op) || op->getOperand(0) == x)) {
+      if (std::optional<double> c = knownFloatSplat(other); c && *c != 0.0 && std::isfinite(*c)) {
+        e.alpha = isa<MulOp>(op) ? e.alpha * *c : e.alpha / *c;
+        e.absorbed.push_back(op);
+        e.current = result;
+        return true;
+      }
+    }
+    // 2. bias, before the activation.
+    if (isa<AddOp>(op) && other && !e.bias && !e.hasActivation() && !e.addend &&
+        isRowVector(other, e.columns()) && tensorType(other).getElementType().isF32()) {
+      e.bias = other;
+      e.absorbed.push_back(op);
+      e.current = result;
+      return true;
+    }
+    // 3. the activation.
+    if (!e.hasActivation() && !e.addend) {
+      SmallVector<Operation *> ops;
+      if (std::optional<Activation> a = activationOf(op, x, ops)) {
+        e.activation = *a;
+        e.absorbed.append(ops);
+        e.current = result;
+        return true;
+      }
+    }
+    // 4. a residual, gate or accumulator of the result's own shape, last.
+    if (isa<AddOp, MulOp>(op) && other && !e.addend && other.getType() == x.getType()) {
+      e.addend = other;
+      e.combine = isa<MulOp>(op) ? Combine::Mul : Combine::Add;
+      e.absorbed.push_back(op);
+      e.current = result;
+      return false;
+    }
+    return false;
+  }
+
+  void replace(Epilogue &e) {
+    MatmulOp m = e.product;
+    Operation *last = e.absorbed.back();
+    OpBuilder b(last);
+    Location loc = last->getLoc();
+    RankedTensorType productType = tensorType(m.getResult());
+    Value bias = e.bias, addend = e.addend;
+    if (bias && tensorType(bias).getRank() != 1)
+      bias = ReshapeOp::create(b, loc, RankedTensorType::get({e.columns()}, b.getF32Type()), bias);
+    if (addend && addend.getType() != productType)
+      addend = ReshapeOp::create(b, loc, productType, addend);
+    auto fused = FusedMatmulOp::create(
+        b, loc, productType, m.getLhs(), m.getRhs(), bias, addend, m.getTransposeLhsAttr(),
+        m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
+        ActivationAttr::get(b.getContext(), e.activation),
+        CombineAttr::get(b.getContext(), e.combine));
+    Value result = fused.getResult();
+    if (result.getType() != e.current.getType())
+      result = ReshapeOp::create(b, loc, e.current.getType(), result);
+    e.current.replaceAllUsesWith(result);
+    for (Operation *op : llvm::reverse(e.absorbed)) op->erase();
+    m->erase();
+    ++numFused;
+    numOpsFused += e.absorbed.size();
+  }
+};
+
+} // namespace

@@ -1,0 +1,115 @@
+// ds-fuse-matmul-epilogues: scale, bias, activation and an addend that only
+// post-process a product become its ds.fused_matmul.
+// RUN: ds-opt %s --ds-fuse-matmul-epilogues -split-input-file | FileCheck %s
+
+// The whole chain, in order: scale, bias, GELU, residual add.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: (%[[X:.+]]: tensor<4x8xf32>, %[[W:.+]]: tensor<8x16xf32>, %[[B:.+]]: tensor<16xf32>, %[[R:.+]]: tensor<4x16xf32>)
+// CHECK: %[[Y:.+]] = ds.fused_matmul %[[X]], %[[W]] bias %[[B]] addend %[[R]] {activation = #ds<activation gelu_tanh>, alpha = 5.000000e-01 : f64}
+// CHECK-NEXT: return %[[Y]]
+func.func @chain(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>, %r: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %two = ds.constant dense<2.0> : tensor<f32>
+  %p = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %s = ds.div %p, %two : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %a = ds.add %b, %s : (tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %g = ds.gelu %a {approximate = #ds<gelu_approximation tanh>} : tensor<4x16xf32>
+  %y = ds.add %g, %r : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Llama's MLP: SiLU (x * sigmoid(x)) on the gate, multiplied by the up
+// projection (whose [1, N] bias becomes [N]): the gate product takes the
+// activation and the multiply, the up product its bias.
+// CHECK-LABEL: func.func @gate
+// CHECK: %[[BR:.+]] = ds.reshape %arg3 : (tensor<1x16xf32>) -> tensor<16xf32>
+// CHECK: %[[U:.+]] = ds.fused_matmul %arg0, %arg2 bias %[[BR]] :
+// CHECK: %[[G:.+]] = ds.fused_matmul %arg0, %arg1 addend %[[U]] {activation = #ds<activation silu>, combine = #ds<combine mul>}
+// CHECK-NOT: ds.sigmoid
+// CHECK: return %[[G]]
+func.func @gate(%x: tensor<4x8xf32>, %wg: tensor<8x16xf32>, %wu: tensor<8x16xf32>, %bu: tensor<1x16xf32>) -> tensor<4x16xf32> {
+  %g = ds.matmul %x, %wg : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %s = ds.sigmoid %g : tensor<4x16xf32>
+  %silu = ds.mul %g, %s : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %u = ds.matmul %x, %wu : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %ub = ds.add %u, %bu : (tensor<4x16xf32>, tensor<1x16xf32>) -> tensor<4x16xf32>
+  %y = ds.mul %ub, %silu : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// A 2-D product reshaped to 3-D before the residual add (ONNX Gemm then
+// Reshape): the fused op computes in the product's shape, the residual is
+// reshaped to it and the result back. relu as max(x, 0) with a transposed
+// weight.
+// CHECK-LABEL: func.func @reshaped
+// CHECK: %[[R2:.+]] = ds.reshape %arg2 : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[Y:.+]] = ds.fused_matmul %arg0, %arg1 addend %[[R2]] {activation = #ds<activation relu>, transpose_rhs = true}
+// CHECK: %[[Y3:.+]] = ds.reshape %[[Y]] : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: return %[[Y3]]
+func.func @reshaped(%x: tensor<8x8xf32>, %w: tensor<16x8xf32>, %r: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %p = ds.matmul %x, %w {transpose_rhs = true} : (tensor<8x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
+  %m = ds.max %p, %zero : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %v = ds.reshape %m : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %y = ds.add %v, %r : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Training: the weight gradient added into its accumulator (the add the
+// optimizer's global_store keeps) becomes the product's addend.
+// CHECK-LABEL: func.func @accumulate
+// CHECK: %[[ACC:.+]] = ml_program.global_load @acc
+// CHECK: %[[Y:.+]] = ds.fused_matmul %arg0, %arg1 addend %[[ACC]] {transpose_lhs = true}
+// CHECK: ml_program.global_store @acc = %[[Y]]
+ml_program.global private mutable @acc(dense<0.0> : tensor<8x16xf32>) : tensor<8x16xf32>
+func.func @accumulate(%x: tensor<4x8xf32>, %dy: tensor<4x16xf32>) {
+  %acc = ml_program.global_load @acc : tensor<8x16xf32>
+  %g = ds.matmul %x, %dy {transpose_lhs = true} : (tensor<4x8xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %s = ds.add %acc, %g : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  ml_program.global_store @acc = %s : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Not fused: a product read twice (the backward needs it), a bias after the
+// activation and an add that broadcasts the result larger (the activation
+// before them is), a scale that is not a known constant, a matrix-vector
+// product, and f64.
+// CHECK-LABEL: func.func @kept
+// CHECK: %[[P1:.+]] = ds.matmul %arg0, %arg1
+// CHECK-NEXT: ds.relu %[[P1]]
+// CHECK-NEXT: %[[F2:.+]] = ds.fused_matmul %arg0, %arg1 {activation = #ds<activation relu>}
+// CHECK-NEXT: ds.add %[[F2]], %arg2
+// CHECK-NEXT: %[[F3:.+]] = ds.fused_matmul %arg0, %arg1 {activation = #ds<activation relu>}
+// CHECK-NEXT: ds.add %[[F3]], %arg3
+// CHECK-NEXT: %[[P4:.+]] = ds.matmul %arg0, %arg1
+// CHECK-NEXT: ds.mul %[[P4]], %arg4
+// CHECK-NEXT: %[[MV:.+]] = ds.matmul %arg0, %arg5
+// CHECK-NEXT: ds.relu %[[MV]]
+// CHECK-NEXT: %[[PD:.+]] = ds.matmul %arg6, %arg7
+// CHECK-NEXT: ds.relu %[[PD]]
+func.func @kept(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>, %wide: tensor<2x4x16xf32>,
+                %t: tensor<f32>, %v: tensor<8xf32>, %xd: tensor<4x8xf64>, %wd: tensor<8x16xf64>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf64>) {
+  %p1 = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %r1 = ds.relu %p1 : tensor<4x16xf32>
+  %p2 = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %r2 = ds.relu %p2 : tensor<4x16xf32>
+  %b2 = ds.add %r2, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %p3 = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %r3 = ds.relu %p3 : tensor<4x16xf32>
+  %y3 = ds.add %r3, %wide : (tensor<4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %p4 = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %s4 = ds.mul %p4, %t : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %mv = ds.matmul %x, %v : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4xf32>
+  %mvr = ds.relu %mv : tensor<4xf32>
+  %pd = ds.matmul %xd, %wd : (tensor<4x8xf64>, tensor<8x16xf64>) -> tensor<4x16xf64>
+  %rd = ds.relu %pd : tensor<4x16xf64>
+  return %p1, %r1, %b2, %y3, %s4, %mvr, %rd : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf64>
+}

@@ -449,6 +449,59 @@ LogicalResult FusedElementwiseOp::verify() {
   return success();
 }
 
+LogicalResult AttentionOp::verify() {
+  struct View {
+    const char *name;
+    Value operand;
+    ArrayRef<int64_t> shape, strides;
+  };
+  View views[] = {{"query", getQuery(), getQueryShape(), getQueryStrides()},
+                  {"key", getKey(), getKeyShape(), getKeyStrides()},
+                  {"value", getValue(), getValueShape(), getValueStrides()}};
+  for (const View &v : views) {
+    if (v.shape.size() != 4 || v.strides.size() != 4)
+      return emitOpError(v.name) << "_shape and " << v.name << "_strides must have 4 entries";
+    // The last element the view reaches, accumulated without overflow.
+    const int64_t numel = cast<RankedTensorType>(v.operand.getType()).getNumElements();
+    int64_t last = 0;
+    for (int i = 0; i < 4; ++i) {
+      if (v.shape[i] < 1 || v.strides[i] < 0)
+        return emitOpError(v.name) << " view sizes must be >= 1 and strides >= 0";
+      if (numel < 1 ||
+          (v.strides[i] > 0 && v.shape[i] - 1 > (numel - 1 - last) / v.strides[i]))
+        return emitOpError(v.name) << " view reaches past the operand " << v.operand.getType();
+      last += (v.shape[i] - 1) * v.strides[i];
+    }
+    if (v.strides[2] != 1 && v.strides[3] != 1)
+      return emitOpError(v.name) << " view needs stride 1 in one of its last two dimensions";
+  }
+  ArrayRef<int64_t> q = getQueryShape(), k = getKeyShape(), v = getValueShape();
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[3] != q[3])
+    return emitOpError("views disagree: query [B, Hq, Sq, D], key [B, Hkv, Sk, D], value "
+                       "[B, Hkv, Sk, Dv] expected");
+  if (q[1] % k[1])
+    return emitOpError("key/value heads (") << k[1] << ") must divide query heads (" << q[1] << ")";
+  SmallVector<int64_t> want = getResultBshd() ? SmallVector<int64_t>{q[0], q[2], q[1], v[3]}
+                                              : SmallVector<int64_t>{q[0], q[1], q[2], v[3]};
+  if (getResult().getType().getShape() != ArrayRef<int64_t>(want))
+    return emitOpError("result must be ") << shapeStr(want) << ", got " << getResult().getType();
+  if (getMaskFillAttr() && !getMask()) return emitOpError("mask_fill needs a mask");
+  if (Value mask = getMask()) {
+    Type e = cast<RankedTensorType>(mask.getType()).getElementType();
+    if (getMaskFillAttr() ? !e.isInteger(1) : !e.isF32())
+      return emitOpError("mask must be ") << (getMaskFillAttr() ? "i1 with mask_fill" : "f32")
+                                          << ", got " << mask.getType();
+    ArrayRef<int64_t> m = cast<RankedTensorType>(mask.getType()).getShape();
+    SmallVector<int64_t> scores{q[0], q[1], q[2], k[2]};
+    if (m.size() > 4 || failed(broadcastShapes({m, scores})) ||
+        *broadcastShapes({m, scores}) != scores)
+      return emitOpError("mask ") << mask.getType() << " does not broadcast to the scores "
+                                  << shapeStr(scores);
+  }
+  if (!std::isfinite(getScale().convertToDouble())) return emitOpError("scale must be finite");
+  return success();
+}
+
 LogicalResult RandomMaskOp::verify() {
   double r = getRatio().convertToDouble();
   if (!(r >= 0.0 && r < 1.0)) return emitOpError("ratio must be in [0, 1), got ") << r;

@@ -1088,6 +1088,59 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
   let hasVerifier = 1;
 }
 
+def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
+  let summary = "scaled dot-product attention over heads, reading q, k and v as strided views";
+  let description = [{
+    For each batch b, query head h and query row i:
+    `out[b, h, i] = sum_j p_j v[b, g, j]` with
+    `p = softmax_j(scale * q[b, h, i] . k[b, g, j] + mask[b, h, i, j])` and
+    `g = h / (Hq / Hkv)`: several query heads share one key/value head
+    (grouped-query attention; Hkv = Hq is multi-head attention).
+    ds-fuse-attention makes it from the products, scale, mask add and
+    softmax an exporter writes; its kernel works on blocks of query rows
+    and keys with an online softmax (FlashAttention's recurrence), so the
+    [Sq, Sk] score matrix of a head is never in memory at once.
+
+    Each of `query`, `key`, `value` is the tensor in memory, read through a
+    view: `*_shape` is the logical [B, heads, length, dim] and `*_strides`
+    the element strides into the operand for it, so the transposes,
+    reshapes and head broadcasts that fed the products are folded into the
+    indexing. `result_bshd` writes the result [B, Sq, Hq, Dv] (the layout
+    the output projection reads) instead of [B, Hq, Sq, Dv]. `mask` is
+    broadcast to [B, Hq, Sq, Sk]: added to the scores, or with `mask_fill`
+    a boolean selecting the scores replaced by that value (`masked_fill`,
+    exported as `where(mask, fill, scores)`). A row whose softmax is not a
+    number (every score -inf, or a NaN) is NaN, or 0 with `zero_nan_rows`
+    (the `where(isnan(p), 0, p)` PyTorch 2 exports after the softmax).
+
+    ```mlir
+    %o = ds.attention %qkv, %qkv, %qkv {query_shape = array<i64: 2, 8, 128, 64>, ...}
+        : (tensor<2x128x1536xf32>, tensor<2x128x1536xf32>, tensor<2x128x1536xf32>) -> tensor<2x128x8x64xf32>
+    ```
+
+    **Constraints:**
+    - `query_shape` is [B, Hq, Sq, D], `key_shape` [B, Hkv, Sk, D],
+      `value_shape` [B, Hkv, Sk, Dv], all sizes >= 1, and Hkv divides Hq.
+    - each `*_strides` has 4 non-negative entries, one of the last two is
+      1, and the view stays inside its operand.
+    - the result is [B, Hq, Sq, Dv], or [B, Sq, Hq, Dv] with `result_bshd`.
+    - `mask`, if present, broadcasts to [B, Hq, Sq, Sk]; it is i1 with
+      `mask_fill`, else f32, and `mask_fill` needs a mask.
+    - `scale` is finite.
+  }];
+  let arguments = (ins DS_F32Tensor:$query, DS_F32Tensor:$key, DS_F32Tensor:$value,
+                   Optional<DS_Tensor>:$mask, OptionalAttr<F64Attr>:$mask_fill,
+                   DenseI64ArrayAttr:$query_shape, DenseI64ArrayAttr:$query_strides,
+                   DenseI64ArrayAttr:$key_shape, DenseI64ArrayAttr:$key_strides,
+                   DenseI64ArrayAttr:$value_shape, DenseI64ArrayAttr:$value_strides,
+                   F64Attr:$scale, UnitAttr:$zero_nan_rows, UnitAttr:$result_bshd);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_YieldOp : Op<DS_Dialect, "yield",
     [Pure, Terminator, HasParent<"FusedElementwiseOp">]> {
   let summary = "the value a fused body computes";

@@ -36,13 +36,15 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
+  if (enabled("attention")) pm.addPass(createFuseAttentionPass());
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   pm.addPass(createPlanMemoryPass());
 }
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
-  static const std::vector<std::string> names = {"epilogues", "channels-last", "activations",
+  static const std::vector<std::string> names = {"epilogues",  "channels-last",
+                                                 "activations", "attention",
                                                  "matmul-epilogues", "elementwise"};
   return names;
 }

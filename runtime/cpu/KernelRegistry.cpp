@@ -100,6 +100,7 @@ const KernelRegistry &cpuKernels() {
     registerTrainingKernels(*r);
     registerConvKernels(*r);
     registerFusedElementwiseKernel(*r);
+    registerAttentionKernel(*r);
     return r;
   }();
   return *registry;

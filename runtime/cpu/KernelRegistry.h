@@ -54,6 +54,7 @@ void registerDataMovementKernels(KernelRegistry &r);
 void registerTrainingKernels(KernelRegistry &r);
 void registerConvKernels(KernelRegistry &r);
 void registerFusedElementwiseKernel(KernelRegistry &r);
+void registerAttentionKernel(KernelRegistry &r);
 
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();

@@ -17,6 +17,18 @@ double stepFlops(const plan::Step &s, const std::vector<TensorView> &ins,
     int64_t k = a.size() >= 2 && attrInt(s, "transpose_lhs") ? a[a.size() - 2] : a.back();
     return 2.0 * static_cast<double>(outs[0].numel) * static_cast<double>(k);
   }
+  if (s.kernel() == "attention") {
+    // Two products per (query row, key): scores over D, weighted values over Dv.
+    auto dims = [&](const char *name) {
+      auto it = s.attrs().find(name);
+      std::vector<int64_t> v;
+      if (it != s.attrs().end()) v.assign(it->second.ints().values().begin(), it->second.ints().values().end());
+      return v;
+    };
+    std::vector<int64_t> q = dims("query_shape"), k = dims("key_shape"), v = dims("value_shape");
+    if (q.size() == 4 && k.size() == 4 && v.size() == 4)
+      return 2.0 * q[0] * q[1] * q[2] * static_cast<double>(k[2]) * static_cast<double>(q[3] + v[3]);
+  }
   if ((s.kernel() == "conv" || s.kernel() == "conv_grad") && ins.size() >= 2) {
     // Each output element of the forward sums C/group x kernel products;
     // the gradient does that twice (input and weight gradients).

@@ -16,6 +16,12 @@
 # (1e-5) and PyTorch's (1e-4); inference weights take oneDNN's packed path,
 # a training plan the GEMM path whose weight gradients accumulate in place,
 # with the losses of the unfused plan.
+# Attention: a GPT (masked_fill causal mask, TorchScript export), grouped-
+# query attention as Hugging Face's Llama writes it (repeat_kv by
+# unsqueeze/expand/reshape, an additive mask) and a 600-token sequence
+# (keys in two blocks of the online softmax) become ds.attention with no
+# softmax or layout op left, and agree with --disable-fusion=attention
+# (1e-5) and PyTorch (1e-4).
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import os
@@ -242,3 +248,63 @@ print("training with matmul epilogues: losses %s unfused %s; worst relative diff
       % (losses["epi_train_fused"], losses["epi_train_unfused"], worst))
 if worst > 1e-5:
     sys.exit("training with matmul epilogues differs from unfused")
+
+
+# ---- attention -----------------------------------------------------------
+class GQA(torch.nn.Module):
+    def __init__(self, d=64, heads=8, kv_heads=2):
+        super().__init__()
+        self.h, self.kv, self.hd = heads, kv_heads, d // heads
+        self.q = torch.nn.Linear(d, d, bias=False)
+        self.k = torch.nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v = torch.nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o = torch.nn.Linear(d, d, bias=False)
+
+    @staticmethod
+    def repeat_kv(x, n):
+        b, kv, s, hd = x.shape
+        return x[:, :, None, :, :].expand(b, kv, n, s, hd).reshape(b, kv * n, s, hd)
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.h, self.hd).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kv, self.hd).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kv, self.hd).transpose(1, 2)
+        k, v = self.repeat_kv(k, self.h // self.kv), self.repeat_kv(v, self.h // self.kv)
+        att = torch.softmax(q @ k.transpose(2, 3) / self.hd ** 0.5 + mask, dim=-1)
+        return self.o((att @ v).transpose(1, 2).reshape(b, s, -1))
+
+
+def attention_case(tag, model, inputs, names):
+    path = os.path.join(args.workdir, tag + ".onnx")
+    torch.onnx.export(model, tuple(torch.from_numpy(a) for a in inputs), path, input_names=names,
+                      output_names=["y"], opset_version=17)
+    with torch.no_grad():
+        ref = model(*[torch.from_numpy(a) for a in inputs]).numpy()
+    data = os.path.join(args.workdir, tag + "_in.npz")
+    np.savez(data, **dict(zip(names, inputs)))
+    f, fdump = compile_and_run(tag + "_fused", [], path, data)
+    u, udump = compile_and_run(tag + "_unfused", ["--disable-fusion=attention"], path, data)
+    f, u = f["y"], u["y"]
+    print("attention %s: %d fused; steps fused %d, unfused %d; vs unfused %.3g, vs PyTorch %.3g"
+          % (tag, fdump.count("attention("), steps(fdump), steps(udump), relative_error(f, u),
+             relative_error(f, ref)))
+    if fdump.count("attention(") == 0 or "softmax(" in fdump or "attention(" in udump:
+        sys.exit(tag + ": expected ds.attention and no softmax fused, none unfused")
+    if "expand(" in fdump or "= transpose(" in fdump:
+        sys.exit(tag + ": layout ops left around the fused attention")
+    if relative_error(f, u) > 1e-5 or relative_error(f, ref) > 1e-4:
+        sys.exit(tag + ": fused attention differs")
+
+
+torch.manual_seed(7)
+gpt_att = GPT(vocab=64, ctx=32, d=32, heads=4, layers=2).eval()
+attention_case("att_gpt", gpt_att, [np.random.default_rng(7).integers(0, 64, (2, 32)).astype(np.int64)],
+               ["idx"])
+causal_mask = np.triu(np.full((1, 1, 40, 40), -np.inf, np.float32), 1)
+xg = np.random.default_rng(8).standard_normal((2, 40, 64)).astype(np.float32)
+attention_case("att_gqa", GQA().eval(), [xg, causal_mask], ["x", "mask"])
+long_mask = np.zeros((1, 1, 600, 600), np.float32)
+long_mask[..., 550:] = -np.inf  # padding: the last 50 keys
+xl = np.random.default_rng(9).standard_normal((1, 600, 64)).astype(np.float32)
+attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x", "mask"])

@@ -30,6 +30,21 @@ TEST(Flops, MatmulCountsTheContraction) {
   EXPECT_EQ(stepFlops(t, {view({4, 3}), view({4, 5})}, {view({3, 5})}), 2.0 * 15 * 4);
 }
 
+TEST(Flops, FusedProductsCountTheirProducts) {
+  // fused_matmul: the product's count; the bias and addend add nothing.
+  EXPECT_EQ(stepFlops(step("fused_matmul"), {view({2, 3, 4}), view({4, 5}), view({5})},
+                      {view({2, 3, 5})}),
+            2.0 * 30 * 4);
+  // attention, 2 batches x 4 heads x 6 query rows x 10 keys: scores over
+  // D = 8, weighted values over Dv = 3.
+  plan::Step a = step("attention");
+  for (auto [name, dims] : {std::pair<const char *, std::vector<int64_t>>{"query_shape", {2, 4, 6, 8}},
+                            {"key_shape", {2, 2, 10, 8}},
+                            {"value_shape", {2, 2, 10, 3}}})
+    for (int64_t d : dims) (*a.mutable_attrs())[name].mutable_ints()->add_values(d);
+  EXPECT_EQ(stepFlops(a, {}, {view({2, 4, 6, 3})}), 2.0 * 2 * 4 * 6 * 10 * (8 + 3));
+}
+
 TEST(Flops, ConvCountsChannelsPerGroupTimesKernel) {
   // [1,4,8,8] * [6,2,3,3] (group 2) -> [1,6,6,6]: 216 outputs x 18 products.
   EXPECT_EQ(stepFlops(step("conv"), {view({1, 4, 8, 8}), view({6, 2, 3, 3})}, {view({1, 6, 6, 6})}),

@@ -128,6 +128,21 @@ void FusedMatmulOp::describeKernelStep(KernelStep &s) {
     s.setString("activation", stringifyActivation(getActivation()));
 }
 
+/// The views, the scale and the flags, as the kernel reads them.
+void AttentionOp::describeKernelStep(KernelStep &s) {
+  s.setInts("query_shape", getQueryShape());
+  s.setInts("query_strides", getQueryStrides());
+  s.setInts("key_shape", getKeyShape());
+  s.setInts("key_strides", getKeyStrides());
+  s.setInts("value_shape", getValueShape());
+  s.setInts("value_strides", getValueStrides());
+  s.setFloat("scale", getScale().convertToDouble());
+  if (getMask()) s.setInt("mask", 1);
+  if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());
+  if (getZeroNanRows()) s.setInt("zero_nan_rows", 1);
+  if (getResultBshd()) s.setInt("result_bshd", 1);
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//

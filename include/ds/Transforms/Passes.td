@@ -202,6 +202,37 @@ def RaiseActivationsPass : Pass<"ds-raise-activations", "ModuleOp"> {
   ];
 }
 
+def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
+  let summary = "makes scores, mask, softmax and weighted sum one ds.attention";
+  let description = [{
+    From each softmax over the last axis of a rank-4 f32 value: the
+    product `q x k^T` before it (with multiplications or divisions by known
+    scalars on either operand or on the scores: the scale), an optional
+    additive mask, PyTorch 2's `where(isnan(p), 0, p)` after it, the
+    product with `v`, and an optional transpose of the result to
+    [B, S, H, Dv]. q, k and v are traced back through the transposes,
+    reshapes and broadcasts that arranged them (grouped-query attention's
+    head expansion included) to the tensors in memory, which the fused op
+    reads through strided views; layout ops left without readers go. Every
+    intermediate must be read only inside the match, so training plans
+    (whose backward reads the probabilities) keep theirs.
+
+    ```mlir
+    %s = ds.matmul %q, %kt ...       // [B, H, Sq, D] x [B, H, D, Sk]
+    %m = ds.add %s, %mask ...
+    %p = ds.softmax %m {axis = 3 : i64} ...
+    %o = ds.matmul %p, %v ...
+    ```
+    becomes
+    ```mlir
+    %o = ds.attention %qbase, %kbase, %vbase mask %mask {query_shape = ..., query_strides = ..., ...}
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "attentions fused">
+  ];
+}
+
 def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
   let summary = "folds scale, bias, activation and residual into the matrix product";
   let description = [{

@@ -730,3 +730,93 @@ func.func @fused_matmul_f64(%a: tensor<2x3xf64>, %b: tensor<3x5xf64>) {
   %0 = ds.fused_matmul %a, %b : (tensor<2x3xf64>, tensor<3x5xf64>) -> tensor<2x5xf64>
   return
 }
+
+// -----
+
+// attention: the views have 4 entries.
+func.func @attention_0(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{query_shape and query_strides must have 4 entries}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: a view stays inside its operand.
+func.func @attention_561(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{key view reaches past the operand}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 2>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: a view has stride 1 in one of its last two dimensions.
+func.func @attention_1119(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{value view needs stride 1}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 0, 12, 2, 2>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: the views agree.
+func.func @attention_1691(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{views disagree}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 2, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: key/value heads divide query heads.
+func.func @attention_2215(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{must divide query heads}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 3, 3, 4>, key_strides = array<i64: 0, 0, 4, 1>, value_shape = array<i64: 1, 3, 3, 4>, value_strides = array<i64: 0, 0, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: the result is [B, Hq, Sq, Dv].
+func.func @attention_2763(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{result must be [1x3x2x4]}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64, result_bshd} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: scale is finite.
+func.func @attention_3324(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{scale must be finite}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 0x7FF0000000000000 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: the mask broadcasts to the scores.
+func.func @attention_mask(%t: tensor<1x2x3x4xf32>, %m: tensor<2x3xf32>) {
+  // expected-error@+1 {{does not broadcast to the scores}}
+  %0 = ds.attention %t, %t, %t mask %m {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<2x3xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: a selecting mask is i1.
+func.func @attention_mask_fill(%t: tensor<1x2x3x4xf32>, %m: tensor<3x3xf32>) {
+  // expected-error@+1 {{mask must be i1 with mask_fill}}
+  %0 = ds.attention %t, %t, %t mask %m {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64, mask_fill = -1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<3x3xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// attention: mask_fill needs a mask.
+func.func @attention_fill_alone(%t: tensor<1x2x3x4xf32>) {
+  // expected-error@+1 {{mask_fill needs a mask}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64, mask_fill = -1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return
+}

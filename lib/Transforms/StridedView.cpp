@@ -1,0 +1,102 @@
+//===- StridedView.cpp - layout ops read as strided indexing --------------===//
+#include "ds/Transforms/StridedView.h"
+
+#include "dialects/ds/DSOps.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+/// Drops unit parts and joins neighbours that step over each other.
+ViewDim simplify(int64_t size, ArrayRef<ViewPart> parts) {
+  ViewDim d{size, {}};
+  for (ViewPart p : parts) {
+    if (p.size == 1) continue;
+    if (!d.parts.empty() && d.parts.back().stride == p.stride * p.size)
+      d.parts.back() = {d.parts.back().size * p.size, p.stride};
+    else
+      d.parts.push_back(p);
+  }
+  return d;
+}
+
+/// The contiguous row-major view of a value in memory.
+StridedView contiguous(Value v) {
+  StridedView view{v, {}};
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  int64_t stride = 1;
+  view.dims.resize(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    view.dims[i] = simplify(shape[i], {ViewPart{shape[i], stride}});
+    stride *= shape[i];
+  }
+  return view;
+}
+
+/// `in` read with the shape `shape` (same element count): the parts of
+/// all dimensions in order, dealt out to the new dimensions (a part split
+/// where a dimension boundary falls inside it); nullopt when a boundary
+/// does not divide a part.
+std::optional<SmallVector<ViewDim>> reshapeView(ArrayRef<ViewDim> in, ArrayRef<int64_t> shape) {
+  SmallVector<ViewPart> parts;
+  for (const ViewDim &d : in) parts.append(d.parts.begin(), d.parts.end());
+  SmallVector<ViewDim> out;
+  size_t next = 0;
+  for (int64_t size : shape) {
+    SmallVector<ViewPart, 2> mine;
+    int64_t need = size;
+    while (need > 1) {
+      if (next == parts.size()) return std::nullopt;
+      ViewPart &p = parts[next];
+      if (p.size <= need) {
+        if (need % p.size) return std::nullopt;
+        mine.push_back(p);
+        need /= p.size;
+        ++next;
+      } else {
+        if (p.size % need) return std::nullopt;
+        // The boundary falls inside p: its high digits are this dimension's.
+        int64_t low = p.size / need;
+        mine.push_back({need, p.stride * low});
+        p = {low, p.stride};
+        need = 1;
+      }
+    }
+    out.push_back(simplify(size, mine));
+  }
+  if (next != parts.size()) return std::nullopt;
+  return out;
+}
+
+constexpr int kMaxDepth = 32;
+
+StridedView trace(Value v, int depth) {
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > kMaxDepth || !isa<RankedTensorType>(v.getType())) return contiguous(v);
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  if (auto t = dyn_cast<TransposeOp>(op)) {
+    StridedView x = trace(t.getOperand(), depth + 1);
+    StridedView out{x.base, {}};
+    for (int64_t p : t.getPermutation()) out.dims.push_back(x.dims[p]);
+    return out;
+  }
+  if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
+    StridedView x = trace(op->getOperand(0), depth + 1);
+    if (auto dims = reshapeView(x.dims, shape)) return StridedView{x.base, *dims};
+    return contiguous(v);
+  }
+  if (auto e = dyn_cast<ExpandOp>(op)) {
+    StridedView x = trace(e.getOperand(), depth + 1);
+    SmallVector<ViewDim> dims(shape.size() - x.dims.size());
+    dims.append(x.dims);
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (dims[i].size != shape[i]) dims[i] = simplify(shape[i], {ViewPart{shape[i], 0}});
+    return StridedView{x.base, dims};
+  }
+  return contiguous(v);
+}
+
+} // namespace
+
+StridedView mlir::ds::traceView(Value v) { return trace(v, 0); }

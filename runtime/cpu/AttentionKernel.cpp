@@ -1,0 +1,229 @@
+// attention: softmax(scale q k^T + mask) v per (batch, query head), with
+// grouped key/value heads, FlashAttention's recurrence on the CPU. Each task
+// takes a block of query rows of one head and walks the keys in blocks:
+// scores for the block (one GEMM into a thread's scratch), the running row
+// maximum and sum of the online softmax, and the rows' weighted values
+// accumulated by a second GEMM. So per head the [Sq, Sk] scores are never
+// in memory at once, and q, k, v are read where they are, through the
+// strided views the compiler folded their layout ops into.
+#include <cmath>
+#include <limits>
+
+#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/RowMath.h"
+
+namespace ds::rt::cpu {
+namespace {
+
+/// A [B, H, S, D] view of an operand: element (b, h, s, d) is at
+/// b*stride[0] + h*stride[1] + s*stride[2] + d*stride[3].
+struct HeadView {
+  const float *data = nullptr;
+  int64_t shape[4] = {}, stride[4] = {};
+
+  const float *at(int64_t b, int64_t h, int64_t s) const {
+    return data + b * stride[0] + h * stride[1] + s * stride[2];
+  }
+  /// GEMM form of the [S, D] matrix of one head: (transposed, leading dim).
+  /// Rows contiguous: plain with ld = stride[2]; columns contiguous: the
+  /// matrix is stored transposed with ld = stride[3].
+  bool transposed() const { return stride[3] != 1; }
+  int64_t ld() const { return transposed() ? stride[3] : stride[2]; }
+};
+
+absl::StatusOr<HeadView> headView(const KernelContext &c, const TensorView &t, const char *name) {
+  HeadView v;
+  v.data = t.as<float>();
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.intsAttr(std::string(name) + "_shape"));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.intsAttr(std::string(name) + "_strides"));
+  if (shape.size() != 4 || stride.size() != 4)
+    return c.error(std::string(name) + "_shape and _strides must have 4 entries");
+  // The last element the view reaches, accumulated without overflow.
+  int64_t last = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (shape[i] < 1 || stride[i] < 0)
+      return c.error(std::string(name) + " view sizes must be >= 1 and strides >= 0");
+    v.shape[i] = shape[i];
+    v.stride[i] = stride[i];
+    if (t.numel < 1 || (stride[i] > 0 && shape[i] - 1 > (t.numel - 1 - last) / stride[i]))
+      return c.error(std::string(name) + " view does not fit its operand");
+    last += (shape[i] - 1) * stride[i];
+  }
+  if (stride[2] != 1 && stride[3] != 1)
+    return c.error(std::string(name) + " view needs stride 1 in one of its last two dimensions");
+  return v;
+}
+
+struct Attention {
+  HeadView q, k, v;
+  const void *mask = nullptr;  // f32 added, or bool selecting `fill` (maskSelects)
+  int64_t maskStride[4] = {}; // 0 along broadcast dimensions
+  bool maskSelects = false;
+  float fill = 0.0f;
+  float *out = nullptr;
+  int64_t outStride[4] = {};
+  float scale = 1.0f;
+  bool zeroNanRows = false;
+  int64_t group = 1; // query heads per key/value head
+
+  static constexpr int64_t kRows = 64;   // query rows per task
+  static constexpr int64_t kKeys = 512;  // keys per block of the online softmax
+
+  /// Rows [r0, r0 + rows) of query head h of batch b.
+  void block(int64_t b, int64_t h, int64_t r0, int64_t rows, float *scores, float *acc,
+             float *rowMaxima, float *rowSums) const {
+    const int64_t sk = k.shape[2], d = q.shape[3], dv = v.shape[3], kvh = h / group;
+    const int64_t keys = std::min(sk, kKeys);
+    for (int64_t r = 0; r < rows; ++r) {
+      rowMaxima[r] = -std::numeric_limits<float>::infinity();
+      rowSums[r] = 0.0f;
+    }
+    std::fill(acc, acc + rows * dv, 0.0f);
+    bool poisoned[kRows] = {};
+    for (int64_t j0 = 0; j0 < sk; j0 += keys) {
+      const int64_t n = std::min(keys, sk - j0);
+      // scores = scale q k^T for this block: [rows, D] x [D, n].
+      sgemm(q.transposed(), !k.transposed(), rows, n, d, scale, q.at(b, h, r0), q.ld(),
+            k.at(b, kvh, j0), k.ld(), 0.0f, scores, n);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *s = scores + r * n;
+        if (mask) {
+          const int64_t at = b * maskStride[0] + h * maskStride[1] + (r0 + r) * maskStride[2] +
+                             j0 * maskStride[3], step = maskStride[3];
+          if (maskSelects) {
+            const uint8_t *mr = static_cast<const uint8_t *>(mask) + at;
+            for (int64_t j = 0; j < n; ++j) s[j] = mr[j * step] ? fill : s[j];
+          } else {
+            const float *mr = static_cast<const float *>(mask) + at;
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) s[j] += mr[j * step];
+          }
+        }
+        // Online softmax: rescale what the row has so far to the new max.
+        const float mOld = rowMaxima[r], mNew = std::max(mOld, rowMax(s, n));
+        if (mNew == -std::numeric_limits<float>::infinity()) { // every key so far masked
+          // (a NaN score is skipped by rowMax; it still poisons the row)
+          for (int64_t j = 0; j < n; ++j) poisoned[r] |= std::isnan(s[j]);
+          std::fill(s, s + n, 0.0f);
+          continue;
+        }
+        const float sum = rowExpSum<true>(s, s, mNew, n);
+        if (std::isnan(sum)) poisoned[r] = true;
+        const float corr = expShifted(mOld - mNew);
+        if (corr != 1.0f) {
+          float *ar = acc + r * dv;
+#pragma omp simd
+          for (int64_t e = 0; e < dv; ++e) ar[e] *= corr;
+        }
+        rowSums[r] = rowSums[r] * corr + sum;
+        rowMaxima[r] = mNew;
+      }
+      // acc += p v for this block: [rows, n] x [n, Dv].
+      sgemm(false, v.transposed(), rows, dv, n, 1.0f, scores, n, v.at(b, kvh, j0), v.ld(), 1.0f,
+            acc, dv);
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t r = 0; r < rows; ++r) {
+      float *o = out + b * outStride[0] + h * outStride[1] + (r0 + r) * outStride[2];
+      const float *ar = acc + r * dv;
+      // A row softmax has no number for (all scores -inf, or a NaN): NaN,
+      // or 0 as PyTorch 2's where(isnan(p), 0, p) makes it.
+      if (poisoned[r] || rowMaxima[r] == -std::numeric_limits<float>::infinity()) {
+        std::fill(o, o + dv, zeroNanRows ? 0.0f : nan);
+        continue;
+      }
+      const float inv = 1.0f / rowSums[r];
+#pragma omp simd
+      for (int64_t e = 0; e < dv; ++e) o[e] = ar[e] * inv;
+    }
+  }
+
+  void run() const {
+    const int64_t batches = q.shape[0], heads = q.shape[1], sq = q.shape[2];
+    const int64_t rowBlocks = (sq + kRows - 1) / kRows;
+    const int64_t keys = std::min(k.shape[2], kKeys), dv = v.shape[3];
+    parallelFor(batches * heads * rowBlocks, 1, [&](int64_t lo, int64_t hi) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(static_cast<size_t>(kRows * keys + kRows * dv + 2 * kRows));
+      float *scores = scratch.data(), *acc = scores + kRows * keys, *mx = acc + kRows * dv,
+            *sums = mx + kRows;
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t bh = t / rowBlocks, r0 = (t % rowBlocks) * kRows;
+        block(bh / heads, bh % heads, r0, std::min(kRows, sq - r0), scores, acc, mx, sums);
+      }
+    });
+  }
+};
+
+absl::StatusOr<PreparedStep> prepareAttention(const KernelContext &c) {
+  bool hasMask = false, zeroNan = false, bshd = false;
+  for (auto [name, flag] : {std::pair<const char *, bool *>{"mask", &hasMask},
+                            {"zero_nan_rows", &zeroNan}, {"result_bshd", &bshd}})
+    if (c.hasAttr(name)) {
+      DS_ASSIGN_OR_RETURN(int64_t v, c.intAttr(name));
+      *flag = v != 0;
+    }
+  const size_t arity = hasMask ? 4 : 3;
+  DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
+  for (size_t i = 0; i < 3; ++i) DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  auto a = std::make_shared<Attention>();
+  DS_ASSIGN_OR_RETURN(a->q, headView(c, c.in[0], "query"));
+  DS_ASSIGN_OR_RETURN(a->k, headView(c, c.in[1], "key"));
+  DS_ASSIGN_OR_RETURN(a->v, headView(c, c.in[2], "value"));
+  const int64_t *q = a->q.shape, *k = a->k.shape, *v = a->v.shape;
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[3] != q[3])
+    return c.error("views disagree: query [B, Hq, Sq, D], key [B, Hkv, Sk, D], value "
+                   "[B, Hkv, Sk, Dv] expected");
+  if (q[1] % k[1]) return c.error("key/value heads must divide query heads");
+  a->group = q[1] / k[1];
+  DS_ASSIGN_OR_RETURN(double scale, c.floatAttr("scale"));
+  if (!std::isfinite(scale)) return c.error("scale must be finite");
+  a->scale = static_cast<float>(scale);
+  a->zeroNanRows = zeroNan;
+  // The result, [B, Hq, Sq, Dv] or [B, Sq, Hq, Dv].
+  std::vector<int64_t> want = bshd ? std::vector<int64_t>{q[0], q[2], q[1], v[3]}
+                                   : std::vector<int64_t>{q[0], q[1], q[2], v[3]};
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], want, "result"));
+  a->out = c.out[0].as<float>();
+  const int64_t dv = v[3];
+  if (bshd) {
+    a->outStride[0] = q[2] * q[1] * dv, a->outStride[1] = dv, a->outStride[2] = q[1] * dv;
+  } else {
+    a->outStride[0] = q[1] * q[2] * dv, a->outStride[1] = q[2] * dv, a->outStride[2] = dv;
+  }
+  a->outStride[3] = 1;
+  if (hasMask) {
+    const TensorView &m = c.in[3];
+    const std::vector<int64_t> scores{q[0], q[1], q[2], k[2]};
+    if (m.rank() > 4) return c.error("mask must have rank <= 4");
+    std::vector<int64_t> padded(4 - m.rank(), 1);
+    padded.insert(padded.end(), m.shape.begin(), m.shape.end());
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      if (padded[i] != scores[i] && padded[i] != 1)
+        return c.error("mask [" + shapeToString(m.shape) + "] does not broadcast to the scores");
+      a->maskStride[i] = padded[i] == 1 ? 0 : stride;
+      stride *= padded[i];
+    }
+    a->mask = m.data;
+    a->maskSelects = c.hasAttr("mask_fill");
+    if (a->maskSelects) {
+      DS_ASSIGN_OR_RETURN(double fill, c.floatAttr("mask_fill"));
+      a->fill = static_cast<float>(fill);
+    }
+    DS_RETURN_IF_ERROR(c.expectDType(m, a->maskSelects ? plan::BOOL : plan::F32, "mask"));
+  } else if (c.hasAttr("mask_fill")) {
+    return c.error("mask_fill needs a mask");
+  }
+  return PreparedStep([a] {
+    a->run();
+    return absl::OkStatus();
+  });
+}
+
+} // namespace
+
+void registerAttentionKernel(KernelRegistry &r) { r.add("attention", prepareAttention); }
+
+} // namespace ds::rt::cpu

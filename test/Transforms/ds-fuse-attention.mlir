@@ -1,0 +1,90 @@
+// ds-fuse-attention: the products around a softmax, the scale, the mask and
+// the layout ops that arranged q, k and v become one ds.attention reading
+// the tensors in memory through strided views.
+// RUN: ds-opt %s --ds-fuse-attention -split-input-file | FileCheck %s
+
+// GPT-2 as PyTorch 2 exports it: q, k, v [B, S, H, D] views of the QKV
+// projection, k^T built through a [B*H, S, D] reshape, the scale split
+// over q and k, an additive mask, where(isnan(p), 0, p), the result
+// transposed back to [B, S, H, D]. Every layout op goes.
+// CHECK-LABEL: func.func @gpt2
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x3x8xf32>, %[[K:.+]]: tensor<2x4x3x8xf32>, %[[V:.+]]: tensor<2x4x3x8xf32>, %[[M:.+]]: tensor<2x1x4x4xf32>)
+// CHECK-NOT: ds.transpose
+// CHECK: %[[O:.+]] = ds.attention %[[Q]], %[[K]], %[[V]] mask %[[M]]
+// CHECK-SAME: key_shape = array<i64: 2, 3, 4, 8>, key_strides = array<i64: 96, 8, 24, 1>
+// CHECK-SAME: query_shape = array<i64: 2, 3, 4, 8>, query_strides = array<i64: 96, 8, 24, 1>
+// CHECK-SAME: result_bshd
+// CHECK-SAME: scale = 0.12499999{{[0-9]+}} : f64
+// CHECK-SAME: value_shape = array<i64: 2, 3, 4, 8>, value_strides = array<i64: 96, 8, 24, 1>
+// CHECK-SAME: zero_nan_rows
+// CHECK-SAME: -> tensor<2x4x3x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @gpt2(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>,
+                %mask: tensor<2x1x4x4xf32>) -> tensor<2x4x3x8xf32> {
+  %c = ds.constant dense<0.353553385> : tensor<f32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %qt = ds.transpose %q {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt0 = ds.transpose %k {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kr = ds.reshape %kt0 : (tensor<2x3x4x8xf32>) -> tensor<6x4x8xf32>
+  %krt = ds.transpose %kr {permutation = array<i64: 0, 2, 1>} : (tensor<6x4x8xf32>) -> tensor<6x8x4xf32>
+  %kT = ds.reshape %krt : (tensor<6x8x4xf32>) -> tensor<2x3x8x4xf32>
+  %vt = ds.transpose %v {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %qs = ds.mul %qt, %c : (tensor<2x3x4x8xf32>, tensor<f32>) -> tensor<2x3x4x8xf32>
+  %ks = ds.mul %kT, %c : (tensor<2x3x8x4xf32>, tensor<f32>) -> tensor<2x3x8x4xf32>
+  %s = ds.matmul %qs, %ks : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %sm = ds.add %s, %mask : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = ds.softmax %sm {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  %n = ds.is_nan %p : tensor<2x3x4x4xf32> -> tensor<2x3x4x4xi1>
+  %pz = ds.where %n, %zero, %p : (tensor<2x3x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = ds.matmul %pz, %vt : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  %ot = ds.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x3x4x8xf32>) -> tensor<2x4x3x8xf32>
+  return %ot : tensor<2x4x3x8xf32>
+}
+
+// -----
+
+// Llama's grouped-query attention: 2 key/value heads repeated for 4 query
+// heads by unsqueeze, expand and reshape; the scores divided by a scalar.
+// The key/value views have 2 heads, each read by 2 query heads.
+// CHECK-LABEL: func.func @gqa
+// CHECK-NOT: ds.expand
+// CHECK: %[[O:.+]] = ds.attention %arg0, %arg1, %arg2
+// CHECK-SAME: key_shape = array<i64: 1, 2, 5, 8>, key_strides = array<i64: 0, 40, 8, 1>
+// CHECK-SAME: scale = 2.500000e-01 : f64
+// CHECK-SAME: value_shape = array<i64: 1, 2, 5, 8>
+// CHECK-SAME: -> tensor<1x4x5x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @gqa(%q: tensor<1x4x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x5x8xf32>) -> tensor<1x4x5x8xf32> {
+  %four = ds.constant dense<4.0> : tensor<f32>
+  %k5 = ds.reshape %k : (tensor<1x2x5x8xf32>) -> tensor<1x2x1x5x8xf32>
+  %ke = ds.expand %k5 : (tensor<1x2x1x5x8xf32>) -> tensor<1x2x2x5x8xf32>
+  %kf = ds.reshape %ke : (tensor<1x2x2x5x8xf32>) -> tensor<1x4x5x8xf32>
+  %v5 = ds.reshape %v : (tensor<1x2x5x8xf32>) -> tensor<1x2x1x5x8xf32>
+  %ve = ds.expand %v5 : (tensor<1x2x1x5x8xf32>) -> tensor<1x2x2x5x8xf32>
+  %vf = ds.reshape %ve : (tensor<1x2x2x5x8xf32>) -> tensor<1x4x5x8xf32>
+  %kT = ds.transpose %kf {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x4x5x8xf32>) -> tensor<1x4x8x5xf32>
+  %s = ds.matmul %q, %kT : (tensor<1x4x5x8xf32>, tensor<1x4x8x5xf32>) -> tensor<1x4x5x5xf32>
+  %sd = ds.div %s, %four : (tensor<1x4x5x5xf32>, tensor<f32>) -> tensor<1x4x5x5xf32>
+  %p = ds.softmax %sd {axis = 3 : i64} : tensor<1x4x5x5xf32>
+  %o = ds.matmul %p, %vf : (tensor<1x4x5x5xf32>, tensor<1x4x5x8xf32>) -> tensor<1x4x5x8xf32>
+  return %o : tensor<1x4x5x8xf32>
+}
+
+// -----
+
+// Kept: the probabilities are also returned (a training forward keeps them
+// for the backward), and a softmax over another axis.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: ds.attention
+// CHECK: ds.softmax
+// CHECK: ds.softmax
+func.func @kept(%q: tensor<1x2x4x8xf32>, %kT: tensor<1x2x8x4xf32>, %v: tensor<1x2x4x8xf32>)
+    -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) {
+  %s = ds.matmul %q, %kT : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = ds.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = ds.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %s2 = ds.matmul %q, %kT : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p2 = ds.softmax %s2 {axis = 2 : i64} : tensor<1x2x4x4xf32>
+  %o2 = ds.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o, %p, %o2 : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>
+}

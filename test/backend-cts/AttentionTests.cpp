@@ -1,0 +1,223 @@
+// attention: softmax(scale q k^T + mask) v per head against a reference
+// that materializes the scores, with q, k, v read through strided views
+// ([B, H, S, D] and [B, S, H, D] layouts, k stored transposed), grouped
+// key/value heads, broadcast masks, rows with no number (all keys masked,
+// a NaN) and sequences longer than one block of the online softmax.
+#include <optional>
+
+#include "test/backend-cts/Cts.h"
+
+using namespace cts;
+
+namespace {
+
+/// A [B, H, S, D] logical tensor stored in a layout.
+enum class Layout { BHSD, BSHD, BHDS };
+
+struct Operand {
+  Shape logical; // [B, H, S, D]
+  Layout layout;
+  std::vector<double> values; // logical order
+
+  Shape storedShape() const {
+    const Shape &l = logical;
+    switch (layout) {
+    case Layout::BHSD: return l;
+    case Layout::BSHD: return {l[0], l[2], l[1], l[3]};
+    case Layout::BHDS: return {l[0], l[1], l[3], l[2]};
+    }
+    return l;
+  }
+  /// Element strides of the logical [B, H, S, D] view into the stored tensor.
+  std::vector<int64_t> strides() const {
+    Shape s = storedShape();
+    std::vector<int64_t> st(4);
+    int64_t acc = 1;
+    for (int i = 3; i >= 0; --i) st[i] = acc, acc *= s[i];
+    switch (layout) {
+    case Layout::BHSD: return st;
+    case Layout::BSHD: return {st[0], st[2], st[1], st[3]};
+    case Layout::BHDS: return {st[0], st[1], st[3], st[2]};
+    }
+    return st;
+  }
+  HostTensor stored() const {
+    std::vector<double> out(values.size());
+    std::vector<int64_t> st = strides();
+    const Shape &l = logical;
+    for (int64_t b = 0, i = 0; b < l[0]; ++b)
+      for (int64_t h = 0; h < l[1]; ++h)
+        for (int64_t s = 0; s < l[2]; ++s)
+          for (int64_t d = 0; d < l[3]; ++d, ++i)
+            out[b * st[0] + h * st[1] + s * st[2] + d * st[3]] = values[i];
+    return HostTensor::of(plan::F32, storedShape(), out);
+  }
+  double at(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    const Shape &l = logical;
+    return values[((b * l[1] + h) * l[2] + s) * l[3] + d];
+  }
+};
+
+struct Case {
+  int64_t b, hq, hkv, sq, sk, d, dv;
+  Layout ql, kl, vl;
+  bool bshd = false, zeroNan = false;
+  Shape maskShape; // empty: no mask
+  std::vector<double> mask;
+  double scale = 0.125;
+  std::optional<double> fill; // the mask is bool and selects `fill` (masked_fill)
+};
+
+void checkAttention(BackendCts &t, const Case &c, unsigned seed) {
+  Operand q{{c.b, c.hq, c.sq, c.d}, c.ql, sample(c.b * c.hq * c.sq * c.d, -2, 2, seed)};
+  Operand k{{c.b, c.hkv, c.sk, c.d}, c.kl, sample(c.b * c.hkv * c.sk * c.d, -2, 2, seed + 1)};
+  Operand v{{c.b, c.hkv, c.sk, c.dv}, c.vl, sample(c.b * c.hkv * c.sk * c.dv, -2, 2, seed + 2)};
+  Step step("attention");
+  auto ints = [&](const char *name, const std::vector<int64_t> &x) { step.ints(name, x); };
+  ints("query_shape", q.logical), ints("query_strides", q.strides());
+  ints("key_shape", k.logical), ints("key_strides", k.strides());
+  ints("value_shape", v.logical), ints("value_strides", v.strides());
+  step.f("scale", c.scale);
+  if (c.bshd) step.i("result_bshd", 1);
+  if (c.zeroNan) step.i("zero_nan_rows", 1);
+  std::vector<HostTensor> ins{q.stored(), k.stored(), v.stored()};
+  if (!c.maskShape.empty()) {
+    step.i("mask", 1);
+    if (c.fill) step.f("mask_fill", *c.fill);
+    ins.push_back(HostTensor::of(c.fill ? plan::BOOL : plan::F32, c.maskShape, c.mask));
+  }
+  // Reference: materialized scores, softmax in double.
+  Shape os = c.bshd ? Shape{c.b, c.sq, c.hq, c.dv} : Shape{c.b, c.hq, c.sq, c.dv};
+  std::vector<double> want(numel(os));
+  Shape ms = c.maskShape;
+  while (!ms.empty() && ms.size() < 4) ms.insert(ms.begin(), 1);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t i = 0; i < c.sq; ++i) {
+        const int64_t g = h / (c.hq / c.hkv);
+        std::vector<double> s(c.sk);
+        double mx = -INFINITY;
+        bool nan = false;
+        for (int64_t j = 0; j < c.sk; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < c.d; ++e) dot += q.at(b, h, i, e) * k.at(b, g, j, e);
+          s[j] = c.scale * dot;
+          if (!ms.empty()) {
+            int64_t idx[4] = {b, h, i, j}, off = 0;
+            for (int a = 0; a < 4; ++a) off = off * ms[a] + (ms[a] == 1 ? 0 : idx[a]);
+            if (c.fill) s[j] = c.mask[off] != 0 ? *c.fill : s[j];
+            else s[j] += c.mask[off];
+          }
+          nan |= std::isnan(s[j]);
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double &x : s) sum += (x = std::exp(x - mx));
+        for (int64_t e = 0; e < c.dv; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j < c.sk; ++j) o += s[j] / sum * v.at(b, g, j, e);
+          if (nan || mx == -INFINITY) o = c.zeroNan ? 0 : NAN;
+          int64_t at = c.bshd ? ((b * c.sq + i) * c.hq + h) * c.dv + e
+                              : ((b * c.hq + h) * c.sq + i) * c.dv + e;
+          want[at] = o;
+        }
+      }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+  ASSERT_TRUE(t.run(step, ins, outs).ok());
+  expectClose(outs[0].values(), want, 1e-4, 1e-5,
+              "attention B" + std::to_string(c.b) + " H" + std::to_string(c.hq) + "/" +
+                  std::to_string(c.hkv) + " S" + std::to_string(c.sq) + "x" + std::to_string(c.sk) +
+                  (c.bshd ? " bshd" : "") + (c.maskShape.empty() ? "" : " mask"));
+}
+
+std::vector<double> causal(int64_t sq, int64_t sk) {
+  std::vector<double> m(sq * sk);
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j) m[i * sk + j] = j <= i + (sk - sq) ? 0.0 : -INFINITY;
+  return m;
+}
+
+} // namespace
+
+CTS_TEST(AttentionLayouts, "attention") {
+  using L = Layout;
+  // Multi-head, every layout of q, k (k^T too), v, and both result layouts.
+  for (L ql : {L::BHSD, L::BSHD})
+    for (L kl : {L::BHSD, L::BSHD, L::BHDS})
+      for (L vl : {L::BHSD, L::BSHD})
+        for (bool bshd : {false, true})
+          checkAttention(*this, Case{2, 3, 3, 5, 7, 8, 6, ql, kl, vl, bshd}, 40);
+  // Grouped-query heads (4 query heads per key/value head), a causal mask
+  // broadcast over batch and heads, more query rows than one block.
+  Case gqa{1, 8, 2, 70, 70, 16, 16, L::BSHD, L::BHDS, L::BHSD, true};
+  gqa.maskShape = {1, 1, 70, 70};
+  gqa.mask = causal(70, 70);
+  checkAttention(*this, gqa, 41);
+  // Keys across several blocks of the online softmax, a per-batch padding
+  // mask [B, 1, 1, Sk].
+  Case longKeys{2, 2, 1, 3, 1100, 8, 4, L::BHSD, L::BHSD, L::BSHD, false};
+  longKeys.maskShape = {2, 1, 1, 1100};
+  longKeys.mask.assign(2 * 1100, 0.0);
+  for (int64_t j = 1000; j < 1100; ++j) longKeys.mask[1100 + j] = -INFINITY;
+  checkAttention(*this, longKeys, 42);
+  // masked_fill: a bool mask selecting -inf (causal), and a finite fill that
+  // also covers a whole row (which then weighs every key alike).
+  for (double fill : {-double(INFINITY), -1e4}) {
+    Case sel{2, 2, 2, 6, 6, 4, 4, L::BHSD, L::BHDS, L::BHSD, false, false, {1, 1, 6, 6}};
+    sel.fill = fill;
+    sel.mask.assign(36, 0.0);
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = i + 1; j < 6; ++j) sel.mask[i * 6 + j] = 1;
+    if (fill > -INFINITY)
+      for (int64_t j = 0; j < 6; ++j) sel.mask[0 * 6 + j] = 1;
+    checkAttention(*this, sel, 45);
+  }
+}
+
+CTS_TEST(AttentionRowsWithoutANumber, "attention") {
+  // A query row whose every key is masked, and one with a NaN score: NaN,
+  // or 0 with zero_nan_rows (PyTorch 2's where(isnan(p), 0, p)).
+  for (bool zero : {false, true}) {
+    Case c{1, 2, 2, 4, 6, 4, 3, Layout::BHSD, Layout::BHSD, Layout::BHSD, false, zero};
+    c.maskShape = {4, 6};
+    c.mask.assign(24, 0.0);
+    for (int64_t j = 0; j < 6; ++j) c.mask[1 * 6 + j] = -INFINITY; // row 1: all masked
+    c.mask[2 * 6 + 3] = NAN;                                        // row 2: a NaN score
+    checkAttention(*this, c, 43);
+  }
+}
+
+CTS_TEST(AttentionErrors, "attention") {
+  auto z = [](Shape s) { return HostTensor::of(plan::F32, s, std::vector<double>(numel(s), 1)); };
+  auto base = [] {
+    Step s("attention");
+    s.ints("query_shape", {1, 2, 3, 4}).ints("query_strides", {24, 12, 4, 1});
+    s.ints("key_shape", {1, 1, 3, 4}).ints("key_strides", {12, 12, 4, 1});
+    s.ints("value_shape", {1, 1, 3, 4}).ints("value_strides", {12, 12, 4, 1});
+    return s.f("scale", 0.5);
+  };
+  std::vector<HostTensor> ins{z({1, 2, 3, 4}), z({1, 1, 3, 4}), z({1, 1, 3, 4})};
+  auto expectAttentionError = [&](Step step, const std::string &needle,
+                                  std::vector<HostTensor> in = {}) {
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 2, 3, 4})};
+    expectError(run(step, in.empty() ? ins : in, outs), needle);
+  };
+  expectAttentionError(base().ints("key_strides", {12, 12, 4, 100}), "key view does not fit");
+  expectAttentionError(base().ints("value_strides", {0, 0, 2, 2}), "stride 1");
+  expectAttentionError(base().ints("key_shape", {1, 1, 3, 5}).ints("key_strides", {0, 0, 1, 0}),
+                       "views disagree");
+  expectAttentionError(base().ints("query_shape", {1, 3, 2, 4}).ints("key_shape", {1, 2, 3, 4})
+                           .ints("value_shape", {1, 2, 3, 4}).ints("key_strides", {0, 0, 4, 1})
+                           .ints("value_strides", {0, 0, 4, 1}).ints("query_strides", {0, 8, 4, 1}),
+                       "must divide");
+  expectAttentionError(base().f("scale", NAN), "scale must be finite");
+  expectAttentionError(base().i("result_bshd", 1), "result must have shape");
+  expectAttentionError(base().i("mask", 1), "inputs");
+  std::vector<HostTensor> withMask = ins;
+  withMask.push_back(z({2, 5}));
+  expectAttentionError(base().i("mask", 1), "does not broadcast", withMask);
+  withMask.back() = z({3, 3});
+  expectAttentionError(base().i("mask", 1).f("mask_fill", -1), "mask must be bool", withMask);
+  expectAttentionError(base().f("mask_fill", -1), "mask_fill needs a mask");
+  checkAttention(*this, Case{1, 2, 1, 3, 3, 4, 4, Layout::BHSD, Layout::BHSD, Layout::BHSD}, 44);
+}

@@ -449,6 +449,11 @@ LogicalResult FusedElementwiseOp::verify() {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  if (getOperands().empty()) return emitOpError("needs at least one operand");
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   struct View {
     const char *name;

@@ -1088,6 +1088,30 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
   let hasVerifier = 1;
 }
 
+def DS_SumSquaresOp : DS_Op<"sum_squares", [Pure]> {
+  let summary = "the sum of the squares of every element of every operand";
+  let description = [{
+    `sum_i sum_j x_i[j]^2`: the squared global gradient norm of
+    `clip_grad_norm_`, over all gradients in one pass that reads each once
+    (ds-fuse-optimizer makes it from the multiply, reduction and add per
+    gradient the optimizer step is built from). The kernel sums fixed-size
+    chunks in f32 lanes and the chunks in f64, so the result does not
+    depend on the thread count.
+
+    ```mlir
+    %s = ds.sum_squares %g0, %g1 : (tensor<256x768xf32>, tensor<768xf32>) -> tensor<f32>
+    ```
+
+    **Constraints:**
+    - at least one operand; operands are f32.
+    - the result is an f32 scalar.
+  }];
+  let arguments = (ins Variadic<DS_F32Tensor>:$operands);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
   let summary = "scaled dot-product attention over heads, reading q, k and v as strided views";
   let description = [{

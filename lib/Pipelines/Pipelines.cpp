@@ -38,6 +38,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
+  if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   pm.addPass(createPlanMemoryPass());
 }
@@ -45,7 +46,8 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 const std::vector<std::string> &mlir::ds::fusionNames() {
   static const std::vector<std::string> names = {"epilogues",  "channels-last",
                                                  "activations", "attention",
-                                                 "matmul-epilogues", "elementwise"};
+                                                 "matmul-epilogues", "optimizer",
+                                                 "elementwise"};
   return names;
 }
 

@@ -557,16 +557,18 @@ absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(0, 0, 1));
   DS_ASSIGN_OR_RETURN(double value, c.floatAttr("value"));
   const TensorView o = c.out[0];
-  if (o.dtype == plan::F32)
-    return PreparedStep([o, v = static_cast<float>(value)] {
-      std::fill(o.as<float>(), o.as<float>() + o.numel, v);
+  // On every thread: one core cannot keep a memory channel busy with stores.
+  auto fill = [o](auto v) {
+    using T = decltype(v);
+    return PreparedStep([o, v] {
+      parallelFor(o.numel, 1 << 15, [&](int64_t lo, int64_t hi) {
+        std::fill(o.as<T>() + lo, o.as<T>() + hi, v);
+      });
       return absl::OkStatus();
     });
-  if (o.dtype == plan::F64)
-    return PreparedStep([o, value] {
-      std::fill(o.as<double>(), o.as<double>() + o.numel, value);
-      return absl::OkStatus();
-    });
+  };
+  if (o.dtype == plan::F32) return fill(static_cast<float>(value));
+  if (o.dtype == plan::F64) return fill(value);
   return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
 }
 

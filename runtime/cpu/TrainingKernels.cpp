@@ -426,7 +426,51 @@ absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
 
 } // namespace
 
+/// sum_squares: sum of x^2 over every element of every operand (the
+/// squared gradient norm). Fixed chunks of kChunk elements are summed in
+/// kLanes f32 lanes, independently, and the chunk sums added in f64 in
+/// order: the same result whatever the thread count.
+absl::StatusOr<PreparedStep> prepareSumSquares(const KernelContext &c) {
+  if (c.in.empty()) return c.error("needs at least one operand");
+  DS_RETURN_IF_ERROR(c.expectArity(1, c.in.size(), 1));
+  for (const TensorView &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], {}, "result"));
+  constexpr int64_t kChunk = 1 << 14;
+  struct Chunk {
+    const float *data;
+    int64_t n;
+  };
+  std::vector<Chunk> chunks;
+  for (const TensorView &t : c.in)
+    for (int64_t at = 0; at < t.numel; at += kChunk)
+      chunks.push_back({t.as<float>() + at, std::min(kChunk, t.numel - at)});
+  float *out = c.out[0].as<float>();
+  auto sums = std::make_shared<std::vector<double>>(chunks.size());
+  return PreparedStep([chunks = std::move(chunks), sums, out] {
+    parallelFor(static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        const float *x = chunks[k].data;
+        const int64_t n = chunks[k].n;
+        float acc[kLanes] = {};
+        int64_t j = 0;
+        for (; j + kLanes <= n; j += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) acc[l] += x[j + l] * x[j + l];
+        double s = 0;
+        for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
+        for (; j < n; ++j) s += static_cast<double>(x[j]) * x[j];
+        (*sums)[k] = s;
+      }
+    });
+    double total = 0;
+    for (double s : *sums) total += s;
+    *out = static_cast<float>(total);
+    return absl::OkStatus();
+  });
+}
+
 void registerTrainingKernels(KernelRegistry &r) {
+  r.add("sum_squares", prepareSumSquares);
   r.add("softmax_cross_entropy", prepareSoftmaxCrossEntropy);
   r.add("softmax_cross_entropy_grad", prepareSoftmaxCrossEntropyGrad);
   r.add("layer_norm_grad", prepareLayerNormGrad);

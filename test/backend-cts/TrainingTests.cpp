@@ -370,3 +370,29 @@ CTS_TEST(SgdUpdate, "sgd_update") {
                   {t, t, t, one, one, one}, outs),
               "produces 2 outputs, got 3");
 }
+
+CTS_TEST(SumSquares, "sum_squares") {
+  // Several operands of every size class: scalar, empty, shorter than the
+  // lanes, and longer than one chunk of the kernel.
+  std::vector<Shape> shapes{Shape{}, Shape{0}, Shape{7}, Shape{3, 5}, Shape{70001}};
+  std::vector<HostTensor> ins;
+  double want = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    HostTensor t = f32(shapes[i], sample(numel(shapes[i]), -2, 2, 80 + i));
+    for (double x : t.values()) want += x * x;
+    ins.push_back(t);
+  }
+  expectClose(run1(Step("sum_squares"), ins, plan::F32, {}).values(), {want}, 1e-6, 0,
+              "sum of squares of 5 operands");
+  expectClose(run1(Step("sum_squares"), {f32({2}, {3, -4})}, plan::F32, {}).values(), {25}, 0, 0,
+              "3^2 + 4^2");
+  // An overflowing square is inf, a NaN stays NaN: the norm check sees them.
+  expectClose(run1(Step("sum_squares"), {f32({2}, {1e30, 1})}, plan::F32, {}).values(), {INFINITY},
+              0, 0, "overflow");
+  expectClose(run1(Step("sum_squares"), {f32({2}, {NAN, 1})}, plan::F32, {}).values(), {NAN}, 0, 0,
+              "NaN");
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1})};
+  expectError(run(Step("sum_squares"), {f32({2}, {1, 2})}, outs), "result");
+  std::vector<HostTensor> scalar{HostTensor::result(plan::F32, {})};
+  expectError(run(Step("sum_squares"), {HostTensor::of(plan::F64, {2}, {1, 2})}, scalar), "f32");
+}

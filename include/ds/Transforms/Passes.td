@@ -268,6 +268,39 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
   ];
 }
 
+def FuseOptimizerPass : Pass<"ds-fuse-optimizer", "ModuleOp"> {
+  let summary = "one pass over the gradients for the norm, zero fills written in place";
+  let description = [{
+    In the optimizer step: an add tree of `reduce_sum(g * g)` terms over
+    every axis of f32 gradients (the squared norm clip_grad_norm_ takes,
+    per parameter or per ZeRO block) becomes one `ds.sum_squares` over all
+    of them, which reads each gradient once and in one kernel; and a
+    `ds.fill` stored to several globals (CSE merges the zero fills that
+    restart the gradient accumulators) is cloned per store, so each fill
+    writes its accumulator in place instead of being copied into it. With
+    the update kernels reading each gradient once, every gradient buffer is
+    read twice and written once per optimizer step.
+
+    ```mlir
+    %a = ds.mul %g0, %g0 ...
+    %s0 = ds.reduce_sum %a {axes = array<i64: 0, 1>} ...
+    %b = ds.mul %g1, %g1 ...
+    %s1 = ds.reduce_sum %b {axes = array<i64: 0>} ...
+    %t = ds.add %s0, %s1 ...
+    ```
+    becomes
+    ```mlir
+    %t = ds.sum_squares %g0, %g1 : (tensor<256x768xf32>, tensor<768xf32>) -> tensor<f32>
+    ```
+  }];
+  let dependentDialects = ["ml_program::MLProgramDialect"];
+  let statistics = [
+    Statistic<"numNorms", "num-norms", "sums of squares fused">,
+    Statistic<"numTerms", "num-terms", "tensors in them">,
+    Statistic<"numFills", "num-fills", "zero fills cloned per accumulator">
+  ];
+}
+
 def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
   let summary = "builds the training step and the optimizer step from @main";
   let description = [{

@@ -820,3 +820,12 @@ func.func @attention_fill_alone(%t: tensor<1x2x3x4xf32>) {
   %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 1>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64, mask_fill = -1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
   return
 }
+
+// -----
+
+// sum_squares: at least one operand.
+func.func @sum_squares_empty() {
+  // expected-error@+1 {{needs at least one operand}}
+  %0 = ds.sum_squares : () -> tensor<f32>
+  return
+}

@@ -449,6 +449,17 @@ LogicalResult FusedElementwiseOp::verify() {
   return success();
 }
 
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType t = getOperand().getType();
+  if (t.getRank() < 1) return emitOpError("operand must have rank >= 1");
+  if (Value scale = getScale();
+      scale && cast<RankedTensorType>(scale.getType()).getShape() != t.getShape().take_back())
+    return emitOpError("scale must be [") << t.getShape().back() << "], got " << scale.getType();
+  float eps = getEpsilon().convertToFloat();
+  if (!std::isfinite(eps) || eps < 0) return emitOpError("epsilon must be finite and >= 0");
+  return success();
+}
+
 LogicalResult SumSquaresOp::verify() {
   if (getOperands().empty()) return emitOpError("needs at least one operand");
   return success();

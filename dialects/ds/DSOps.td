@@ -1088,6 +1088,32 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
   let hasVerifier = 1;
 }
 
+def DS_RmsNormOp : DS_Op<"rms_norm", [Pure, AllTypesMatch<["operand", "result"]>],
+                          DS_OwnStep> {
+  let summary = "RMS normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * scale`, the mean over the last
+    dimension (Llama's RMSNorm, `torch.nn.RMSNorm`), in one pass per row.
+    Exporters write it as five to seven ops; ds-fuse-norms makes this op
+    from them.
+
+    ```mlir
+    %y = ds.rms_norm %x, %w {epsilon = 1.0e-06 : f32} : (tensor<1x256x512xf32>, tensor<512xf32>) -> tensor<1x256x512xf32>
+    ```
+
+    **Constraints:**
+    - the operand is f32 of rank >= 1.
+    - `scale`, if present, is [N], N the operand's last dimension.
+    - `epsilon` is finite and >= 0.
+  }];
+  let arguments = (ins DS_F32Tensor:$operand, Optional<DS_F32Tensor>:$scale, F32Attr:$epsilon);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = [{
+    $operand (`,` $scale^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_SumSquaresOp : DS_Op<"sum_squares", [Pure]> {
   let summary = "the sum of the squares of every element of every operand";
   let description = [{

@@ -36,6 +36,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
+  if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
@@ -45,7 +46,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
   static const std::vector<std::string> names = {"epilogues",  "channels-last",
-                                                 "activations", "attention",
+                                                 "activations", "norms", "attention",
                                                  "matmul-epilogues", "optimizer",
                                                  "elementwise"};
   return names;

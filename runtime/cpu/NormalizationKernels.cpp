@@ -294,6 +294,42 @@ absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
   });
 }
 
+/// rms_norm: y = x / sqrt(mean(x^2) + eps) * scale per row of the last
+/// dimension; the sum of squares in f64 as layer_norm's variance.
+absl::StatusOr<PreparedStep> prepareRmsNorm(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 2, 1));
+  for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  if (c.in[0].rank() == 0) return c.error("operand must have rank >= 1");
+  const int64_t n = c.in[0].shape.back(), outer = n ? c.in[0].numel / n : 0;
+  if (c.in.size() == 2) DS_RETURN_IF_ERROR(c.expectShape(c.in[1], {n}, "scale"));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("epsilon"));
+  if (!std::isfinite(eps) || eps < 0) return c.error("epsilon must be finite and >= 0");
+  const float *x = c.in[0].as<float>(), *g = c.in.size() == 2 ? c.in[1].as<float>() : nullptr;
+  float *y = c.out[0].as<float>();
+  const float epsf = static_cast<float>(eps);
+  return PreparedStep([=] {
+    parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t o = lo; o < hi; ++o) {
+                    const float *px = x + o * n;
+                    float *py = y + o * n;
+                    const float ms = static_cast<float>(rowSum(px, n, 0.0f, true) / n);
+                    const float inv = 1.0f / std::sqrt(ms + epsf);
+                    if (g) {
+#pragma omp simd
+                      for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv * g[j];
+                    } else {
+#pragma omp simd
+                      for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv;
+                    }
+                  }
+                });
+    return absl::OkStatus();
+  });
+}
+
 template <typename T>
 PreparedStep makeCumSum(const KernelContext &c, int64_t axis, bool exclusive, bool reverse) {
   const auto &s = c.in[0].shape;
@@ -455,6 +491,7 @@ void registerNormalizationKernels(KernelRegistry &r) {
   r.add("softmax", prepareSoftmax<false>);
   r.add("log_softmax", prepareSoftmax<true>);
   r.add("layer_norm", prepareLayerNorm);
+  r.add("rms_norm", prepareRmsNorm);
 }
 
 } // namespace ds::rt::cpu

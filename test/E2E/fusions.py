@@ -22,6 +22,9 @@
 # (keys in two blocks of the online softmax) become ds.attention with no
 # softmax or layout op left, and agree with --disable-fusion=attention
 # (1e-5) and PyTorch (1e-4).
+# RMSNorm as Hugging Face's Llama writes it (rsqrt of the mean square) and
+# with a division becomes ds.rms_norm, agreeing with --disable-fusion=norms
+# (1e-6) and PyTorch (1e-5).
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import os
@@ -308,3 +311,35 @@ long_mask = np.zeros((1, 1, 600, 600), np.float32)
 long_mask[..., 550:] = -np.inf  # padding: the last 50 keys
 xl = np.random.default_rng(9).standard_normal((1, 600, 64)).astype(np.float32)
 attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x", "mask"])
+
+
+# ---- RMSNorm ---------------------------------------------------------------
+class RMSNorms(torch.nn.Module):
+    def __init__(self, d=48):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(d) + 0.5)
+
+    def forward(self, x):
+        a = self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+        return a / torch.sqrt((a * a).mean(-1, keepdim=True) + 1e-5)
+
+
+rms = RMSNorms().eval()
+xr = np.random.default_rng(10).standard_normal((2, 7, 48)).astype(np.float32) * 3
+rms_path = os.path.join(args.workdir, "rms.onnx")
+torch.onnx.export(rms, (torch.from_numpy(xr),), rms_path, input_names=["x"], output_names=["y"],
+                  opset_version=17)
+with torch.no_grad():
+    ref_r = rms(torch.from_numpy(xr)).numpy()
+rms_in = os.path.join(args.workdir, "rms_in.npz")
+np.savez(rms_in, x=xr)
+fr, frdump = compile_and_run("rms_fused", [], rms_path, rms_in)
+ur, urdump = compile_and_run("rms_unfused", ["--disable-fusion=norms"], rms_path, rms_in)
+fr, ur = fr["y"], ur["y"]
+print("rms_norm: %d fused; steps fused %d, unfused %d; vs unfused %.3g, vs PyTorch %.3g"
+      % (frdump.count("rms_norm("), steps(frdump), steps(urdump), relative_error(fr, ur),
+         relative_error(fr, ref_r)))
+if frdump.count("rms_norm(") != 2 or "rms_norm" in urdump:
+    sys.exit("expected 2 rms_norm steps fused and none unfused")
+if relative_error(fr, ur) > 1e-6 or relative_error(fr, ref_r) > 1e-5:
+    sys.exit("fused RMSNorm differs")

@@ -386,3 +386,30 @@ CTS_TEST(TopK, "top_k") {
   expectError(run(Step("top_k").i("axis", 0).i("k", 2).i("largest", 1), {f32({3}, {1, 2, 3})}, outs),
               "produces 2 outputs, got 1");
 }
+
+CTS_TEST(RmsNorm, "rms_norm") {
+  for (const Shape &shape : {Shape{3, 4, 5}, Shape{2, 1023}, Shape{17}, Shape{0, 6}, Shape{4, 1}})
+    for (bool scaled : {true, false}) {
+      const int64_t n = shape.back(), outer = n ? numel(shape) / n : 0;
+      HostTensor x = f32(shape, sample(numel(shape), -3, 5, 51)), g = f32({n}, sample(n, 0.5, 2, 52));
+      std::vector<double> X = x.values(), G = g.values(), want(X.size());
+      const double eps = 1e-6;
+      for (int64_t o = 0; o < outer; ++o) {
+        double ms = 0;
+        for (int64_t j = 0; j < n; ++j) ms += X[o * n + j] * X[o * n + j] / n;
+        for (int64_t j = 0; j < n; ++j)
+          want[o * n + j] = X[o * n + j] / std::sqrt(ms + eps) * (scaled ? G[j] : 1.0);
+      }
+      std::vector<HostTensor> ins{x};
+      if (scaled) ins.push_back(g);
+      HostTensor y = run1(Step("rms_norm").f("epsilon", eps), ins, plan::F32, shape);
+      expectClose(y.values(), want, 1e-5, 1e-6,
+                  "rms_norm " + shapeStr(shape) + (scaled ? " scaled" : ""));
+    }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3})};
+  HostTensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  expectError(run(Step("rms_norm").f("epsilon", 1e-5), {x, f32({2}, {1, 1})}, outs), "scale");
+  expectError(run(Step("rms_norm").f("epsilon", -1), {x}, outs), "epsilon");
+  expectError(run(Step("rms_norm").f("epsilon", 1e-5), {HostTensor::of(plan::F64, {2, 3}, std::vector<double>(6, 1))}, outs),
+              "f32");
+}

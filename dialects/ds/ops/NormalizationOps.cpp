@@ -58,3 +58,7 @@ template <typename NormLike> static void describeNorm(NormLike o, KernelStep &s)
 }
 void LayerNormOp::describeKernelStep(KernelStep &s) { describeNorm(*this, s); }
 void LayerNormGradOp::describeKernelStep(KernelStep &s) { describeNorm(*this, s); }
+
+void RmsNormOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("epsilon", getEpsilon().convertToDouble());
+}

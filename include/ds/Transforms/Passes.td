@@ -202,6 +202,34 @@ def RaiseActivationsPass : Pass<"ds-raise-activations", "ModuleOp"> {
   ];
 }
 
+def FuseNormsPass : Pass<"ds-fuse-norms", "ModuleOp"> {
+  let summary = "makes RMSNorm written as elementwise ops and a mean one ds.rms_norm";
+  let description = [{
+    `mean(x * x)` over the last axis (kept), plus a known non-negative
+    scalar epsilon, a square root, then `x * reciprocal(s)`, `x * (1 / s)`
+    or `x / s`, and
+    an optional multiply by an [N] scale, every intermediate read only by
+    the next op, become `ds.rms_norm x, scale {epsilon}`: one pass per row
+    instead of six over the activations (Llama's, Mistral's and T5's norm
+    as PyTorch 2 exports it).
+
+    ```mlir
+    %q = ds.mul %x, %x ...
+    %m = ds.reduce_mean %q {axes = array<i64: 2>} ...
+    %e = ds.add %m, %eps ...
+    %s = ds.sqrt %e ...
+    %r = ds.reciprocal %s ...
+    %n = ds.mul %x, %r ...
+    %y = ds.mul %w, %n ...
+    ```
+    becomes
+    ```mlir
+    %y = ds.rms_norm %x, %w {epsilon = 1.0e-06 : f32} ...
+    ```
+  }];
+  let statistics = [Statistic<"numFused", "num-fused", "RMSNorms fused">];
+}
+
 def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
   let summary = "makes scores, mask, softmax and weighted sum one ds.attention";
   let description = [{

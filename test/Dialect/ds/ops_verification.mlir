@@ -829,3 +829,30 @@ func.func @sum_squares_empty() {
   %0 = ds.sum_squares : () -> tensor<f32>
   return
 }
+
+// -----
+
+// rms_norm: the scale is [N].
+func.func @rms_norm_scale(%x: tensor<2x4xf32>, %w: tensor<2xf32>) {
+  // expected-error@+1 {{scale must be [4]}}
+  %0 = ds.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// rms_norm: epsilon is finite and non-negative.
+func.func @rms_norm_eps(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{epsilon must be finite and >= 0}}
+  %0 = ds.rms_norm %x {epsilon = -1.0 : f32} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// rms_norm: rank >= 1.
+func.func @rms_norm_rank(%x: tensor<f32>) {
+  // expected-error@+1 {{rank >= 1}}
+  %0 = ds.rms_norm %x {epsilon = 1.0e-5 : f32} : (tensor<f32>) -> tensor<f32>
+  return
+}

@@ -33,6 +33,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   auto enabled = [&](const char *name) {
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
+  if (enabled("batch-norm")) pm.addPass(createFoldBatchNormPass());
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
@@ -45,7 +46,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 }
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
-  static const std::vector<std::string> names = {"epilogues",  "channels-last",
+  static const std::vector<std::string> names = {"batch-norm", "epilogues", "channels-last",
                                                  "activations", "norms", "attention",
                                                  "matmul-epilogues", "optimizer",
                                                  "elementwise"};

@@ -25,6 +25,9 @@
 # RMSNorm as Hugging Face's Llama writes it (rsqrt of the mean square) and
 # with a division becomes ds.rms_norm, agreeing with --disable-fusion=norms
 # (1e-6) and PyTorch (1e-5).
+# Conv+BatchNorm (exported with BatchNormalization kept): the normalization
+# folds into the convolutions' weights and biases, agreeing with
+# --disable-fusion=batch-norm and PyTorch (1e-5).
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import os
@@ -343,3 +346,43 @@ if frdump.count("rms_norm(") != 2 or "rms_norm" in urdump:
     sys.exit("expected 2 rms_norm steps fused and none unfused")
 if relative_error(fr, ur) > 1e-6 or relative_error(fr, ref_r) > 1e-5:
     sys.exit("fused RMSNorm differs")
+
+
+# ---- Conv + BatchNorm ------------------------------------------------------
+class ConvBN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.c2, self.b2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        return self.b2(self.c2(y)) + y
+
+
+torch.manual_seed(11)
+cbn = ConvBN()
+for bn in (cbn.b1, cbn.b2):
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-1, 1)
+cbn.eval()
+xb = np.random.default_rng(11).standard_normal((2, 3, 16, 16)).astype(np.float32)
+bn_path = os.path.join(args.workdir, "convbn.onnx")
+torch.onnx.export(cbn, (torch.from_numpy(xb),), bn_path, input_names=["x"], output_names=["y"],
+                  opset_version=17, do_constant_folding=False,
+                  training=torch.onnx.TrainingMode.PRESERVE)
+with torch.no_grad():
+    ref_b = cbn(torch.from_numpy(xb)).numpy()
+bn_in = os.path.join(args.workdir, "convbn_in.npz")
+np.savez(bn_in, x=xb)
+fb, fbdump = compile_and_run("bn_fused", [], bn_path, bn_in)
+ub, ubdump = compile_and_run("bn_unfused", ["--disable-fusion=batch-norm"], bn_path, bn_in)
+fb, ub = fb["y"], ub["y"]
+print("batch-norm: steps fused %d, unfused %d; vs unfused %.3g, vs PyTorch %.3g"
+      % (steps(fbdump), steps(ubdump), relative_error(fb, ub), relative_error(fb, ref_b)))
+if "sub" in fbdump or "sqrt" in fbdump or "sqrt" not in ubdump:
+    sys.exit("expected the normalization folded away (and kept with --disable-fusion=batch-norm)")
+if relative_error(fb, ub) > 1e-5 or relative_error(fb, ref_b) > 1e-5:
+    sys.exit("folded batch norm differs")

@@ -145,6 +145,34 @@ def FuseElementwisePass : Pass<"ds-fuse-elementwise", "ModuleOp"> {
   ];
 }
 
+def FoldBatchNormPass : Pass<"ds-fold-batch-norm", "ModuleOp"> {
+  let summary = "folds per-channel affine ops (inference BatchNorm) into the convolution";
+  let description = [{
+    An inference `BatchNormalization` after a convolution imports as a
+    subtract, divide, multiply and add by per-channel constants: a map
+    `y = a_c * conv + d_c` per output channel. When the convolution's
+    weight (and bias, if any) are constants, the chain of such ops (each
+    the only user of the one before; constants that are one value or vary
+    along the channel dimension only) folds into a new weight
+    `a_c * W[c]` and bias `a_c * b[c] + d_c` at compile time, computed in
+    f64 and rounded once. Training plans read the weight from a global: no
+    fold.
+
+    ```mlir
+    %c = ds.conv %x, %w ...
+    %s = ds.sub %c, %mean ...     // [C, 1, 1] constants
+    %n = ds.div %s, %std ...
+    %g = ds.mul %n, %gamma ...
+    %y = ds.add %g, %beta ...
+    ```
+    becomes `%y = ds.conv %x, %w_folded, %b_folded ...`.
+  }];
+  let statistics = [
+    Statistic<"numFolded", "num-folded", "convolutions given a folded normalization">,
+    Statistic<"numOpsFolded", "num-ops-folded", "per-channel ops folded">
+  ];
+}
+
 def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
   let summary = "folds activations into the convolution that produces them";
   let description = [{

@@ -1,0 +1,189 @@
+//===- FoldBatchNorm.cpp - per-channel affine ops into the convolution ----===//
+//
+// An inference BatchNormalization after a convolution is a per-output-
+// channel affine map, y = a_c * conv + d_c (the importer writes it as a
+// subtract, divide, multiply and add by per-channel constants). With a
+// constant weight and bias the map folds into them at compile time:
+// W'[c] = a_c W[c], b'[c] = a_c b[c] + d_c, and the normalization costs
+// nothing at run time, as PyTorch's and onnxruntime's Conv+BN fusions do.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/ds/DSOps.h"
+#include "ds/Plan/KernelBridge.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_FOLDBATCHNORMPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The f32 values of a constant or parameter, or nullopt.
+std::optional<std::vector<float>> constantFloats(Value v) {
+  auto t = tensorType(v);
+  if (!t.getElementType().isF32()) return std::nullopt;
+  Attribute attr;
+  if (auto c = v.getDefiningOp<ConstantOp>()) attr = c.getValue();
+  else if (auto p = v.getDefiningOp<ParameterOp>()) attr = p.getValue();
+  else return std::nullopt;
+  if (auto dense = dyn_cast<DenseFPElementsAttr>(attr); dense && dense.isSplat())
+    return std::vector<float>(t.getNumElements(), dense.getSplatValue<float>());
+  FailureOr<std::vector<uint8_t>> bytes = constantBytes(attr, v.getLoc());
+  if (failed(bytes) || bytes->size() != t.getNumElements() * sizeof(float)) return std::nullopt;
+  std::vector<float> out(t.getNumElements());
+  std::memcpy(out.data(), bytes->data(), bytes->size());
+  return out;
+}
+
+/// The values of `v` (one, or one per channel), computed in f64 from
+/// constants and parameters through reshapes and the arithmetic the
+/// importer writes for a normalization (var + eps, its square root); nullopt
+/// for anything else.
+std::optional<std::vector<double>> evaluate(Value v, int depth = 0) {
+  Operation *def = v.getDefiningOp();
+  if (!def || depth > 16) return std::nullopt;
+  if (isa<ConstantOp, ParameterOp>(def)) {
+    std::optional<std::vector<float>> f = constantFloats(v);
+    if (!f) return std::nullopt;
+    return std::vector<double>(f->begin(), f->end());
+  }
+  if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(def)) return evaluate(def->getOperand(0), depth + 1);
+  if (isa<SqrtOp, ReciprocalOp>(def)) {
+    auto x = evaluate(def->getOperand(0), depth + 1);
+    if (!x) return std::nullopt;
+    for (double &e : *x) e = isa<SqrtOp>(def) ? std::sqrt(e) : 1.0 / e;
+    return x;
+  }
+  if (isa<AddOp, SubOp, MulOp, DivOp>(def)) {
+    auto a = evaluate(def->getOperand(0), depth + 1), b = evaluate(def->getOperand(1), depth + 1);
+    if (!a || !b || (a->size() != 1 && b->size() != 1 && a->size() != b->size())) return std::nullopt;
+    std::vector<double> out(std::max(a->size(), b->size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      double x = (*a)[a->size() == 1 ? 0 : i], y = (*b)[b->size() == 1 ? 0 : i];
+      out[i] = isa<AddOp>(def) ? x + y : isa<SubOp>(def) ? x - y : isa<MulOp>(def) ? x * y : x / y;
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+/// `v` as one value per channel of an [N, M, ...] result: one value, or
+/// values varying along dimension 1 only.
+std::optional<std::vector<double>> perChannel(Value v, RankedTensorType result) {
+  ArrayRef<int64_t> s = tensorType(v).getShape();
+  const int64_t rank = result.getRank(), m = result.getShape()[1];
+  if (static_cast<int64_t>(s.size()) > rank) return std::nullopt;
+  const int64_t offset = rank - static_cast<int64_t>(s.size());
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d)
+    if (s[d] != 1 && !(d + offset == 1 && s[d] == m)) return std::nullopt;
+  std::optional<std::vector<double>> values = evaluate(v);
+  if (!values) return std::nullopt;
+  if (values->size() == 1) return std::vector<double>(m, values->front());
+  if (static_cast<int64_t>(values->size()) != m) return std::nullopt;
+  return values;
+}
+
+/// Erases `v`'s producer and what only it read, when nothing reads `v`.
+void eraseIfUnused(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !v.use_empty() || !isMemoryEffectFree(def)) return;
+  SmallVector<Value> operands(def->getOperands());
+  def->erase();
+  for (Value o : operands) eraseIfUnused(o);
+}
+
+struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatchNormPass> {
+  void runOnOperation() override {
+    SmallVector<ConvOp> convs;
+    getOperation().walk([&](ConvOp c) { convs.push_back(c); });
+    for (ConvOp conv : convs) fold(conv);
+  }
+
+  void fold(ConvOp conv) {
+    auto type = conv.getType();
+    if (!type.getElementType().isF32() || conv.getChannelsLast() || conv.getClipMinAttr() ||
+        conv.getClipMaxAttr())
+      return;
+    std::optional<std::vector<float>> w = constantFloats(conv.getWeight());
+    if (!w) return;
+    const int64_t m = type.getShape()[1];
+    std::vector<float> bias(m, 0.0f);
+    if (Value b = conv.getBias()) {
+      std::optional<std::vector<float>> bv = constantFloats(b);
+      if (!bv || static_cast<int64_t>(bv->size()) != m) return;
+      bias = *bv;
+    }
+    // y = a * conv + d per channel, extended op by op.
+    std::vector<double> a(m, 1.0), d(m, 0.0);
+    Value cur = conv.getResult();
+    SmallVector<Operation *> chain;
+    SmallVector<Value> sideInputs;
+    while (cur.hasOneUse()) {
+      Operation *op = *cur.getUsers().begin();
+      if (!isa<AddOp, SubOp, MulOp, DivOp>(op) || op->getResult(0).getType() != type) break;
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+      bool left = lhs == cur;
+      if (left == (rhs == cur)) break;
+      // Subtraction and division only with the running value on the left.
+      if (!left && isa<SubOp, DivOp>(op)) break;
+      std::optional<std::vector<double>> c = perChannel(left ? rhs : lhs, type);
+      if (!c) break;
+      for (int64_t k = 0; k < m; ++k) {
+        const double ck = (*c)[k];
+        if (isa<AddOp>(op)) d[k] += ck;
+        else if (isa<SubOp>(op)) d[k] -= ck;
+        else if (isa<MulOp>(op)) a[k] *= ck, d[k] *= ck;
+        else a[k] /= ck, d[k] /= ck;
+      }
+      chain.push_back(op);
+      sideInputs.push_back(left ? rhs : lhs);
+      cur = op->getResult(0);
+    }
+    if (chain.empty()) return;
+    // The folded weight and bias, rounded once to f32.
+    const int64_t per = static_cast<int64_t>(w->size()) / m;
+    std::vector<float> wf(w->size()), bf(m);
+    for (int64_t k = 0; k < m; ++k) {
+      for (int64_t i = 0; i < per; ++i) wf[k * per + i] = static_cast<float>(a[k] * (*w)[k * per + i]);
+      bf[k] = static_cast<float>(a[k] * bias[k] + d[k]);
+    }
+    OpBuilder b(conv);
+    auto wt = tensorType(conv.getWeight());
+    auto bt = RankedTensorType::get({m}, b.getF32Type());
+    auto bytes = [](const std::vector<float> &v) {
+      return ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(v.data()), v.size() * sizeof(float));
+    };
+    // Keep the weight's name (the plan and the report show it).
+    Value weight, newBias;
+    if (auto p = conv.getWeight().getDefiningOp<ParameterOp>())
+      weight = ParameterOp::create(b, conv.getLoc(), wt, p.getSymNameAttr(),
+                                   denseFromBytes(wt, bytes(wf)));
+    else
+      weight = ConstantOp::create(b, conv.getLoc(), denseFromBytes(wt, bytes(wf)));
+    newBias = ConstantOp::create(b, conv.getLoc(), denseFromBytes(bt, bytes(bf)));
+    auto folded = ConvOp::create(b, conv.getLoc(), type, conv.getInput(), weight, newBias,
+                                 conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(),
+                                 conv.getGroupAttr(), FloatAttr(), FloatAttr(), UnitAttr());
+    cur.replaceAllUsesWith(folded.getResult());
+    for (Operation *op : llvm::reverse(chain)) op->erase();
+    Value oldWeight = conv.getWeight(), oldBias = conv.getBias();
+    conv->erase();
+    for (Value v : {oldWeight, oldBias})
+      if (v && v.use_empty()) v.getDefiningOp()->erase();
+    // The normalization's statistics and their arithmetic, now unread.
+    for (Value v : sideInputs) eraseIfUnused(v);
+    ++numFolded;
+    numOpsFolded += chain.size();
+  }
+};
+
+} // namespace

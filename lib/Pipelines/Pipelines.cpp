@@ -64,6 +64,12 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
   t.frozen.assign(o.frozen.begin(), o.frozen.end());
   t.trainOnly.assign(o.trainOnly.begin(), o.trainOnly.end());
   t.gradInputs.assign(o.gradInputs.begin(), o.gradInputs.end());
+  // GELU as one op before autodiff: one gradient op instead of a chain's.
+  if (!llvm::is_contained(o.inference.disabledFusions, "activations")) {
+    RaiseActivationsPassOptions raise;
+    raise.trained.assign(o.trainOnly.begin(), o.trainOnly.end());
+    pm.addPass(createRaiseActivationsPass(raise));
+  }
   pm.addPass(createBuildTrainStepPass(t));
   if (o.worldSize > 1) {
     DataParallelPassOptions dp;

@@ -70,14 +70,19 @@ double evalOp(Operation *op, ArrayRef<double> a) {
       .Default([](Operation *) { return NAN; });
 }
 
-/// A one-element operand whose value is known at compile time.
-std::optional<double> scalarConstant(Value v) {
+/// A one-element operand whose value is known at compile time; a
+/// parameter the user asked to train (`trained`) is not.
+std::optional<double> scalarConstant(Value v, ArrayRef<std::string> trained) {
   if (cast<RankedTensorType>(v.getType()).getNumElements() != 1) return std::nullopt;
+  if (auto p = v.getDefiningOp<ParameterOp>(); p && llvm::is_contained(trained, p.getSymName()))
+    return std::nullopt;
   return knownFloatSplat(v);
 }
 
 struct RaiseActivationsPass
     : public mlir::ds::impl::RaiseActivationsPassBase<RaiseActivationsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<Value> roots;
     getOperation().walk([&](Operation *op) {
@@ -132,7 +137,7 @@ struct RaiseActivationsPass
       if (Block *b = x.getParentBlock(); op->getBlock() != b) return false;
       return llvm::all_of(op->getOperands(), [&](Value v) {
         Operation *def = v.getDefiningOp();
-        return v == x || (def && group.contains(def)) || scalarConstant(v);
+        return v == x || (def && group.contains(def)) || scalarConstant(v, trained);
       });
     };
     SmallVector<Operation *> work(x.getUsers().begin(), x.getUsers().end());
@@ -168,8 +173,7 @@ struct RaiseActivationsPass
   }
 
   /// Which GELU the cone computes from x, by value.
-  static std::optional<GeluApproximation> identify(Value x,
-                                                   const llvm::SetVector<Operation *> &cone) {
+  std::optional<GeluApproximation> identify(Value x, const llvm::SetVector<Operation *> &cone) {
     SmallVector<Operation *> order(cone.begin(), cone.end());
     llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
     bool erf = true, tanh = true;
@@ -183,7 +187,7 @@ struct RaiseActivationsPass
         SmallVector<double, 3> args;
         for (Value v : op->getOperands()) {
           auto it = value.find(v);
-          args.push_back(it != value.end() ? it->second : *scalarConstant(v));
+          args.push_back(it != value.end() ? it->second : *scalarConstant(v, trained));
         }
         result = evalOp(op, args);
         value[op->getResult(0)] = result;

@@ -213,7 +213,9 @@ def RaiseActivationsPass : Pass<"ds-raise-activations", "ModuleOp"> {
     rather than by op pattern finds every way an exporter associates the
     terms; the two forms differ by up to 4.7e-4, far above the bound.
     `ds.gelu` then runs as one kernel, is a matmul epilogue
-    (ds-fuse-matmul-epilogues) and, before autodiff, has one gradient op.
+    (ds-fuse-matmul-epilogues) and, before autodiff (the training pipeline
+    runs it first), has one gradient op. A one-element parameter named in
+    `trained` (`ds-opt --parameters`) is not taken for a constant.
 
     ```mlir
     %h = ds.mul %x, %half ...   // ... 8 more ops ...
@@ -224,6 +226,10 @@ def RaiseActivationsPass : Pass<"ds-raise-activations", "ModuleOp"> {
     %y = ds.gelu %x {approximate = #ds.gelu_approximation<tanh>} : tensor<256x2048xf32>
     ```
   }];
+  let options = [
+    ListOption<"trained", "trained", "std::string",
+               "one-element parameters that are trained, not constants">
+  ];
   let statistics = [
     Statistic<"numRaised", "num-raised", "activations recognized">,
     Statistic<"numOpsReplaced", "num-ops-replaced", "elementwise ops they replaced">

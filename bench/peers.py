@@ -15,6 +15,12 @@ with the same inputs and thread count, in one run. The three take turns
 load swings hit all three alike; each round's median is kept and the
 median of those is reported, with the ratios ds/onnxruntime and ds/PyTorch
 (below 1: ds is faster), after checking that ds agrees with PyTorch.
+
+Memory (MB): ds's plan weights plus its static activation arena (ds-run
+--rank-report); PyTorch's parameters and buffers plus the peak RSS growth
+of one forward; onnxruntime's peak RSS growth from creating the session to
+the end of a run. The peers are measured in fresh processes, with the
+peak RSS (VmHWM) reset just before.
 """
 import argparse
 import json
@@ -79,6 +85,56 @@ def build(name):
     return model, (x,), ["x"], "%s 1x3x224x224" % name
 
 
+def _status_kb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def _reset_peak():
+    # Linux: writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS.
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def measure_memory(engine, name, onnx_path, feeds_path, threads):
+    """Run in a fresh process (python peers.py --measure-memory ...): the
+    bytes inference takes beyond the engine's libraries, printed as JSON.
+    PyTorch: its parameters and buffers plus the peak RSS growth of one
+    forward; onnxruntime: the peak RSS growth of creating the session and
+    running it (weights, arena, kernels' packed copies)."""
+    feeds = dict(np.load(feeds_path))
+    if engine == "torch":
+        torch.set_num_threads(threads)
+        model, inputs, _, _ = build(name)
+        weights = sum(t.numel() * t.element_size()
+                      for t in list(model.parameters()) + list(model.buffers()))
+        with torch.no_grad():
+            base = _status_kb("VmRSS")
+            _reset_peak()
+            model(*inputs)
+            peak = _status_kb("VmHWM")
+        total = weights + (peak - base) * 1024
+    else:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        base = _status_kb("VmRSS")
+        _reset_peak()
+        sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+        sess.run(None, feeds)
+        total = (_status_kb("VmHWM") - base) * 1024
+    print(json.dumps({"bytes": total}))
+
+
+def memory_of(engine, name, onnx_path, feeds_path, threads):
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure-memory", engine,
+                        "--models", name, "--onnx", onnx_path, "--feeds", feeds_path,
+                        "--threads", str(threads)], check=True, capture_output=True, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])["bytes"]
+
+
 def median_ms(fn, iters):
     """Median of `iters` timed calls after one warm-up call."""
     fn()
@@ -130,7 +186,16 @@ def run_one(name, args, work):
             ort_r.append(median_ms(lambda: sess.run(None, feeds), per_round))
             torch_r.append(median_ms(lambda: model(*inputs), per_round))
     ds_ms, ort_ms, torch_ms = (statistics.median(v) for v in (ds_r, ort_r, torch_r))
-    return desc, ds_ms, ort_ms, torch_ms, err
+    # Memory: ds's plan weights + static arena (--rank-report), against the
+    # peers measured in fresh processes.
+    rep = subprocess.run([os.path.join(BIN, "ds-run"), plan, "--inputs", inp, "--threads",
+                          str(args.threads), "--rank-report"], check=True, capture_output=True,
+                         text=True).stdout
+    row = json.loads([l for l in rep.splitlines() if l.startswith("{")][-1])
+    mem = (row["weight_bytes"] + row["arena_bytes"],
+           memory_of("ort", name, onnx_path, inp, args.threads),
+           memory_of("torch", name, onnx_path, inp, args.threads))
+    return desc, ds_ms, ort_ms, torch_ms, err, mem
 
 
 def main():
@@ -145,20 +210,26 @@ def main():
     ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2")
     ap.add_argument("--keep", metavar="DIR",
                     help="write the ONNX files, plans and inputs to DIR and keep them (for ds-run --profile)")
+    ap.add_argument("--measure-memory", choices=["torch", "ort"], help=argparse.SUPPRESS)
+    ap.add_argument("--onnx", help=argparse.SUPPRESS)
+    ap.add_argument("--feeds", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.measure_memory:
+        return measure_memory(args.measure_memory, args.models, args.onnx, args.feeds, args.threads)
     torch.set_num_threads(args.threads)
     print("threads=%d iters=%d exporter=%s torch=%s onnxruntime=%s"
           % (args.threads, args.iters, args.exporter, torch.__version__, ort.__version__))
-    print("%-28s %10s %12s %10s %10s %10s" % ("model", "ds ms", "onnxrt ms", "torch ms",
-                                              "ds/onnxrt", "ds/torch"))
+    print("%-28s %10s %12s %10s %10s %10s %8s %10s %8s" % (
+        "model", "ds ms", "onnxrt ms", "torch ms", "ds/onnxrt", "ds/torch", "ds MB", "onnxrt MB",
+        "torch MB"))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         os.makedirs(work, exist_ok=True)
         for name in args.models.split(","):
-            desc, ds_ms, ort_ms, torch_ms, err = run_one(name, args, work)
-            print("%-28s %10.2f %12.2f %10.2f %10.2f %10.2f   (rel err %.1e)"
-                  % (desc, ds_ms, ort_ms, torch_ms, ds_ms / ort_ms, ds_ms / torch_ms, err),
-                  flush=True)
+            desc, ds_ms, ort_ms, torch_ms, err, mem = run_one(name, args, work)
+            print("%-28s %10.2f %12.2f %10.2f %10.2f %10.2f %8.1f %10.1f %8.1f   (rel err %.1e)"
+                  % (desc, ds_ms, ort_ms, torch_ms, ds_ms / ort_ms, ds_ms / torch_ms,
+                     *(m / 1e6 for m in mem), err), flush=True)
 
 
 if __name__ == "__main__":

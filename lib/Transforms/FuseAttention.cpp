@@ -229,9 +229,17 @@ struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAtte
     // the product already reads it transposed.
     std::optional<HeadView> k = headView(m.key, !m.keyTransposed);
     std::optional<HeadView> v = headView(m.value, m.valueTransposed);
+    if (!q || !k || !v || q->group != 1) return;
+    // Products broadcast a batch or head dimension of 1 (multi-query
+    // attention: one key/value head for all): one shared head (Hkv = 1),
+    // and a batch read with stride 0.
+    for (HeadView *kv : {&*k, &*v}) {
+      if (kv->shape[0] == 1 && q->shape[0] > 1) kv->shape[0] = q->shape[0], kv->strides[0] = 0;
+      if (kv->shape[1] == 1 && kv->group == 1) kv->group = q->shape[1];
+    }
     // Query heads are distinct; key and value heads repeat alike.
-    if (!q || !k || !v || q->group != 1 || k->group != v->group ||
-        k->shape[1] * k->group != q->shape[1] || v->shape[1] * v->group != q->shape[1])
+    if (k->group != v->group || k->shape[1] * k->group != q->shape[1] ||
+        v->shape[1] * v->group != q->shape[1])
       return;
     OpBuilder b(m.ops.front());
     auto attr = [&](const int64_t (&a)[4]) { return b.getDenseI64ArrayAttr(ArrayRef<int64_t>(a)); };

@@ -72,6 +72,21 @@ func.func @gqa(%q: tensor<1x4x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x
 
 // -----
 
+// Multi-query attention as Falcon exports it: one key/value head that the
+// products broadcast over 4 query heads and a batch of 1 over 2.
+// CHECK-LABEL: func.func @mqa
+// CHECK: ds.attention %arg0, %arg1, %arg2
+// CHECK-SAME: key_shape = array<i64: 2, 1, 5, 8>, key_strides = array<i64: 0, 0, 1, 5>
+// CHECK-SAME: value_shape = array<i64: 2, 1, 5, 8>, value_strides = array<i64: 0, 0, 8, 1>
+func.func @mqa(%q: tensor<2x4x5x8xf32>, %kT: tensor<1x1x8x5xf32>, %v: tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32> {
+  %s = ds.matmul %q, %kT : (tensor<2x4x5x8xf32>, tensor<1x1x8x5xf32>) -> tensor<2x4x5x5xf32>
+  %p = ds.softmax %s {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  %o = ds.matmul %p, %v : (tensor<2x4x5x5xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  return %o : tensor<2x4x5x8xf32>
+}
+
+// -----
+
 // Kept: the probabilities are also returned (a training forward keeps them
 // for the backward), and a softmax over another axis.
 // CHECK-LABEL: func.func @kept

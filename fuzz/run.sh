@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang CXX=clang++ cmake -G Ninja -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DDS_BUILD_FUZZERS=ON -DDS_ENABLE_TESTS=OFF -DDS_ENABLE_CUDA=OFF -DDS_NATIVE=OFF \
+    -DDS_BUILD_FUZZERS=ON -DDS_ENABLE_TESTS=OFF -DDS_ENABLE_CUDA=OFF \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 fi
 cmake --build build-fuzz --target ds-fuzz-plan-loader ds-fuzz-npy ds-fuzz-config ds-fuzz-onnx-importer

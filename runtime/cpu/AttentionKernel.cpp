@@ -5,14 +5,19 @@
 // maximum and sum of the online softmax, and the rows' weighted values
 // accumulated by a second GEMM. So per head the [Sq, Sk] scores are never
 // in memory at once, and q, k, v are read where they are, through the
-// strided views the compiler folded their layout ops into.
+// strided views the compiler folded their layout ops into (each block
+// gathered into a contiguous one for the GEMMs).
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
+
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
 #include "runtime/cpu/RowMath.h"
-
-namespace ds::rt::cpu {
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 /// A [B, H, S, D] view of an operand: element (b, h, s, d) is at
@@ -24,11 +29,24 @@ struct HeadView {
   const float *at(int64_t b, int64_t h, int64_t s) const {
     return data + b * stride[0] + h * stride[1] + s * stride[2];
   }
-  /// GEMM form of the [S, D] matrix of one head: (transposed, leading dim).
-  /// Rows contiguous: plain with ld = stride[2]; columns contiguous: the
-  /// matrix is stored transposed with ld = stride[3].
-  bool transposed() const { return stride[3] != 1; }
-  int64_t ld() const { return transposed() ? stride[3] : stride[2]; }
+  /// Rows [s0, s0 + rows) of one head's [S, D] matrix as a row-major
+  /// [rows, D] block: in place when the view already is one, else copied
+  /// into `scratch`. Reading a strided view directly (rows of q, k, v
+  /// interleaved by head: a power-of-two row stride) makes the GEMMs thrash
+  /// the cache's sets; one copy per block is cheaper.
+  const float *block(int64_t b, int64_t h, int64_t s0, int64_t rows, float *scratch) const {
+    const float *src = at(b, h, s0);
+    const int64_t cols = shape[3];
+    if (stride[3] == 1 && (stride[2] == cols || rows == 1)) return src;
+    for (int64_t r = 0; r < rows; ++r) {
+      float *dst = scratch + r * cols;
+      const float *row = src + r * stride[2];
+      if (stride[3] == 1) std::copy(row, row + cols, dst);
+      else
+        for (int64_t c = 0; c < cols; ++c) dst[c] = row[c * stride[3]];
+    }
+    return scratch;
+  }
 };
 
 absl::StatusOr<HeadView> headView(const KernelContext &c, const TensorView &t, const char *name) {
@@ -69,11 +87,31 @@ struct Attention {
   static constexpr int64_t kRows = 64;   // query rows per task
   static constexpr int64_t kKeys = 512;  // keys per block of the online softmax
 
+  /// Per-thread scratch of one task, in floats.
+  struct Scratch {
+    float *scores, *acc, *rowMaxima, *rowSums, *q, *k, *v;
+  };
+  static int64_t scratchFloats(int64_t keys, int64_t d, int64_t dv) {
+    return kRows * keys + kRows * dv + 2 * kRows + kRows * d + keys * d + keys * dv;
+  }
+  static Scratch carve(float *p, int64_t keys, int64_t d, int64_t dv) {
+    Scratch s;
+    s.scores = p, p += kRows * keys;
+    s.acc = p, p += kRows * dv;
+    s.rowMaxima = p, p += kRows;
+    s.rowSums = p, p += kRows;
+    s.q = p, p += kRows * d;
+    s.k = p, p += keys * d;
+    s.v = p;
+    return s;
+  }
+
   /// Rows [r0, r0 + rows) of query head h of batch b.
-  void block(int64_t b, int64_t h, int64_t r0, int64_t rows, float *scores, float *acc,
-             float *rowMaxima, float *rowSums) const {
+  void block(int64_t b, int64_t h, int64_t r0, int64_t rows, const Scratch &w) const {
+    float *scores = w.scores, *acc = w.acc, *rowMaxima = w.rowMaxima, *rowSums = w.rowSums;
     const int64_t sk = k.shape[2], d = q.shape[3], dv = v.shape[3], kvh = h / group;
     const int64_t keys = std::min(sk, kKeys);
+    const float *qb = q.block(b, h, r0, rows, w.q);
     for (int64_t r = 0; r < rows; ++r) {
       rowMaxima[r] = -std::numeric_limits<float>::infinity();
       rowSums[r] = 0.0f;
@@ -83,8 +121,8 @@ struct Attention {
     for (int64_t j0 = 0; j0 < sk; j0 += keys) {
       const int64_t n = std::min(keys, sk - j0);
       // scores = scale q k^T for this block: [rows, D] x [D, n].
-      sgemm(q.transposed(), !k.transposed(), rows, n, d, scale, q.at(b, h, r0), q.ld(),
-            k.at(b, kvh, j0), k.ld(), 0.0f, scores, n);
+      const float *kb = k.block(b, kvh, j0, n, w.k);
+      sgemm(false, true, rows, n, d, scale, qb, d, kb, d, 0.0f, scores, n);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = scores + r * n;
         if (mask) {
@@ -119,8 +157,8 @@ struct Attention {
         rowMaxima[r] = mNew;
       }
       // acc += p v for this block: [rows, n] x [n, Dv].
-      sgemm(false, v.transposed(), rows, dv, n, 1.0f, scores, n, v.at(b, kvh, j0), v.ld(), 1.0f,
-            acc, dv);
+      const float *vb = v.block(b, kvh, j0, n, w.v);
+      sgemm(false, false, rows, dv, n, 1.0f, scores, n, vb, dv, 1.0f, acc, dv);
     }
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t r = 0; r < rows; ++r) {
@@ -141,15 +179,14 @@ struct Attention {
   void run() const {
     const int64_t batches = q.shape[0], heads = q.shape[1], sq = q.shape[2];
     const int64_t rowBlocks = (sq + kRows - 1) / kRows;
-    const int64_t keys = std::min(k.shape[2], kKeys), dv = v.shape[3];
+    const int64_t keys = std::min(k.shape[2], kKeys), d = q.shape[3], dv = v.shape[3];
     parallelFor(batches * heads * rowBlocks, 1, [&](int64_t lo, int64_t hi) {
       thread_local std::vector<float> scratch;
-      scratch.resize(static_cast<size_t>(kRows * keys + kRows * dv + 2 * kRows));
-      float *scores = scratch.data(), *acc = scores + kRows * keys, *mx = acc + kRows * dv,
-            *sums = mx + kRows;
+      scratch.resize(static_cast<size_t>(scratchFloats(keys, d, dv)));
+      const Scratch w = carve(scratch.data(), keys, d, dv);
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t bh = t / rowBlocks, r0 = (t % rowBlocks) * kRows;
-        block(bh / heads, bh % heads, r0, std::min(kRows, sq - r0), scores, acc, mx, sums);
+        block(bh / heads, bh % heads, r0, std::min(kRows, sq - r0), w);
       }
     });
   }
@@ -226,4 +263,5 @@ absl::StatusOr<PreparedStep> prepareAttention(const KernelContext &c) {
 
 void registerAttentionKernel(KernelRegistry &r) { r.add("attention", prepareAttention); }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

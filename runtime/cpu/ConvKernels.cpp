@@ -11,13 +11,15 @@
 #include <memory>
 #include <unordered_map>
 
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
 
 #ifdef DS_GEMM_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 /// The geometry of a sliding-window op, checked against the buffers.
@@ -715,4 +717,5 @@ void registerConvKernels(KernelRegistry &r) {
   r.add("max_pool_indices", prepareMaxPoolIndices);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

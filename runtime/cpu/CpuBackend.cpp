@@ -8,6 +8,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/backend/BackendRegistry.h"
 #include "runtime/cpu/KernelRegistry.h"
@@ -76,7 +77,9 @@ std::vector<std::string> CpuBackend::kernelNames() const { return cpuKernels().n
 
 absl::Status registerCpuBackend() {
   return registerBackend(
-      {"cpu", "host CPU: OpenMP kernels, BLAS GEMM",
+      {"cpu",
+       absl::StrCat("host CPU: OpenMP kernels for ", cpuKernelIsa(), " (DS_CPU_ISA=generic ",
+                    "forces the portable ones), oneDNN/BLAS GEMM"),
        [](const BackendOptions &opts) -> absl::StatusOr<std::unique_ptr<Backend>> {
          return std::unique_ptr<Backend>(new CpuBackend(opts));
        },

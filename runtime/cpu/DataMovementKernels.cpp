@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/kernels/ElementMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 absl::Status expectSameDType(const KernelContext &c) {
@@ -590,4 +592,5 @@ void registerDataMovementKernels(KernelRegistry &r) {
   r.add("expand", prepareExpand);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

@@ -4,11 +4,13 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 /// 16-bit floats compute in f32: convert, apply, round back.
@@ -493,4 +495,5 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("cast", prepareCast);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

@@ -8,11 +8,13 @@
 #include <cstring>
 
 #include "absl/strings/str_split.h"
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 /// Elements per tile: 2 KiB per register, so a dozen live registers stay in L1.
@@ -291,4 +293,5 @@ absl::StatusOr<PreparedStep> prepareFused(const KernelContext &c) {
 
 void registerFusedElementwiseKernel(KernelRegistry &r) { r.add("fused_elementwise", prepareFused); }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

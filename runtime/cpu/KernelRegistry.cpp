@@ -1,6 +1,13 @@
 #include "runtime/cpu/KernelRegistry.h"
 
 #include <omp.h>
+#ifdef DS_GEMM_ONEDNN
+#include <dnnl.h>
+#endif
+#include <cblas.h>
+
+#include <cstdlib>
+#include <string>
 
 #include <memory>
 
@@ -90,21 +97,49 @@ std::vector<std::string> KernelRegistry::names() const {
   return n;
 }
 
+const char *cpuKernelIsa() {
+  static const char *isa = [] {
+#ifdef DS_CPU_AVX512_VARIANT
+    // DS_CPU_ISA=generic forces the portable kernels (to test them here).
+    const char *forced = std::getenv("DS_CPU_ISA");
+    if (forced && std::string(forced) == "generic") return "generic";
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512cd"))
+      return "avx512";
+#endif
+    return "generic";
+  }();
+  return isa;
+}
+
 const KernelRegistry &cpuKernels() {
   static const KernelRegistry *registry = [] {
     auto *r = new KernelRegistry();
-    registerElementwiseKernels(*r);
-    registerLinalgKernels(*r);
-    registerNormalizationKernels(*r);
-    registerDataMovementKernels(*r);
-    registerTrainingKernels(*r);
-    registerConvKernels(*r);
-    registerFusedElementwiseKernel(*r);
-    registerAttentionKernel(*r);
+#ifdef DS_CPU_AVX512_VARIANT
+    if (std::string(cpuKernelIsa()) == "avx512") {
+      avx512::registerKernels(*r);
+      return r;
+    }
+#endif
+    generic::registerKernels(*r);
     return r;
   }();
   return *registry;
 }
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+           int64_t ldc) {
+#ifdef DS_GEMM_ONEDNN
+  dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
 
 void parallelFor(int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &f) {

@@ -47,14 +47,19 @@ private:
   std::map<std::string, KernelPrepareFn> table_;
 };
 
-void registerElementwiseKernels(KernelRegistry &r);
-void registerLinalgKernels(KernelRegistry &r);
-void registerNormalizationKernels(KernelRegistry &r);
-void registerDataMovementKernels(KernelRegistry &r);
-void registerTrainingKernels(KernelRegistry &r);
-void registerConvKernels(KernelRegistry &r);
-void registerFusedElementwiseKernel(KernelRegistry &r);
-void registerAttentionKernel(KernelRegistry &r);
+/// The kernels compiled for one instruction set (Isa.h), each registering
+/// all of them.
+namespace generic {
+void registerKernels(KernelRegistry &r);
+}
+namespace avx512 {
+void registerKernels(KernelRegistry &r);
+}
+
+/// The instruction set of the kernels cpuKernels() uses on this CPU:
+/// "avx512" (x86-64-v4) when the CPU has it and the build has that variant,
+/// else "generic"; DS_CPU_ISA=generic in the environment forces the latter.
+const char *cpuKernelIsa();
 
 /// The registry with every CPU kernel.
 const KernelRegistry &cpuKernels();

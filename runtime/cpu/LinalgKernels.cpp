@@ -16,10 +16,12 @@
 #include <memory>
 #include <unordered_map>
 
-#include "runtime/cpu/KernelRegistry.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/kernels/ElementMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 struct MatmulGeometry {
@@ -549,20 +551,10 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
 
 } // namespace
 
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-           int64_t ldc) {
-#ifdef DS_GEMM_ONEDNN
-  dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#endif
-}
-
 void registerLinalgKernels(KernelRegistry &r) {
   r.add("matmul", prepareMatmul);
   r.add("fused_matmul", prepareFusedMatmul);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

@@ -5,11 +5,13 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/cpu/KernelRegistry.h"
-#include "runtime/cpu/RowMath.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/RowMath.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 enum class ReduceKind { Sum, Mean, Max, Min, Prod };
@@ -494,4 +496,5 @@ void registerNormalizationKernels(KernelRegistry &r) {
   r.add("rms_norm", prepareRmsNorm);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

@@ -1,5 +1,7 @@
 // Row reductions shared by softmax, layer norm and the cross-entropy loss:
-// max, and the sum of exp(x - max), over one contiguous row.
+// max, and the sum of exp(x - max), over one contiguous row. Kernel code:
+// included inside a kernel file's instruction-set region (after
+// IsaBegin.h), so each set gets its own, vectorized for it.
 #pragma once
 
 #include <cmath>
@@ -9,7 +11,11 @@
 
 #include "runtime/cpu/VectorMath.h" // expf's simd declaration: vectorized exp
 
-namespace ds::rt::cpu {
+#ifndef DS_CPU_ISA_REGION
+#error "include RowMath.h after runtime/cpu/IsaBegin.h"
+#endif
+
+namespace ds::rt::cpu::DS_CPU_ISA {
 
 // Row reductions with kLanes independent accumulators: GCC vectorizes
 // these across the lanes, where a single running max or float sum is a
@@ -80,4 +86,4 @@ template <bool kStore> float rowExpSum(const float *p, float *q, float mx, int64
   return sum;
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA

@@ -7,12 +7,14 @@
 #include <limits>
 #include <omp.h>
 
-#include "runtime/cpu/KernelRegistry.h"
-#include "runtime/cpu/RowMath.h"
+#include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
-namespace ds::rt::cpu {
+// Compiled once per instruction set (Isa.h).
+#include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/RowMath.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
 absl::Status checkLabels(const KernelContext &c, const TensorView &logits,
@@ -481,4 +483,5 @@ void registerTrainingKernels(KernelRegistry &r) {
   r.add("sgd_update", prepareSgdUpdate);
 }
 
-} // namespace ds::rt::cpu
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

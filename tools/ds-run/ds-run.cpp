@@ -458,8 +458,10 @@ std::string versionText() {
     return text + "  (cannot register: " + std::string(st.message()) + ")\n";
   for (const std::string &name : ds::rt::registeredBackendNames()) {
     absl::Status probe = ds::rt::probeBackend(name);
-    text += "  " + name + (probe.ok() ? ": available" : ": not available here (" +
-                                                             std::string(probe.message()) + ")") +
+    std::optional<ds::rt::BackendInfo> info = ds::rt::findBackend(name);
+    text += "  " + name +
+            (probe.ok() ? ": available" + (info ? " (" + info->description + ")" : std::string())
+                        : ": not available here (" + std::string(probe.message()) + ")") +
             "\n";
   }
   return text;

@@ -917,6 +917,8 @@ LogicalResult ConvOp::verify() {
   }
   if (getType().getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result must be ") << shapeStr(shape);
+  if (getAddend() && getAddend().getType() != getType())
+    return emitOpError("addend must have the result's type ") << getType();
   auto bound = [](FloatAttr a) {
     return a ? std::optional<double>(a.getValueAsDouble()) : std::nullopt;
   };

@@ -344,7 +344,7 @@ def DS_MatmulOp : DS_Op<"matmul",
 // Convolution and pooling (N-D, channels second: [N, C, spatial...])
 //===----------------------------------------------------------------------===//
 
-def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
+def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable, AttrSizedOperandSegments], DS_OwnStep> {
   let summary = "N-D convolution with groups, strides, dilations and padding";
   let description = [{
     `input` [N, C, d...], `weight` [M, C/group, k...], optional `bias` [M];
@@ -353,7 +353,9 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
 
     `clip_min` / `clip_max` clamp the result: an activation folded into the
     convolution by ds-fuse-epilogues (ReLU is `clip_min = 0`, ReLU6 clamps
-    to [0, 6]), which the kernel applies as it writes the result.
+    to [0, 6]), which the kernel applies as it writes the result. An
+    `addend` (a residual that ds-fuse-epilogues folded in) is added to the
+    result before the clamp: `clamp(conv(x) + bias + addend)`.
 
     With `channels_last` the input is [N, d..., C] and the result
     [N, o..., M] (the weight keeps its layout): the layout oneDNN's CPU
@@ -374,16 +376,18 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable], DS_OwnStep> {
     - `bias`, if present, is [M].
     - the result is [N, M, o...] with o = (d + pads - dilation (k - 1) - 1) / stride + 1.
     - `clip_min` <= `clip_max` when both are given; neither is NaN.
+    - `addend`, if present, has the result's type.
     - with `channels_last`, the same holds with C and M last instead of second.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
-                   Optional<DS_FloatTensor>:$bias, DenseI64ArrayAttr:$strides,
+                   Optional<DS_FloatTensor>:$bias, Optional<DS_FloatTensor>:$addend,
+                   DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group,
                    OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max,
                    UnitAttr:$channels_last);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+    $input `,` $weight (`,` $bias^)? (`addend` $addend^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -203,6 +203,11 @@ protected:
   NamedAttribute arrAttr(StringRef name, ArrayRef<int64_t> v) {
     return attr(name, b_.getDenseI64ArrayAttr(v));
   }
+  /// ds.conv's operand groups (input, weight, bias?, addend?) for the
+  /// generic builder: the importer never gives an addend.
+  NamedAttribute convSegments(bool bias) {
+    return attr("operandSegmentSizes", b_.getDenseI32ArrayAttr({1, 1, bias ? 1 : 0, 0}));
+  }
   FailureOr<Value> reshape(Value v, ArrayRef<int64_t> shape) {
     auto t = RankedTensorType::get(shape, typeOf(v).getElementType());
     if (t == v.getType()) return v;

@@ -102,7 +102,8 @@ LogicalResult NNImporter::conv(const onnx::NodeProto &n) {
   if (bias) operands.push_back(bias);
   DS_TRY(y, buildTyped<ConvOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), operands,
                                {arrAttr("strides", strides), arrAttr("dilations", dilations),
-                                arrAttr("pads", pads), i64Attr("group", group)}));
+                                arrAttr("pads", pads), i64Attr("group", group),
+                                convSegments(bias != nullptr)}));
   setOutput(n, 0, y);
   return success();
 }
@@ -235,7 +236,7 @@ LogicalResult NNImporter::convTranspose(const onnx::NodeProto &n) {
                                {arrAttr("strides", SmallVector<int64_t>(k, 1)),
                                 arrAttr("dilations", dilations),
                                 arrAttr("pads", SmallVector<int64_t>(2 * k, 0)),
-                                i64Attr("group", group)}));
+                                i64Attr("group", group), convSegments(bias != nullptr)}));
   setOutput(n, 0, y);
   return success();
 }

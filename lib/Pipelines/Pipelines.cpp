@@ -34,8 +34,8 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
   if (enabled("batch-norm")) pm.addPass(createFoldBatchNormPass());
-  if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
+  if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
   if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
@@ -46,7 +46,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 }
 
 const std::vector<std::string> &mlir::ds::fusionNames() {
-  static const std::vector<std::string> names = {"batch-norm", "epilogues", "channels-last",
+  static const std::vector<std::string> names = {"batch-norm", "channels-last", "epilogues",
                                                  "activations", "norms", "attention",
                                                  "matmul-epilogues", "optimizer",
                                                  "elementwise"};

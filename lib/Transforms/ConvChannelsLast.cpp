@@ -106,6 +106,9 @@ struct ConvChannelsLastPass
     for (int64_t p : toLast(rank)) shape.push_back(resultType.getDimSize(p));
     Operation *cl = b.clone(*conv);
     cl->setOperand(0, x);
+    // A residual folded in already is read in the result's layout.
+    if (Value addend = conv.getAddend())
+      cl->setOperand(cl->getNumOperands() - 1, transpose(b, conv.getLoc(), addend, toLast(rank)));
     cl->getResult(0).setType(RankedTensorType::get(shape, resultType.getElementType()));
     cast<ConvOp>(cl).setChannelsLast(true);
     Value back = transpose(b, conv.getLoc(), cl->getResult(0), toFirst(rank));

@@ -111,7 +111,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
   void fold(ConvOp conv) {
     auto type = conv.getType();
     if (!type.getElementType().isF32() || conv.getChannelsLast() || conv.getClipMinAttr() ||
-        conv.getClipMaxAttr())
+        conv.getClipMaxAttr() || conv.getAddend())
       return;
     std::optional<std::vector<float>> w = constantFloats(conv.getWeight());
     if (!w) return;
@@ -171,7 +171,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
       weight = ConstantOp::create(b, conv.getLoc(), denseFromBytes(wt, bytes(wf)));
     newBias = ConstantOp::create(b, conv.getLoc(), denseFromBytes(bt, bytes(bf)));
     auto folded = ConvOp::create(b, conv.getLoc(), type, conv.getInput(), weight, newBias,
-                                 conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(),
+                                 /*addend=*/Value(), conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(),
                                  conv.getGroupAttr(), FloatAttr(), FloatAttr(), UnitAttr());
     cur.replaceAllUsesWith(folded.getResult());
     for (Operation *op : llvm::reverse(chain)) op->erase();

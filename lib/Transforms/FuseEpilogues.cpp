@@ -1,8 +1,8 @@
 //===- FuseEpilogues.cpp - activations into their producer ----------------===//
 //
-// The first of the fusions: an activation that only post-processes one
-// convolution's result is done by the convolution's kernel as it writes
-// (ds.conv's clip_min / clip_max). Matching asks traits and values, so the
+// An activation, and before it a residual add, that only post-process one
+// convolution's result are done by the convolution's kernel as it writes
+// (ds.conv's `addend`, `clip_min` / `clip_max`: oneDNN post-ops). Matching asks traits and values, so the
 // pass stays correct as ops are added: the candidate must be the only user
 // of the result, and the bound a constant scalar that broadcasts to
 // nothing larger than the result.
@@ -23,6 +23,32 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
+
+/// Folds `add` (the only user of `conv`'s result) into a new convolution
+/// with it as the addend, when the other operand has the result's type and
+/// nothing (no clamp, no addend) comes after the product yet; the new
+/// convolution, or null.
+ConvOp fuseResidual(ConvOp conv, AddOp add) {
+  Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
+  if (other == conv.getResult() || other.getType() != conv.getType() ||
+      add.getType() != conv.getType() || conv.getAddend() || conv.getClipMinAttr() ||
+      conv.getClipMaxAttr())
+    return nullptr;
+  // The addend must be defined before the convolution that now reads it.
+  if (Operation *def = other.getDefiningOp(); def && !def->isBeforeInBlock(conv)) {
+    if (def->getBlock() != conv->getBlock()) return nullptr;
+    conv->moveAfter(def);
+  }
+  OpBuilder b(conv);
+  auto fused = ConvOp::create(b, conv.getLoc(), conv.getType(), conv.getInput(), conv.getWeight(),
+                              conv.getBias(), other, conv.getStridesAttr(),
+                              conv.getDilationsAttr(), conv.getPadsAttr(), conv.getGroupAttr(),
+                              FloatAttr(), FloatAttr(), conv.getChannelsLastAttr());
+  add.getResult().replaceAllUsesWith(fused.getResult());
+  add->erase();
+  conv->erase();
+  return fused;
+}
 
 /// Folds `user` (the only user of `conv`'s result) into `conv` when it is a
 /// clamp; true when it did.
@@ -55,9 +81,18 @@ struct FuseEpiloguesPass : public mlir::ds::impl::FuseEpiloguesPassBase<FuseEpil
   void runOnOperation() override {
     SmallVector<ConvOp> convs;
     getOperation().walk([&](ConvOp c) { convs.push_back(c); });
-    for (ConvOp conv : convs)
+    for (ConvOp conv : convs) {
+      // A residual add first (it comes before the activation: ResNet's
+      // relu(conv(x) + identity)), then clamps.
+      if (conv.getResult().hasOneUse())
+        if (auto add = dyn_cast<AddOp>(*conv.getResult().getUsers().begin()))
+          if (ConvOp fused = fuseResidual(conv, add)) {
+            conv = fused;
+            ++numResiduals;
+          }
       while (conv.getResult().hasOneUse() && fuseInto(conv, *conv.getResult().getUsers().begin()))
         ++numFused;
+    }
   }
 };
 

@@ -156,8 +156,8 @@ class OneDnnConv {
 public:
   static std::shared_ptr<OneDnnConv> create(const ConvGeometry &g, const KernelContext &c,
                                             const std::vector<int64_t> &padEnd,
-                                            const Clamp &clamp, bool constantWeight,
-                                            bool channelsLast) {
+                                            const Clamp &clamp, const float *addend,
+                                            bool constantWeight, bool channelsLast) {
     using namespace dnnl;
     using dims = memory::dims;
     const Window &w = g.w;
@@ -197,19 +197,27 @@ public:
                        : convolution_forward::desc(prop_kind::forward_inference,
                                                    algorithm::convolution_direct, srcAny, wAny,
                                                    dstAny, strides, dilates, padL, padR);
-      // A fused activation is an eltwise post-op, applied as the result is
-      // written.
+      // A fused residual add and activation are post-ops (a binary add of
+      // the addend in the result's own layout, then an eltwise), applied as
+      // the result is written.
       primitive_attr attr;
-      if (clamp.active()) {
+      memory::desc dstPlain(dst, f32, plain);
+      if (clamp.active() || addend) {
         post_ops ops;
+        if (addend) ops.append_binary(algorithm::binary_add, dstPlain);
         if (clamp.lo == 0.0f && clamp.hi == INFINITY)
           ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-        else
+        else if (clamp.active())
           ops.append_eltwise(1.0f, algorithm::eltwise_clip, clamp.lo, clamp.hi);
         attr.set_post_ops(ops);
       }
       convolution_forward::primitive_desc pd(desc, attr, eng);
+      // The addend is read in the result's layout: only where oneDNN
+      // writes the plan's buffer as it is.
+      if (addend && pd.dst_desc() != dstPlain) return nullptr;
       self->conv_ = convolution_forward(pd);
+      if (addend)
+        self->addend_ = memory(dstPlain, eng, const_cast<float *>(addend));
       auto bind = [&](const memory::desc &user, const memory::desc &want, void *ptr,
                       memory &userMem, memory &mem) {
         userMem = memory(user, eng, ptr);
@@ -239,6 +247,7 @@ public:
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, dst_}};
       if (hasBias_) args.insert({DNNL_ARG_BIAS, bias_});
+      if (addend_) args.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, addend_});
       conv_.execute(stream_, args);
       if (dst_ != dstUser_) reorder(dst_, dstUser_).execute(stream_, dst_, dstUser_);
       stream_.wait();
@@ -256,7 +265,7 @@ private:
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   dnnl::convolution_forward conv_;
-  dnnl::memory srcUser_, src_, wUser_, w_, dstUser_, dst_, bias_;
+  dnnl::memory srcUser_, src_, wUser_, w_, dstUser_, dst_, bias_, addend_;
   bool hasBias_ = false, packWeightsEachRun_ = true;
 };
 #endif
@@ -278,43 +287,77 @@ void toChannelsLast(const float *x, float *y, int64_t n, int64_t spatial, int64_
       for (int64_t p = 0; p < spatial; ++p) y[(b * spatial + p) * ch + c] = x[(b * ch + c) * spatial + p];
 }
 
-absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c, bool channelsLast);
+/// What a convolution adds to its result after the bias and before its
+/// clamp (ds.conv's `addend`: a residual folded in by ds-fuse-epilogues),
+/// and the clamp.
+struct ConvEpilogue {
+  const float *addend = nullptr; // the result's shape and layout
+  Clamp clamp;
+  /// y = clamp(y + addend) over [lo, hi) of a result.
+  void apply(float *y, int64_t lo, int64_t hi) const {
+    for (int64_t i = lo; i < hi; ++i) {
+      float v = addend ? y[i] + addend[i] : y[i];
+      y[i] = std::min(std::max(v, clamp.lo), clamp.hi);
+    }
+  }
+};
+
+absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c, bool channelsLast,
+                                                      const ConvEpilogue &e);
 
 absl::StatusOr<PreparedStep> prepareConv(const KernelContext &c) {
   // 16-bit convolutions (mixed precision) compute in f32 on widened copies.
   if (!c.in.empty() && isHalf(c.in[0].dtype)) return prepareWidened(c, prepareConv);
-  bool channelsLast = false;
-  if (c.hasAttr("channels_last")) {
-    DS_ASSIGN_OR_RETURN(int64_t cl, c.intAttr("channels_last"));
-    channelsLast = cl != 0;
+  bool channelsLast = false, hasAddend = false;
+  for (auto [name, flag] : {std::pair<const char *, bool *>{"channels_last", &channelsLast},
+                            {"addend", &hasAddend}})
+    if (c.hasAttr(name)) {
+      DS_ASSIGN_OR_RETURN(int64_t v, c.intAttr(name));
+      *flag = v != 0;
+    }
+  // The addend (last operand) is not a convolution operand: set it aside.
+  ConvEpilogue e;
+  DS_ASSIGN_OR_RETURN(e.clamp, Clamp::fromStep(c));
+  std::vector<TensorView> operands = c.in;
+  if (hasAddend) {
+    DS_RETURN_IF_ERROR(c.expectArity(3, 4, 1));
+    const TensorView &a = operands.back();
+    DS_RETURN_IF_ERROR(c.expectDType(a, plan::F32, "addend"));
+    DS_RETURN_IF_ERROR(c.expectShape(a, c.out[0].shape, "addend"));
+    e.addend = a.as<float>();
+    operands.pop_back();
   }
-  if (!channelsLast) return prepareConvChannelsFirst(c, false);
-  DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
+  KernelContext conv{c.step, operands, c.out};
+  if (!channelsLast) return prepareConvChannelsFirst(conv, false, e);
+  DS_RETURN_IF_ERROR(conv.expectArity(2, 3, 1));
   if (c.in[0].rank() < 3 || c.out[0].rank() != c.in[0].rank())
     return c.error("a channels_last input must be [N, spatial..., C]");
   // The same convolution read channels-first: oneDNN takes the buffers as
   // they are (prepareConvChannelsFirst passes channelsLast on); the im2col
-  // path gets copies transposed in and out.
-  std::vector<TensorView> in = c.in, out = c.out;
+  // path gets copies transposed in and out, and the epilogue after that.
+  std::vector<TensorView> in = operands, out = c.out;
   in[0].shape = channelsFirstShape(in[0].shape);
   out[0].shape = channelsFirstShape(out[0].shape);
   KernelContext first{c.step, in, out};
-  DS_ASSIGN_OR_RETURN(PreparedStep direct, prepareConvChannelsFirst(first, true));
+  DS_ASSIGN_OR_RETURN(PreparedStep direct, prepareConvChannelsFirst(first, true, e));
   if (direct) return direct;
   auto xs = std::make_shared<std::vector<float>>(c.in[0].numel);
   auto ys = std::make_shared<std::vector<float>>(c.out[0].numel);
   in[0].data = xs->data();
   out[0].data = ys->data();
-  DS_ASSIGN_OR_RETURN(PreparedStep viaIm2col, prepareConvChannelsFirst(first, false));
+  DS_ASSIGN_OR_RETURN(PreparedStep viaIm2col, prepareConvChannelsFirst(first, false, ConvEpilogue{}));
   const int64_t n = in[0].shape[0], ci = in[0].shape[1], co = out[0].shape[1];
   const int64_t si = c.in[0].numel / std::max<int64_t>(1, n * ci),
                 so = c.out[0].numel / std::max<int64_t>(1, n * co);
   const float *x = c.in[0].as<float>();
   float *y = c.out[0].as<float>();
+  const int64_t total = c.out[0].numel;
   return PreparedStep([=]() -> absl::Status {
     toChannelsFirst(x, xs->data(), n, si, ci);
     DS_RETURN_IF_ERROR(viaIm2col());
     toChannelsLast(ys->data(), y, n, so, co);
+    if (e.addend || e.clamp.active())
+      parallelFor(total, 1 << 14, [&](int64_t lo, int64_t hi) { e.apply(y, lo, hi); });
     return absl::OkStatus();
   });
 }
@@ -323,13 +366,14 @@ absl::StatusOr<PreparedStep> prepareConv(const KernelContext &c) {
 /// the buffers are really [N, spatial..., C] and only oneDNN may run it
 /// (an empty step otherwise, for prepareConv to go through im2col).
 absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
-                                                      bool oneDnnChannelsLast) {
+                                                      bool oneDnnChannelsLast,
+                                                      const ConvEpilogue &e) {
   DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
   DS_ASSIGN_OR_RETURN(ConvGeometry g, convGeometry(c, c.in[0], c.in[1], c.out[0]));
   if (c.in.size() == 3) DS_RETURN_IF_ERROR(c.expectShape(c.in[2], {g.m}, "bias"));
-  DS_ASSIGN_OR_RETURN(Clamp clamp, Clamp::fromStep(c));
+  const Clamp clamp = e.clamp;
 #ifdef DS_GEMM_ONEDNN
   bool constantWeight = false;
   if (c.hasAttr("constant_weight")) {
@@ -338,9 +382,23 @@ absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
   }
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.intsAttr("pads"));
   std::vector<int64_t> padEnd(pads.begin() + g.w.in.size(), pads.end());
-  if (g.w.n > 0 && g.w.outSize > 0 && c.in[0].numel > 0)
-    if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, constantWeight, oneDnnChannelsLast))
+  if (g.w.n > 0 && g.w.outSize > 0 && c.in[0].numel > 0) {
+    if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, e.addend, constantWeight,
+                                       oneDnnChannelsLast))
       return PreparedStep([conv] { return conv->run(); });
+    // oneDNN writes another layout than the addend's: the epilogue after.
+    if (e.addend)
+      if (auto conv = OneDnnConv::create(g, c, padEnd, Clamp{}, nullptr, constantWeight,
+                                         oneDnnChannelsLast)) {
+        float *y = c.out[0].as<float>();
+        const int64_t total = c.out[0].numel;
+        return PreparedStep([conv, e, y, total]() -> absl::Status {
+          DS_RETURN_IF_ERROR(conv->run());
+          parallelFor(total, 1 << 14, [&](int64_t lo, int64_t hi) { e.apply(y, lo, hi); });
+          return absl::OkStatus();
+        });
+      }
+  }
 #endif
   if (oneDnnChannelsLast) return PreparedStep();
   const float *x = c.in[0].as<float>(), *wt = c.in[1].as<float>();
@@ -359,9 +417,12 @@ absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
         if (bias)
           for (int64_t o = 0; o < g.mg; ++o)
             for (int64_t p = 0; p < w.outSize; ++p) yo[o * w.outSize + p] += bias[gi * g.mg + o];
-        if (clamp.active())
-          for (int64_t i = 0; i < g.mg * w.outSize; ++i)
-            yo[i] = std::min(std::max(yo[i], clamp.lo), clamp.hi);
+        if (e.addend || clamp.active()) {
+          // The addend in this (channels-first) result's layout.
+          const int64_t at = yo - y;
+          ConvEpilogue here{e.addend ? e.addend + at : nullptr, clamp};
+          here.apply(yo, 0, g.mg * w.outSize);
+        }
       }
     });
     return absl::OkStatus();

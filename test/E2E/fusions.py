@@ -26,8 +26,9 @@
 # with a division becomes ds.rms_norm, agreeing with --disable-fusion=norms
 # (1e-6) and PyTorch (1e-5).
 # Conv+BatchNorm (exported with BatchNormalization kept): the normalization
-# folds into the convolutions' weights and biases, agreeing with
-# --disable-fusion=batch-norm and PyTorch (1e-5).
+# folds into the convolutions' weights and biases and the residual add
+# into the second convolution, agreeing with --disable-fusion=batch-norm
+# and PyTorch (1e-5).
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import os
@@ -384,5 +385,8 @@ print("batch-norm: steps fused %d, unfused %d; vs unfused %.3g, vs PyTorch %.3g"
       % (steps(fbdump), steps(ubdump), relative_error(fb, ub), relative_error(fb, ref_b)))
 if "sub" in fbdump or "sqrt" in fbdump or "sqrt" not in ubdump:
     sys.exit("expected the normalization folded away (and kept with --disable-fusion=batch-norm)")
+# The residual add after the second convolution is its epilogue.
+if "addend=1" not in fbdump or " add(" in fbdump:
+    sys.exit("expected the residual add folded into the convolution (ds.conv's addend)")
 if relative_error(fb, ub) > 1e-5 or relative_error(fb, ref_b) > 1e-5:
     sys.exit("folded batch norm differs")

@@ -1,5 +1,6 @@
-// ds-fuse-epilogues: a relu, or a max/min with a constant scalar bound, that
-// is the only user of a conv becomes the conv's clip_min/clip_max.
+// ds-fuse-epilogues: a residual add, then a relu or a max/min with a
+// constant scalar bound, that is the only user of a conv becomes the conv's
+// addend, then its clip_min/clip_max.
 // RUN: ds-opt %s --ds-fuse-epilogues | FileCheck %s
 
 // CHECK-LABEL: func.func @relu
@@ -67,4 +68,32 @@ func.func @parameter_bounds(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) ->
   %a = ds.max %c, %lo : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
   %b = ds.min %a, %hi : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
   return %b : tensor<1x3x4x4xf32>
+}
+
+// ResNet's block: relu(conv(x) + identity); the identity (here a later
+// downsample convolution) moves before the convolution that now reads it.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[D:.+]] = ds.conv %arg0, %arg2 {dilations
+// CHECK-NEXT: %[[Y:.+]] = ds.conv %arg0, %arg1 addend %[[D]] {clip_min = 0.000000e+00 : f64
+// CHECK-NOT: ds.add
+// CHECK-NOT: ds.relu
+// CHECK: return %[[Y]]
+func.func @residual(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %wd: tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32> {
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %d = ds.conv %x, %wd {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %s = ds.add %c, %d : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %r = ds.relu %s : tensor<1x3x4x4xf32>
+  return %r : tensor<1x3x4x4xf32>
+}
+
+// An activation first and the add after: clamp(conv) + x is not
+// clamp(conv + x), so the add stays outside.
+// CHECK-LABEL: func.func @relu_then_add
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {clip_min = 0.000000e+00 : f64
+// CHECK-NEXT: ds.add %[[C]], %arg2
+func.func @relu_then_add(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32> {
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.relu %c : tensor<1x3x4x4xf32>
+  %s = ds.add %a, %r : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  return %s : tensor<1x3x4x4xf32>
 }

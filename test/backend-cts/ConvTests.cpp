@@ -353,3 +353,44 @@ CTS_TEST(ChannelsLast, "conv", "pool") {
                   {HostTensor::of(plan::I32, {1, 4, 4, 2}, std::vector<double>(32, 1))}, outs),
               "channels_last input must be f32");
 }
+
+// addend: clamp(conv(x) + bias + addend), the residual ds-fuse-epilogues
+// folds in, channels-first and channels-last, constant weights (oneDNN's
+// post-ops) or not: the convolution alone, then the add and the clamp.
+CTS_TEST(ConvAddend, "conv") {
+  for (const ConvCase &c : kConvCases)
+    for (bool last : {false, true})
+      for (bool constant : {false, true}) {
+        const Geometry &g = c.g;
+        Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, c.c / c.group}, g.kernel),
+              ys = cat({c.n, c.m}, g.out());
+        HostTensor x = f32(xs, sample(numel(xs), -1, 1, 200)),
+                   w = f32(ws, sample(numel(ws), -1, 1, 201)),
+                   r = f32(ys, sample(numel(ys), -1, 1, 202));
+        std::vector<HostTensor> ins{x, w};
+        if (c.bias) ins.push_back(f32({c.m}, sample(c.m, -1, 1, 203)));
+        Step base = g.attrs("conv").i("group", c.group);
+        HostTensor plain = run1(base, ins, plan::F32, ys);
+        std::vector<double> want = plain.values(), rv = r.values();
+        for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + rv[i], 0.0), 0.75);
+        Step step = base.i("addend", 1).f("clip_min", 0).f("clip_max", 0.75);
+        if (constant) step.i("constant_weight", 1);
+        ins.push_back(r);
+        if (last) {
+          ins[0] = moveChannels(x, true);
+          ins.back() = moveChannels(r, true);
+        }
+        HostTensor got = run1(last ? step.i("channels_last", 1) : step, ins, plan::F32,
+                              last ? moveChannels(plain, true).shape : ys);
+        expectClose(last ? moveChannels(got, false).values() : got.values(), want, 1e-5, 1e-6,
+                    "conv + addend " + shapeStr(xs) + " group " + std::to_string(c.group) +
+                        (last ? " channels_last" : "") + (constant ? " constant weight" : ""));
+      }
+  Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 2, 2, 2})};
+  expectError(run(g.attrs("conv").i("group", 1).i("addend", 1),
+                  {f32({1, 3, 4, 4}, sample(48, -1, 1, 204)), f32({2, 3, 3, 3}, sample(54, -1, 1, 205)),
+                   f32({1, 2, 2, 3}, sample(12, -1, 1, 206))},
+                  outs),
+              "addend");
+}

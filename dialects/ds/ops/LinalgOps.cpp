@@ -149,8 +149,8 @@ void AttentionOp::describeKernelStep(KernelStep &s) {
 
 LogicalResult ConvOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                      MutableArrayRef<Value> d) {
-  if (getClipMinAttr() || getClipMaxAttr())
-    return emitError("autodiff of a convolution with a fused activation: differentiate "
+  if (getClipMinAttr() || getClipMaxAttr() || getAddend())
+    return emitError("autodiff of a convolution with a fused epilogue: differentiate "
                      "before ds-fuse-epilogues");
   if (getChannelsLast())
     return emitError("autodiff of a channels-last convolution: differentiate before "
@@ -184,6 +184,7 @@ void ConvOp::describeKernelStep(KernelStep &s) {
   if (FloatAttr lo = getClipMinAttr()) s.setFloat("clip_min", lo.getValueAsDouble());
   if (FloatAttr hi = getClipMaxAttr()) s.setFloat("clip_max", hi.getValueAsDouble());
   if (getChannelsLast()) s.setInt("channels_last", 1);
+  if (getAddend()) s.setInt("addend", 1);
 }
 void ConvGradOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
 

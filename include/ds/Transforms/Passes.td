@@ -174,15 +174,19 @@ def FoldBatchNormPass : Pass<"ds-fold-batch-norm", "ModuleOp"> {
 }
 
 def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
-  let summary = "folds activations into the convolution that produces them";
+  let summary = "folds residual adds and activations into the convolution that produces them";
   let description = [{
-    A `ds.relu`, or a `ds.max` / `ds.min` with a known scalar bound (a
-    constant, or a one-element parameter that is not trained),
-    that is the only user of a `ds.conv` becomes the convolution's
-    `clip_min` / `clip_max`: the kernel clamps as it writes the result, so
-    the activation costs no pass over memory (ReLU, and Clip as PyTorch
-    exports ReLU6). Runs after autodiff: a training forward's convolution
-    result is also read by the backward, so it has other users and stays.
+    A `ds.add` of a value of the result's type (a residual) that is the
+    only user of a `ds.conv` becomes the convolution's `addend`; then a
+    `ds.relu`, or a `ds.max` / `ds.min` with a known scalar bound (a
+    constant, or a one-element parameter that is not trained), that is the
+    only user becomes its `clip_min` / `clip_max`: the kernel adds and
+    clamps as it writes the result (oneDNN post-ops), so neither costs a
+    pass over memory (ResNet's `relu(conv(x) + identity)`, ReLU, and Clip as
+    PyTorch exports ReLU6). Runs after ds-conv-channels-last, which moves
+    the layout transposes past the residual adds. Runs after autodiff: a
+    training forward's convolution result is also read by the backward, so
+    it has other users and stays.
 
     ```mlir
     %c = ds.conv %x, %w {...} : (...) -> tensor<1x4x8x8xf32>
@@ -194,6 +198,7 @@ def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
     ```
   }];
   let statistics = [
+    Statistic<"numResiduals", "num-residuals", "residual adds folded into convolutions">,
     Statistic<"numFused", "num-fused", "activations folded into convolutions">
   ];
 }

@@ -856,3 +856,12 @@ func.func @rms_norm_rank(%x: tensor<f32>) {
   %0 = ds.rms_norm %x {epsilon = 1.0e-5 : f32} : (tensor<f32>) -> tensor<f32>
   return
 }
+
+// -----
+
+// conv: the addend has the result's type.
+func.func @conv_addend(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: tensor<1x3x4x3xf32>) {
+  // expected-error@+1 {{addend must have the result's type}}
+  %0 = ds.conv %x, %w addend %r {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<1x3x4x3xf32>) -> tensor<1x3x4x4xf32>
+  return
+}

@@ -13,7 +13,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libabsl-dev libonnx-dev
   libopenblas-dev libdnnl-dev zlib1g-dev libzip-dev
   libopenmpi-dev openmpi-bin liburing-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev clang libclang-rt-14-dev
   python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
 )
 missing=()

@@ -81,6 +81,9 @@ struct ImportState {
   /// The model is the importer's own (read from a file): initializers'
   /// raw_data moves into the IR instead of being copied.
   bool consumeModel = false;
+  /// The inputs of the current node its handler read (by index): an input
+  /// a handler never reads would be dropped silently (OnnxImporter checks).
+  std::vector<bool> inputsRead;
 };
 
 /// The base of every op family's importer: references to the shared state
@@ -91,7 +94,8 @@ public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
         loc_(s.loc), values_(s.values), sequences_(s.sequences), dropoutKey_(s.dropoutKey),
-        dropoutStreams_(s.dropoutStreams), consumeModel_(s.consumeModel) {}
+        dropoutStreams_(s.dropoutStreams), consumeModel_(s.consumeModel),
+        inputsRead_(s.inputsRead) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
   template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
@@ -103,7 +107,12 @@ protected:
   InFlightDiagnostic nodeError(const onnx::NodeProto &) { return emitError(loc_); }
 
   // ---- values ----------------------------------------------------------------
+  /// Records that the handler reads input `i` (every input accessor does).
+  void markRead(int i) {
+    if (i >= 0 && static_cast<size_t>(i) < inputsRead_.size()) inputsRead_[i] = true;
+  }
   Value input(const onnx::NodeProto &n, int i) {
+    markRead(i);
     if (i >= n.input_size() || n.input(i).empty()) return nullptr;
     auto it = values_.find(n.input(i));
     return it == values_.end() ? nullptr : it->second;
@@ -361,6 +370,7 @@ protected:
   Value &dropoutKey_;
   int64_t &dropoutStreams_;
   bool consumeModel_;
+  std::vector<bool> &inputsRead_;
 };
 
 template <typename OpTy> LogicalResult NodeImporter::unary(const onnx::NodeProto &n) {

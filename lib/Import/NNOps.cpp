@@ -502,6 +502,9 @@ static std::string shortest(double v) {
 
 LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
+  // The ratio only matters in training mode (read below when it is on);
+  // otherwise Dropout is the identity whatever it says.
+  markRead(1);
   DS_TRY(isTest, intAttr(n, "is_test", 0));
   bool training = false;
   double ratio = 0.5;

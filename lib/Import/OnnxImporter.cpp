@@ -502,8 +502,17 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
                                      : " to " + std::to_string(schema->max_output()))
                              << " at opset " << opset_;
   }
+  state_.inputsRead.assign(n.input_size(), false);
   if (failed(handler(state_, n)))
     return failure();
+  // An input the handler never looked at would be lost silently: an
+  // operand of a newer opset than ds reads (an op gains inputs over
+  // opsets), or an extra one the schema check above could not catch.
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !state_.inputsRead[i])
+      return emitError(loc_) << "input " << i << " ('" << n.input(i) << "') is not read by ds's "
+                             << n.op_type() << " at opset " << opset_
+                             << ": ds does not support that input";
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values_.count(n.output(i)) &&
         !state_.sequences.count(n.output(i)))

@@ -31,6 +31,7 @@ public:
 
 private:
   FailureOr<SmallVector<Value>> sequence(const onnx::NodeProto &n, int i) {
+    markRead(i);
     auto it = i < n.input_size() ? sequences_.find(n.input(i)) : sequences_.end();
     if (it == sequences_.end()) {
       nodeError(n) << "input " << i << " must be a sequence (made by SplitToSequence, "

@@ -298,10 +298,11 @@ LogicalResult TensorImporter::slice(const onnx::NodeProto &n) {
     int64_t axis = axes[i];
     if (failed(normalizeAxis(n, axis, rank))) return failure();
     if (!seen.insert(axis).second) return nodeError(n) << "axis " << axis << " repeats";
-    int64_t dim = in[axis], step = steps[i];
-    if (step == 0) return nodeError(n) << "step is zero";
-    // ONNX clamping, done in a width that cannot overflow.
-    __int128 s = starts[i], e = ends[i];
+    int64_t dim = in[axis];
+    if (steps[i] == 0) return nodeError(n) << "step is zero";
+    // ONNX clamping, done in a width that cannot overflow (-INT64_MIN
+    // included).
+    __int128 s = starts[i], e = ends[i], step = steps[i];
     if (s < 0) s += dim;
     if (e < 0) e += dim;
     int64_t count;
@@ -315,7 +316,9 @@ LogicalResult TensorImporter::slice(const onnx::NodeProto &n) {
       count = s > e ? static_cast<int64_t>((s - e + (-step) - 1) / (-step)) : 0;
     }
     outStarts[axis] = count > 0 ? static_cast<int64_t>(s) : 0;
-    outSteps[axis] = step;
+    // With at most one element the step is never taken: 1, so no kernel
+    // meets a step whose negation or product overflows.
+    outSteps[axis] = count > 1 ? steps[i] : 1;
     shape[axis] = count;
   }
   auto t = RankedTensorType::get(shape, typeOf(x).getElementType());

@@ -555,6 +555,13 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
   if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                    "%s is not a regular file", path.c_str());
+  if (!llvm::sys::fs::status(path, st) &&
+      st.getSize() > static_cast<uint64_t>(maxConfigBytes()))
+    return llvm::createStringError(std::make_error_code(std::errc::file_too_large),
+                                   "%s is %llu bytes, over the limit of %lld for a config "
+                                   "(ds-opt --max-config-bytes raises it)",
+                                   path.c_str(), static_cast<unsigned long long>(st.getSize()),
+                                   static_cast<long long>(maxConfigBytes()));
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),

@@ -117,6 +117,19 @@ private:
                                   const llvm::StringSet<> &initializerNames);
   LogicalResult addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs);
   FailureOr<SmallVector<int64_t>> inputShape(const onnx::ValueInfoProto &vi, Location loc);
+  /// Fails naming `loc` when `shape` has more elements than --max-elements
+  /// (computed without overflow; negative dimensions are other checks').
+  LogicalResult checkElements(ArrayRef<int64_t> shape, Location loc) {
+    __int128 n = 1;
+    for (int64_t d : shape) {
+      if (d < 0) return success();
+      n *= d;
+      if (n > opts_.maxElements)
+        return emitError(loc) << "has more than " << opts_.maxElements
+                              << " elements (ds-opt --max-elements raises the limit)";
+    }
+    return success();
+  }
   func::FuncOp createMain(const GraphInputs &inputs);
   LogicalResult importInitializers(const onnx::GraphProto &g);
   LogicalResult importNodes(const onnx::GraphProto &g);
@@ -247,6 +260,7 @@ LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs
   if (failed(shape)) return failure();
   if (shape->size() > kMaxTensorRank)
     return emitError(loc) << "has rank over 1024";
+  if (failed(checkElements(*shape, loc))) return failure();
   inputs.argTypes.push_back(RankedTensorType::get(*shape, *elem));
   inputs.argNames.push_back(vi.name());
   return define(vi.name(), loc);
@@ -399,6 +413,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
     if (t.name().empty()) return emitError(loc) << "has no name";
     if (failed(define(t.name(), loc))) return failure();
     loc_ = loc;
+    if (failed(checkElements(SmallVector<int64_t>(t.dims().begin(), t.dims().end()), loc)))
+      return failure();
     FailureOr<TypedAttr> value = tensorAttr(t, loc);
     if (failed(value)) return failure();
     Type elem = cast<ShapedType>(value->getType()).getElementType();
@@ -505,6 +521,15 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   state_.inputsRead.assign(n.input_size(), false);
   if (failed(handler(state_, n)))
     return failure();
+  for (int i = 0; i < n.output_size(); ++i) {
+    auto it = n.output(i).empty() ? values_.end() : values_.find(n.output(i));
+    if (it == values_.end()) continue;
+    if (auto t = dyn_cast<RankedTensorType>(it->second.getType());
+        t && t.getNumElements() > opts_.maxElements)
+      return emitError(loc_) << "output " << i << " ('" << n.output(i) << "') has "
+                             << t.getNumElements() << " elements, over the limit of "
+                             << opts_.maxElements << " (ds-opt --max-elements raises it)";
+  }
   // An input the handler never looked at would be lost silently: an
   // operand of a newer opset than ds reads (an op gains inputs over
   // opsets), or an extra one the schema check above could not catch.

@@ -95,6 +95,15 @@ static llvm::cl::opt<int64_t>
                             "docs/security.md)"),
              llvm::cl::init(1000000), llvm::cl::cat(dsCategory));
 static llvm::cl::opt<int64_t>
+    maxElements("max-elements",
+                llvm::cl::desc("refuse tensors with more elements (inputs, initializers, every "
+                               "node's results; default 2^40)"),
+                llvm::cl::init(int64_t(1) << 40), llvm::cl::cat(dsCategory));
+static llvm::cl::opt<int64_t>
+    maxConfigBytes("max-config-bytes",
+                   llvm::cl::desc("refuse a ds_config.json larger than this (default 16 MiB)"),
+                   llvm::cl::init(int64_t(16) << 20), llvm::cl::cat(dsCategory));
+static llvm::cl::opt<int64_t>
     maxNesting("max-nesting",
                llvm::cl::desc("refuse ONNX text, JSON models and configs nested deeper (the "
                               "parsers recurse per level)"),
@@ -213,6 +222,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
     });
     mlir::ds::ImportOptions options;
     options.maxNodes = maxNodes;
+    options.maxElements = maxElements;
     for (const std::string &spec : inputShapes) {
       std::string error;
       if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error), nullptr;
@@ -442,9 +452,10 @@ int main(int argc, char **argv) {
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
   if (estimateZero != 0) return runEstimateZero();
-  if (maxNodes < 1 || maxNesting < 1)
-    return fail("--max-nodes and --max-nesting must be >= 1");
+  if (maxNodes < 1 || maxNesting < 1 || maxElements < 1 || maxConfigBytes < 1)
+    return fail("--max-nodes, --max-nesting, --max-elements and --max-config-bytes must be >= 1");
   mlir::ds::maxTextNesting() = maxNesting;
+  mlir::ds::maxConfigBytes() = maxConfigBytes;
   if (!maxMemory.empty()) {
     std::optional<unsigned long long> bytes = parseByteSize(maxMemory);
     if (!bytes)

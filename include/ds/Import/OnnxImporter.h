@@ -46,6 +46,10 @@ struct ImportOptions {
   /// Graphs with more nodes are refused (ds-opt --max-nodes): a bound on
   /// compile time and memory for files from elsewhere (docs/security.md).
   int64_t maxNodes = 1000000;
+  /// Tensors (initializers, inputs, every node's results) with more
+  /// elements are refused (ds-opt --max-elements): a shape typo or a hostile
+  /// file is an error, not an allocation of terabytes.
+  int64_t maxElements = int64_t(1) << 40;
 };
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.

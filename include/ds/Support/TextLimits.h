@@ -28,6 +28,16 @@ inline int64_t &maxTextNesting() {
   return limit;
 }
 
+/// Largest ds_config.json read by default: DeepSpeed configs are a few
+/// KiB; a huge file is a mistake or an attack on the parser's memory.
+constexpr int64_t kMaxConfigBytes = int64_t(16) << 20;
+
+/// The limit in force (ds-opt --max-config-bytes sets it).
+inline int64_t &maxConfigBytes() {
+  static int64_t limit = kMaxConfigBytes;
+  return limit;
+}
+
 /// An error message when `text` nests brackets ((, [, {, <) deeper than
 /// `limit` (outside double-quoted strings), naming the line; "" otherwise.
 inline std::string checkNesting(llvm::StringRef text, int64_t limit = maxTextNesting()) {

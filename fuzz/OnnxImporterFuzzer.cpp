@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "ds/Import/OnnxImporter.h"
+#include "ds/Import/TorchParameters.h"
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
 #include "ds/Pipelines/Pipelines.h"
@@ -28,6 +29,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }();
   mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
   mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) { return mlir::success(); });
+  // Training's edits from the exporter's records (TorchParameters.h), on a
+  // copy: metadata strings and tables are untrusted too.
+  {
+    onnx::ModelProto copy = model;
+    mlir::ds::ParameterRecoveryOptions recovery;
+    recovery.edit = true;
+    recovery.modelDir = "/nonexistent-fuzz-dir";
+    if (auto r = mlir::ds::recoverParameters(copy, recovery); !r) llvm::consumeError(r.takeError());
+  }
   mlir::ds::ImportOptions options;
   // External data resolves beneath a directory that holds nothing.
   auto module = mlir::ds::importOnnxModel(&context, model, "/nonexistent-fuzz-dir/model.onnx", options);

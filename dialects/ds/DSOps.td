@@ -717,12 +717,15 @@ def DS_GatherOp : DS_Op<"gather",
   let description = [{
     `result = data[:axis] ++ indices.shape ++ data[axis+1:]`, as ONNX
     `Gather`; negative indices count from the end. Indices out of range
-    are a run-time error.
+    are a run-time error. `padding_idx` (PyTorch's `Embedding(padding_idx)`,
+    read from the exporter's records) changes only the gradient: that
+    slice of `data` gets none.
 
     **Constraints:**
     - `data` has rank >= 1 and `axis` is in [0, rank).
   }];
-  let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins DS_Tensor:$data, DS_IndexTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
@@ -910,14 +913,15 @@ def DS_GatherGradOp : DS_Op<"gather_grad", [Pure], DS_OwnStep> {
   let description = [{
     The adjoint of `gather` (an embedding's weight gradient): a zero tensor
     of the result type into which each slice of `dy` is added at its index.
-    Repeated indices accumulate.
+    Repeated indices accumulate; slices at `padding_idx` are left out.
 
     **Constraints:**
     - `axis` is in [0, rank of the result).
     - `dy` has shape `result[:axis] ++ indices.shape ++ result[axis+1:]` and
       the result's element type.
   }];
-  let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$dy, I64Attr:$axis);
+  let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$dy, I64Attr:$axis,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

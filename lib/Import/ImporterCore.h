@@ -29,6 +29,7 @@
 #include "dialects/ds/DSOps.h"
 #include "ds/Import/OnnxImporter.h"
 #include "ds/Import/OnnxModelFile.h"
+#include "ds/Import/TorchParameters.h"
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Transforms/Passes.h"
 #include "mlir/IR/AsmState.h"
@@ -78,6 +79,8 @@ struct ImportState {
   /// first one) and the streams handed out, one per Dropout.
   Value dropoutKey;
   int64_t dropoutStreams = 0;
+  /// Which initializers are parameters, by the exporter's records.
+  const ParameterRecovery *recovery = nullptr;
   /// The model is the importer's own (read from a file): initializers'
   /// raw_data moves into the IR instead of being copied.
   bool consumeModel = false;

@@ -34,7 +34,11 @@ LogicalResult IndexingImporter::gather(const onnx::NodeProto &n) {
   DS_TRY(idx, required(n, 1));
   DS_TRY(axis, intAttr(n, "axis", 0));
   if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
-  DS_TRY(y, build<GatherOp>({data, idx}, {i64Attr("axis", axis)}));
+  SmallVector<NamedAttribute> attrs = {i64Attr("axis", axis)};
+  // An embedding with a padding row: no gradient for that row (training).
+  if (std::optional<int64_t> padding = torchPaddingIndex(n); padding && axis == 0)
+    attrs.push_back(i64Attr("padding_idx", *padding));
+  DS_TRY(y, build<GatherOp>({data, idx}, attrs));
   setOutput(n, 0, y);
   return success();
 }

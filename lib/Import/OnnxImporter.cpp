@@ -20,6 +20,7 @@
 
 #include "ImporterCore.h"
 #include "ds/Import/OnnxModelFile.h"
+#include "ds/Import/TorchParameters.h"
 #include "runtime/io/Npy.h"
 #include "ds/Plan/KernelBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -354,60 +355,14 @@ func::FuncOp OnnxImporter::createMain(const GraphInputs &inputs) {
   return mainFunc;
 }
 
-/// The graph's metadata_props (GraphProto field 16, newer than the ONNX
-/// this is built against, so read from the unknown fields when the
-/// descriptor lacks it).
-static std::vector<onnx::StringStringEntryProto> graphMetadata(const onnx::GraphProto &g) {
-  std::vector<onnx::StringStringEntryProto> out;
-  const auto *refl = g.GetReflection();
-  if (const auto *f = g.GetDescriptor()->FindFieldByName("metadata_props")) {
-    for (int i = 0; i < refl->FieldSize(g, f); ++i) {
-      onnx::StringStringEntryProto e;
-      if (e.ParseFromString(refl->GetRepeatedMessage(g, f, i).SerializeAsString()))
-        out.push_back(e);
-    }
-    return out;
-  }
-  const google::protobuf::UnknownFieldSet &unknown = refl->GetUnknownFields(g);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const google::protobuf::UnknownField &f = unknown.field(i);
-    onnx::StringStringEntryProto e;
-    if (f.number() == 16 && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
-        e.ParseFromString(f.length_delimited()))
-      out.push_back(e);
-  }
-  return out;
-}
-
-/// Initializers PyTorch 2's exporter says are not parameters: its graph
-/// signature (metadata "pkg.torch.export.ExportedProgram.graph_signature")
-/// lists each graph input as `name: PARAMETER target='module.path'`, or
-/// BUFFER (rotary inverse frequencies, running statistics) or
-/// CONSTANT_TENSOR, and the exporter names initializers by their target.
-static llvm::StringSet<> torchNonParameters(const onnx::GraphProto &g) {
-  llvm::StringSet<> names;
-  for (const auto &e : graphMetadata(g)) {
-    if (e.key() != "pkg.torch.export.ExportedProgram.graph_signature") continue;
-    llvm::SmallVector<llvm::StringRef> lines;
-    llvm::StringRef(e.value()).split(lines, '\n');
-    for (llvm::StringRef line : lines) {
-      for (llvm::StringRef kind : {": BUFFER target='", ": CONSTANT_TENSOR target='"}) {
-        size_t at = line.find(kind);
-        if (at == llvm::StringRef::npos) continue;
-        llvm::StringRef rest = line.drop_front(at + kind.size());
-        names.insert(rest.take_until([](char c) { return c == '\''; }));
-      }
-    }
-  }
-  return names;
-}
-
 // Initializers: float tensors are parameters (weights); the rest are
 // constants (index tables, shapes) that folding may use. A float
-// initializer PyTorch's exporter marks as a buffer or constant is a
-// ds.parameter with `ds.buffer`, which training does not update.
+// initializer that is not a parameter by the exporter's records
+// (TorchParameters.h) is a ds.parameter with `ds.buffer`, which training
+// does not update; an untied copy is `ds.untied`, never tied by value.
 LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
-  llvm::StringSet<> buffers = torchNonParameters(g);
+  static const ParameterRecovery none;
+  const ParameterRecovery &recovered = state_.recovery ? *state_.recovery : none;
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "'"));
     if (t.name().empty()) return emitError(loc) << "has no name";
@@ -420,7 +375,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
     Type elem = cast<ShapedType>(value->getType()).getElementType();
     if (isa<FloatType>(elem)) {
       auto param = ParameterOp::create(b_, loc, t.name(), *value);
-      if (buffers.contains(t.name())) param->setAttr("ds.buffer", b_.getUnitAttr());
+      if (recovered.heldConstant.contains(t.name())) param->setAttr("ds.buffer", b_.getUnitAttr());
+      if (recovered.neverTie.contains(t.name())) param->setAttr("ds.untied", b_.getUnitAttr());
       values_[t.name()] = param.getResult();
     } else
       values_[t.name()] = ConstantOp::create(b_, loc, *value).getResult();
@@ -626,15 +582,53 @@ bool mlir::ds::parseBindInputSpec(StringRef spec, ImportOptions &options, std::s
   return true;
 }
 
-static OwningOpRef<ModuleOp> importModel(MLIRContext *context, const onnx::ModelProto &model,
+static bool editsModel(const ImportOptions &options) {
+  return options.training || !options.untie.empty() || !options.tie.empty();
+}
+
+/// Training recovers the parameters PyTorch trains from the exporter's
+/// records (editing `model`); inference only reads which are buffers.
+static FailureOr<ParameterRecovery> recover(MLIRContext *context, onnx::ModelProto &model,
+                                            const std::string &path, const ImportOptions &options,
+                                            bool edit) {
+  ParameterRecoveryOptions ro;
+  ro.edit = edit;
+  ro.tie = options.tie;
+  ro.untie = options.untie;
+  ro.modelDir = llvm::sys::path::parent_path(path).str();
+  if (ro.modelDir.empty()) ro.modelDir = ".";
+  Location loc = FileLineColLoc::get(context, path, 0, 0);
+  auto r = recoverParameters(model, ro);
+  if (!r) {
+    emitError(loc) << llvm::toString(r.takeError());
+    return failure();
+  }
+  for (const std::string &note : r->notes) emitRemark(loc) << note;
+  return std::move(*r);
+}
+
+static OwningOpRef<ModuleOp> importModel(MLIRContext *context, onnx::ModelProto &model,
                                          const std::string &path, const ImportOptions &options,
                                          bool consume) {
   context->loadDialect<DSDialect, func::FuncDialect>();
+  FailureOr<ParameterRecovery> recovered =
+      recover(context, model, path, options, editsModel(options));
+  if (failed(recovered)) return nullptr;
   ImportState state(context, options, path);
   state.consumeModel = consume;
+  state.recovery = &*recovered;
   OnnxImporter importer(state);
   OwningOpRef<ModuleOp> module = importer.run(model);
   if (!module) return nullptr;
+  // Renamed initializers, for the copy of the source model a training
+  // plan keeps (ds-opt reads it again without the trained weights' data).
+  if (!recovered->renamed.empty()) {
+    Builder b(context);
+    SmallVector<NamedAttribute> renamed;
+    for (const auto &[from, to] : recovered->renamed)
+      renamed.push_back(b.getNamedAttr(from, b.getStringAttr(to)));
+    (*module)->setAttr("ds.renamed_initializers", b.getDictionaryAttr(renamed));
+  }
   // Constants used only to compute shapes, and parameters nothing reads.
   SmallVector<Operation *> dead;
   module->walk([&](Operation *op) {
@@ -648,7 +642,12 @@ OwningOpRef<ModuleOp> mlir::ds::importOnnxModel(MLIRContext *context,
                                                 const onnx::ModelProto &model,
                                                 const std::string &path,
                                                 const ImportOptions &options) {
-  return importModel(context, model, path, options, /*consume=*/false);
+  // Only training edits the model (recovering its parameters): then on a copy.
+  if (!editsModel(options))
+    return importModel(context, const_cast<onnx::ModelProto &>(model), path, options,
+                       /*consume=*/false);
+  onnx::ModelProto copy = model;
+  return importModel(context, copy, path, options, /*consume=*/false);
 }
 
 OwningOpRef<ModuleOp> mlir::ds::importOnnxFile(MLIRContext *context, const std::string &path,

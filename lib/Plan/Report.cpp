@@ -185,6 +185,9 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       total += n;
     }
     os << "trained parameters: " << r.trained.size() << " tensors, " << total << " elements\n";
+    // Names as long as PyTorch's module paths: the column fits the longest.
+    size_t width = 24;
+    for (const auto &[name, shape] : r.trained) width = std::max(width, name.size());
     for (const auto &[name, shape] : r.trained) {
       int64_t n = 1;
       std::string dims;
@@ -192,8 +195,8 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
         n *= d;
         dims += (dims.empty() ? "" : "x") + std::to_string(d);
       }
-      os << llvm::format("  %-48s %-16s %12lld\n", name.c_str(), dims.c_str(),
-                         static_cast<long long>(n));
+      os << "  " << name << std::string(width - name.size() + 1, ' ')
+         << llvm::format("%-16s %12lld\n", dims.c_str(), static_cast<long long>(n));
     }
     if (r.precision != "fp32") {
       // DeepSpeed's mixed-precision accounting (ZeRO paper): 16-bit

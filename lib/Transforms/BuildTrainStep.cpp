@@ -172,7 +172,9 @@ private:
       // them (weights are not copied: ds-opt's memory stays one model).
       ArrayRef<uint8_t> bytes;
       std::shared_ptr<std::vector<uint8_t>> owned;
-      if (tieWeights && isFloat && !frozenSet.contains(name)) {
+      // Untied copies (TorchParameters.h) hold equal values on purpose.
+      bool tieable = tieWeights && isFloat && !frozenSet.contains(name) && !p->hasAttr("ds.untied");
+      if (tieable) {
         if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
           bytes = *view;
         } else {
@@ -209,7 +211,7 @@ private:
       p.replaceAllUsesWith(load.getResult());
       p.erase();
       params_.push_back({name, global});
-      if (tieWeights)
+      if (tieable)
         seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned});
     }
     if (params_.empty())

@@ -240,6 +240,14 @@ absl::StatusOr<PreparedStep> prepareGatherGrad(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectShape(dy, want, "dy"));
   int64_t outer = product(out.shape, 0, axis), dim = out.shape[axis];
   int64_t inner = product(out.shape, axis + 1, out.shape.size()), nIdx = idx.numel;
+  // PyTorch's Embedding(padding_idx): that row gets no gradient.
+  int64_t padding = INT64_MIN;
+  if (c.hasAttr("padding_idx")) {
+    DS_ASSIGN_OR_RETURN(padding, c.intAttr("padding_idx"));
+    if (padding < -dim || padding >= dim)
+      return c.error(absl::StrCat("padding_idx ", padding, " is out of range for ", dim));
+    if (padding < 0) padding += dim;
+  }
   std::string where(c.error("").message());
   return PreparedStep([=]() -> absl::Status {
     for (int64_t j = 0; j < nIdx; ++j) {
@@ -257,6 +265,7 @@ absl::StatusOr<PreparedStep> prepareGatherGrad(const KernelContext &c) {
         for (int64_t j = 0; j < nIdx; ++j) {
           int64_t v = labelAt(idx, j);
           if (v < 0) v += dim;
+          if (v == padding) continue;
           float *dst = o + (a * dim + v) * inner;
           const float *src = g + (a * nIdx + j) * inner;
           for (int64_t i = lo; i < hi; ++i) dst[i] += src[i];

@@ -207,6 +207,19 @@ CTS_TEST(GatherGrad, "gather_grad") {
   expectError(run(Step("gather_grad").i("axis", 0), {i64({2}, {0, 1}), f64({2, 2}, {1, 1, 1, 1})}, outs), "dy must be f32");
   expectError(run(Step("gather_grad").i("axis", 0), {f32({2}, {0, 1}), f32({2, 2}, {1, 1, 1, 1})}, outs),
               "indices must be i32 or i64");
+
+  // padding_idx (PyTorch's Embedding(padding_idx)): that row gets nothing,
+  // also when reached by a negative index; the others add up as before.
+  HostTensor pad = run1(Step("gather_grad").i("axis", 0).i("padding_idx", 2),
+                        {i64({5}, {2, 1, -3, 1, 4}), f32({5, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10})},
+                        plan::F32, {5, 2});
+  expectClose(pad.values(), {0, 0, 10, 12, 0, 0, 0, 0, 9, 10}, 0, 0, "gather_grad padding_idx");
+  HostTensor padNeg = run1(Step("gather_grad").i("axis", 0).i("padding_idx", -1),
+                           {i64({3}, {4, 0, 4}), f32({3, 2}, {1, 2, 3, 4, 5, 6})}, plan::F32, {5, 2});
+  expectClose(padNeg.values(), {3, 4, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 0, "gather_grad padding_idx -1");
+  expectError(run(Step("gather_grad").i("axis", 0).i("padding_idx", 5),
+                  {i64({2}, {0, 1}), f32({2, 2}, {1, 1, 1, 1})}, outs),
+              "padding_idx 5 is out of range for 5");
 }
 
 CTS_TEST(InsertSlice, "insert_slice") {

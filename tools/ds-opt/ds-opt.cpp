@@ -9,6 +9,8 @@
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Import/OnnxImporter.h"
 #include "ds/Import/OnnxModelFile.h"
+#include "ds/Import/TorchParameters.h"
+#include "llvm/Support/Path.h"
 #include <set>
 #include "ds/InitAll.h"
 #include "ds/Plan/EmitPlan.h"
@@ -157,6 +159,17 @@ static llvm::cl::opt<std::string> parametersFile(
                    "initializer with more than one element"),
     llvm::cl::value_desc("FILE"), llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string>
+    tieNames("tie",
+             llvm::cl::desc("keep an initializer that several layers read as one parameter "
+                            "(by default an exporter's merge of equal scales or biases is "
+                            "untied; repeatable)"),
+             llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string>
+    untieNames("untie",
+               llvm::cl::desc("train an initializer that several nodes read as one parameter "
+                              "per node, and never tie it to an equal one (repeatable)"),
+               llvm::cl::value_desc("NAME"), llvm::cl::cat(trainCategory));
+static llvm::cl::list<std::string>
     gradInputs("grad-input",
                llvm::cl::desc("graph input whose gradient train_step also returns (repeatable)"),
                llvm::cl::cat(trainCategory));
@@ -261,6 +274,8 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
         return fail(error), nullptr;
     }
     if (!lossKind.empty()) options.training = true;
+    options.tie.assign(tieNames.begin(), tieNames.end());
+    options.untie.assign(untieNames.begin(), untieNames.end());
     OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
     if (!module) fail("cannot import " + inputFilename);
     return module;
@@ -376,13 +391,30 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
 }
 
 /// Training plans carry the source model (trained weights stripped) so
-/// ds-run --export-onnx can write it back with the trained values.
-static int attachSourceModel(::ds::rt::PlanWriter &writer, const std::string &inputFilename) {
+/// ds-run --export-onnx can write it back with the trained values: the
+/// model as imported, so the parameters recovered from the exporter's
+/// records (TorchParameters.h) are recovered again on this copy.
+static int attachSourceModel(ModuleOp module, ::ds::rt::PlanWriter &writer,
+                             const std::string &inputFilename) {
   std::set<std::string> bound;
   for (const auto &b : writer.plan().training().export_bindings()) bound.insert(b.initializer());
-  auto model = mlir::ds::readModelWithoutData(
-      inputFilename, [&](const std::string &name) { return bound.count(name) > 0; });
+  llvm::StringMap<std::string> renamed;
+  if (auto r = module->getAttrOfType<DictionaryAttr>("ds.renamed_initializers"))
+    for (NamedAttribute a : r)
+      if (auto to = dyn_cast<StringAttr>(a.getValue())) renamed[a.getName()] = to.str();
+  auto model = mlir::ds::readModelWithoutData(inputFilename, [&](const std::string &name) {
+    auto it = renamed.find(name);
+    return bound.count(name) > 0 || (it != renamed.end() && bound.count(it->second) > 0);
+  });
   if (!model) return fail(llvm::toString(model.takeError()));
+  mlir::ds::ParameterRecoveryOptions recovery;
+  recovery.edit = true;
+  recovery.tie.assign(tieNames.begin(), tieNames.end());
+  recovery.untie.assign(untieNames.begin(), untieNames.end());
+  recovery.modelDir = llvm::sys::path::parent_path(inputFilename).str();
+  if (recovery.modelDir.empty()) recovery.modelDir = ".";
+  if (auto r = mlir::ds::recoverParameters(*model, recovery); !r)
+    return fail(llvm::toString(r.takeError()));
   std::string bytes;
   if (!model->SerializeToString(&bytes)) return fail("cannot serialize the source model");
   writer.plan().set_onnx_graph(bytes);
@@ -407,7 +439,7 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
   if (failed(mlir::ds::emitPlan(module, emitOptions, writer)))
     return 1;
   if (onnx && writer.plan().has_training())
-    if (int rc = attachSourceModel(writer, inputFilename)) return rc;
+    if (int rc = attachSourceModel(module, writer, inputFilename)) return rc;
   absl::Status st = writer.write(outputFilename);
   if (!st.ok()) return fail(std::string(st.message()));
   return 0;

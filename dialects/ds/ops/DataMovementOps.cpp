@@ -182,7 +182,7 @@ void SplitOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 LogicalResult GatherOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                        MutableArrayRef<Value> d) {
   d[0] = GatherGradOp::create(gb.b(), gb.loc(), typeOf(getOperand(0)), getIndices(), dres[0],
-                              getAxisAttr());
+                              getAxisAttr(), getPaddingIdxAttr());
   return success();
 }
 
@@ -194,7 +194,10 @@ LogicalResult GatherElementsOp::buildGradients(GradientBuilder &gb, ArrayRef<Val
 }
 
 void GatherOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
-void GatherGradOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
+void GatherGradOp::describeKernelStep(KernelStep &s) {
+  s.setInt("axis", getAxis());
+  if (auto p = getPaddingIdx()) s.setInt("padding_idx", *p);
+}
 void GatherElementsOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 void GatherElementsGradOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 

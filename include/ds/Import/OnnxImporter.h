@@ -3,6 +3,7 @@
 #define DS_IMPORT_ONNXIMPORTER_H
 
 #include <string>
+#include <vector>
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -50,6 +51,9 @@ struct ImportOptions {
   /// elements are refused (ds-opt --max-elements): a shape typo or a hostile
   /// file is an error, not an allocation of terabytes.
   int64_t maxElements = int64_t(1) << 40;
+  /// ds-opt --tie / --untie: initializers kept as one parameter / split per
+  /// reader (TorchParameters.h).
+  std::vector<std::string> tie, untie;
 };
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.

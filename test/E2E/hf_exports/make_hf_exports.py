@@ -5,12 +5,20 @@ that test/E2E/hf_exports.py trains ds against (CI has no PyTorch 2.x).
     bench/.venv/bin/python test/E2E/hf_exports/make_hf_exports.py
 
 For each of GPT-2, Llama (GQA, RoPE) and BERT-MLM, tiny and randomly
-initialized: exports it with PyTorch 2's exporter as a user would
-(`torch.onnx.export(..., dynamo=True, optimize=False)`, opset 18), writes
+initialized: exports it with PyTorch 2's exporter both ways a user would
+(`torch.onnx.export(..., dynamo=True)` with optimize=False -> NAME.onnx
+and with the default optimize=True -> NAME_opt.onnx, opset 18), writes
 next-token (masked-LM: same-position) data, and trains the PyTorch model
 20 steps the way DeepSpeed would with the config below (AdamW, WarmupLR,
-clipping 1.0); writes NAME.onnx, NAME.npz (data) and NAME.json (config,
-losses, versions).
+clipping 1.0); writes NAME.npz (data) and NAME.json (config, losses,
+versions; NAME_opt.json the same for the optimized export) and
+NAME_trained_logits.npy (the trained model's logits on the first batch).
+
+Node metadata is mostly stack traces and means nothing to ds; the FX node
+of each node (`pkg.torch.onnx.fx_node`, which placeholders fed it) is what
+ds reads to recover the parameters the optimizer folded and merged (and
+embeddings' padding rows), so it stays, as the exporter writes it; so does
+the graph's metadata (the export signature).
 """
 import json
 import os
@@ -46,13 +54,18 @@ class Logits(torch.nn.Module):
 
 
 def models():
+    # Seeded before each construction: transformers initializes weights
+    # when it builds a model (init_weights may leave some as built).
+    torch.manual_seed(10)
     yield "gpt2", tf.GPT2LMHeadModel(tf.GPT2Config(
         vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)), {"use_cache": False}, True
+    torch.manual_seed(11)
     yield "llama", tf.LlamaForCausalLM(tf.LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ)), \
         {"use_cache": False}, True
+    torch.manual_seed(12)
     yield "bert", tf.BertForMaskedLM(tf.BertConfig(
         vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
@@ -72,25 +85,36 @@ def main():
         tokens = rng.integers(0, VOCAB, (BATCH * STEPS, SEQ + 1)).astype(np.int64)
         data = {"ids": tokens[:, :-1].copy(),
                 "labels": tokens[:, 1:].copy() if causal else tokens[:, :-1].copy()}
-        onnx_path = os.path.join(HERE, name + ".onnx")
-        torch.onnx.export(wrapped.eval(), (torch.zeros(BATCH, SEQ, dtype=torch.long),), onnx_path,
-                          input_names=["ids"], output_names=["logits"], opset_version=18,
-                          dynamo=True, optimize=False, external_data=False)
-        # Node metadata (stack traces, FX node names) is most of the file and
-        # means nothing to ds; the graph's (the export signature) stays.
-        m = onnx.load(onnx_path)
-        for node in m.graph.node:
-            del node.metadata_props[:]
-            node.doc_string = ""
-        onnx.save(m, onnx_path)
+        for optimize, suffix in ((False, ""), (True, "_opt")):
+            onnx_path = os.path.join(HERE, name + suffix + ".onnx")
+            torch.onnx.export(wrapped.eval(), (torch.zeros(BATCH, SEQ, dtype=torch.long),),
+                              onnx_path, input_names=["ids"], output_names=["logits"],
+                              opset_version=18, dynamo=True, optimize=optimize,
+                              external_data=False)
+            m = onnx.load(onnx_path)
+            for node in m.graph.node:
+                keep = [(e.key, e.value) for e in node.metadata_props
+                        if e.key == "pkg.torch.onnx.fx_node"]
+                del node.metadata_props[:]
+                for k, v in keep:
+                    node.metadata_props.add(key=k, value=v)
+                node.doc_string = ""
+            onnx.save(m, onnx_path)
         np.savez(os.path.join(HERE, name + ".npz"), **data)
         losses = train_torch(wrapped.train(), CONFIG, data, STEPS, lm_loss)
-        record = {"config": CONFIG, "steps": STEPS, "losses": [float(l) for l in losses],
-                  "parameters": sum(p.numel() for p in model.parameters()),
-                  "export": "torch.onnx.export(dynamo=True, optimize=False, opset_version=18)",
-                  "torch": torch.__version__, "transformers": tf.__version__}
-        with open(os.path.join(HERE, name + ".json"), "w") as f:
-            json.dump(record, f, indent=1)
+        # The trained model's logits on the first batch: what the ONNX file
+        # ds exports after the same 20 steps must compute.
+        with torch.no_grad():
+            trained = wrapped.eval()(torch.from_numpy(data["ids"][:BATCH])).numpy()
+        np.save(os.path.join(HERE, name + "_trained_logits.npy"), trained.astype(np.float32))
+        for optimize, suffix in ((False, ""), (True, "_opt")):
+            record = {"config": CONFIG, "steps": STEPS, "losses": [float(l) for l in losses],
+                      "parameters": sum(p.numel() for p in model.parameters()),
+                      "export": "torch.onnx.export(dynamo=True, optimize=%s, opset_version=18)"
+                                % optimize,
+                      "torch": torch.__version__, "transformers": tf.__version__}
+            with open(os.path.join(HERE, name + suffix + ".json"), "w") as f:
+                json.dump(record, f, indent=1)
         print(name, record["parameters"], "parameters, losses", record["losses"][:3], "...")
 
 

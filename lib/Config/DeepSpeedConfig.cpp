@@ -296,6 +296,28 @@ llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
     return top.error("communication_data_type",
                      "expected \"fp32\", \"fp16\" or \"bf16\", got \"" + comm + "\"");
   if (!comm.empty()) p.communication = *parseDtypeName(lower);
+  // data_types.grad_accum_dtype: the gradient accumulators' type, the
+  // training type unless said otherwise (DeepSpeed's engine).
+  p.gradAccum = p.kind;
+  if (const json::Object *o = section(top, "data_types", err)) {
+    Reader r(o, "data_types", top.file());
+    std::string accum;
+    DS_CHECK(r.string("grad_accum_dtype", accum));
+    std::string l = llvm::StringRef(accum).lower();
+    if (!accum.empty()) {
+      auto kind = parseDtypeName(l);
+      if (!kind)
+        return r.error("grad_accum_dtype",
+                       "expected \"fp32\", \"fp16\" or \"bf16\", got \"" + accum + "\"");
+      if (*kind != PrecisionConfig::Kind::FP32 && *kind != p.kind)
+        return r.error("grad_accum_dtype",
+                       "is " + l + " but the model trains in " + precisionName(p.kind) +
+                           " (gradients accumulate in the training type or in fp32)");
+      p.gradAccum = *kind;
+    }
+    DS_CHECK(r.finish());
+  }
+  if (err) return err;
   return llvm::Error::success();
 }
 

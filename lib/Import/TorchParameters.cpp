@@ -529,9 +529,8 @@ llvm::Error Recovery::foldedTables() {
   for (const std::string &t : parameterTargets_)
     if (!covered.count(t)) lost.push_back(t);
   if (!lost.empty() && lookups.empty())
-    r_.notes.push_back("parameters of the exporter's signature not found in the graph (folded "
-                       "or removed by its optimizer; export with optimize=False to train "
-                       "them): " +
+    r_.notes.push_back("parameters the exporter's signature lists that no node reads (tied to "
+                       "another parameter, or folded or removed by the exporter's optimizer): " +
                        llvm::join(lost, ", "));
   return llvm::Error::success();
 }

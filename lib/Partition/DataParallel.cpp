@@ -106,7 +106,6 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
   /// in the forward and again in the backward.
   LogicalResult partitionParameters(ModuleOp module, ArrayRef<Operation *> updates,
                                     ArrayAttr axes, llvm::SmallPtrSetImpl<Operation *> &blocked) {
-    MLIRContext *ctx = module.getContext();
     for (Operation *u : updates) {
       // Small parameters persist: whole on every rank, no gathers.
       if (cast<RankedTensorType>(u->getOperand(0).getType()).getNumElements() <
@@ -116,6 +115,32 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       auto pl = u->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
       if (!pl) return u->emitError("ZeRO-3 expects the parameter read from its global");
       StringRef name = pl.getGlobal().getLeafReference();
+      // Mixed precision: the update reads the fp32 master (a block from
+      // stage 1 on, below); the model reads the 16-bit copy, which is what
+      // stage 3 partitions and gathers, in 16 bits.
+      if (std::string copy = workingCopyOf(name); !copy.empty()) name = symbolName(module, copy);
+      blockGlobal(module, name, axes, /*gatherUses=*/true);
+    }
+    return success();
+  }
+
+  /// The 16-bit working copy `param:X` of a master weight `master:X`
+  /// (ds-half-model-states), or "" for a parameter that is its own master.
+  static std::string workingCopyOf(StringRef global) {
+    if (!global.starts_with("master:")) return "";
+    return ("param:" + global.drop_front(strlen("master:"))).str();
+  }
+  /// The interned name of a global (StringRefs into the symbol table stay valid).
+  static StringRef symbolName(ModuleOp module, const std::string &name) {
+    return module.lookupSymbol<ml_program::GlobalOp>(name).getSymName();
+  }
+
+  /// Stores a global as one block per rank (its whole initial value kept in
+  /// ds.full_value for the plan); with `gatherUses`, every load outside
+  /// the optimizer step is all-gathered right before each use.
+  void blockGlobal(ModuleOp module, StringRef name, ArrayAttr axes, bool gatherUses) {
+    MLIRContext *ctx = module.getContext();
+    {
       auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
       auto pt = cast<RankedTensorType>(g.getType());
       auto bt = RankedTensorType::get({blockOf(pt.getNumElements())}, pt.getElementType());
@@ -128,6 +153,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         if (l.getGlobal().getLeafReference() == name) loads.push_back(l);
       });
       shrinkGlobal(module, name, bt);
+      if (!gatherUses) return;
       for (auto l : loads) {
         auto f = l->getParentOfType<func::FuncOp>();
         if (f.getSymName() == "optimizer_step") continue; // updates the block
@@ -149,7 +175,38 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         }
       }
     }
-    return success();
+  }
+
+  /// After a mixed-precision update on blocks: the rounded copy of the new
+  /// master block is stored to the 16-bit parameter, all-gathered (in 16
+  /// bits) into the whole tensor unless the parameter itself is a block.
+  void storeWorkingCopies(ModuleOp module, Value newMaster, RankedTensorType whole,
+                          ArrayAttr axes) {
+    auto mt = cast<RankedTensorType>(newMaster.getType());
+    for (Operation *user : llvm::make_early_inc_range(newMaster.getUsers())) {
+      auto c = dyn_cast<CastOp>(user);
+      if (!c) continue;
+      Type half = cast<RankedTensorType>(c.getType()).getElementType();
+      auto bt = RankedTensorType::get(mt.getShape(), half);
+      c.getResult().setType(bt);
+      for (Operation *su : llvm::make_early_inc_range(c->getUsers())) {
+        auto s = dyn_cast<ml_program::GlobalStoreOp>(su);
+        if (!s) continue;
+        auto g = module.lookupSymbol<ml_program::GlobalOp>(s.getGlobal().getLeafReference());
+        if (cast<RankedTensorType>(g.getType()) == bt) continue; // stage 3: a block
+        OpBuilder b(s);
+        Location loc = s.getLoc();
+        int64_t n = whole.getNumElements(), padded = bt.getDimSize(0) * worldSize;
+        Value all = AllGatherOp::create(b, loc, RankedTensorType::get({padded}, half), c.getResult(),
+                                        axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+        if (padded != n)
+          all = SliceOp::create(b, loc, RankedTensorType::get({n}, half), all,
+                                b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
+        auto ht = RankedTensorType::get(whole.getShape(), half);
+        Value v = whole.getRank() == 1 ? all : Value(ReshapeOp::create(b, loc, ht, all));
+        s.getValueMutable().assign(v);
+      }
+    }
   }
 
   LogicalResult partitionOptimizer(ModuleOp module, func::FuncOp step, func::FuncOp opt,
@@ -165,21 +222,36 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         if (s.getGlobal().getLeafReference().getValue().starts_with("grad:")) stores.push_back(s);
       });
       for (auto s : stores) {
-        auto add = s.getValue().getDefiningOp<AddOp>();
-        auto load = add ? add.getLhs().getDefiningOp<ml_program::GlobalLoadOp>() : nullptr;
+        // grad = grad + g, or with 16-bit accumulators (ds-half-model-states)
+        // grad = round(widen(grad) + g).
+        auto narrow = s.getValue().getDefiningOp<CastOp>();
+        auto add = (narrow ? narrow.getOperand() : s.getValue()).getDefiningOp<AddOp>();
+        auto widen = add ? add.getLhs().getDefiningOp<CastOp>() : nullptr;
+        auto load = add ? (widen ? widen.getOperand() : add.getLhs())
+                              .getDefiningOp<ml_program::GlobalLoadOp>()
+                        : nullptr;
         if (!load || load.getGlobal() != s.getGlobal())
           return s.emitError("ZeRO-2 expects gradient accumulation as grad = grad + micro-step gradient");
         OpBuilder b(s);
         auto t = cast<RankedTensorType>(add.getRhs().getType());
         auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
+        Type accElem = cast<RankedTensorType>(load.getType()).getElementType();
+        auto gbt = RankedTensorType::get({blockOf(t.getNumElements())}, accElem);
         // Reduce-scatter as soon as the backward has produced the gradient,
         // so it overlaps the rest of the backward (DeepSpeed's overlap_comm).
         OpBuilder early(s);
         if (Operation *d = add.getRhs().getDefiningOp()) early.setInsertionPointAfter(d);
         Value block = gradientBlock(early, s.getLoc(), add.getRhs(), axes, &b);
-        shrinkGlobal(module, s.getGlobal().getLeafReference(), bt);
-        Value sum = AddOp::create(b, s.getLoc(), load.getResult(), block);
+        shrinkGlobal(module, s.getGlobal().getLeafReference(), gbt);
+        Value acc = load.getResult();
+        if (widen) {
+          widen.getResult().setType(bt);
+          acc = widen.getResult();
+        }
+        Value sum = AddOp::create(b, s.getLoc(), acc, block);
+        if (narrow) sum = CastOp::create(b, s.getLoc(), gbt, sum);
         s.getValueMutable().assign(sum);
+        if (narrow && narrow->use_empty()) narrow->erase();
         if (add->use_empty()) add->erase();
       }
       step->setAttr("ds.spmd", UnitAttr::get(ctx));
@@ -206,16 +278,19 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       Value param = u->getOperand(0), grad = u->getOperand(1);
       RankedTensorType pt = paramTypes[ui];
       auto bt = RankedTensorType::get({blockOf(pt.getNumElements())}, pt.getElementType());
-      auto gl = grad.getDefiningOp<ml_program::GlobalLoadOp>();
+      // (16-bit accumulators are read widened: ds-half-model-states)
+      auto widen = grad.getDefiningOp<CastOp>();
+      auto gl = (widen ? widen.getOperand() : grad).getDefiningOp<ml_program::GlobalLoadOp>();
       if (!gl) return u->emitError("ZeRO expects the gradient read from its global");
       // The gradient block: stage 2 stores it; stage 1 reduce-scatters the
       // whole accumulator right after it is read.
       Value gBlock;
       if (stage >= 2) {
         gBlock = grad; // already one averaged block (its type shrank above)
+        if (widen) widen.getResult().setType(bt);
       } else {
-        OpBuilder b(gl);
-        b.setInsertionPointAfter(gl);
+        OpBuilder b(grad.getDefiningOp());
+        b.setInsertionPointAfter(grad.getDefiningOp());
         gBlock = gradientBlock(b, gl.getLoc(), grad, axes);
       }
       // Its share of the clipping norm.
@@ -227,8 +302,13 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
 
       OpBuilder b(u);
       Location loc = u->getLoc();
+      // Mixed precision: the fp32 master is partitioned like the moments
+      // (DeepSpeed's 12 bytes per parameter over N), at every stage >= 1.
+      auto pl = param.getDefiningOp<ml_program::GlobalLoadOp>();
+      const bool mixed = pl && !workingCopyOf(pl.getGlobal().getLeafReference()).empty();
+      if (mixed) blockGlobal(module, pl.getGlobal().getLeafReference(), axes, /*gatherUses=*/false);
       // Stage 3 stores the parameter as this rank's block already.
-      const bool isBlock = blocked.contains(u);
+      const bool isBlock = blocked.contains(u) || mixed;
       Value pBlock = isBlock ? param
                                 : Value(ShardSliceOp::create(b, loc, bt, flatPadded(b, loc, param),
                                                              axes, b.getI64IntegerAttr(0),
@@ -251,6 +331,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         for (unsigned i = 0; i < u->getNumResults(); ++i)
           u->getResult(i).replaceAllUsesWith(nu->getResult(i));
         u->erase();
+        if (mixed) storeWorkingCopies(module, nu->getResult(0), pt, axes);
         continue;
       }
       // The new parameter: every rank's block, unpadded, reshaped.
@@ -354,9 +435,14 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       if (l.getGlobal().getLeafReference().getValue().starts_with("grad:")) grads.push_back(l);
     });
     for (auto l : grads) {
-      OpBuilder b(l);
-      b.setInsertionPointAfter(l);
-      average(l.getResult(), b, axes);
+      // A 16-bit accumulator is averaged widened (the sum goes out in
+      // communication_data_type: ds-mixed-precision).
+      Value v = l.getResult();
+      if (v.hasOneUse())
+        if (auto widen = dyn_cast<CastOp>(*v.getUsers().begin())) v = widen.getResult();
+      OpBuilder b(v.getContext());
+      b.setInsertionPointAfterValue(v);
+      average(v, b, axes);
       ++numReduced;
     }
   }

@@ -71,6 +71,8 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
     pm.addPass(createRaiseActivationsPass(raise));
   }
   pm.addPass(createBuildTrainStepPass(t));
+  // bf16/fp16: 16-bit parameters and gradients, fp32 masters (a no-op in fp32).
+  pm.addPass(createHalfModelStatesPass());
   if (o.worldSize > 1) {
     DataParallelPassOptions dp;
     dp.worldSize = o.worldSize;

@@ -77,7 +77,8 @@ public:
             continue;
           }
           std::vector<uint8_t> padded(block, 0);
-          if (lo < bytes.size()) std::memcpy(padded.data(), bytes.data() + lo, bytes.size() - lo);
+          if (lo < bytes.size())
+            std::memcpy(padded.data(), bytes.data() + lo, std::min<uint64_t>(block, bytes.size() - lo));
           w_.addWeightShard(b, padded.data(), block);
         }
         state_[g.getSymName()] = *id;

@@ -9,6 +9,9 @@
 #include "dialects/ds/DSOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "runtime/plan/DType.h"
+#include "runtime/kernels/ElementMath.h"
+
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -90,6 +93,35 @@ FailureOr<std::vector<uint8_t>> mlir::ds::constantBytes(Attribute attr, Location
     out.assign(raw.begin(), raw.end());
   }
   return out;
+}
+
+FailureOr<TypedAttr> mlir::ds::roundedTo16Bit(Attribute value, RankedTensorType type,
+                                              StringRef resourceKey, Location loc) {
+  std::optional<ArrayRef<uint8_t>> view = constantView(value);
+  std::vector<uint8_t> copy;
+  if (!view) {
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(value, loc);
+    if (failed(bytes)) return failure();
+    copy = std::move(*bytes);
+  }
+  ArrayRef<uint8_t> bytes = view ? *view : ArrayRef<uint8_t>(copy);
+  const bool bf16 = type.getElementType().isBF16();
+  size_t n = bytes.size() / 4;
+  std::vector<uint8_t> out(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, bytes.data() + 4 * i, 4);
+    uint16_t h = bf16 ? ::ds::math::floatToBf16(f) : ::ds::math::floatToHalf(f);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  if (isa<DenseResourceElementsAttr>(value)) {
+    auto *owned = new std::vector<uint8_t>(std::move(out)); // the blob owns it, uncopied
+    AsmResourceBlob blob(ArrayRef<char>(reinterpret_cast<const char *>(owned->data()), owned->size()),
+                         alignof(uint64_t), [owned](void *, size_t, size_t) { delete owned; },
+                         /*dataIsMutable=*/true);
+    return cast<TypedAttr>(DenseResourceElementsAttr::get(type, resourceKey, std::move(blob)));
+  }
+  return cast<TypedAttr>(denseFromBytes(type, out));
 }
 
 DenseElementsAttr mlir::ds::denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes) {

@@ -45,6 +45,7 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training")) {
     if (auto p = t.getAs<StringAttr>("precision")) r.precision = p.str();
     if (auto c = t.getAs<StringAttr>("communication_data_type")) r.communication = c.str();
+    if (auto a = t.getAs<StringAttr>("grad_accum_dtype")) r.gradientAccum = a.str();
     if (auto z = t.getAs<IntegerAttr>("zero_stage")) r.zeroStage = z.getInt();
   }
   if (auto list = module->getAttrOfType<ArrayAttr>("ds.constant_initializers"))
@@ -100,11 +101,13 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       ++r.steps;
       return; // counted per program below
     }
-    if (auto p = dyn_cast<ParameterOp>(op)) {
+    if (auto p = dyn_cast<ParameterOp>(op); p && !(r.training && p->hasAttr("ds.buffer"))) {
       ++r.parameters;
       int64_t b = bytesOf(p.getType());
       r.parameterBytes += b;
       r.largestParameterBytes = std::max(r.largestParameterBytes, b);
+    } else if (p) { // training: an initializer held constant is no model state
+      r.constantBytes += bytesOf(p.getType());
     } else if (auto c = dyn_cast<ConstantOp>(op)) {
       r.constantBytes += bytesOf(c.getType());
     } else if (isa<DSDialect>(op->getDialect())) {
@@ -168,8 +171,11 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                               : std::string())).c_str());
   row("constants", r.constantBytes);
   if (r.training) {
-    row("gradients", r.gradientBytes, "fp32 accumulators");
-    row("optimizer state", r.optimizerStateBytes, "Adam m and v, or SGD momentum");
+    row("gradients", r.gradientBytes,
+        (r.gradientAccum + " accumulators").c_str());
+    row("optimizer state", r.optimizerStateBytes,
+        r.precision == "fp32" ? "Adam m and v, or SGD momentum"
+                              : "fp32 master weights + Adam m and v (or SGD momentum)");
   }
   row("activations (arena)", r.activationArenaBytes, "peak of intermediates, static");
   row("inputs", r.inputBytes);
@@ -213,10 +219,11 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                          "(ZeRO-%d over %lld ranks, P = %lld) %.0f B\n",
                          static_cast<long long>(held), s, static_cast<long long>(r.worldSize),
                          static_cast<long long>(total), formula);
-      os << "  (ds keeps fp32 parameters, which are the master weights, and fp32 gradient "
-            "accumulators: 16P like DeepSpeed when nothing or everything is partitioned, more "
-            "in between; stage 3 keeps parameters under stage3_param_persistence_threshold "
-            "whole)\n";
+      os << "  (" << r.precision << " parameters, " << r.gradientAccum
+         << " gradients, fp32 master weights and moments; ZeRO partitions them as DeepSpeed "
+            "does, except that stage 3 keeps parameters under "
+            "stage3_param_persistence_threshold whole, and blocks are padded to N equal "
+            "parts)\n";
     }
     if (!r.heldConstant.empty()) {
       os << "held constant: " << r.heldConstant.size()

@@ -237,6 +237,33 @@ private:
     Builder b(module.getContext());
     module->setAttr("ds.trained_parameters", b.getArrayAttr(keep));
     module->setAttr("ds.constant_initializers", b.getArrayAttr(held));
+    // ... and they are constants again, not state the plan carries (and
+    // checkpoints, and mixed precision gives a master copy).
+    for (Parameter &p : params_) {
+      if (gradGlobals_.count(p.name)) continue;
+      SmallVector<ml_program::GlobalLoadOp> loads;
+      bool stored = false;
+      module.walk([&](Operation *op) {
+        if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op); l && l.getGlobal().getLeafReference() == p.global.getSymName())
+          loads.push_back(l);
+        if (auto st = dyn_cast<ml_program::GlobalStoreOp>(op); st && st.getGlobal().getLeafReference() == p.global.getSymName())
+          stored = true;
+      });
+      auto value = dyn_cast_or_null<TypedAttr>(p.global.getValueAttr());
+      if (stored || !value) continue;
+      for (auto l : loads) {
+        OpBuilder lb(l);
+        auto c = ParameterOp::create(lb, l.getLoc(), lb.getStringAttr(p.name), value);
+        c->setAttr("ds.buffer", lb.getUnitAttr());
+        l.getResult().replaceAllUsesWith(c.getResult());
+        l.erase();
+      }
+      llvm::erase_if(sources_, [&](Attribute a) {
+        auto st = cast<DictionaryAttr>(a).getAs<StringAttr>("state");
+        return st && st.getValue() == p.global.getSymName();
+      });
+      p.global.erase();
+    }
   }
 
   /// Which global (and whether transposed) holds an ONNX initializer's
@@ -630,6 +657,8 @@ private:
         b.getNamedAttr("csv_output_path", b.getStringAttr(config_.csvMonitor.outputPath)),
         b.getNamedAttr("csv_job_name", b.getStringAttr(config_.csvMonitor.jobName)),
         b.getNamedAttr("precision", b.getStringAttr(precisionName(config_.precision.kind))),
+        b.getNamedAttr("grad_accum_dtype",
+                       b.getStringAttr(precisionName(config_.precision.gradAccum))),
         b.getNamedAttr("communication_data_type",
                        b.getStringAttr(precisionName(config_.precision.communication))),
         b.getNamedAttr("loss_scale", b.getF64FloatAttr(config_.precision.lossScale)),

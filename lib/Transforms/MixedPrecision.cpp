@@ -145,6 +145,10 @@ private:
   /// through one ds.cast placed right after its definition.
   Value toHalf(OpBuilder &b, Value v, Type half, llvm::DenseMap<Value, Value> &halves) {
     if (Value h = halves.lookup(v)) return h;
+    // A 16-bit value widened (a parameter's working copy): the value itself.
+    if (auto widened = v.getDefiningOp<CastOp>())
+      if (cast<RankedTensorType>(widened.getOperand().getType()).getElementType() == half)
+        return halves[v] = widened.getOperand();
     auto type = withElement(v.getType(), half);
     Value h;
     auto param = v.getDefiningOp<ParameterOp>();
@@ -169,32 +173,8 @@ private:
 
   /// The parameter's values rounded to nearest even in `type`.
   FailureOr<TypedAttr> convertedValue(ParameterOp param, RankedTensorType type) {
-    std::optional<ArrayRef<uint8_t>> view = constantView(param.getValue());
-    std::vector<uint8_t> copy;
-    if (!view) {
-      FailureOr<std::vector<uint8_t>> bytes = constantBytes(param.getValue(), param.getLoc());
-      if (failed(bytes)) return failure();
-      copy = std::move(*bytes);
-    }
-    ArrayRef<uint8_t> bytes = view ? *view : ArrayRef<uint8_t>(copy);
-    const bool bf16 = type.getElementType().isBF16();
-    size_t n = bytes.size() / 4;
-    std::vector<uint8_t> out(n * 2);
-    for (size_t i = 0; i < n; ++i) {
-      float f;
-      std::memcpy(&f, bytes.data() + 4 * i, 4);
-      uint16_t h = bf16 ? ::ds::math::floatToBf16(f) : ::ds::math::floatToHalf(f);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-    if (isa<DenseResourceElementsAttr>(param.getValue())) {
-      std::string key = (param.getSymName() + ".16bit").str();
-      auto *owned = new std::vector<uint8_t>(std::move(out)); // the blob owns it, uncopied
-      AsmResourceBlob blob(ArrayRef<char>(reinterpret_cast<const char *>(owned->data()), owned->size()),
-                           alignof(uint64_t), [owned](void *, size_t, size_t) { delete owned; },
-                           /*dataIsMutable=*/true);
-      return cast<TypedAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
-    }
-    return cast<TypedAttr>(denseFromBytes(type, out));
+    return roundedTo16Bit(param.getValue(), type, (param.getSymName() + ".16bit").str(),
+                          param.getLoc());
   }
 };
 

@@ -571,6 +571,9 @@ absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
   };
   if (o.dtype == plan::F32) return fill(static_cast<float>(value));
   if (o.dtype == plan::F64) return fill(value);
+  // 16-bit gradient accumulators (mixed precision) are zeroed too.
+  if (o.dtype == plan::BF16) return fill(ds::math::floatToBf16(static_cast<float>(value)));
+  if (o.dtype == plan::F16) return fill(ds::math::floatToHalf(static_cast<float>(value)));
   return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
 }
 

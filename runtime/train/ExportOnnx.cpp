@@ -84,10 +84,18 @@ absl::Status exportOnnx(const ds::plan::Plan &p, const StateReader &state, const
 
 absl::Status exportOnnx(Session &session, const std::string &path) {
   const ds::plan::Plan &p = session.plan().plan();
-  if (p.has_training() && p.training().zero_stage() >= 3 && session.comm().size() > 1)
+  // ZeRO-3 parameters, and from stage 1 on the fp32 masters of mixed
+  // precision, are one block per rank.
+  bool partitioned = false;
+  for (const auto &b : p.buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE || b.partition_numel() == 0) continue;
+    for (const auto &e : p.training().export_bindings()) partitioned |= e.state() == b.io_name();
+  }
+  if (p.has_training() && partitioned && session.comm().size() > 1)
     return absl::InvalidArgumentError(
-        "ZeRO-3 ranks hold one block of every parameter: export from a checkpoint, in one "
-        "process (ds-run PLAN --checkpoint-dir DIR --export-onnx OUT.onnx, without mpirun)");
+        "the ranks hold one block of each trained weight (ZeRO-3, or mixed precision's fp32 "
+        "masters from stage 1): export from a checkpoint, in one process (ds-run PLAN "
+        "--checkpoint-dir DIR --export-onnx OUT.onnx, without mpirun)");
   return exportOnnx(p, [&](const std::string &n) { return session.readState(n); }, path);
 }
 

@@ -73,6 +73,26 @@ if abs(got - want) > 1:
     sys.exit("the report's DeepSpeed formula gives %g, expected %g" % (got, want))
 print("bf16 ZeRO-2: reduce-scatter %s B per micro-step in bf16, %s B in fp32; formula %d B"
       % (rs.group(1), rs32.group(1), got))
+# Measured: each rank's state bytes (ds-run --rank-report, from the loaded
+# plan's buffers) are what --report promised, DeepSpeed's 2P + 2P + 12P
+# over the ranks at stages 1 and 2 (up to the zero padding that makes each
+# tensor split into equal blocks: under 16 bytes per tensor here).
+for stage in (1, 2):
+    work, _ = train("bf16_mem_z%d" % stage, 2, stage, bf16, n=1)
+    rep = run(["ds-opt", onnx_path, "--config", os.path.join(work, "ds_config.json"),
+               "--world-size", "2", "--loss", "softmax-cross-entropy", "--input-shape",
+               "idx=4,%d" % T, "--report"])
+    promised = int(re.search(r"model states per rank: ds (\d+) B", rep).group(1))
+    formula = float(re.search(r"12P \(ZeRO-%d over 2 ranks, P = \d+\) (\d+) B" % stage, rep).group(1))
+    tensors = int(re.search(r"trained parameters: (\d+) tensors", rep).group(1))
+    out = run(MPIRUN + ["-np", "2", "ds-run", os.path.join(work, "train.dsplan"), "--rank-report",
+                        "--data", data_path, "--steps", "1", "--quiet"])
+    ranks = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    held = [r["param_bytes"] + r["grad_bytes"] + r["optimizer_bytes"] for r in ranks]
+    print("bf16 ZeRO-%d model states per rank: measured %s B, --report %d B, DeepSpeed's formula %d B"
+          % (stage, held, promised, formula))
+    if len(held) != 2 or any(h != promised for h in held) or not 0 <= promised - formula < 16 * tensors:
+        sys.exit("bf16 ZeRO-%d: measured %s, promised %d, formula %d" % (stage, held, promised, formula))
 _, one = train("bf16_1", 1, 0, bf16)
 for stage in (0, 1, 2, 3):
     _, two = train("bf16_2_z%d" % stage, 2, stage, bf16)

@@ -40,6 +40,13 @@ CTS_TEST(Fill, "fill") {
   // The value is rounded to the result type.
   expectEqualValues(run1(Step("fill").f("value", 0.1), {}, plan::F32, {3}).values(),
                     std::vector<double>(3, double(0.1f)), "fill rounds");
+  // 16-bit (mixed-precision gradient accumulators), rounded to nearest even.
+  expectEqualValues(run1(Step("fill").f("value", 0.0), {}, plan::BF16, {1023}).values(),
+                    std::vector<double>(1023, 0.0), "fill bf16 zero");
+  expectEqualValues(run1(Step("fill").f("value", 0.1), {}, plan::BF16, {5}).values(),
+                    std::vector<double>(5, roundTo(plan::BF16, {0.1})[0]), "fill bf16");
+  expectEqualValues(run1(Step("fill").f("value", -2.5e-3), {}, plan::F16, {7}).values(),
+                    std::vector<double>(7, roundTo(plan::F16, {-2.5e-3})[0]), "fill f16");
   std::vector<HostTensor> outs{HostTensor::result(plan::I32, {2})};
   expectError(run(Step("fill").f("value", 1), {}, outs), "does not support element type i32");
   outs = {HostTensor::result(plan::F32, {2})};

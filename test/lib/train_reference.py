@@ -70,15 +70,20 @@ def batch_sizes(cfg, world=1):
     return mbs, gas
 
 
-def train_torch(model, cfg, data, steps, loss_fn, autocast=None):
+def train_torch(model, cfg, data, steps, loss_fn, autocast=None, half_states=False):
     """data: dict of numpy arrays with a leading sample dim, in model input
     order then 'labels'. Micro-batches in order, wrapping around. autocast:
     a torch dtype to run the forward under torch.autocast("cpu") with fp32
-    master weights (the loss is computed on fp32 logits)."""
+    master weights (the loss is computed on fp32 logits). half_states (with
+    autocast): DeepSpeed's mixed-precision model states as well: the model
+    computes with its parameters rounded to that type, gradients are
+    accumulated rounded to it, and the optimizer updates fp32 masters."""
     import contextlib
     mbs, gas = batch_sizes(cfg)
     clip = cfg.get("gradient_clipping", 1.0)
-    opt = torch_optimizer(cfg, model.parameters())
+    params = list(model.parameters())
+    masters = [p.detach().clone().requires_grad_(True) for p in params] if half_states else params
+    opt = torch_optimizer(cfg, masters)
     n = len(data["labels"])
     cursor = 0
     losses = []
@@ -86,6 +91,10 @@ def train_torch(model, cfg, data, steps, loss_fn, autocast=None):
         for g in opt.param_groups:
             g["lr"] = deepspeed_lr(cfg, step)
         total = 0.0
+        if half_states:
+            with torch.no_grad():
+                for p, m in zip(params, masters):
+                    p.copy_(m.to(autocast).float())
         for _ in range(gas):
             idx = [(cursor + i) % n for i in range(mbs)]
             cursor += mbs
@@ -97,9 +106,18 @@ def train_torch(model, cfg, data, steps, loss_fn, autocast=None):
                 out = model(*inputs)
             loss = loss_fn(out.float(), labels)
             (loss / gas).backward()
+            if half_states:
+                with torch.no_grad():
+                    for p in params:
+                        if p.grad is not None:
+                            p.grad.copy_(p.grad.to(autocast).float())
             total += loss.item()
+        if half_states:
+            for p, m in zip(params, masters):
+                m.grad = None if p.grad is None else p.grad.clone()
+                p.grad = None
         if clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            torch.nn.utils.clip_grad_norm_(masters, clip)
         opt.step()
         opt.zero_grad()
         losses.append(total / gas)

@@ -56,6 +56,9 @@ struct PrecisionConfig {
   /// data-parallel ranks. DeepSpeed's default is the training type (fp16
   /// or bf16 when enabled, else fp32).
   Kind communication = Kind::FP32;
+  /// data_types.grad_accum_dtype: the gradient accumulators' type (the
+  /// training type by default, or fp32).
+  Kind gradAccum = Kind::FP32;
 };
 /// "fp32", "bf16" or "fp16".
 const char *precisionName(PrecisionConfig::Kind k);

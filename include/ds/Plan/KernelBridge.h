@@ -31,6 +31,12 @@ std::optional<ArrayRef<uint8_t>> constantView(Attribute value);
 /// A DenseElementsAttr of `type` from bytes laid out as constantBytes does.
 DenseElementsAttr denseFromBytes(RankedTensorType type, ArrayRef<uint8_t> bytes);
 
+/// An f32 constant's values rounded to nearest even in `type` (bf16 or f16
+/// elements): a dense_resource (named `resourceKey`) when `value` is one,
+/// so large weights stay out of the attribute uniquer, else dense.
+FailureOr<TypedAttr> roundedTo16Bit(Attribute value, RankedTensorType type, StringRef resourceKey,
+                                    Location loc);
+
 /// A shard_slice of a constant or parameter: no step, but per-rank weights.
 bool isWeightShard(Operation *op);
 /// Collectives (their results depend on the rank: never folded).

@@ -33,7 +33,7 @@ struct MemoryReport {
   std::vector<std::string> heldConstant;
   // Training: "fp32", "bf16" or "fp16", the ZeRO stage, and the type of
   // gradient reductions.
-  std::string precision = "fp32", communication = "fp32";
+  std::string precision = "fp32", communication = "fp32", gradientAccum = "fp32";
   int64_t zeroStage = 0;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +

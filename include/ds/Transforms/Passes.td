@@ -63,6 +63,42 @@ def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
   ];
 }
 
+def HalfModelStatesPass : Pass<"ds-half-model-states", "ModuleOp"> {
+  let summary = "16-bit parameters and gradients beside fp32 master weights (mixed-precision training)";
+  let description = [{
+    DeepSpeed's mixed-precision model states (ZeRO paper: 2Ψ + 2Ψ + 12Ψ
+    bytes): the model computes with a 16-bit working copy of every trained
+    parameter, its gradients are accumulated in 16 bits, and the optimizer
+    keeps fp32 master weights beside its fp32 moments. Runs on a training
+    module when its `ds.training` precision is bf16 or fp16, before
+    `ds-data-parallel`, which then partitions the master weights from ZeRO
+    stage 1 on, as it does the moments.
+
+    For each trained parameter: `param:X` becomes the 16-bit copy (its
+    initial value rounded to nearest even), `master:X` the fp32 weight
+    (the export bindings now name it); every load of `param:X` outside the
+    optimizer is followed by a cast to f32 (ds-mixed-precision gives
+    products the 16-bit value itself); the optimizer updates `master:X` and
+    stores the update, rounded, to `param:X`. `grad:X` becomes 16-bit
+    unless `grad_accum_dtype` (DeepSpeed's `data_types.grad_accum_dtype`)
+    is fp32: micro-steps add in f32 and round once per store; the optimizer
+    reads it widened.
+
+    ```mlir
+    ml_program.global private mutable @"param:w"(dense<...> : tensor<4x4xf32>) : tensor<4x4xf32>
+    ```
+    becomes
+    ```mlir
+    ml_program.global private mutable @"param:w"(dense<...> : tensor<4x4xbf16>) : tensor<4x4xbf16>
+    ml_program.global private mutable @"master:w"(dense<...> : tensor<4x4xf32>) : tensor<4x4xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numParameters", "num-parameters", "parameters given a 16-bit working copy">,
+    Statistic<"numGradients", "num-gradients", "gradient accumulators made 16-bit">
+  ];
+}
+
 def MixedPrecisionPass : Pass<"ds-mixed-precision", "ModuleOp"> {
   let summary = "runs matrix products and convolutions in bf16 or fp16 with fp32 accumulation";
   let description = [{

@@ -8,9 +8,9 @@ bash scripts/setup.sh
 # A short fuzzing run of the runtime's parsers (plan loader, .npy/.npz,
 # ds_config.json) under ASan + UBSan; fuzz/run.sh says why the importer's
 # target only replays its corpus here (in ctest above).
-echo "fuzzing: plan loader, .npy reader, ds_config.json reader, 20 s each (log: build-fuzz/ci.log)"
+echo "fuzzing: plan loader, .npy/.npz readers, ds_config.json reader, ONNX text/JSON readers, exporter-records recovery, 15 s each (log: build-fuzz/ci.log)"
 mkdir -p build-fuzz
-if ! bash fuzz/run.sh 20 plan npy config > build-fuzz/ci.log 2>&1; then
+if ! bash fuzz/run.sh 15 plan npy npz config onnx-text torch-records > build-fuzz/ci.log 2>&1; then
   tail -n 60 build-fuzz/ci.log
   echo "fuzzing found a crash or failed to build (fuzz/crashes/, build-fuzz/ci.log)" >&2
   exit 1

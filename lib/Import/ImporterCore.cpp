@@ -66,6 +66,19 @@ FailureOr<Value> NodeImporter::padWith(const onnx::NodeProto &n, Value x, ArrayR
   Value y = x;
   int64_t rank = typeOf(x).getRank();
   Type elemType = typeOf(x).getElementType();
+  // The result's size first, in 128 bits: pads come from the file.
+  __int128 total = 1;
+  for (int64_t a = 0; a < rank; ++a) {
+    __int128 d = static_cast<__int128>(typeOf(x).getDimSize(a)) + lo[a] + hi[a];
+    if (d < 0)
+      return FailureOr<Value>(nodeError(n) << "pads crop more than the " << typeOf(x).getDimSize(a)
+                                           << " elements of axis " << a);
+    total *= d;
+    if (total > opts_.maxElements)
+      return FailureOr<Value>(nodeError(n) << "the padded result would have more than "
+                                           << opts_.maxElements
+                                           << " elements (ds-opt --max-elements raises the limit)");
+  }
   for (int64_t a = 0; a < rank; ++a) {
     int64_t dim = typeOf(y).getDimSize(a);
     // Crop first: negative pads remove elements.

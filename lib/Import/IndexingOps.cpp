@@ -189,6 +189,9 @@ LogicalResult IndexingImporter::oneHot(const onnx::NodeProto &n) {
   if (depthV[0] <= 0) return nodeError(n) << "depth must be positive";
   if (typeOf(values).getNumElements() != 2) return nodeError(n) << "values must hold [off, on]";
   int64_t depth = depthV[0];
+  if (static_cast<__int128>(typeOf(idx).getNumElements()) * depth > opts_.maxElements)
+    return nodeError(n) << "depth " << depth << " gives a result of more than "
+                        << opts_.maxElements << " elements (ds-opt --max-elements raises the limit)";
   int64_t outRank = typeOf(idx).getRank() + 1;
   DS_TRY(axis, intAttr(n, "axis", -1));
   if (axis < -outRank || axis >= outRank) return nodeError(n) << "axis " << axis << " is out of range";

@@ -473,6 +473,12 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
                                      ? std::string()
                                      : " to " + std::to_string(schema->max_output()))
                              << " at opset " << opset_;
+    // An attribute the op does not have would be ignored: ONNX's checker
+    // refuses it too.
+    for (const auto &a : n.attribute())
+      if (!schema->attributes().count(a.name()))
+        return emitError(loc_) << "has attribute '" << a.name() << "', which " << n.op_type()
+                               << " does not have at opset " << opset_;
   }
   state_.inputsRead.assign(n.input_size(), false);
   if (failed(handler(state_, n)))

@@ -100,26 +100,35 @@ llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path
   }
   auto data = readWholeFile(fd.fd, path);
   if (!data) return data.takeError();
-  if (std::string deep = checkNesting(*data); !deep.empty()) return err(path + ": " + deep);
-  if (text) {
+  return parseModelText(*data, path, /*json=*/!text);
+}
+
+llvm::Expected<onnx::ModelProto> mlir::ds::parseModelText(const std::string &data,
+                                                         const std::string &name, bool json) {
+  onnx::ModelProto model;
+  if (std::string deep = checkNesting(data, maxTextNesting(),
+                                      json ? TextSyntax::Json : TextSyntax::OnnxText);
+      !deep.empty())
+    return err(name + ": " + deep);
+  if (!json) {
     // ONNX's parser converts numbers with std::stoll/std::stof, which throw
     // on malformed or out-of-range text.
     try {
-      auto status = onnx::OnnxParser::Parse(model, data->c_str());
+      auto status = onnx::OnnxParser::Parse(model, data.c_str());
       if (!status.IsOK()) {
         std::string msg = status.ErrorMessage();
         if (msg.size() > 600) msg = msg.substr(0, 600) + "...";
-        return err(path + ": not valid ONNX text: " + msg);
+        return err(name + ": not valid ONNX text: " + msg);
       }
     } catch (const std::exception &e) {
-      return err(path + ": not valid ONNX text: a number is malformed or out of range (" +
+      return err(name + ": not valid ONNX text: a number is malformed or out of range (" +
                  e.what() + ")");
     }
     return model;
   }
-  auto status = google::protobuf::util::JsonStringToMessage(*data, &model);
+  auto status = google::protobuf::util::JsonStringToMessage(data, &model);
   if (!status.ok())
-    return err(path + ": not a valid ONNX model in protobuf JSON: " +
+    return err(name + ": not a valid ONNX model in protobuf JSON: " +
                std::string(status.message()));
   return model;
 }

@@ -415,7 +415,10 @@ llvm::Error Recovery::foldedTables() {
     if (!covered.count(t)) missing.push_back(t);
 
   static const std::regex embedding("embedding(_[0-9]+)?");
-  std::vector<std::string> lookups, held;
+  // `x @ w.T` (Falcon's FalconLinear): the transpose of a parameter,
+  // folded and named after its FX node.
+  static const std::regex transpose("(permute|t|transpose|numpy_T)(_[0-9]+)?");
+  std::vector<std::string> lookups, transposes, held;
   for (const auto &[init, uses] : uses_) {
     if (signature_.count(init) || isParameterTarget(init)) continue;
     const std::vector<std::string> &targets = attributed_[init];
@@ -426,9 +429,17 @@ llvm::Error Recovery::foldedTables() {
     if (placeholderTarget || elementsOf(*initializer(init)) <= 1) continue;
     if (std::regex_match(init, embedding) && !missing.empty())
       lookups.push_back(init);
+    else if (std::regex_match(init, transpose) && !missing.empty())
+      transposes.push_back(init);
     else
       held.push_back(init);
   }
+  if (!transposes.empty())
+    r_.notes.push_back(std::to_string(transposes.size()) +
+                       " initializers are the exporter's folded transposes of parameters its "
+                       "signature lists but the graph does not read (" +
+                       llvm::join(missing, ", ") + "): trained (" + llvm::join(transposes, ", ") +
+                       ")");
   for (const std::string &h : held) r_.heldConstant.insert(h);
   if (!held.empty())
     r_.notes.push_back("held constant: " + std::to_string(held.size()) +
@@ -528,10 +539,13 @@ llvm::Error Recovery::foldedTables() {
   std::vector<std::string> lost;
   for (const std::string &t : parameterTargets_)
     if (!covered.count(t)) lost.push_back(t);
-  if (!lost.empty() && lookups.empty())
-    r_.notes.push_back("parameters the exporter's signature lists that no node reads (tied to "
-                       "another parameter, or folded or removed by the exporter's optimizer): " +
-                       llvm::join(lost, ", "));
+  if (!lost.empty() && lookups.empty() && transposes.empty())
+    r_.notes.push_back("parameters the exporter's signature lists that no node reads: " +
+                       llvm::join(lost, ", ") +
+                       "; a parameter tied to another (an embedding and its LM head) is read "
+                       "as that one, but one the exporter's optimizer folded into arithmetic "
+                       "(1 + w) or merged away with its node is not trained: export with "
+                       "optimize=False to train it");
   return llvm::Error::success();
 }
 

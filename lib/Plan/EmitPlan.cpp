@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Plan/EmitPlan.h"
+#include "llvm/Support/xxhash.h"
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/KernelBridge.h"
@@ -21,6 +22,13 @@ using namespace mlir;
 using namespace mlir::ds;
 namespace plan = ::ds::plan;
 namespace rt = ::ds::rt;
+
+uint64_t mlir::ds::modelFingerprint(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs(16).elideLargeResourceString(16));
+  return llvm::xxh3_64bits(llvm::StringRef(text));
+}
 
 namespace {
 
@@ -168,7 +176,7 @@ private:
     s->set_kernel("copy");
     s->add_inputs(from);
     s->add_outputs(to);
-    s->set_location(where);
+    s->set_location(rt::utf8Escaped(where));
   }
 
   FailureOr<uint32_t> newBuffer(RankedTensorType t, plan::Buffer::Kind kind, Location loc,
@@ -240,7 +248,7 @@ private:
     if (op.hasAttr(kArenaViewAttr)) return emitView(op);
 
     plan::Step *s = prog_->add_steps();
-    s->set_location(locationString(loc));
+    s->set_location(rt::utf8Escaped(locationString(loc)));
     if (failed(describeStep(&op, *s))) return failure();
     if (op.hasAttr("ds.loss")) prog_->set_loss_step(static_cast<uint32_t>(prog_->steps_size()));
     for (Value v : op.getOperands()) {
@@ -474,7 +482,8 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
   }
   plan::Plan &p = writer.plan();
   p.set_producer(options.producer);
-  p.set_source(options.source);
+  p.set_source(rt::utf8Escaped(options.source));
+  p.set_model_fingerprint(options.modelFingerprint);
   p.set_arena_bytes(arena);
   p.set_world_size(1);
   if (MeshAttr mesh = MeshAttr::lookup(module)) {

@@ -6,7 +6,7 @@
 //
 // Every collective has a deadline (CommOptions::timeout_seconds): a peer
 // that exited or hangs turns into an error on every rank that waits for it,
-// never a hang (RELIABILITY.md 4). Callers then abort(), which ends every
+// never a hang (docs/security.md, "Faults"). Callers then abort(), which ends every
 // rank of the job.
 #pragma once
 
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Comm>> createComm(const CommOptions &opts);
 /// Bytes of `count` elements, checked for overflow.
 absl::StatusOr<uint64_t> commBytes(int64_t count, DType dtype);
 
-/// Test hook (RELIABILITY.md 4 is tested by provoking it): DS_FAULT =
+/// Test hook (collective faults are tested by provoking them): DS_FAULT =
 /// "rank=R,collective=N,action=exit|hang|crash" makes rank R exit with code
 /// 3, sleep forever, or raise SIGSEGV before its N-th collective (1-based).
 /// Unset, this costs one branch per collective.

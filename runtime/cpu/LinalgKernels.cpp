@@ -11,7 +11,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -428,18 +431,73 @@ private:
 
 absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c);
 
+#ifdef DS_GEMM_ONEDNN
+/// Whether oneDNN's native 16-bit GEMM of `t` beats the f32 GEMM on this
+/// CPU, measured once per process: 16-bit dot products run at twice the
+/// f32 FMA rate on some CPUs (AMD Zen 5: ~1 TFLOP/s bf16 against ~0.5 f32
+/// on 2 cores) and at half of it on others (an Intel Xeon without AMX), so
+/// neither choice is right everywhere. Both products of one 256x512x512
+/// shape are timed, taking turns (best of 9 after a warm-up); native wins
+/// only by a clear margin (1.4x), so the choice does not flip with noise.
+/// DS_GEMM_16BIT=native|widen overrides it.
+bool native16BitFaster(DType t) {
+  auto decide = [](DType t) {
+    if (const char *force = std::getenv("DS_GEMM_16BIT")) return std::string(force) == "native";
+    using namespace dnnl;
+    using tag = memory::format_tag;
+    try {
+      engine eng(engine::kind::cpu, 0);
+      stream s(eng);
+      const memory::dim m = 256, n = 512, k = 512;
+      struct Product {
+        matmul mm;
+        memory a, b, c;
+      };
+      auto make = [&](memory::data_type dt) {
+        memory::desc a({m, k}, dt, tag::ab), b({k, n}, dt, tag::any), c({m, n}, dt, tag::ab);
+        matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
+        Product p{matmul(pd), memory(a, eng), memory(pd.weights_desc(), eng), memory(c, eng)};
+        std::memset(p.a.get_data_handle(), 0, a.get_size());
+        std::memset(p.b.get_data_handle(), 0, pd.weights_desc().get_size());
+        return p;
+      };
+      auto time = [&](Product &p) {
+        auto t0 = std::chrono::steady_clock::now();
+        p.mm.execute(s, {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
+        s.wait();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      };
+      Product half = make(t == plan::BF16 ? memory::data_type::bf16 : memory::data_type::f16);
+      Product full = make(memory::data_type::f32);
+      // Taking turns, so a load swing on a shared machine hits both alike.
+      double bestHalf = 1e30, bestFull = 1e30;
+      for (int i = 0; i < 10; ++i) {
+        double h = time(half), f = time(full);
+        if (i == 0) continue; // first touches and JIT
+        bestHalf = std::min(bestHalf, h);
+        bestFull = std::min(bestFull, f);
+      }
+      return bestHalf * 1.4 < bestFull;
+    } catch (const dnnl::error &) {
+      return false; // no native 16-bit GEMM here
+    }
+  };
+  static const bool bf16 = decide(plan::BF16), f16 = decide(plan::F16);
+  return t == plan::BF16 ? bf16 : f16;
+}
+#endif
+
 /// bf16 / f16 products, fp32 sums either way and the result rounded once.
 /// Few rows (a memory-bound product: decoding, small batches) run on
-/// oneDNN's 16-bit GEMM, which reads half the weight bytes. Many rows run
-/// the f32 GEMM on widened copies: on CPUs without AMX, 16-bit dot products
-/// are no faster than f32 FMAs (this machine's vdpbf16ps peaks at half its
-/// FMA rate: docs/mixed-precision.md), and widening costs O(MK + KN) next
-/// to the GEMM's O(MNK).
+/// oneDNN's 16-bit GEMM, which reads half the weight bytes; so do all
+/// products where the CPU's 16-bit GEMM is clearly faster than its f32 one
+/// (native16BitFaster). Otherwise the f32 GEMM runs on widened copies:
+/// widening costs O(MK + KN) next to the GEMM's O(MNK).
 absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, const MatmulGeometry &g) {
 #ifdef DS_GEMM_ONEDNN
   int64_t rows = g.m;
   for (int64_t d : g.aBatch) rows *= d;
-  if (rows < kMemoryBoundRows)
+  if (rows < kMemoryBoundRows || native16BitFaster(c.in[0].dtype))
     if (auto fast = OneDnnMatmul::create(c, g))
       return PreparedStep([fast] { return fast->run(); });
 #endif

@@ -1,4 +1,5 @@
 #include "runtime/io/Npy.h"
+#include "runtime/io/Files.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 #include <zlib.h>
 
@@ -154,10 +156,24 @@ std::vector<uint8_t> serializeNpy(const HostArray &a) {
 
 namespace {
 absl::StatusOr<std::vector<uint8_t>> readFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+  DS_ASSIGN_OR_RETURN(int fd, openRegularFile(path));
+  struct stat st;
+  // The .npy limit (docs/security.md) plus its header.
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > (uint64_t(1) << 40) + (1 << 20)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is larger than an .npy ds reads (1 TiB)"));
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got != bytes.size()) return absl::DataLossError(absl::StrCat("reading ", path, " failed"));
+  return bytes;
 }
 
 absl::Status writeFileAtomically(const std::string &path, const std::vector<uint8_t> &bytes) {

@@ -464,7 +464,7 @@ absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBy
   std::set<std::string> stateNames;
   for (int i = 0; i < p.buffers_size(); ++i) {
     const plan::Buffer &b = p.buffers(i);
-    std::string what = absl::StrCat("buffer ", i, " (", b.debug_name(), ")");
+    std::string what = absl::StrCat("buffer ", i, " (", b.debug_name().empty() ? b.io_name() : b.debug_name(), ")");
     // Type first: the placement checks divide by its element size.
     DS_RETURN_IF_ERROR(checkBufferType(b, i, what));
     DS_RETURN_IF_ERROR(checkRankShards(b, what, world, weightBytes));
@@ -585,7 +585,6 @@ absl::Status checkProgram(const plan::Plan &p, const plan::Program &prog) {
 
 } // namespace
 
-namespace {
 /// Strings of the plan message are protobuf `string`s: anything but UTF-8
 /// makes the serialized plan unparseable (names come from ONNX files).
 bool isUtf8(const std::string &s) {
@@ -601,6 +600,15 @@ bool isUtf8(const std::string &s) {
   return true;
 }
 
+std::string utf8Escaped(const std::string &s) {
+  if (isUtf8(s)) return s;
+  std::string out;
+  for (unsigned char c : s)
+    out += c < 0x80 ? std::string(1, static_cast<char>(c)) : absl::StrFormat("\\x%02x", c);
+  return out;
+}
+
+namespace {
 std::string escaped(const std::string &s) {
   std::string out;
   for (unsigned char c : s)
@@ -618,10 +626,20 @@ absl::Status checkUtf8(const plan::Plan &p) {
             "buffer %", i, " is named '", escaped(*s),
             "', which is not valid UTF-8 (ONNX names must be UTF-8 strings)"));
   }
+  for (const std::string *s : {&p.producer(), &p.source()})
+    if (!isUtf8(*s))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the plan's producer or source ('", escaped(*s), "') is not valid UTF-8"));
   for (const auto &prog : p.programs()) {
     if (!isUtf8(prog.name()))
       return absl::InvalidArgumentError(
           absl::StrCat("program '", escaped(prog.name()), "' is not named in valid UTF-8"));
+    for (const auto &step : prog.steps()) {
+      if (!isUtf8(step.location()))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a ", step.kernel(), " step of '", prog.name(), "' has a location ('",
+            escaped(step.location()), "') that is not valid UTF-8"));
+    }
     for (const auto &step : prog.steps())
       for (const auto &[name, a] : step.attrs())
         if (!isUtf8(name) || (a.value_case() == plan::Attribute::kS && !isUtf8(a.s())))

@@ -118,6 +118,12 @@ private:
 /// arena bounds, and that arena buffers sharing bytes are never live at once.
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes);
 
+/// Whether `s` is valid UTF-8 (what protobuf requires of a `string` field).
+bool isUtf8(const std::string &s);
+/// `s` with the bytes of invalid UTF-8 written as \xNN: for informational
+/// strings (locations, the source path) that must not make a plan unreadable.
+std::string utf8Escaped(const std::string &s);
+
 /// Human-readable listing of a plan (ds-run --dump).
 std::string dumpPlan(const plan::Plan &p);
 

@@ -1,7 +1,10 @@
 #include "runtime/train/Checkpoint.h"
+#include "runtime/io/Files.h"
+#include "runtime/train/PlanIdentity.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,10 +64,54 @@ absl::Status writeFileSynced(const std::string &path, const std::string &bytes) 
 
 std::string stepName(int64_t step) { return absl::StrFormat("step_%08d", step); }
 
+/// The first element of a float state that is NaN or infinite, if any.
+std::optional<int64_t> firstNonFinite(const HostArray &a) {
+  const uint8_t *d = a.data.data();
+  const int64_t n = static_cast<int64_t>(a.data.size()) / std::max<int64_t>(1, dtypeSize(a.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    bool bad = false;
+    switch (a.dtype) {
+    case ds::plan::F32: {
+      float v;
+      std::memcpy(&v, d + 4 * i, 4);
+      bad = !std::isfinite(v);
+      break;
+    }
+    case ds::plan::F64: {
+      double v;
+      std::memcpy(&v, d + 8 * i, 8);
+      bad = !std::isfinite(v);
+      break;
+    }
+    case ds::plan::BF16: { // exponent all ones
+      uint16_t v;
+      std::memcpy(&v, d + 2 * i, 2);
+      bad = (v & 0x7F80) == 0x7F80;
+      break;
+    }
+    case ds::plan::F16: {
+      uint16_t v;
+      std::memcpy(&v, d + 2 * i, 2);
+      bad = (v & 0x7C00) == 0x7C00;
+      break;
+    }
+    default:
+      return std::nullopt;
+    }
+    if (bad) return i;
+  }
+  return std::nullopt;
+}
+
 /// Size and CRC-32 of a file, read in 1 MiB pieces.
 absl::StatusOr<std::pair<uint64_t, uint32_t>> digestFile(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  // A FIFO or device in place of a state file is refused, not waited on.
+  DS_ASSIGN_OR_RETURN(int fd, openRegularFile(path));
+  std::FILE *f = ::fdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
   std::vector<unsigned char> buf(1 << 20);
   uLong crc = crc32_z(0L, Z_NULL, 0);
   uint64_t size = 0;
@@ -183,6 +230,14 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   for (const std::string &n : session.stateNames()) {
     auto a = session.readState(n);
     if (!a.ok()) { st = a.status(); break; }
+    // A diverged run's state is not a checkpoint anyone can resume from.
+    if (std::optional<int64_t> at = firstNonFinite(*a)) {
+      st = absl::DataLossError(absl::StrCat(
+          "state '", n, "' holds a non-finite value (element ", *at, ") at step ", meta.step(),
+          ": the run diverged, and this checkpoint is not written (the previous one stays "
+          "current)"));
+      break;
+    }
     state.emplace_back(n, std::move(*a));
   }
   const std::string stateFile =
@@ -276,13 +331,28 @@ readCheckpoint(const std::string &dir, const std::string &name) {
                  ck.c_str(), ck.c_str());
     ck += ".old";
   }
-  std::ifstream metaFile(ck + "/meta.txtpb");
-  if (!metaFile) return absl::DataLossError(absl::StrCat(ck, " has no meta.txtpb"));
-  std::string text((std::istreambuf_iterator<char>(metaFile)), {});
+  auto metaText = readRegularFile(ck + "/meta.txtpb", 1 << 20);
+  if (!metaText.ok())
+    return absl::DataLossError(metaText.status().message());
+  const std::string &text = *metaText;
   ds::plan::CheckpointMeta meta;
-  if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1 ||
-      meta.step() < 0 || meta.data_cursor() < 0)
+  if (!google::protobuf::TextFormat::ParseFromString(text, &meta) || meta.format_version() != 1)
     return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb does not parse or is not version 1"));
+  // Every field is used as a count or an index: each must be in range.
+  auto bad = [&](const char *field, const std::string &why) {
+    return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb: ", field, " ", why));
+  };
+  if (meta.step() < 0 || stepName(meta.step()) != name)
+    return bad("step", absl::StrCat(meta.step(), " does not match the directory ", name));
+  if (meta.data_cursor() < 0 || meta.data_cursor() > (int64_t(1) << 62))
+    return bad("data_cursor", absl::StrCat(meta.data_cursor(), " is out of range [0, 2^62]"));
+  if (meta.world_size() < 0 || meta.world_size() > (1 << 20)) // 0: a one-rank plan
+    return bad("world_size", absl::StrCat(meta.world_size(), " is out of range [0, 2^20]"));
+  if (meta.zero_stage() < 0 || meta.zero_stage() > 3)
+    return bad("zero_stage", absl::StrCat(meta.zero_stage(), " is not 0 to 3"));
+  if (meta.applied_steps() < 0 || meta.applied_steps() > meta.step())
+    return bad("applied_steps", absl::StrCat(meta.applied_steps(), " is not in [0, step ",
+                                             meta.step(), "]"));
   DS_RETURN_IF_ERROR(verifyFiles(ck, meta));
   return std::make_pair(ck, meta);
 }
@@ -292,11 +362,14 @@ readCheckpoint(const std::string &dir, const std::string &name) {
 /// that is intact (saying so); without, it is an error naming the damage.
 static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
 readLatest(const std::string &dir, bool fallback) {
-  std::ifstream latest(dir + "/latest");
-  if (!latest) return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
-  std::string name;
-  std::getline(latest, name);
-  name = std::string(absl::StripAsciiWhitespace(name));
+  std::error_code exists;
+  if (!fs::exists(dir + "/latest", exists))
+    return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
+  // `latest` holds one short name; a device or FIFO in its place is refused.
+  auto latest = readRegularFile(dir + "/latest", 4096);
+  if (!latest.ok())
+    return absl::DataLossError(latest.status().message());
+  std::string name(absl::StripAsciiWhitespace(latest->substr(0, latest->find('\n'))));
   if (name.rfind("step_", 0) != 0 || name.find('/') != std::string::npos ||
       name.find("..") != std::string::npos)
     return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", name, "'"));
@@ -453,6 +526,14 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
   std::string stateFile = ck + "/state.npz";
   const Comm &comm = session.comm();
   const ds::plan::Plan &p = session.plan().plan();
+  // Another model's checkpoint is refused even where its tensors would
+  // fit (a recompiled plan of the same model, at another world size or
+  // stage, resumes).
+  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
+    return absl::FailedPreconditionError(absl::StrCat(
+        ck, " was saved by a plan of another model (its source graph or trained tensors "
+            "differ from this plan's, ", p.source(), "): resume it with a plan of ",
+        meta.plan_source(), ", or train this one in another --checkpoint-dir"));
   if (meta.zero_stage() > 0 && meta.world_size() > 1) {
     if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
       return absl::UnimplementedError(absl::StrCat(

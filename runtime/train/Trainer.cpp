@@ -1,4 +1,5 @@
 #include "runtime/train/Trainer.h"
+#include "runtime/train/PlanIdentity.h"
 
 #include <chrono>
 #include <cmath>
@@ -524,6 +525,8 @@ private:
     meta.set_seed(o_.seed);
     meta.set_shuffle(o_.shuffle);
     meta.set_plan_source(p_.source());
+    meta.set_model_hash(modelHash(p_));
+    meta.set_plan_hash(planHash(p_));
     meta.set_world_size(t_.world_size());
     meta.set_zero_stage(t_.zero_stage());
     meta.set_applied_steps(applied_);
@@ -548,8 +551,26 @@ private:
 
 } // namespace
 
+/// Every rank runs the same plan (a rank given another file would train a
+/// different model in lockstep, silently).
+absl::Status agreeOnPlan(Comm &comm, const ds::plan::Plan &p) {
+  if (comm.size() == 1) return absl::OkStatus();
+  // Two 32-bit halves: an int64 min/max of the hash is enough to see a difference.
+  uint64_t h = planHash(p);
+  int64_t lo[2] = {static_cast<int64_t>(h >> 32), static_cast<int64_t>(h & 0xffffffffu)};
+  int64_t hi[2] = {lo[0], lo[1]};
+  DS_RETURN_IF_ERROR(comm.allReduce(lo, 2, ds::plan::I64, ReduceOp::Min));
+  DS_RETURN_IF_ERROR(comm.allReduce(hi, 2, ds::plan::I64, ReduceOp::Max));
+  if (lo[0] != hi[0] || lo[1] != hi[1])
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the ranks run different plans (rank %d: %s, hash %016x): start every rank with the "
+        "same .dsplan", comm.rank(), p.source(), h));
+  return absl::OkStatus();
+}
+
 absl::Status train(Session &session, const TrainOptions &o) {
   DS_RETURN_IF_ERROR(checkTrainable(session));
+  DS_RETURN_IF_ERROR(agreeOnPlan(session.comm(), session.plan().plan()));
   DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
   TrainingRun run(session, o, std::move(data));
   // The checkpoint directory is this run's (and writable) before anything

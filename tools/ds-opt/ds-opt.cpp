@@ -32,6 +32,8 @@
 #include <cstdio>
 #include <optional>
 #include <unistd.h>
+#include <sys/stat.h>
+#include "runtime/io/Files.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -291,6 +293,30 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
+/// Every file ds-opt reads must be a regular file: a FIFO would block the
+/// open and a device (/dev/zero) never ends (docs/security.md). A text IR
+/// input is also checked for nesting before MLIR's recursive parser runs.
+static int checkInputFiles(const std::string &inputFilename, bool onnx) {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"input", inputFilename}, {"--config", configPath}, {"--parameters", parametersFile},
+      {"--inputs", sampleInputs}, {"--data", trainData}};
+  for (const std::string &spec : bindInputs)
+    files.push_back({"--bind-input", llvm::StringRef(spec).split('=').second.str()});
+  for (const auto &[what, path] : files) {
+    if (path.empty() || path == "-") continue;
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return fail(what + " " + path + " is not a regular file");
+  }
+  if (onnx || inputFilename == "-") return 0;
+  auto text = ::ds::rt::readRegularFile(inputFilename, uint64_t(1) << 32);
+  if (!text.ok()) return 0; // MLIR's reader reports a missing file itself
+  std::string deep =
+      mlir::ds::checkNesting(*text, mlir::ds::maxTextNesting(), mlir::ds::TextSyntax::Mlir);
+  if (!deep.empty()) return fail(inputFilename + ": " + deep);
+  return 0;
+}
+
 /// --parameters FILE: one initializer name a line; blank lines and text
 /// after '#' are ignored.
 static llvm::Expected<std::vector<std::string>> readParameterNames(const std::string &path) {
@@ -423,7 +449,7 @@ static int attachSourceModel(ModuleOp module, ::ds::rt::PlanWriter &writer,
 
 /// Writes the compiled module as ds IR or as a plan.
 static int writeOutput(ModuleOp module, const std::string &emit, const std::string &inputFilename,
-                       const std::string &outputFilename, bool onnx) {
+                       const std::string &outputFilename, bool onnx, uint64_t fingerprint) {
   if (emit == "mlir") {
     std::string error;
     auto out = openOutputFile(outputFilename, &error);
@@ -436,6 +462,7 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
   ::ds::rt::PlanWriter writer;
   mlir::ds::EmitPlanOptions emitOptions;
   emitOptions.source = inputFilename;
+  emitOptions.modelFingerprint = fingerprint;
   if (failed(mlir::ds::emitPlan(module, emitOptions, writer)))
     return 1;
   if (onnx && writer.plan().has_training())
@@ -501,6 +528,7 @@ int main(int argc, char **argv) {
   if (emit != "mlir" && emit != "plan")
     return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
   bool onnx = isOnnxFile(inputFilename);
+  if (int rc = checkInputFiles(inputFilename, onnx)) return rc;
 
   // With --report and no output named, report only.
   bool reportOnly = report && outputFilename == "-" && emitKind.empty();
@@ -517,6 +545,10 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   OwningOpRef<ModuleOp> module = loadModule(context, inputFilename, onnx);
   if (!module) return 1;
+  // The model's identity, before passes change it (checkpoints record it).
+  // An ONNX model's is its graph, which a training plan carries; ds IR
+  // has none, so its structure as written stands for it.
+  const uint64_t fingerprint = emit == "plan" && !onnx ? mlir::ds::modelFingerprint(*module) : 0;
 
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   PassManager pm(&context, ModuleOp::getOperationName());
@@ -538,5 +570,5 @@ int main(int argc, char **argv) {
     mlir::ds::printMemoryReport(*r, reportOnly || emit == "plan" ? llvm::outs() : llvm::errs());
     if (reportOnly) return 0;
   }
-  return writeOutput(*module, emit, inputFilename, outputFilename, onnx);
+  return writeOutput(*module, emit, inputFilename, outputFilename, onnx, fingerprint);
 }

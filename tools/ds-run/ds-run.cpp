@@ -30,6 +30,7 @@
 #include "runtime/plan/PlanFile.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ExportOnnx.h"
+#include "absl/strings/str_join.h"
 #include "runtime/train/StopSignals.h"
 #include "runtime/train/Trainer.h"
 #include <sys/resource.h>
@@ -326,6 +327,19 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
 
 /// Outside training, --checkpoint-dir runs (or exports) the trained state.
 absl::Status loadTrainedState(Session &session) {
+  // Training flags on a plan that cannot train would be ignored silently.
+  if (!session.plan().plan().has_training()) {
+    std::vector<std::string> given;
+    if (absl::GetFlag(FLAGS_resume)) given.push_back("--resume");
+    if (absl::GetFlag(FLAGS_steps) != 0) given.push_back("--steps");
+    if (!absl::GetFlag(FLAGS_log).empty()) given.push_back("--log");
+    if (!absl::GetFlag(FLAGS_data).empty()) given.push_back("--data");
+    if (absl::GetFlag(FLAGS_checkpoint_every) != 0) given.push_back("--checkpoint-every");
+    if (!given.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          absl::StrJoin(given, ", "), ": training flags, but this is an inference plan "
+          "(compiled without --config/--loss)"));
+  }
   if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty()) {
     // An inference plan's weights are constants of the plan: a checkpoint
     // has nothing to load into, and ignoring the flag would silently run

@@ -2,7 +2,7 @@
 //
 // Everything that touches bytes of an untrusted model: the model file's
 // size limit, protobuf parsing limits, tensor payloads (raw_data, typed
-// fields, external data), per ../shared/RELIABILITY.md rules 1-5.
+// fields, external data), as docs/security.md ("Inputs and their checks") lists.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DS_IMPORT_ONNXMODELFILE_H
@@ -27,6 +27,10 @@ constexpr size_t kMaxTensorRank = 1024;
 /// Reads a model: binary protobuf (.onnx), ONNX text syntax (.onnxtxt,
 /// .onnxtext) or protobuf JSON (.json).
 llvm::Expected<onnx::ModelProto> readModelFile(const std::string &path);
+/// Parses ONNX text syntax (or protobuf JSON) held in memory; `name` names
+/// it in errors. Nesting is bounded first (TextLimits.h).
+llvm::Expected<onnx::ModelProto> parseModelText(const std::string &data, const std::string &name,
+                                                bool json);
 
 /// Reads a model leaving out the data of the initializers `drop` names (a
 /// training plan's copy of its source model, whose trained weights ds-run

@@ -16,7 +16,13 @@ namespace mlir::ds {
 struct EmitPlanOptions {
   std::string producer = "ds-opt";
   std::string source;
+  /// modelFingerprint() of the module before any pass ran (0: none).
+  uint64_t modelFingerprint = 0;
 };
+
+/// A hash of `module`'s IR with large constants elided: its structure,
+/// for the plan's model_fingerprint (ds-opt takes it before any pass).
+uint64_t modelFingerprint(ModuleOp module);
 
 /// Fills `writer` from `module`'s entry function (`main`, or its only
 /// function). Fails with a diagnostic at the offending op.

@@ -10,6 +10,7 @@
 #ifndef DS_SUPPORT_TEXTLIMITS_H
 #define DS_SUPPORT_TEXTLIMITS_H
 
+#include <cctype>
 #include <cstdint>
 #include <string>
 
@@ -38,28 +39,76 @@ inline int64_t &maxConfigBytes() {
   return limit;
 }
 
+/// The text syntaxes ds parses with recursive parsers, and what their
+/// parsers treat as strings and comments (the scan below must agree, or a
+/// bracket the parser sees could hide from it):
+///  - OnnxText: ONNX 1.12's parser: strings end at the next `"` (no
+///    escapes), `#` starts a comment to the end of the line;
+///  - Json: llvm::json and protobuf's JSON: strings with `\` escapes, no
+///    comments;
+///  - Mlir: strings with `\` escapes, `//` comments.
+enum class TextSyntax { OnnxText, Json, Mlir };
+
 /// An error message when `text` nests brackets ((, [, {, <) deeper than
-/// `limit` (outside double-quoted strings), naming the line; "" otherwise.
-inline std::string checkNesting(llvm::StringRef text, int64_t limit = maxTextNesting()) {
-  int64_t depth = 0, line = 1;
-  bool inString = false, escaped = false;
-  for (char c : text) {
-    if (c == '\n') ++line;
-    if (inString) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') inString = false;
+/// `limit`, naming the line; "" otherwise. A closer only closes the bracket
+/// it matches (so the `>` of `=>` or `->` closes nothing), and strings and
+/// comments are skipped exactly as the syntax's parser skips them.
+/// OnnxText also refuses a number whose exponent has no digits (`2.5e`),
+/// which ONNX's parser would read as 2.5.
+inline std::string checkNesting(llvm::StringRef text, int64_t limit = maxTextNesting(),
+                                TextSyntax syntax = TextSyntax::Json) {
+  std::string open; // the brackets open now, innermost last
+  int64_t line = 1;
+  auto where = [&] { return " (line " + std::to_string(line) + ")"; };
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
       continue;
     }
-    if (c == '"') inString = true;
-    else if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > limit)
-        return "nested more than " + std::to_string(limit) + " levels deep (line " +
-               std::to_string(line) + "); such a file is refused rather than parsed "
-               "(ds-opt --max-nesting raises the limit)";
-    } else if (c == ')' || c == ']' || c == '}' || c == '>') {
-      if (depth > 0) --depth;
+    if (c == '"') { // a string: to its closing quote
+      for (++i; i < text.size(); ++i) {
+        if (text[i] == '\n') ++line;
+        if (syntax != TextSyntax::OnnxText && text[i] == '\\') {
+          if (i + 1 < text.size() && text[i + 1] == '\n') ++line;
+          ++i;
+          continue;
+        }
+        if (text[i] == '"') break;
+      }
+      continue;
     }
+    bool comment = (syntax == TextSyntax::OnnxText && c == '#') ||
+                   (syntax == TextSyntax::Mlir && c == '/' && i + 1 < text.size() && text[i + 1] == '/');
+    if (comment) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (syntax == TextSyntax::OnnxText && std::isdigit(static_cast<unsigned char>(c)) &&
+        (i == 0 || !ident(text[i - 1]))) {
+      size_t j = i;
+      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
+        if (k >= text.size() || !std::isdigit(static_cast<unsigned char>(text[k])))
+          return "malformed number '" + text.slice(i, k).str() + "'" + where() +
+                 ": an exponent needs digits";
+      }
+      i = j - 1;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      open.push_back(c);
+      if (static_cast<int64_t>(open.size()) > limit)
+        return "nested more than " + std::to_string(limit) + " levels deep" + where() +
+               "; such a file is refused rather than parsed "
+               "(ds-opt --max-nesting raises the limit)";
+      continue;
+    }
+    char want = c == ')' ? '(' : c == ']' ? '[' : c == '}' ? '{' : c == '>' ? '<' : 0;
+    if (want && !open.empty() && open.back() == want) open.pop_back();
   }
   return "";
 }

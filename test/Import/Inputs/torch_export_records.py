@@ -144,6 +144,27 @@ def unrecorded(out):
     save(os.path.join(out, "unrecorded.onnx"), graph, None)
 
 
+def transposed(out):
+    """`x @ w.T` (Falcon's FalconLinear): the optimizer folds the transpose
+    of w into an initializer named after its FX node (`permute`), which no
+    record ties to w; a causal mask folded from buffers stays constant."""
+    r = np.random.default_rng(3)
+    nodes = [
+        with_fx(helper.make_node("MatMul", ["x", "permute"], ["h"], name="node_matmul"),
+                fx("matmul", "matmul.default", "%x, %permute")),
+        with_fx(helper.make_node("Add", ["h", "val_7"], ["y"], name="node_add"),
+                fx("add", "add.Tensor", "%matmul, %expand_2")),
+    ]
+    graph = helper.make_graph(
+        nodes, "transposed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [init("permute", r.standard_normal((4, 3))), init("val_7", np.triu(np.ones((2, 3))))])
+    save(os.path.join(out, "transposed.onnx"), graph, [
+        "p_fc_weight: PARAMETER target='fc.weight'",
+        "b_mask: BUFFER target='mask' persistent=False",
+        "x: USER_INPUT"])
+
+
 def training_info(out):
     """ONNX training_info: its update bindings name what is trained."""
     r = np.random.default_rng(2)
@@ -162,4 +183,5 @@ if __name__ == "__main__":
     os.makedirs(sys.argv[1], exist_ok=True)
     merged(sys.argv[1])
     unrecorded(sys.argv[1])
+    transposed(sys.argv[1])
     training_info(sys.argv[1])

@@ -1,0 +1,49 @@
+#include "runtime/io/Files.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ds::rt {
+
+absl::StatusOr<int> openRegularFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  // Reads of a regular file never block; clear the flag anyway.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t maxBytes) {
+  DS_ASSIGN_OR_RETURN(int fd, openRegularFile(path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is larger than ", maxBytes, " bytes, the most read from such a file"));
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got != data.size())
+    return absl::DataLossError(absl::StrCat("reading ", path, " failed or it shrank"));
+  return data;
+}
+
+} // namespace ds::rt

@@ -1,0 +1,22 @@
+// Reading files that come from users: only regular files are opened, and
+// never in a way that blocks (a FIFO named as an input would wait for a
+// writer forever; /dev/zero would never end). docs/security.md lists where
+// each input is checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/plan/Status.h"
+
+namespace ds::rt {
+
+/// An open descriptor of a regular file (O_NONBLOCK, so opening a FIFO
+/// does not wait); anything else is an InvalidArgument error naming it.
+absl::StatusOr<int> openRegularFile(const std::string &path);
+
+/// The whole file, refused unless it is a regular file of at most
+/// `maxBytes` bytes.
+absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t maxBytes);
+
+} // namespace ds::rt

@@ -1,0 +1,59 @@
+#include "runtime/train/PlanIdentity.h"
+
+#include <string>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+namespace ds::rt {
+namespace {
+
+/// FNV-1a, 64 bits: stable across builds and machines (std::hash is not).
+struct Fnv {
+  uint64_t h = 1469598103934665603ULL;
+  void add(const void *data, size_t n) {
+    const auto *p = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  void add(const std::string &s) {
+    uint64_t n = s.size();
+    add(&n, sizeof(n));
+    add(s.data(), s.size());
+  }
+  void add(int64_t v) { add(&v, sizeof(v)); }
+};
+
+} // namespace
+
+uint64_t planHash(const ds::plan::Plan &plan) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&coded);
+  }
+  Fnv f;
+  f.add(bytes);
+  return f.h;
+}
+
+uint64_t modelHash(const ds::plan::Plan &plan) {
+  Fnv f;
+  f.add(static_cast<int64_t>(plan.model_fingerprint()));
+  f.add(plan.onnx_graph());
+  for (const auto &b : plan.buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    const std::string &n = b.io_name();
+    if (n.rfind("param:", 0) != 0 && n.rfind("master:", 0) != 0) continue;
+    f.add(n);
+    f.add(static_cast<int64_t>(b.dtype()));
+    if (b.partition_numel() > 0)
+      for (int64_t d : b.partition_shape()) f.add(d);
+    else
+      for (int64_t d : b.shape()) f.add(d);
+  }
+  return f.h;
+}
+
+} // namespace ds::rt

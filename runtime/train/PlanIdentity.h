@@ -1,0 +1,22 @@
+// Which plan and which model a run or a checkpoint belongs to, as 64-bit
+// hashes: ranks must run the same plan, and a checkpoint resumes only into
+// a plan of the same model (docs/security.md, "Checkpoints").
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/proto/plan.pb.h"
+
+namespace ds::rt {
+
+/// The plan message (programs, buffers, training settings; not the
+/// weights, which carry their own checksums), serialized deterministically.
+uint64_t planHash(const ds::plan::Plan &plan);
+
+/// The model: its fingerprint (ds-opt's hash of the IR as imported), the
+/// source ONNX graph a training plan carries, and each trained tensor's
+/// name, dtype and whole shape. The same for every world
+/// size and ZeRO stage of one model and precision.
+uint64_t modelHash(const ds::plan::Plan &plan);
+
+} // namespace ds::rt

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterCore.h"
+#include "runtime/kernels/ElementMath.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -67,7 +68,20 @@ FailureOr<Value> IndexingImporter::linearIndex(const onnx::NodeProto &n, Value i
   DS_TRY(shifted, build<AddOp>({idx, i64Tensor(dims)}));
   DS_TRY(wrapped, build<WhereOp>({neg, shifted, idx}));
   DS_TRY(scaled, build<MulOp>({wrapped, i64Tensor(strides)}));
-  return reduceWith<ReduceSumOp>(scaled, {static_cast<int64_t>(is.size()) - 1}, false);
+  int64_t last = static_cast<int64_t>(is.size()) - 1;
+  DS_TRY(linear, reduceWith<ReduceSumOp>(scaled, {last}, false));
+  // Each component must be inside its own dimension (ONNX): [0, 5] into
+  // [4, 3] is an error, not element 5. A row with a component out of
+  // range gets an index no Gather or Scatter accepts, so the kernel's
+  // range check reports it.
+  DS_TRY(low, build<LessOp>({wrapped, scalar(b_.getI64Type(), 0)}));
+  DS_TRY(high, build<GreaterEqualOp>({wrapped, i64Tensor(dims)}));
+  DS_TRY(outside, build<OrOp>({low, high}));
+  DS_TRY(count, castTo(outside, b_.getI64Type()));
+  DS_TRY(anyOutside, reduceWith<ReduceMaxOp>(count, {last}, false));
+  DS_TRY(isBad, build<GreaterOp>({anyOutside, scalar(b_.getI64Type(), 0)}));
+  Value sentinel = scalar(b_.getI64Type(), static_cast<double>(::ds::math::kIndexRowOutOfRange));
+  return build<WhereOp>({isBad, sentinel, linear});
 }
 
 // GatherND: each index row becomes one linear index into the data's

@@ -238,6 +238,14 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
   if (opts_.dataShapes.contains("") && inputNames.size() != 1)
     return fileError() << opts_.dataSource << " is one array but the graph has "
                        << inputNames.size() << " inputs; use an .npz keyed by input name";
+  // --inputs holds what the plan will run on: an array no input reads is
+  // a mistake (a misspelled name), as it is for ds-run. (Training data
+  // also holds labels, which are no graph input.)
+  if (!opts_.dataHasSampleDim)
+    for (const auto &kv : opts_.dataShapes)
+      if (!kv.getKey().empty() && !inputNames.contains(kv.getKey()))
+        return fileError() << opts_.dataSource << " has an array '" << kv.getKey()
+                           << "', which is not an input of the graph";
   return success();
 }
 

@@ -39,6 +39,9 @@ CpuBackend::CpuBackend(const BackendOptions &opts) {
 absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace) {
   // Round up so aligned_alloc's size rule holds; a zero-byte request still
   // gets a valid, distinct pointer.
+  if (bytes > (uint64_t(1) << 62))
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes (more than 2^62)"));
   uint64_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void *p = std::aligned_alloc(64, rounded);

@@ -307,6 +307,9 @@ PreparedStep makeGather(const KernelContext &c, int64_t axis) {
   return [=]() -> absl::Status {
     for (int64_t j = 0; j < nIdx; ++j) {
       int64_t v = static_cast<int64_t>(idx[j]);
+      if (v == math::kIndexRowOutOfRange)
+        return absl::OutOfRangeError(absl::StrCat(
+            where, "index row ", j, " has a component outside its dimension (GatherND)"));
       if (v < -dim || v >= dim)
         return absl::OutOfRangeError(absl::StrCat(where, "index ", v, " at position ", j,
                                                   " is out of range for a dimension of ",
@@ -350,6 +353,9 @@ struct ElementIndexing {
   template <typename I>
   absl::StatusOr<int64_t> offset(const I *idx, int64_t flat, const std::string &where) const {
     int64_t v = static_cast<int64_t>(idx[flat]);
+    if (v == math::kIndexRowOutOfRange)
+      return absl::OutOfRangeError(absl::StrCat(
+          where, "index row ", flat, " has a component outside its dimension (ScatterND)"));
     if (v < -dim || v >= dim)
       return absl::OutOfRangeError(absl::StrCat(where, "index ", v, " is out of range for ", dim));
     if (v < 0) v += dim;

@@ -12,8 +12,13 @@ namespace ds::rt {
 
 absl::StatusOr<int> openRegularFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
+  // Only a missing file is NotFound: a checkpoint reader treats NotFound
+  // as "nothing there", which must never hide an unreadable file.
+  if (fd < 0 && errno == ENOENT)
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -44,6 +49,21 @@ absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t ma
   if (got != data.size())
     return absl::DataLossError(absl::StrCat("reading ", path, " failed or it shrank"));
   return data;
+}
+
+absl::Status checkOutputFile(const std::string &path, const std::string &flag) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus(); // to be created
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, " exists and is not a regular file; ds writes regular files only"));
+  return absl::OkStatus();
+}
+
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 } // namespace ds::rt

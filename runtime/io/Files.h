@@ -19,4 +19,12 @@ absl::StatusOr<int> openRegularFile(const std::string &path);
 /// `maxBytes` bytes.
 absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t maxBytes);
 
+/// An output path is written by replacing it (a temporary file renamed
+/// over it): a device or FIFO at that path would be destroyed, so only a
+/// missing or regular file is accepted; `flag` names the option in errors.
+absl::Status checkOutputFile(const std::string &path, const std::string &flag);
+
+/// Whether two paths name one file (same device and inode).
+bool sameFile(const std::string &a, const std::string &b);
+
 } // namespace ds::rt

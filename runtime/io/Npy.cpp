@@ -235,6 +235,19 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
       status = absl::InvalidArgumentError(absl::StrCat(what, ": entry too large"));
       break;
     }
+    // The size is allocated before a byte is read: it must be one the file
+    // can hold (a stored entry is its own size; deflate shrinks at most
+    // ~1032:1), so a 200-byte file cannot make ds-run allocate gigabytes.
+    if ((st.valid & ZIP_STAT_COMP_SIZE) && (st.valid & ZIP_STAT_COMP_METHOD)) {
+      bool stored = st.comp_method == ZIP_CM_STORE;
+      if ((stored && st.size != st.comp_size) ||
+          st.size > st.comp_size * 1100 + (uint64_t(1) << 16)) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            what, ": declares ", st.size, " bytes from ", st.comp_size,
+            stored ? " stored bytes" : " compressed bytes", "; the zip directory is damaged"));
+        break;
+      }
+    }
     std::vector<uint8_t> buf(st.size);
     zip_file_t *f = zip_fopen_index(z, i, 0);
     zip_int64_t got = f ? zip_fread(f, buf.data(), st.size) : -1;

@@ -63,6 +63,11 @@ DS_HOST_DEVICE uint16_t floatToHalf(float f) {
   if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
   return sign | static_cast<uint16_t>(half);
 }
+/// The linear index the importer gives a GatherND/ScatterND row with a
+/// component outside its dimension (-2^62: out of range of any tensor), so
+/// the kernels report that row.
+constexpr int64_t kIndexRowOutOfRange = -(int64_t(1) << 62);
+
 /// bfloat16 <-> float: the top half of the float, round to nearest even.
 DS_HOST_DEVICE float bf16ToFloat(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;

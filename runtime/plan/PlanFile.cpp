@@ -1,5 +1,7 @@
 #include "runtime/plan/PlanFile.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -651,13 +653,69 @@ absl::Status checkUtf8(const plan::Plan &p) {
 }
 } // namespace
 
+namespace {
+/// The training section's numbers drive loops, schedules and the update:
+/// each must be in the range ds-opt writes (a plan from elsewhere could
+/// say anything; docs/security.md).
+absl::Status checkTraining(const plan::Plan &p) {
+  if (!p.has_training()) return absl::OkStatus();
+  const plan::Training &t = p.training();
+  auto bad = [](const std::string &field, const std::string &why) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan's training ", field, " ", why));
+  };
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (t.micro_batch_size() < 1 || t.micro_batch_size() > (int64_t(1) << 32))
+    return bad("micro_batch_size", absl::StrCat(t.micro_batch_size(), " is not in [1, 2^32]"));
+  if (t.gradient_accumulation_steps() < 1 || t.gradient_accumulation_steps() > (1 << 20))
+    return bad("gradient_accumulation_steps",
+               absl::StrCat(t.gradient_accumulation_steps(), " is not in [1, 2^20]"));
+  if (t.world_size() < 0 || t.world_size() > (1 << 20) || t.world_size() > std::max<uint32_t>(1, p.world_size()))
+    return bad("world_size", absl::StrCat(t.world_size(), " does not fit the plan's ",
+                                          p.world_size(), " ranks"));
+  if (t.zero_stage() < 0 || t.zero_stage() > 3)
+    return bad("zero_stage", absl::StrCat(t.zero_stage(), " is not 0 to 3"));
+  if (!finite(t.gradient_clipping()) || t.gradient_clipping() < 0)
+    return bad("gradient_clipping", "must be finite and >= 0");
+  const plan::Optimizer &o = t.optimizer();
+  if (!plan::Optimizer::Kind_IsValid(o.kind())) return bad("optimizer kind", "is unknown");
+  if (!finite(o.lr()) || o.lr() < 0) return bad("optimizer lr", "must be finite and >= 0");
+  if (o.kind() != plan::Optimizer::SGD &&
+      (!(o.beta1() >= 0 && o.beta1() < 1) || !(o.beta2() >= 0 && o.beta2() < 1) ||
+       !(o.eps() >= 0) || !finite(o.eps())))
+    return bad("optimizer betas or eps", "are outside [0, 1) or eps is negative");
+  if (!finite(o.weight_decay()) || o.weight_decay() < 0 || !finite(o.momentum()) ||
+      o.momentum() < 0 || !finite(o.dampening()))
+    return bad("optimizer weight_decay, momentum or dampening", "must be finite and >= 0");
+  const plan::Schedule &sc = t.schedule();
+  if (!plan::Schedule::Kind_IsValid(sc.kind())) return bad("schedule kind", "is unknown");
+  if (!finite(sc.warmup_min_lr()) || !finite(sc.warmup_max_lr()) || sc.warmup_num_steps() < 0 ||
+      sc.total_num_steps() < 0 || !finite(sc.warmup_min_ratio()) || !finite(sc.cos_min_ratio()))
+    return bad("schedule", "has a non-finite rate or a negative step count");
+  if (!t.precision().empty() && t.precision() != "fp32" && t.precision() != "bf16" &&
+      t.precision() != "fp16")
+    return bad("precision", absl::StrCat("'", t.precision(), "' is not fp32, bf16 or fp16"));
+  const plan::LossScaler &ls = t.loss_scaler();
+  if (!finite(ls.static_scale()) || ls.static_scale() < 0 || !finite(ls.initial_scale()) ||
+      ls.initial_scale() < 0 || ls.scale_window() < 0 || ls.hysteresis() < 0 ||
+      !finite(ls.min_scale()) || ls.min_scale() < 0)
+    return bad("loss_scaler", "has a negative or non-finite setting");
+  if (t.steps_per_print() < 0) return bad("steps_per_print", "is negative");
+  return absl::OkStatus();
+}
+} // namespace
+
 absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
   DS_RETURN_IF_ERROR(checkUtf8(p));
+  // Sizes the runtime allocates: bounded like every byte size (2^62).
+  if (p.arena_bytes() > (uint64_t(1) << 62))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan's arena of ", p.arena_bytes(), " bytes is larger than 2^62"));
   const uint32_t world = std::max<uint32_t>(1, p.world_size());
   DS_RETURN_IF_ERROR(checkWorldAndMesh(p, world));
   DS_RETURN_IF_ERROR(checkBuffers(p, world, weightBytes));
   for (const auto &prog : p.programs())
     DS_RETURN_IF_ERROR(checkProgram(p, prog));
+  DS_RETURN_IF_ERROR(checkTraining(p));
   return absl::OkStatus();
 }
 

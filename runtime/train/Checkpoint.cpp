@@ -134,15 +134,18 @@ absl::Status verifyFiles(const std::string &ck, const ds::plan::CheckpointMeta &
         file.name().find("..") != std::string::npos)
       return absl::DataLossError(absl::StrCat(ck, "/meta.txtpb names a bad file '", file.name(), "'"));
     const std::string path = ck + "/" + file.name();
-    DS_ASSIGN_OR_RETURN(auto digest, digestFile(path));
-    if (digest.first != file.size())
+    auto digest = digestFile(path);
+    // A missing or unreadable state file is damage, never "no checkpoint".
+    if (!digest.ok())
+      return absl::DataLossError(absl::StrCat(ck, " is damaged: ", digest.status().message()));
+    if (digest->first != file.size())
       return absl::DataLossError(absl::StrFormat(
           "%s is damaged: %d bytes where the checkpoint wrote %d (truncated or overwritten)",
-          path, digest.first, file.size()));
-    if (digest.second != file.crc32())
+          path, digest->first, file.size()));
+    if (digest->second != file.crc32())
       return absl::DataLossError(absl::StrFormat(
           "%s is damaged: its CRC-32 is %08x where the checkpoint wrote %08x", path,
-          digest.second, file.crc32()));
+          digest->second, file.crc32()));
   }
   return absl::OkStatus();
 }
@@ -186,6 +189,17 @@ absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const st
       if (::ftruncate(lock->fd_, 0) != 0 || ::pwrite(lock->fd_, me.data(), me.size(), 0) < 0)
         st = absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
                                                       " is not writable: ", std::strerror(errno)));
+      // A writable lock file says nothing about the directory: a save
+      // creates entries in it, so try that now, not at the first save.
+      const std::string probe = absl::StrCat(dir, "/.ds-run-probe-", ::getpid());
+      int fd = st.ok() ? ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+      if (st.ok() && fd < 0)
+        st = absl::PermissionDeniedError(absl::StrCat(
+            "--checkpoint-dir ", dir, " is not writable: ", std::strerror(errno)));
+      if (fd >= 0) {
+        ::close(fd);
+        ::unlink(probe.c_str());
+      }
     }
   }
   DS_RETURN_IF_ERROR(agree(comm.size() > 1 ? &comm : nullptr, st, "locking --checkpoint-dir"));
@@ -363,8 +377,32 @@ readCheckpoint(const std::string &dir, const std::string &name) {
 static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
 readLatest(const std::string &dir, bool fallback) {
   std::error_code exists;
-  if (!fs::exists(dir + "/latest", exists))
-    return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
+  std::vector<std::string> steps; // step_* directories, newest first
+  for (const auto &e : fs::directory_iterator(dir, exists)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos)
+      steps.push_back(n);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  if (!fs::exists(dir + "/latest", exists) && !fs::is_symlink(dir + "/latest", exists)) {
+    if (steps.empty())
+      return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
+    // Checkpoints without `latest`: something removed it. Starting afresh
+    // would silently discard them.
+    if (!fallback)
+      return absl::DataLossError(absl::StrCat(
+          dir, " holds checkpoints (newest ", steps[0], ") but no `latest` naming the "
+               "committed one; --resume-fallback resumes from the newest intact one"));
+    for (const std::string &n : steps) {
+      auto prev = readCheckpoint(dir, n);
+      if (!prev.ok()) continue;
+      std::fprintf(stderr, "ds-run: %s has no `latest`; falling back to %s/%s (step %lld)\n",
+                   dir.c_str(), dir.c_str(), n.c_str(),
+                   static_cast<long long>(prev->second.step()));
+      return prev;
+    }
+    return absl::DataLossError(absl::StrCat(dir, " has no `latest` and no intact checkpoint"));
+  }
   // `latest` holds one short name; a device or FIFO in its place is refused.
   auto latest = readRegularFile(dir + "/latest", 4096);
   if (!latest.ok())
@@ -382,16 +420,8 @@ readLatest(const std::string &dir, bool fallback) {
                                        "older checkpoint instead"));
     return got;
   }
-  std::vector<std::string> older;
-  std::error_code ec;
-  for (const auto &e : fs::directory_iterator(dir, ec)) {
-    std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos &&
-        n < name)
-      older.push_back(n);
-  }
-  std::sort(older.rbegin(), older.rend());
-  for (const std::string &n : older) {
+  for (const std::string &n : steps) {
+    if (n >= name) continue; // older ones only
     auto prev = readCheckpoint(dir, n);
     if (!prev.ok()) continue;
     std::fprintf(stderr, "ds-run: %s\nds-run: falling back to %s/%s (step %lld)\n",
@@ -520,39 +550,47 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
 absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string &dir,
                                                               Session &session, bool fallback) {
   DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir, fallback));
-  const auto &[ck, meta] = latest;
-  // ZeRO checkpoints hold one state file per rank, for the world they were
-  // saved at.
-  std::string stateFile = ck + "/state.npz";
-  const Comm &comm = session.comm();
-  const ds::plan::Plan &p = session.plan().plan();
-  // Another model's checkpoint is refused even where its tensors would
-  // fit (a recompiled plan of the same model, at another world size or
-  // stage, resumes).
-  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
-    return absl::FailedPreconditionError(absl::StrCat(
-        ck, " was saved by a plan of another model (its source graph or trained tensors "
-            "differ from this plan's, ", p.source(), "): resume it with a plan of ",
-        meta.plan_source(), ", or train this one in another --checkpoint-dir"));
-  if (meta.zero_stage() > 0 && meta.world_size() > 1) {
-    if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
-      return absl::UnimplementedError(absl::StrCat(
-          ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
-          p.training().zero_stage(), " (convert between stages is not supported)"));
-    if (meta.world_size() != comm.size())
-      return loadResharded(ck, meta, session);
-    stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
-  }
-  DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));
-  std::vector<std::string> want = session.stateNames();
-  for (const std::string &n : want) {
-    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto &kv) { return kv.first == n; });
-    if (it == arrays.end())
-      return absl::InvalidArgumentError(
-          absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
-    DS_RETURN_IF_ERROR(session.writeState(n, it->second));
-  }
-  return meta;
+  // Past this point a checkpoint exists: a file missing from it is damage,
+  // never "no checkpoint" (which would start training afresh).
+  auto load = [&]() -> absl::StatusOr<ds::plan::CheckpointMeta> {
+    const auto &[ck, meta] = latest;
+    // ZeRO checkpoints hold one state file per rank, for the world they were
+    // saved at.
+    std::string stateFile = ck + "/state.npz";
+    const Comm &comm = session.comm();
+    const ds::plan::Plan &p = session.plan().plan();
+    // Another model's checkpoint is refused even where its tensors would
+    // fit (a recompiled plan of the same model, at another world size or
+    // stage, resumes).
+    if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
+      return absl::FailedPreconditionError(absl::StrCat(
+          ck, " was saved by a plan of another model (its source graph or trained tensors "
+              "differ from this plan's, ", p.source(), "): resume it with a plan of ",
+          meta.plan_source(), ", or train this one in another --checkpoint-dir"));
+    if (meta.zero_stage() > 0 && meta.world_size() > 1) {
+      if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
+        return absl::UnimplementedError(absl::StrCat(
+            ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
+            p.training().zero_stage(), " (convert between stages is not supported)"));
+      if (meta.world_size() != comm.size())
+        return loadResharded(ck, meta, session);
+      stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
+    }
+    DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));
+    std::vector<std::string> want = session.stateNames();
+    for (const std::string &n : want) {
+      auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto &kv) { return kv.first == n; });
+      if (it == arrays.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
+      DS_RETURN_IF_ERROR(session.writeState(n, it->second));
+    }
+    return meta;
+  };
+  auto loaded = load();
+  if (!loaded.ok() && loaded.status().code() == absl::StatusCode::kNotFound)
+    return absl::DataLossError(absl::StrCat(latest.first, " is damaged: ", loaded.status().message()));
+  return loaded;
 }
 
 } // namespace ds::rt

@@ -26,6 +26,8 @@ public:
   /// The next micro-batch for this rank, advancing the cursor.
   std::map<std::string, HostArray> next();
 
+  /// Samples in the data file.
+  int64_t samples() const { return samples_; }
   /// Position in the global sample stream (for checkpoints).
   int64_t cursor() const { return cursor_; }
   void setCursor(int64_t c) { cursor_ = c; }

@@ -1,6 +1,9 @@
 #include "runtime/train/ExportOnnx.h"
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <fstream>
 
 #include <onnx/onnx_pb.h>
@@ -57,9 +60,38 @@ trainedInitializers(const ds::plan::Plan &p, const StateReader &state) {
   return out;
 }
 
+/// The directory of `path`, resolved (empty when it does not exist).
+static std::string realDir(const std::string &path) {
+  std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos
+                                       ? 0
+                                       : path.find_last_of('/'));
+  if (dir.empty()) dir = ".";
+  char buf[PATH_MAX];
+  return ::realpath(dir.c_str(), buf) ? std::string(buf) : std::string();
+}
+
 absl::Status exportOnnx(const ds::plan::Plan &p, const StateReader &state, const std::string &path) {
   DS_ASSIGN_OR_RETURN(onnx::ModelProto model, sourceModel(p));
   DS_ASSIGN_OR_RETURN(auto weights, trainedInitializers(p, state));
+  // Untrained initializers the source keeps in external data stay where
+  // they are, named relative to the source model: the export must sit in
+  // the source's directory, or its references would point at nothing (or
+  // at another file of the same name).
+  std::set<std::string> trained;
+  for (const auto &[name, a] : weights) trained.insert(name);
+  int external = 0;
+  for (const auto &init : model.graph().initializer())
+    if (!trained.count(init.name()) &&
+        init.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+      ++external;
+  if (external > 0) {
+    std::string from = realDir(p.source()), to = realDir(path);
+    if (from.empty() || from != to)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--export-onnx ", path, ": ", external, " untrained initializers of ", p.source(),
+          " are external data named relative to it; export into the same directory (",
+          from.empty() ? "its directory is not found from here" : from, ")"));
+  }
   for (auto &[name, a] : weights)
     for (auto &init : *model.mutable_graph()->mutable_initializer()) {
       if (init.name() != name) continue;

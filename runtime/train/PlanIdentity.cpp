@@ -1,5 +1,8 @@
 #include "runtime/train/PlanIdentity.h"
 
+#include "absl/strings/str_cat.h"
+#include "runtime/comm/Comm.h"
+
 #include <string>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -54,6 +57,26 @@ uint64_t modelHash(const ds::plan::Plan &plan) {
       for (int64_t d : b.shape()) f.add(d);
   }
   return f.h;
+}
+
+uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+absl::Status agreeAcrossRanks(Comm &comm, uint64_t mine, const std::string &what,
+                              const std::string &detail) {
+  if (comm.size() == 1) return absl::OkStatus();
+  // Two 32-bit halves: equal min and max of each mean every rank agrees.
+  int64_t lo[2] = {static_cast<int64_t>(mine >> 32), static_cast<int64_t>(mine & 0xffffffffu)};
+  int64_t hi[2] = {lo[0], lo[1]};
+  DS_RETURN_IF_ERROR(comm.allReduce(lo, 2, ds::plan::I64, ReduceOp::Min));
+  DS_RETURN_IF_ERROR(comm.allReduce(hi, 2, ds::plan::I64, ReduceOp::Max));
+  if (lo[0] != hi[0] || lo[1] != hi[1])
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ranks run ", what, " (rank ", comm.rank(), ": ", detail, ")"));
+  return absl::OkStatus();
 }
 
 } // namespace ds::rt

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include <string>
+
+#include "runtime/plan/Status.h"
 #include "runtime/proto/plan.pb.h"
 
 namespace ds::rt {
@@ -18,5 +21,16 @@ uint64_t planHash(const ds::plan::Plan &plan);
 /// name, dtype and whole shape. The same for every world
 /// size and ZeRO stage of one model and precision.
 uint64_t modelHash(const ds::plan::Plan &plan);
+
+class Comm;
+
+/// FNV-1a over bytes, chainable: a stable 64-bit hash for agreement checks.
+uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ULL);
+
+/// Every rank's `mine` equal, or a FailedPrecondition on every rank whose
+/// message says what differs (`what`, and this rank's `detail`). A no-op
+/// on one rank.
+absl::Status agreeAcrossRanks(Comm &comm, uint64_t mine, const std::string &what,
+                              const std::string &detail);
 
 } // namespace ds::rt

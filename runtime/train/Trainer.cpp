@@ -174,7 +174,7 @@ std::string jsonNumber(const char *name, double v, std::string &nonfinite) {
   return "null";
 }
 
-void logStep(std::FILE *log, const StepRecord &r) {
+absl::Status logStep(std::FILE *log, const std::string &path, const StepRecord &r) {
   std::string nonfinite;
   std::string loss = jsonNumber("loss", r.loss, nonfinite);
   std::string lr = jsonNumber("lr", r.lr, nonfinite);
@@ -189,7 +189,11 @@ void logStep(std::FILE *log, const StepRecord &r) {
                "\"time\": %.6f, \"samples_per_sec\": %.3f%s%s}\n",
                static_cast<long long>(r.step), loss.c_str(), lr.c_str(), norm.c_str(),
                r.seconds, r.samplesPerSec, scaler.c_str(), nonfinite.c_str());
-  std::fflush(log);
+  // A full disk must not turn the log into a silently empty file.
+  if (std::fflush(log) != 0 || std::ferror(log))
+    return absl::ResourceExhaustedError(
+        absl::StrCat("writing the --log ", path, " failed: ", std::strerror(errno)));
+  return absl::OkStatus();
 }
 
 /// h:mm:ss (m:ss under an hour).
@@ -551,27 +555,19 @@ private:
 
 } // namespace
 
-/// Every rank runs the same plan (a rank given another file would train a
-/// different model in lockstep, silently).
-absl::Status agreeOnPlan(Comm &comm, const ds::plan::Plan &p) {
-  if (comm.size() == 1) return absl::OkStatus();
-  // Two 32-bit halves: an int64 min/max of the hash is enough to see a difference.
-  uint64_t h = planHash(p);
-  int64_t lo[2] = {static_cast<int64_t>(h >> 32), static_cast<int64_t>(h & 0xffffffffu)};
-  int64_t hi[2] = {lo[0], lo[1]};
-  DS_RETURN_IF_ERROR(comm.allReduce(lo, 2, ds::plan::I64, ReduceOp::Min));
-  DS_RETURN_IF_ERROR(comm.allReduce(hi, 2, ds::plan::I64, ReduceOp::Max));
-  if (lo[0] != hi[0] || lo[1] != hi[1])
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the ranks run different plans (rank %d: %s, hash %016x): start every rank with the "
-        "same .dsplan", comm.rank(), p.source(), h));
-  return absl::OkStatus();
-}
-
 absl::Status train(Session &session, const TrainOptions &o) {
   DS_RETURN_IF_ERROR(checkTrainable(session));
-  DS_RETURN_IF_ERROR(agreeOnPlan(session.comm(), session.plan().plan()));
   DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
+  // Data-parallel ranks read one data set in one order: a rank given
+  // another file (or --shuffle / --seed) would train on other samples.
+  uint64_t dataId = fnv1a(&o.seed, sizeof(o.seed));
+  const int64_t samples = data.samples();
+  dataId = fnv1a(&samples, sizeof(samples), dataId);
+  dataId = fnv1a(&o.shuffle, sizeof(o.shuffle), dataId);
+  DS_RETURN_IF_ERROR(agreeAcrossRanks(
+      session.comm(), dataId, "different data (sample counts, --shuffle or --seed)",
+      absl::StrCat(o.dataPath, ": ", samples, " samples, --seed ", o.seed,
+                   o.shuffle ? ", --shuffle" : "")));
   TrainingRun run(session, o, std::move(data));
   // The checkpoint directory is this run's (and writable) before anything
   // is read from it.
@@ -595,7 +591,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
   Progress progress(o, run.root(), session.plan().plan().training().steps_per_print(), step);
   for (; step < o.steps; ++step) {
     DS_ASSIGN_OR_RETURN(StepRecord record, run.runStep(step));
-    if (log) logStep(log.get(), record);
+    if (log) DS_RETURN_IF_ERROR(logStep(log.get(), o.logPath, record));
     for (auto &monitor : monitors) DS_RETURN_IF_ERROR(monitor->write(run.monitorEvents(record)));
     progress.step(record);
     if (progress.printsLine(record.step)) {

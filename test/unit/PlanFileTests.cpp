@@ -1,5 +1,7 @@
 // The plan container and its validation: everything a corrupted or
 // malicious plan could do is refused with a message.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -154,6 +156,47 @@ TEST(PlanStructure, BoundsAndKindsAreChecked) {
   auto *prog2 = u.add_programs();
   prog2->add_steps()->add_inputs(7); // no such buffer
   EXPECT_FALSE(validatePlanStructure(u, 0).ok());
+}
+
+// Sizes and settings a hostile plan could carry with a valid checksum: an
+// arena that wraps the allocator's rounding, and a training section whose
+// numbers drive loops and the update.
+TEST(PlanStructure, HugeArenaAndTrainingSettingsAreChecked) {
+  plan::Plan a;
+  a.set_arena_bytes(~uint64_t(0) - 10);
+  auto st = validatePlanStructure(a, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("larger than 2^62"), std::string::npos) << st.message();
+  auto training = [] {
+    plan::Plan p;
+    auto *t = p.mutable_training();
+    t->set_micro_batch_size(4);
+    t->set_gradient_accumulation_steps(1);
+    t->mutable_optimizer()->set_lr(1e-3);
+    t->mutable_optimizer()->set_beta1(0.9);
+    t->mutable_optimizer()->set_beta2(0.999);
+    t->mutable_optimizer()->set_eps(1e-8);
+    return p;
+  };
+  EXPECT_TRUE(validatePlanStructure(training(), 0).ok());
+  auto expectRefused = [&](const std::function<void(plan::Training &)> &edit, const char *what) {
+    plan::Plan p = training();
+    edit(*p.mutable_training());
+    auto s = validatePlanStructure(p, 0);
+    EXPECT_FALSE(s.ok()) << what;
+    if (!s.ok()) EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_lr(-1); }, "optimizer lr");
+  expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_beta1(2); }, "betas");
+  expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_kind(plan::Optimizer::Kind(17)); },
+                "optimizer kind");
+  expectRefused([](plan::Training &t) { t.mutable_schedule()->set_kind(plan::Schedule::Kind(9)); },
+                "schedule kind");
+  expectRefused([](plan::Training &t) { t.set_zero_stage(9); }, "zero_stage");
+  expectRefused([](plan::Training &t) { t.set_precision("fp8"); }, "precision");
+  expectRefused([](plan::Training &t) { t.set_gradient_accumulation_steps(int64_t(1) << 62); },
+                "gradient_accumulation_steps");
+  expectRefused([](plan::Training &t) { t.set_micro_batch_size(0); }, "micro_batch_size");
 }
 
 // An out-of-range operand id names the program once, then where in it.

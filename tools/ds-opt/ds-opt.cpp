@@ -296,7 +296,8 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
 /// Every file ds-opt reads must be a regular file: a FIFO would block the
 /// open and a device (/dev/zero) never ends (docs/security.md). A text IR
 /// input is also checked for nesting before MLIR's recursive parser runs.
-static int checkInputFiles(const std::string &inputFilename, bool onnx) {
+static int checkInputFiles(const std::string &inputFilename, const std::string &outputFilename,
+                           bool onnx) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"input", inputFilename}, {"--config", configPath}, {"--parameters", parametersFile},
       {"--inputs", sampleInputs}, {"--data", trainData}};
@@ -307,6 +308,18 @@ static int checkInputFiles(const std::string &inputFilename, bool onnx) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
       return fail(what + " " + path + " is not a regular file");
+  }
+  // MLIR text goes to its output directly (not renamed over it), so
+  // /dev/null is fine for it; a plan is written aside and renamed.
+  const bool planOut = emitKind == "plan" ||
+                       (emitKind.empty() && llvm::StringRef(outputFilename).ends_with(".dsplan"));
+  if (outputFilename != "-" && (planOut || outputFilename != "/dev/null")) {
+    // The output replaces its file (written aside, renamed): never a
+    // device or FIFO, never the input.
+    if (auto st = ::ds::rt::checkOutputFile(outputFilename, "-o"); !st.ok())
+      return fail(std::string(st.message()));
+    if (inputFilename != "-" && ::ds::rt::sameFile(outputFilename, inputFilename))
+      return fail("-o " + outputFilename + " is the input; name another file");
   }
   if (onnx || inputFilename == "-") return 0;
   auto text = ::ds::rt::readRegularFile(inputFilename, uint64_t(1) << 32);
@@ -371,6 +384,9 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     precision = mlir::ds::precisionName(*kind);
   }
   bool training = !configPath.empty() || !lossKind.empty();
+  if (!training && worldSize != 1)
+    return fail("--world-size applies to training plans (--config/--loss); an inference plan "
+                "over several ranks is --tensor-parallel N");
   if (tensorParallel < 1 || tensorParallel > 4096)
     return fail("--tensor-parallel must be in [1, 4096], got " + llvm::Twine(tensorParallel));
   if (training && tensorParallel > 1)
@@ -489,8 +505,29 @@ static std::optional<unsigned long long> parseByteSize(llvm::StringRef s) {
   return static_cast<unsigned long long>(v * scale);
 }
 
+/// LLVM expands `@FILE` arguments (response files), recursively: a file
+/// naming itself is reported and then ignored (exit 0, nothing written), a
+/// FIFO blocks, /dev/zero never ends. ds-opt takes regular files of at
+/// most 1 MiB that name no further response file.
+static int checkResponseFiles(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '@') continue;
+    std::string path = argv[i] + 1;
+    auto text = ::ds::rt::readRegularFile(path, 1 << 20);
+    if (!text.ok()) return fail("response file " + path + ": " + std::string(text.status().message()));
+    llvm::SmallVector<llvm::StringRef> words;
+    llvm::SplitString(*text, words);
+    for (llvm::StringRef w : words)
+      if (w.starts_with("@") || w.starts_with("\"@") || w.starts_with("'@"))
+        return fail("response file " + path + " names another response file (" + w.str() +
+                    "); ds-opt reads one level");
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   ::ds::tools::setOutOfMemoryTool("ds-opt");
+  if (int rc = checkResponseFiles(argc, argv)) return rc;
   llvm::InitLLVM init(argc, argv);
   // LLVM's own allocations (safe_malloc) report here rather than abort.
   llvm::install_bad_alloc_error_handler([](void *, const char *reason, bool) {
@@ -528,7 +565,7 @@ int main(int argc, char **argv) {
   if (emit != "mlir" && emit != "plan")
     return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
   bool onnx = isOnnxFile(inputFilename);
-  if (int rc = checkInputFiles(inputFilename, onnx)) return rc;
+  if (int rc = checkInputFiles(inputFilename, outputFilename, onnx)) return rc;
 
   // With --report and no output named, report only.
   bool reportOnly = report && outputFilename == "-" && emitKind.empty();

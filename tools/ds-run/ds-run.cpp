@@ -31,6 +31,11 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ExportOnnx.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/io/Files.h"
+#include "runtime/train/PlanIdentity.h"
+#include <csignal>
+#include <unistd.h>
 #include "runtime/train/StopSignals.h"
 #include "runtime/train/Trainer.h"
 #include <sys/resource.h>
@@ -148,8 +153,33 @@ unsigned long long procStatusBytes(const char *key) {
 /// Flags are spelled with hyphens on the command line (--checkpoint-dir),
 /// as in ds-opt; absl names them with underscores. Returns the positional
 /// arguments (argv[0] first).
+/// abseil's --flagfile reads files of flags, which may name more flag
+/// files: a file naming itself loops, a FIFO blocks, /dev/zero never ends.
+/// ds-run takes regular files of at most 1 MiB that name no further
+/// flag file; "" when the command line is fine, else the error.
+std::string checkFlagFiles(const std::vector<std::string> &spelled) {
+  for (size_t i = 1; i < spelled.size(); ++i) {
+    const std::string &a = spelled[i];
+    std::string files;
+    if (a.rfind("--flagfile=", 0) == 0) files = a.substr(11);
+    else if (a == "--flagfile" && i + 1 < spelled.size()) files = spelled[i + 1];
+    else continue;
+    for (absl::string_view f : absl::StrSplit(files, ',')) {
+      auto text = ds::rt::readRegularFile(std::string(f), 1 << 20);
+      if (!text.ok()) return absl::StrCat("--flagfile: ", text.status().message());
+      if (text->find("--flagfile") != std::string::npos || text->find("-flagfile") != std::string::npos)
+        return absl::StrCat("--flagfile ", f, " names another flag file; ds-run reads one level");
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> parseCommandLine(int argc, char **argv) {
   std::vector<std::string> spelled(argv, argv + argc);
+  if (std::string bad = checkFlagFiles(spelled); !bad.empty()) {
+    std::fprintf(stderr, "ds-run: error: %s\n", bad.c_str());
+    std::exit(2);
+  }
   std::vector<char *> normalized;
   for (std::string &a : spelled) {
     if (a.rfind("--", 0) == 0) {
@@ -306,6 +336,8 @@ TrainOptions trainOptionsFromFlags() {
 }
 
 /// --data: trains. Returns the exit code.
+absl::Status saveState(Session &session, const std::string &path);
+
 int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
   TrainOptions t = trainOptionsFromFlags();
   if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
@@ -313,9 +345,28 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
     return fail(absl::InvalidArgumentError("--resume-fallback needs --resume"));
   if (std::string p = absl::GetFlag(FLAGS_progress); p != "auto" && p != "bar" && p != "lines")
     return fail(absl::InvalidArgumentError("--progress must be auto, bar or lines, not '" + p + "'"));
+  // Inference flags have nothing to act on in a training run.
+  std::vector<std::string> ignored;
+  if (!absl::GetFlag(FLAGS_outputs).empty()) ignored.push_back("--outputs");
+  if (absl::GetFlag(FLAGS_benchmark) != 0) ignored.push_back("--benchmark");
+  if (absl::GetFlag(FLAGS_program) != "forward") ignored.push_back("--program");
+  if (!absl::GetFlag(FLAGS_inputs).empty()) ignored.push_back("--inputs");
+  if (!ignored.empty())
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        absl::StrJoin(ignored, ", "), ": inference flags, but --data trains; run the plan "
+        "again with --checkpoint-dir and --inputs to use the trained weights")));
+  if (absl::GetFlag(FLAGS_checkpoint_every) > 0 && t.checkpointDir.empty())
+    return fail(absl::InvalidArgumentError("--checkpoint-every needs --checkpoint-dir"));
   absl::Status st = train(session, t);
   printRankReport(loaded, startRss);
   if (st.ok()) st = writeTraceIfAsked(session);
+  // What the run trained, as asked: the state and the ONNX model.
+  if (st.ok())
+    if (std::string statePath = absl::GetFlag(FLAGS_save_state); !statePath.empty())
+      st = saveState(session, statePath);
+  if (st.ok())
+    if (std::string out = absl::GetFlag(FLAGS_export_onnx); !out.empty())
+      st = exportOnnx(session, out);
   if (absl::IsCancelled(st)) {
     // Preempted: state saved; EX_TEMPFAIL tells a launcher to resume.
     std::fprintf(stderr, "ds-run: %s\n", std::string(st.message()).c_str());
@@ -327,18 +378,22 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
 
 /// Outside training, --checkpoint-dir runs (or exports) the trained state.
 absl::Status loadTrainedState(Session &session) {
-  // Training flags on a plan that cannot train would be ignored silently.
-  if (!session.plan().plan().has_training()) {
+  // Training flags outside training would be ignored silently.
+  {
     std::vector<std::string> given;
     if (absl::GetFlag(FLAGS_resume)) given.push_back("--resume");
+    if (absl::GetFlag(FLAGS_resume_fallback)) given.push_back("--resume-fallback");
     if (absl::GetFlag(FLAGS_steps) != 0) given.push_back("--steps");
     if (!absl::GetFlag(FLAGS_log).empty()) given.push_back("--log");
     if (!absl::GetFlag(FLAGS_data).empty()) given.push_back("--data");
     if (absl::GetFlag(FLAGS_checkpoint_every) != 0) given.push_back("--checkpoint-every");
+    if (absl::GetFlag(FLAGS_shuffle)) given.push_back("--shuffle");
     if (!given.empty())
       return absl::InvalidArgumentError(absl::StrCat(
-          absl::StrJoin(given, ", "), ": training flags, but this is an inference plan "
-          "(compiled without --config/--loss)"));
+          absl::StrJoin(given, ", "), ": training flags, but ",
+          session.plan().plan().has_training()
+              ? "this run does not train (training takes --data)"
+              : "this is an inference plan (compiled without --config/--loss)"));
   }
   if (std::string ck = absl::GetFlag(FLAGS_checkpoint_dir); !ck.empty()) {
     // An inference plan's weights are constants of the plan: a checkpoint
@@ -423,14 +478,25 @@ absl::StatusOr<NamedArrays> runForOutputs(Session &session, const std::string &p
   return outs;
 }
 
-/// --save-state: every state buffer (parameters, gradients, moments).
+/// --save-state: every state buffer (parameters, gradients, moments); on
+/// several ranks each writes its own file, PATH.rank<R>.npz (ZeRO ranks hold
+/// different blocks).
 absl::Status saveState(Session &session, const std::string &path) {
+  if (session.stateNames().empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--save-state ", path, ": this plan has no state to save (an inference plan's weights "
+        "are constants of the plan)"));
   NamedArrays state;
   for (const std::string &n : session.stateNames()) {
     DS_ASSIGN_OR_RETURN(HostArray a, session.readState(n));
     state.emplace_back(n, std::move(a));
   }
-  return writeNpz(path, state);
+  std::string out = path;
+  if (session.comm().size() > 1) {
+    std::string stem = absl::EndsWith(path, ".npz") ? path.substr(0, path.size() - 4) : path;
+    out = absl::StrCat(stem, ".rank", session.comm().rank(), ".npz");
+  }
+  return writeNpz(out, state);
 }
 
 /// Runs --program on --inputs. Returns the exit code.
@@ -442,6 +508,19 @@ int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (!prog) return fail(session.run(program, {}).status());
   auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), *prog, loaded.plan());
   if (!inputs.ok()) return fail(inputs.status());
+  // Tensor-parallel ranks compute one result from one input: a rank given
+  // other arrays would silently make it wrong.
+  {
+    uint64_t h = 1469598103934665603ULL;
+    for (const auto &[name, a] : *inputs) {
+      h = ds::rt::fnv1a(name.data(), name.size(), h);
+      h = ds::rt::fnv1a(a.data.data(), a.data.size(), h);
+    }
+    if (absl::Status st = ds::rt::agreeAcrossRanks(session.comm(), h, "with different --inputs",
+                                                   absl::GetFlag(FLAGS_inputs));
+        !st.ok())
+      return fail(st);
+  }
   const int iters = absl::GetFlag(FLAGS_benchmark);
   if (iters > 0)
     if (absl::Status st = benchmark(session, program, *inputs, iters); !st.ok()) return fail(st);
@@ -483,8 +562,23 @@ std::string versionText() {
 
 } // namespace
 
+/// The plan is mapped: if its file is truncated or rewritten while ds-run
+/// runs, reading it raises SIGBUS. That is a user's error, reported as one
+/// (write and _exit only: async-signal-safe).
+extern "C" void onBusError(int) {
+  static const char msg[] =
+      "ds-run: error: a mapped file (the plan) was truncated or rewritten while ds-run read "
+      "it; do not write a plan while it runs\n";
+  ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
+  (void)ignored;
+  ::_exit(1);
+}
+
 int main(int argc, char **argv) {
   ::ds::tools::setOutOfMemoryTool("ds-run");
+  struct sigaction bus {};
+  bus.sa_handler = onBusError;
+  ::sigaction(SIGBUS, &bus, nullptr);
   // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
   ds::rt::installStopSignals();
   absl::FlagsUsageConfig usage;
@@ -503,6 +597,21 @@ int main(int argc, char **argv) {
     return 2;
   }
   const std::string &planPath = args[1];
+  // Outputs replace their file: never a device or FIFO, never the plan.
+  for (const auto &[flag, path] : std::vector<std::pair<std::string, std::string>>{
+           {"--outputs", absl::GetFlag(FLAGS_outputs)}, {"--trace", absl::GetFlag(FLAGS_trace)},
+           {"--log", absl::GetFlag(FLAGS_log)}, {"--save-state", absl::GetFlag(FLAGS_save_state)},
+           {"--export-onnx", absl::GetFlag(FLAGS_export_onnx)},
+           {"--zero-to-fp32", absl::GetFlag(FLAGS_zero_to_fp32)}}) {
+    if (path.empty()) continue;
+    // --log is appended to in place (a terminal or pipe is fine); the
+    // others are written aside and renamed over their path.
+    if (absl::Status st = ds::rt::checkOutputFile(path, flag); !st.ok() && flag != "--log")
+      return fail(st);
+    if (ds::rt::sameFile(path, planPath))
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", path, " is the plan being run; name another file")));
+  }
   if (absl::GetFlag(FLAGS_dump)) return dump(planPath);
   // Consolidation (DeepSpeed's zero_to_fp32, and ONNX export from a
   // checkpoint) reads a checkpoint of any world size in one process: no
@@ -518,6 +627,27 @@ int main(int argc, char **argv) {
   if (!exec.ok()) return fail(exec.status());
   Session &session = *exec->session;
   session.setTracing(!absl::GetFlag(FLAGS_trace).empty());
+  // Every rank runs the same plan the same way: a rank started with
+  // another file or other flags would otherwise wait at a collective the
+  // others never reach (and blame a dead peer after --collective-timeout).
+  {
+    const ds::plan::Plan &plan = exec->loaded->plan();
+    uint64_t h = ds::rt::planHash(plan);
+    std::string flags = absl::StrCat(
+        "data=", !absl::GetFlag(FLAGS_data).empty(), " resume=", absl::GetFlag(FLAGS_resume),
+        " ckpt=", !absl::GetFlag(FLAGS_checkpoint_dir).empty(),
+        " steps=", absl::GetFlag(FLAGS_steps), " every=", absl::GetFlag(FLAGS_checkpoint_every),
+        " program=", absl::GetFlag(FLAGS_program), " benchmark=", absl::GetFlag(FLAGS_benchmark),
+        " inputs=", !absl::GetFlag(FLAGS_inputs).empty());
+    h = ds::rt::fnv1a(flags.data(), flags.size(), h);
+    if (absl::Status st = ds::rt::agreeAcrossRanks(
+            *gWorld, h, "different plans or flags",
+            absl::StrCat(plan.source(), ", hash ", absl::Hex(ds::rt::planHash(plan), absl::kZeroPad16),
+                         "; ", flags));
+        !st.ok())
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          st.message(), ": start every rank with the same .dsplan and flags")));
+  }
   if (!absl::GetFlag(FLAGS_data).empty()) return trainCommand(session, *exec->loaded, startRss);
   return inferCommand(session, *exec->loaded, startRss);
 }

@@ -1,5 +1,8 @@
 //===- DeepSpeedConfig.cpp - reading ds_config.json -----------------------===//
 #include "ds/Config/DeepSpeedConfig.h"
+
+#include <cctype>
+#include <set>
 #include "ds/Support/TextLimits.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -517,6 +520,40 @@ llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
   return llvm::Error::success();
 }
 
+/// The first key that repeats within one JSON object, with the line, or
+/// "" (llvm::json keeps the last silently; DeepSpeed's loader refuses
+/// duplicates). The nesting is bounded by checkNesting first.
+std::string duplicateKey(llvm::StringRef text) {
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> stack;
+  int64_t line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') ++line;
+    if (c == '{' || c == '[') stack.push_back({c == '{', {}});
+    else if ((c == '}' || c == ']') && !stack.empty()) stack.pop_back();
+    else if (c == '"') {
+      std::string value;
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size()) value += text[j++];
+        value += text[j];
+      }
+      i = j;
+      size_t k = j + 1;
+      while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+      if (k < text.size() && text[k] == ':' && !stack.empty() && stack.back().object &&
+          !stack.back().keys.insert(value).second)
+        return "key \"" + value + "\" appears twice in one object (line " +
+               std::to_string(line) + ")";
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
@@ -530,6 +567,9 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                    "%s: not valid JSON: %s", name.str().c_str(),
                                    llvm::toString(parsed.takeError()).c_str());
+  if (std::string dup = duplicateKey(text); !dup.empty())
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
+                                   name.str().c_str(), dup.c_str());
   const json::Object *root = parsed->getAsObject();
   if (!root)
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),

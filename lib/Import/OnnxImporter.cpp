@@ -155,6 +155,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   bool haveDefault = false;
   for (const auto &os : model.opset_import()) {
     if (os.domain().empty() || os.domain() == "ai.onnx") {
+      if (haveDefault && opset_ != os.version()) {
+        fileError() << "the model imports the default domain (ai.onnx) twice, at opsets "
+                    << opset_ << " and " << os.version();
+        return nullptr;
+      }
       opset_ = os.version();
       haveDefault = true;
     }
@@ -590,6 +595,10 @@ bool mlir::ds::parseBindInputSpec(StringRef spec, ImportOptions &options, std::s
   auto [name, path] = spec.split('=');
   if (name.empty() || path.empty()) {
     error = "--bind-input expects NAME=FILE.npy (got '" + spec.str() + "')";
+    return false;
+  }
+  if (options.boundInputs.count(name)) {
+    error = "--bind-input names '" + name.str() + "' twice";
     return false;
   }
   options.boundInputs[name] = path.str();

@@ -455,6 +455,29 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
                                t.name(), have, n).str());
     return llvm::Error::success();
   };
+  // Narrow types travel in int32_data (uint32 in uint64_data): a value
+  // outside the type would wrap silently.
+  auto fits = [&](const auto &values, int64_t lo, int64_t hi) -> llvm::Error {
+    for (auto v : values)
+      if (static_cast<int64_t>(v) < lo || static_cast<int64_t>(v) > hi)
+        return err(llvm::formatv("tensor '{0}' holds {1}, outside its {2} range [{3}, {4}]",
+                                 t.name(), static_cast<int64_t>(v), onnxTypeName(p.dataType),
+                                 lo, hi).str());
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = [&]() -> llvm::Error {
+        switch (p.dataType) {
+        case onnx::TensorProto_DataType_INT8: return fits(t.int32_data(), -128, 127);
+        case onnx::TensorProto_DataType_UINT8: return fits(t.int32_data(), 0, 255);
+        case onnx::TensorProto_DataType_INT16: return fits(t.int32_data(), -32768, 32767);
+        case onnx::TensorProto_DataType_UINT16:
+        case onnx::TensorProto_DataType_FLOAT16:
+        case onnx::TensorProto_DataType_BFLOAT16: return fits(t.int32_data(), 0, 65535);
+        case onnx::TensorProto_DataType_UINT32: return fits(t.uint64_data(), 0, 4294967295LL);
+        default: return llvm::Error::success();
+        }
+      }())
+    return std::move(e);
   p.bytes.reserve(want);
   switch (p.dataType) {
   case onnx::TensorProto_DataType_FLOAT:

@@ -168,6 +168,8 @@ private:
   void untieByProvenance();
   void renameFoldedCopies();
   void restoreDroppedBiases();
+  void splitMergedNodes();
+  std::vector<std::string> missingParameters();
   llvm::Error foldedTables();
   void untieByRole();
   void untieNamed();
@@ -400,11 +402,8 @@ void Recovery::restoreDroppedBiases() {
   attribute();
 }
 
-/// Float tables the exporter computed and folded: an embedding lookup of a
-/// parameter (named after the FX `embedding` node that made it) is trained,
-/// over its distinct rows; anything else was computed from buffers and
-/// constants (RoPE's cos/sin, causal masks) and is held constant.
-llvm::Error Recovery::foldedTables() {
+/// PARAMETER targets neither an initializer nor read through one.
+std::vector<std::string> Recovery::missingParameters() {
   std::set<std::string> covered;
   for (const auto &[name, index] : inits_) covered.insert(name);
   for (const auto &[init, targets] : attributed_)
@@ -413,6 +412,127 @@ llvm::Error Recovery::foldedTables() {
   std::vector<std::string> missing;
   for (const std::string &t : parameterTargets_)
     if (!covered.count(t)) missing.push_back(t);
+  return missing;
+}
+
+/// The optimizer merges equal nodes: GPT-NeoX's two LayerNorms of one input
+/// (equal scales and biases at initialization) become one, and the second
+/// one's parameters vanish. A reader whose FX node names a value no node
+/// produces any more (`%layer_norm_1`), where it reads another of that op
+/// (`layer_norm`), was given the merged node's output: the node is cloned
+/// back for it, with the parameters the signature lists but the graph lost,
+/// picked by role (weight/bias) and by the reader's module path.
+void Recovery::splitMergedNodes() {
+  std::set<std::string> fxProduced;
+  std::map<std::string, int> producer; // ONNX value -> node
+  for (int n = 0; n < g_.node_size(); ++n) {
+    if (fx_[n]) fxProduced.insert(fx_[n]->result);
+    for (const auto &o : g_.node(n).output()) producer[o] = n;
+  }
+  auto stem = [](llvm::StringRef v) {
+    auto [head, tail] = v.rsplit('_');
+    return !tail.empty() && llvm::all_of(tail, llvm::isDigit) ? head : v;
+  };
+  auto commonPrefix = [](const std::string &a, const std::string &b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    return i;
+  };
+  std::vector<std::string> missing = missingParameters();
+  std::map<std::string, std::string> clones; // merged-away FX value -> its clone's output
+  std::vector<std::string> said;
+  for (int n = 0; n < g_.node_size(); ++n) {
+    if (!fx_[n]) continue;
+    for (int j = 0; j < g_.node(n).input_size(); ++j) {
+      const std::string v = g_.node(n).input(j);
+      auto pit = producer.find(v);
+      if (pit == producer.end() || llvm::is_contained(fx_[n]->args, v)) continue;
+      std::vector<std::string> gone;
+      for (const std::string &a : fx_[n]->args)
+        if (!fxProduced.count(a) && !producer.count(a) && !inits_.count(a) &&
+            !signature_.count(a) && stem(a) == stem(v) && !llvm::is_contained(gone, a))
+          gone.push_back(a);
+      if (gone.size() != 1) continue;
+      const std::string &a = gone[0];
+      if (auto c = clones.find(a); c != clones.end()) {
+        g_.mutable_node(n)->set_input(j, c->second);
+        continue;
+      }
+      // The reader's module path, from the parameters its FX node read.
+      std::vector<std::string> readerTargets;
+      for (const std::string &arg : fx_[n]->args)
+        if (auto it = signature_.find(arg); it != signature_.end() && it->second.kind == "PARAMETER")
+          readerTargets.push_back(it->second.target);
+      onnx::NodeProto clone = g_.node(pit->second);
+      bool complete = true;
+      std::vector<std::pair<int, std::string>> params; // input -> missing target
+      for (int k = 0; k < clone.input_size() && complete; ++k) {
+        const onnx::TensorProto *t = initializer(clone.input(k));
+        if (!t || !isFloatType(t->data_type()) || elementsOf(*t) <= 1) continue;
+        Role role = roleOf(clone, k);
+        std::string best;
+        size_t bestLen = 0;
+        int ties = 0;
+        for (const std::string &m : missing) {
+          llvm::StringRef last = lastComponent(m);
+          if ((role == Role::Weight && last != "weight") || (role == Role::Bias && last != "bias") ||
+              role == Role::None)
+            continue;
+          size_t len = 0;
+          for (const std::string &r : readerTargets) len = std::max(len, commonPrefix(m, r));
+          if (best.empty() || len > bestLen) {
+            best = m;
+            bestLen = len;
+            ties = 0;
+          } else if (len == bestLen) {
+            ++ties;
+          }
+        }
+        if (best.empty() || ties > 0) complete = false;
+        else params.emplace_back(k, best);
+      }
+      if (!complete || params.empty()) continue;
+      for (auto &[k, target] : params) {
+        addCopy(clone.input(k), target);
+        clone.set_input(k, target);
+        missing.erase(llvm::find(missing, target));
+      }
+      std::string out = a;
+      for (int i = 1; producer.count(out) || inits_.count(out); ++i) out = a + "#" + std::to_string(i);
+      clone.set_output(0, out);
+      for (int o = 1; o < clone.output_size(); ++o) clone.set_output(o, ""); // the first output only
+      clone.set_name(clone.name() + "/" + a);
+      clones[a] = out;
+      producer[out] = -1;
+      g_.mutable_node(n)->set_input(j, out);
+      // Right after the merged node: its inputs are defined there.
+      g_.mutable_node()->Add(std::move(clone));
+      int at = pit->second + 1;
+      for (int i = g_.node_size() - 1; i > at; --i) g_.mutable_node()->SwapElements(i, i - 1);
+      fx_.insert(fx_.begin() + at, std::nullopt);
+      if (n >= at) ++n;
+      for (auto &[value, index] : producer)
+        if (index >= at) ++index;
+      std::vector<std::string> names;
+      for (auto &[k, target] : params) names.push_back(target);
+      said.push_back(a + " (" + llvm::join(names, ", ") + ")");
+    }
+  }
+  if (!said.empty())
+    r_.notes.push_back(std::to_string(said.size()) +
+                       " nodes the exporter merged with an equal one are split back, with the "
+                       "parameters they had: " +
+                       llvm::join(said, "; "));
+  indexGraph();
+  attribute();
+}
+
+/// Float tables the exporter computed and folded: an embedding lookup of a
+/// parameter (named after the FX `embedding` node that made it) is trained,
+/// over its distinct rows; anything else was computed from buffers and
+/// constants (RoPE's cos/sin, causal masks) and is held constant.
+llvm::Error Recovery::foldedTables() {
+  std::vector<std::string> missing = missingParameters();
 
   static const std::regex embedding("embedding(_[0-9]+)?");
   // `x @ w.T` (Falcon's FalconLinear): the transpose of a parameter,
@@ -531,14 +651,7 @@ llvm::Error Recovery::foldedTables() {
                        "] through a Gather, so the repeated rows stay one parameter");
   }
   // What the signature lists but the graph no longer has.
-  covered.clear();
-  for (const auto &[name, index] : inits_) covered.insert(name);
-  for (const auto &[init, targets] : attributed_)
-    for (const std::string &t : targets)
-      if (!t.empty()) covered.insert(t);
-  std::vector<std::string> lost;
-  for (const std::string &t : parameterTargets_)
-    if (!covered.count(t)) lost.push_back(t);
+  std::vector<std::string> lost = missingParameters();
   if (!lost.empty() && lookups.empty() && transposes.empty())
     r_.notes.push_back("parameters the exporter's signature lists that no node reads: " +
                        llvm::join(lost, ", ") +
@@ -659,6 +772,7 @@ llvm::Expected<ParameterRecovery> Recovery::run() {
     untieByProvenance();
     renameFoldedCopies();
     restoreDroppedBiases();
+    splitMergedNodes();
     if (llvm::Error e = foldedTables()) return std::move(e);
   }
   untieByRole();

@@ -165,6 +165,38 @@ def transposed(out):
         "x: USER_INPUT"])
 
 
+def merged_nodes(out):
+    """Two LayerNorms of one input with equal parameters (GPT-NeoX's parallel
+    residual at initialization): the optimizer keeps one node, and the
+    second reader's FX node still names the merged one (`%layer_norm_1`)."""
+    r = np.random.default_rng(4)
+    nodes = [
+        with_fx(helper.make_node("LayerNormalization", ["x", "ln1.weight", "ln1.bias"],
+                                 ["layer_norm"], name="node_ln"),
+                fx("layer_norm", "layer_norm.default",
+                   "%x, [4], %p_ln1_weight, %p_ln1_bias, 1e-05")),
+        with_fx(helper.make_node("MatMul", ["layer_norm", "val_1"], ["a"], name="node_fc1"),
+                fx("linear", "linear.default", "%layer_norm, %p_fc1_weight")),
+        with_fx(helper.make_node("MatMul", ["layer_norm", "val_2"], ["b"], name="node_fc2"),
+                fx("linear_1", "linear.default", "%layer_norm_1, %p_fc2_weight")),
+        with_fx(helper.make_node("Add", ["a", "b"], ["y"], name="node_add"),
+                fx("add", "add.Tensor", "%linear, %linear_1")),
+    ]
+    graph = helper.make_graph(
+        nodes, "merged_nodes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [init("ln1.weight", np.ones(4)), init("ln1.bias", np.zeros(4)),
+         init("val_1", r.standard_normal((4, 3))), init("val_2", r.standard_normal((4, 3)))])
+    save(os.path.join(out, "merged_nodes.onnx"), graph, [
+        "p_ln1_weight: PARAMETER target='ln1.weight'",
+        "p_ln1_bias: PARAMETER target='ln1.bias'",
+        "p_ln2_weight: PARAMETER target='ln2.weight'",
+        "p_ln2_bias: PARAMETER target='ln2.bias'",
+        "p_fc1_weight: PARAMETER target='fc1.weight'",
+        "p_fc2_weight: PARAMETER target='fc2.weight'",
+        "x: USER_INPUT"])
+
+
 def training_info(out):
     """ONNX training_info: its update bindings name what is trained."""
     r = np.random.default_rng(2)
@@ -184,4 +216,5 @@ if __name__ == "__main__":
     merged(sys.argv[1])
     unrecorded(sys.argv[1])
     transposed(sys.argv[1])
+    merged_nodes(sys.argv[1])
     training_info(sys.argv[1])

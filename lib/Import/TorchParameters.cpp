@@ -538,6 +538,105 @@ llvm::Error Recovery::foldedTables() {
   // `x @ w.T` (Falcon's FalconLinear): the transpose of a parameter,
   // folded and named after its FX node.
   static const std::regex transpose("(permute|t|transpose|numpy_T)(_[0-9]+)?");
+  // `x * (1 + w)` (Gemma's RMSNorm): the optimizer folds every layer's
+  // `1 + w` (equal at initialization) into one table, each reader's FX node
+  // still naming its own `add`. Each becomes the table plus a zero offset
+  // trained in w's place (the same gradient and update; AdamW's decay acts
+  // on the offset, which is w itself when w starts at zero).
+  static const std::regex shifted("add(_[0-9]+)?");
+  std::vector<std::string> weightsMissing;
+  for (const std::string &m : missing)
+    if (lastComponent(m) == "weight") weightsMissing.push_back(m);
+  std::vector<std::string> offsets;
+  struct ShiftedScale {
+    std::string table;
+    std::vector<Use> uses;
+    std::vector<std::string> perUse, distinct;
+  };
+  std::vector<ShiftedScale> plans;
+  for (auto &[init, uses] : uses_) {
+    if (!std::regex_match(init, shifted) || signature_.count(init) || isParameterTarget(init) ||
+        elementsOf(*initializer(init)) <= 1)
+      continue;
+    const std::vector<std::string> &targets = attributed_[init];
+    if (std::any_of(targets.begin(), targets.end(), [](const std::string &t) { return !t.empty(); }))
+      continue;
+    // Each reader: a Mul whose FX node reads one value that is none of its
+    // ONNX inputs, an `add`: the reader's own folded `1 + w`.
+    std::vector<std::string> perUse;
+    for (const Use &u : uses) {
+      const onnx::NodeProto &n = g_.node(u.node);
+      std::string f;
+      if (n.op_type() == "Mul" && fx_[u.node] && n.input_size() == 2) {
+        const std::string &other = n.input(1 - u.index);
+        for (const std::string &a : fx_[u.node]->args)
+          if (std::regex_match(a, shifted) && a != other) f = f.empty() ? a : "?";
+      }
+      if (f.empty() || f == "?") break;
+      perUse.push_back(f);
+    }
+    if (perUse.size() != uses.size()) continue;
+    std::vector<std::string> distinct;
+    for (const std::string &f : perUse)
+      if (!llvm::is_contained(distinct, f)) distinct.push_back(f);
+    if (distinct.size() > weightsMissing.size()) continue;
+    plans.push_back({init, uses, perUse, distinct});
+  }
+  // Apply: per FX value a zero offset and `table + offset`, the Adds first
+  // in the graph (they read initializers only), readers rewired.
+  std::set<std::string> values;
+  for (const auto &n : g_.node())
+    for (const auto &o : n.output()) values.insert(o);
+  std::vector<onnx::NodeProto> adds;
+  for (ShiftedScale &plan : plans) {
+    const onnx::TensorProto &t = *initializer(plan.table);
+    std::map<std::string, std::string> sumOf;
+    for (const std::string &f : plan.distinct) {
+      std::string name = freshName(f + ".offset");
+      onnx::TensorProto zero;
+      zero.set_name(name);
+      zero.set_data_type(t.data_type());
+      for (int64_t d : t.dims()) zero.add_dims(d);
+      zero.set_raw_data(std::string(
+          static_cast<size_t>(elementsOf(t)) * onnxElementBytes(t.data_type()), '\0'));
+      *g_.add_initializer() = std::move(zero);
+      inits_[name] = g_.initializer_size() - 1;
+      std::string sum = f + ".scale";
+      for (int i = 1; values.count(sum) || inits_.count(sum); ++i)
+        sum = f + ".scale#" + std::to_string(i);
+      values.insert(sum);
+      onnx::NodeProto add;
+      add.set_op_type("Add");
+      add.set_name(f + ".restored");
+      add.add_input(plan.table);
+      add.add_input(name);
+      add.add_output(sum);
+      adds.push_back(std::move(add));
+      sumOf[f] = sum;
+      offsets.push_back(f);
+    }
+    for (size_t i = 0; i < plan.uses.size(); ++i)
+      g_.mutable_node(plan.uses[i].node)->set_input(plan.uses[i].index, sumOf[plan.perUse[i]]);
+    r_.heldConstant.insert(plan.table);
+  }
+  if (!adds.empty()) {
+    for (onnx::NodeProto &a : adds) *g_.add_node() = std::move(a);
+    std::rotate(g_.mutable_node()->begin(), g_.mutable_node()->end() - adds.size(),
+                g_.mutable_node()->end());
+    fx_.insert(fx_.begin(), adds.size(), std::nullopt);
+  }
+  if (!offsets.empty()) {
+    indexGraph();
+    attribute();
+    r_.notes.push_back(std::to_string(offsets.size()) +
+                       " folded `1 + w` scales (one table the exporter shared) are trained as "
+                       "the table plus a zero offset each (" +
+                       llvm::join(offsets, ", ") + "), in place of parameters the signature lists "
+                       "but the graph does not read (" + llvm::join(weightsMissing, ", ") +
+                       "); AdamW's weight decay acts on the offset, exactly as on w when w starts "
+                       "at zero");
+  }
+
   std::vector<std::string> lookups, transposes, held;
   for (const auto &[init, uses] : uses_) {
     if (signature_.count(init) || isParameterTarget(init)) continue;
@@ -547,6 +646,7 @@ llvm::Error Recovery::foldedTables() {
     bool placeholderTarget = false;
     for (const auto &[p, ph] : signature_) placeholderTarget |= ph.target == init;
     if (placeholderTarget || elementsOf(*initializer(init)) <= 1) continue;
+    if (r_.heldConstant.count(init) || llvm::StringRef(init).ends_with(".offset")) continue;
     if (std::regex_match(init, embedding) && !missing.empty())
       lookups.push_back(init);
     else if (std::regex_match(init, transpose) && !missing.empty())
@@ -652,7 +752,7 @@ llvm::Error Recovery::foldedTables() {
   }
   // What the signature lists but the graph no longer has.
   std::vector<std::string> lost = missingParameters();
-  if (!lost.empty() && lookups.empty() && transposes.empty())
+  if (!lost.empty() && lookups.empty() && transposes.empty() && offsets.empty())
     r_.notes.push_back("parameters the exporter's signature lists that no node reads: " +
                        llvm::join(lost, ", ") +
                        "; a parameter tied to another (an embedding and its LM head) is read "

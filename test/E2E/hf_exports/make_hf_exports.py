@@ -76,6 +76,27 @@ def lm_loss(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
+def export_both(wrapped, out_dir, name):
+    """Exports `wrapped` as out_dir/NAME.onnx (optimize=False) and
+    NAME_opt.onnx (the default optimize=True), keeping of the node
+    metadata only the FX node ds reads."""
+    for optimize, suffix in ((False, ""), (True, "_opt")):
+        onnx_path = os.path.join(out_dir, name + suffix + ".onnx")
+        torch.onnx.export(wrapped.eval(), (torch.zeros(BATCH, SEQ, dtype=torch.long),),
+                          onnx_path, input_names=["ids"], output_names=["logits"],
+                          opset_version=18, dynamo=True, optimize=optimize,
+                          external_data=False)
+        m = onnx.load(onnx_path)
+        for node in m.graph.node:
+            keep = [(e.key, e.value) for e in node.metadata_props
+                    if e.key == "pkg.torch.onnx.fx_node"]
+            del node.metadata_props[:]
+            for k, v in keep:
+                node.metadata_props.add(key=k, value=v)
+            node.doc_string = ""
+        onnx.save(m, onnx_path)
+
+
 def main():
     for i, (name, model, kwargs, causal) in enumerate(models()):
         torch.manual_seed(10 + i)
@@ -85,21 +106,7 @@ def main():
         tokens = rng.integers(0, VOCAB, (BATCH * STEPS, SEQ + 1)).astype(np.int64)
         data = {"ids": tokens[:, :-1].copy(),
                 "labels": tokens[:, 1:].copy() if causal else tokens[:, :-1].copy()}
-        for optimize, suffix in ((False, ""), (True, "_opt")):
-            onnx_path = os.path.join(HERE, name + suffix + ".onnx")
-            torch.onnx.export(wrapped.eval(), (torch.zeros(BATCH, SEQ, dtype=torch.long),),
-                              onnx_path, input_names=["ids"], output_names=["logits"],
-                              opset_version=18, dynamo=True, optimize=optimize,
-                              external_data=False)
-            m = onnx.load(onnx_path)
-            for node in m.graph.node:
-                keep = [(e.key, e.value) for e in node.metadata_props
-                        if e.key == "pkg.torch.onnx.fx_node"]
-                del node.metadata_props[:]
-                for k, v in keep:
-                    node.metadata_props.add(key=k, value=v)
-                node.doc_string = ""
-            onnx.save(m, onnx_path)
+        export_both(wrapped, HERE, name)
         np.savez(os.path.join(HERE, name + ".npz"), **data)
         losses = train_torch(wrapped.train(), CONFIG, data, STEPS, lm_loss)
         # The trained model's logits on the first batch: what the ONNX file

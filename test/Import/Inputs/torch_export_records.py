@@ -197,6 +197,30 @@ def merged_nodes(out):
         "x: USER_INPUT"])
 
 
+def shifted_scales(out):
+    """`x * (1 + w)` (Gemma's RMSNorm) in two layers: the optimizer folds
+    both `1 + w` (ones at initialization) into one table `add_1`; each
+    reader's FX node still names its own add."""
+    r = np.random.default_rng(5)
+    nodes = [
+        with_fx(helper.make_node("Mul", ["x", "add_1"], ["m1"], name="node_mul_1"),
+                fx("mul_1", "mul.Tensor", "%x, %add_1")),
+        with_fx(helper.make_node("MatMul", ["m1", "val_3"], ["h"], name="node_linear"),
+                fx("linear", "linear.default", "%mul_1, %p_fc_weight")),
+        with_fx(helper.make_node("Mul", ["h", "add_1"], ["y"], name="node_mul_2"),
+                fx("mul_2", "mul.Tensor", "%linear, %add_2")),
+    ]
+    graph = helper.make_graph(
+        nodes, "shifted", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [init("add_1", np.ones(4)), init("val_3", r.standard_normal((4, 4)))])
+    save(os.path.join(out, "shifted.onnx"), graph, [
+        "p_norm1_weight: PARAMETER target='norm1.weight'",
+        "p_fc_weight: PARAMETER target='fc.weight'",
+        "p_norm2_weight: PARAMETER target='norm2.weight'",
+        "x: USER_INPUT"])
+
+
 def training_info(out):
     """ONNX training_info: its update bindings name what is trained."""
     r = np.random.default_rng(2)
@@ -217,4 +241,5 @@ if __name__ == "__main__":
     unrecorded(sys.argv[1])
     transposed(sys.argv[1])
     merged_nodes(sys.argv[1])
+    shifted_scales(sys.argv[1])
     training_info(sys.argv[1])

@@ -6,10 +6,14 @@
 // those reorders than in its 52 convolutions). This pass gives inference
 // convolutions `channels_last`, with explicit transposes around them, then
 // moves the transposes down through elementwise ops (a residual add of two
-// channels-last values is a channels-last add) and poolings until they meet the
-// transposes of the next convolution and cancel (TransposeOp's folder
-// composes them). What remains are transposes where the network enters and
-// leaves the convolutions: the input image, a pooling, the classifier.
+// channels-last values is a channels-last add; a per-channel operand such
+// as a batch norm's scale [C, 1, 1] or a squeeze-excitation gate
+// [N, C, 1, 1] is reshaped to [1, 1, 1, C] / [N, 1, 1, C]), poolings,
+// concatenations (DenseNet, SqueezeNet) and reductions (a global mean)
+// until they meet the transposes of the next convolution and cancel
+// (TransposeOp's folder composes them). A transpose left that moves only
+// unit dimensions ([N, 1, 1, C] -> [N, C, 1, 1]) is a reshape. What remains
+// are transposes where the network enters and leaves the convolutions.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
@@ -82,6 +86,13 @@ struct ConvChannelsLastPass
       SmallVector<PoolOp> pools;
       getOperation().walk([&](PoolOp p) { pools.push_back(p); });
       for (PoolOp p : pools) changed |= sinkThroughPool(p);
+      SmallVector<Operation *> others;
+      getOperation().walk([&](Operation *op) {
+        if (isa<ConcatOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op))
+          others.push_back(op);
+      });
+      for (Operation *op : others)
+        changed |= isa<ConcatOp>(op) ? sinkThroughConcat(cast<ConcatOp>(op)) : sinkThroughReduce(op);
     }
     // Compose and cancel the transposes that met (TransposeOp's folder),
     // then drop dead ones.
@@ -95,6 +106,91 @@ struct ConvChannelsLastPass
     }
     for (TransposeOp t : llvm::reverse(transposes))
       if (t->use_empty()) t->erase();
+    getOperation().walk([&](TransposeOp t) {
+      if (!keepsOrder(t.getOperand().getType().getShape(), t.getPermutation())) return;
+      OpBuilder b(t);
+      t.getResult().replaceAllUsesWith(
+          ReshapeOp::create(b, t.getLoc(), t.getType(), t.getOperand()).getResult());
+      t->erase();
+    });
+  }
+
+  /// Whether permuting `shape` by `perm` keeps the order of its non-unit
+  /// dimensions: the elements stay where they are (a reshape).
+  static bool keepsOrder(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+    int64_t last = -1;
+    for (int64_t p : perm) {
+      if (shape[p] == 1) continue;
+      if (p < last) return false;
+      last = p;
+    }
+    return true;
+  }
+
+  /// The shape of `t` (of a rank up to perm's, broadcast against the
+  /// result) in the frame inside transposes by `perm`: padded and permuted,
+  /// when that moves only unit dimensions (a per-channel scale), so a reshape
+  /// gives it; nothing otherwise.
+  static std::optional<SmallVector<int64_t>> throughPermutation(RankedTensorType t,
+                                                                ArrayRef<int64_t> perm) {
+    int64_t rank = perm.size();
+    if (t.getRank() > rank) return std::nullopt;
+    SmallVector<int64_t> padded(rank - t.getRank(), 1);
+    llvm::append_range(padded, t.getShape());
+    // outer[i] = inner[perm[i]]
+    SmallVector<int64_t> inner(rank, 1), inverse(rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      inner[perm[i]] = padded[i];
+      inverse[perm[i]] = i;
+    }
+    if (!keepsOrder(padded, inverse)) return std::nullopt;
+    return inner;
+  }
+
+  /// concat(transpose(a, p), transpose(b, p)) on axis k ->
+  /// transpose(concat(a, b) on axis p[k], p).
+  bool sinkThroughConcat(ConcatOp concat) {
+    std::optional<ArrayRef<int64_t>> perm;
+    SmallVector<Value> inputs;
+    for (Value v : concat.getInputs()) {
+      auto tr = v.getDefiningOp<TransposeOp>();
+      if (!tr || (perm && *perm != tr.getPermutation())) return false;
+      perm = tr.getPermutation();
+      inputs.push_back(tr.getOperand());
+    }
+    if (!perm) return false;
+    OpBuilder b(concat);
+    int64_t axis = (*perm)[concat.getAxis()];
+    auto moved = ConcatOp::create(b, concat.getLoc(), inputs, b.getI64IntegerAttr(axis));
+    concat.getResult().replaceAllUsesWith(transpose(b, concat.getLoc(), moved, *perm));
+    concat.erase();
+    return true;
+  }
+
+  /// reduce(transpose(x, p)) over axes A, dimensions kept ->
+  /// transpose(reduce(x) over p[A], p): a global mean of channels-last
+  /// activations reduces their rows.
+  bool sinkThroughReduce(Operation *op) {
+    Value in = op->getOperand(0);
+    auto tr = in.getDefiningOp<TransposeOp>();
+    auto keep = op->getAttrOfType<BoolAttr>("keepdims");
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    if (!tr || !axes || (keep && !keep.getValue())) return false;
+    ArrayRef<int64_t> perm = tr.getPermutation();
+    SmallVector<int64_t> innerAxes;
+    for (int64_t a : axes.asArrayRef()) innerAxes.push_back(perm[a]);
+    llvm::sort(innerAxes);
+    auto innerIn = tr.getOperand().getType();
+    SmallVector<int64_t> shape(innerIn.getShape());
+    for (int64_t a : innerAxes) shape[a] = 1;
+    OpBuilder b(op);
+    Operation *moved = b.clone(*op);
+    moved->setOperand(0, tr.getOperand());
+    moved->setAttr("axes", b.getDenseI64ArrayAttr(innerAxes));
+    moved->getResult(0).setType(RankedTensorType::get(shape, innerIn.getElementType()));
+    op->getResult(0).replaceAllUsesWith(transpose(b, op->getLoc(), moved->getResult(0), perm));
+    op->erase();
+    return true;
   }
 
   void toChannelsLast(ConvOp conv) {
@@ -141,27 +237,53 @@ struct ConvChannelsLastPass
 
   /// op(transpose(a, p), transpose(b, p), scalar) -> transpose(op(a, b, scalar), p)
   /// when every operand that is not a scalar is a transpose by the same p of
-  /// a value with op's (unbroadcast) shape.
+  /// a value with op's (unbroadcast) shape, or a broadcast operand whose
+  /// permutation moves only unit dimensions (reshaped).
   bool sinkThrough(Operation *op) {
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     std::optional<ArrayRef<int64_t>> perm;
     ArrayRef<int64_t> innerShape;
     SmallVector<Value> operands;
-    for (Value v : op->getOperands()) {
+    SmallVector<unsigned> broadcast;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       auto t = cast<RankedTensorType>(v.getType());
-      if (t.getRank() == 0) {
-        operands.push_back(v);
+      operands.push_back(v);
+      if (t.getRank() == 0) continue;
+      auto tr = v.getDefiningOp<TransposeOp>();
+      if (!tr || t.getShape() != resultType.getShape()) {
+        broadcast.push_back(i);
         continue;
       }
-      auto tr = v.getDefiningOp<TransposeOp>();
-      if (!tr || t.getShape() != resultType.getShape()) return false;
       if (perm && *perm != tr.getPermutation()) return false;
       perm = tr.getPermutation();
       innerShape = tr.getOperand().getType().getShape();
-      operands.push_back(tr.getOperand());
+      operands.back() = tr.getOperand();
     }
     if (!perm) return false;
+    SmallVector<SmallVector<int64_t>> innerShapes;
+    for (unsigned &i : broadcast) {
+      // A broadcast operand transposed the same way (a gate computed
+      // channels-last) is read inside as it is.
+      if (auto tr = operands[i].getDefiningOp<TransposeOp>();
+          tr && tr.getPermutation() == *perm &&
+          tr.getOperand().getType().getRank() == resultType.getRank()) {
+        operands[i] = tr.getOperand();
+        i = ~0u;
+        continue;
+      }
+      auto t = cast<RankedTensorType>(operands[i].getType());
+      if (t.getNumElements() == resultType.getNumElements())
+        return false; // a full operand in the outer layout: not a broadcast
+      auto shape = throughPermutation(t, *perm);
+      if (!shape) return false;
+      innerShapes.push_back(*shape);
+    }
     OpBuilder b(op);
+    llvm::erase(broadcast, ~0u);
+    for (auto [i, shape] : llvm::zip(broadcast, innerShapes))
+      operands[i] = ReshapeOp::create(
+          b, op->getLoc(),
+          RankedTensorType::get(shape, getElementTypeOrSelf(operands[i].getType())), operands[i]);
     Operation *moved = b.clone(*op);
     moved->setOperands(operands);
     moved->getResult(0).setType(RankedTensorType::get(innerShape, resultType.getElementType()));

@@ -157,7 +157,8 @@ public:
   static std::shared_ptr<OneDnnConv> create(const ConvGeometry &g, const KernelContext &c,
                                             const std::vector<int64_t> &padEnd,
                                             const Clamp &clamp, const float *addend,
-                                            bool constantWeight, bool channelsLast) {
+                                            bool constantWeight, bool channelsLast,
+                                            bool winograd = false) {
     using namespace dnnl;
     using dims = memory::dims;
     const Window &w = g.w;
@@ -190,21 +191,23 @@ public:
           dstAny(dst, f32, tag::any);
       engine &eng = self->engine_;
       bool bias = c.in.size() == 3;
+      algorithm alg = winograd ? algorithm::convolution_winograd : algorithm::convolution_direct;
       auto desc = bias ? convolution_forward::desc(
-                             prop_kind::forward_inference, algorithm::convolution_direct, srcAny,
-                             wAny, memory::desc({g.m}, f32, tag::a), dstAny, strides, dilates,
-                             padL, padR)
-                       : convolution_forward::desc(prop_kind::forward_inference,
-                                                   algorithm::convolution_direct, srcAny, wAny,
-                                                   dstAny, strides, dilates, padL, padR);
+                             prop_kind::forward_inference, alg, srcAny, wAny,
+                             memory::desc({g.m}, f32, tag::a), dstAny, strides, dilates, padL,
+                             padR)
+                       : convolution_forward::desc(prop_kind::forward_inference, alg, srcAny,
+                                                   wAny, dstAny, strides, dilates, padL, padR);
       // A fused residual add and activation are post-ops (a binary add of
       // the addend in the result's own layout, then an eltwise), applied as
-      // the result is written.
+      // the result is written. Winograd writes a blocked layout of its
+      // own: the addend is reordered into the result first and summed.
       primitive_attr attr;
       memory::desc dstPlain(dst, f32, plain);
       if (clamp.active() || addend) {
         post_ops ops;
-        if (addend) ops.append_binary(algorithm::binary_add, dstPlain);
+        if (addend && winograd) ops.append_sum(1.0f);
+        else if (addend) ops.append_binary(algorithm::binary_add, dstPlain);
         if (clamp.lo == 0.0f && clamp.hi == INFINITY)
           ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
         else if (clamp.active())
@@ -214,10 +217,11 @@ public:
       convolution_forward::primitive_desc pd(desc, attr, eng);
       // The addend is read in the result's layout: only where oneDNN
       // writes the plan's buffer as it is.
-      if (addend && pd.dst_desc() != dstPlain) return nullptr;
+      if (addend && !winograd && pd.dst_desc() != dstPlain) return nullptr;
       self->conv_ = convolution_forward(pd);
       if (addend)
         self->addend_ = memory(dstPlain, eng, const_cast<float *>(addend));
+      self->sumAddend_ = addend && winograd;
       auto bind = [&](const memory::desc &user, const memory::desc &want, void *ptr,
                       memory &userMem, memory &mem) {
         userMem = memory(user, eng, ptr);
@@ -247,7 +251,12 @@ public:
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, dst_}};
       if (hasBias_) args.insert({DNNL_ARG_BIAS, bias_});
-      if (addend_) args.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, addend_});
+      if (sumAddend_) {
+        // The sum post-op adds what the result buffer holds.
+        if (dst_ != addend_) reorder(addend_, dst_).execute(stream_, addend_, dst_);
+      } else if (addend_) {
+        args.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, addend_});
+      }
       conv_.execute(stream_, args);
       if (dst_ != dstUser_) reorder(dst_, dstUser_).execute(stream_, dst_, dstUser_);
       stream_.wait();
@@ -266,8 +275,21 @@ private:
   dnnl::stream stream_{engine_};
   dnnl::convolution_forward conv_;
   dnnl::memory srcUser_, src_, wUser_, w_, dstUser_, dst_, bias_, addend_;
-  bool hasBias_ = false, packWeightsEachRun_ = true;
+  bool hasBias_ = false, packWeightsEachRun_ = true, sumAddend_ = false;
 };
+
+/// Winograd F(2x2, 3x3) does 2.25x fewer multiplies than the direct
+/// convolution; oneDNN's kernel for it (with its weights transformed once,
+/// so only for constant weights) measured 25-35% faster than the direct one
+/// on ResNet's 3x3 stride-1 layers down to 14x14 outputs, reorders in and
+/// out included, and no faster at 7x7 (bench: docs/performance.md).
+bool preferWinograd(const ConvGeometry &g, bool constantWeight) {
+  const Window &w = g.w;
+  if (!constantWeight || g.group != 1 || w.in.size() != 2 || g.cg < 16 || g.m < 16) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (w.kernel[d] != 3 || w.strides[d] != 1 || w.dilations[d] != 1) return false;
+  return w.outSize >= 14 * 14;
+}
 #endif
 
 /// [N, d..., C] <-> [N, C, d...] for `channels_last` convolutions on the
@@ -383,6 +405,10 @@ absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.intsAttr("pads"));
   std::vector<int64_t> padEnd(pads.begin() + g.w.in.size(), pads.end());
   if (g.w.n > 0 && g.w.outSize > 0 && c.in[0].numel > 0) {
+    if (preferWinograd(g, constantWeight))
+      if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, e.addend, constantWeight,
+                                         oneDnnChannelsLast, /*winograd=*/true))
+        return PreparedStep([conv] { return conv->run(); });
     if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, e.addend, constantWeight,
                                        oneDnnChannelsLast))
       return PreparedStep([conv] { return conv->run(); });

@@ -59,6 +59,9 @@ const std::vector<ConvCase> kConvCases = {
     {1, 3, 3, 3, {{5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, false}, // depthwise
     {0, 2, 2, 1, {{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true},  // empty batch
     {2, 1, 1, 1, {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true},
+    // 3x3, stride 1, >= 14x14 outputs, >= 16 channels: with constant
+    // weights the CPU backend runs it as a Winograd convolution.
+    {1, 32, 48, 1, {{16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true},
 };
 
 } // namespace
@@ -103,6 +106,10 @@ CTS_TEST(Conv, "conv", "conv_grad") {
     Step conv = g.attrs("conv").i("group", c.group);
     if (dt != plan::F32) conv.i("constant_weight", 1);
     expectClose(run1(conv, ins, dt, ys).values(), y, tol, tol / 10, what);
+    // Constant f32 weights: packed once at load (Winograd where it pays).
+    if (dt == plan::F32)
+      expectClose(run1(conv.i("constant_weight", 1), ins, dt, ys).values(), y, tol, tol / 10,
+                  what + " constant weight");
     std::vector<HostTensor> outs{HostTensor::result(dt, xs), HostTensor::result(dt, ws)};
     absl::Status st = run(g.attrs("conv_grad").i("group", c.group), {x, w, dy}, outs);
     ASSERT_TRUE(st.ok()) << st.message();
@@ -360,7 +367,8 @@ CTS_TEST(ChannelsLast, "conv", "pool") {
 CTS_TEST(ConvAddend, "conv") {
   for (const ConvCase &c : kConvCases)
     for (bool last : {false, true})
-      for (bool constant : {false, true}) {
+      for (bool constant : {false, true})
+        for (float hi : {0.75f, INFINITY}) { // a clip, a ReLU
         const Geometry &g = c.g;
         Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, c.c / c.group}, g.kernel),
               ys = cat({c.n, c.m}, g.out());
@@ -372,8 +380,9 @@ CTS_TEST(ConvAddend, "conv") {
         Step base = g.attrs("conv").i("group", c.group);
         HostTensor plain = run1(base, ins, plan::F32, ys);
         std::vector<double> want = plain.values(), rv = r.values();
-        for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + rv[i], 0.0), 0.75);
-        Step step = base.i("addend", 1).f("clip_min", 0).f("clip_max", 0.75);
+        for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + rv[i], 0.0), double(hi));
+        Step step = base.i("addend", 1).f("clip_min", 0);
+        if (hi != INFINITY) step.f("clip_max", hi);
         if (constant) step.i("constant_weight", 1);
         ins.push_back(r);
         if (last) {
@@ -382,9 +391,12 @@ CTS_TEST(ConvAddend, "conv") {
         }
         HostTensor got = run1(last ? step.i("channels_last", 1) : step, ins, plan::F32,
                               last ? moveChannels(plain, true).shape : ys);
-        expectClose(last ? moveChannels(got, false).values() : got.values(), want, 1e-5, 1e-6,
+        // Absolute 1e-5: the Winograd case sums 288 products in another
+        // order (its error is ~1e-6 of the products' size, not the result's).
+        expectClose(last ? moveChannels(got, false).values() : got.values(), want, 1e-5, 1e-5,
                     "conv + addend " + shapeStr(xs) + " group " + std::to_string(c.group) +
-                        (last ? " channels_last" : "") + (constant ? " constant weight" : ""));
+                        (last ? " channels_last" : "") + (constant ? " constant weight" : "") +
+                        (hi == INFINITY ? " relu" : " clip"));
       }
   Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 2, 2, 2})};

@@ -542,6 +542,13 @@ std::string duplicateKey(llvm::StringRef text) {
         if (text[j] == '\\' && j + 1 < text.size()) value += text[j++];
         value += text[j];
       }
+      // Keys compare decoded ("optimize\u0072" is "optimizer"): the text
+      // parsed as JSON already, so the quoted run is a valid string.
+      if (value.find('\\') != std::string::npos) {
+        llvm::Expected<json::Value> decoded = json::parse(text.slice(i, j + 1));
+        if (!decoded) llvm::consumeError(decoded.takeError());
+        else if (auto str = decoded->getAsString()) value = str->str();
+      }
       i = j;
       size_t k = j + 1;
       while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
@@ -574,6 +581,10 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   if (!root)
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                    "%s: expected a JSON object", name.str().c_str());
+  if (worldSize < 1)
+    return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
+                                   "%s: world size must be >= 1, got %lld", name.str().c_str(),
+                                   static_cast<long long>(worldSize));
   TrainingConfig c;
   c.worldSize = worldSize;
   Reader r(root, "", name.str());

@@ -165,6 +165,10 @@ LogicalResult ConstantImporter::window(const onnx::NodeProto &n) {
   FailureOr<Type> elem = elementType(static_cast<int32_t>(dt));
   if (failed(elem)) return nodeError(n) << "output_datatype " << dt << " is not supported";
   int64_t size = sizeV[0];
+  // The window is folded into a constant, element by element: Range's limit.
+  if (size > opts_.foldLimit)
+    return nodeError(n) << "a window of " << size << " elements is too long to fold (limit "
+                        << opts_.foldLimit << ")";
   double denom = periodic ? size : size - 1;
   SmallVector<Attribute> values;
   for (int64_t i = 0; i < size; ++i) {

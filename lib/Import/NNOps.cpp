@@ -51,6 +51,16 @@ FailureOr<SmallVector<int64_t>> NNImporter::windowPads(const onnx::NodeProto &n,
                                                        ArrayRef<int64_t> strides,
                                                        ArrayRef<int64_t> dilations) {
   size_t k = in.size();
+  // Bounded so the window arithmetic below (and in every kernel) cannot
+  // overflow: a dilation of 2^63 - 1 made a negative extent.
+  constexpr int64_t kMaxWindow = int64_t(1) << 31;
+  for (size_t d = 0; d < k && d < strides.size() && d < dilations.size(); ++d)
+    if (strides[d] < 1 || strides[d] > kMaxWindow || dilations[d] < 1 ||
+        dilations[d] > kMaxWindow || kernel[d] < 1 || kernel[d] > kMaxWindow)
+      return FailureOr<SmallVector<int64_t>>(
+          nodeError(n) << "strides, dilations and kernel extents must be in [1, 2^31]; axis "
+                       << d << " has stride " << strides[d] << ", dilation " << dilations[d]
+                       << ", kernel " << kernel[d]);
   DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
   SmallVector<int64_t> pads(2 * k, 0);
   if (autoPad == "NOTSET") {
@@ -59,6 +69,10 @@ FailureOr<SmallVector<int64_t>> NNImporter::windowPads(const onnx::NodeProto &n,
       if (p->size() != 2 * k)
         return FailureOr<SmallVector<int64_t>>(nodeError(n) << "pads needs " << 2 * k << " entries");
       pads = *p;
+      for (int64_t v : pads)
+        if (v < 0 || v > kMaxWindow)
+          return FailureOr<SmallVector<int64_t>>(nodeError(n)
+                                                 << "pads must be in [0, 2^31], got " << v);
     }
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t d = 0; d < k; ++d) {

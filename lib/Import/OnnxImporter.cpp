@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "llvm/ADT/StringSet.h"
 #include "onnx/defs/schema.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -456,6 +457,12 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
     if (a.type() == onnx::AttributeProto_AttributeType_GRAPH ||
         a.type() == onnx::AttributeProto_AttributeType_GRAPHS)
       return emitError(loc_) << "subgraph attributes (If/Loop/Scan) are not supported";
+  // A second value of one attribute would be ignored (ONNX's checker:
+  // "appeared multiple times").
+  llvm::StringSet<> attrNames;
+  for (const auto &a : n.attribute())
+    if (!attrNames.insert(a.name()).second)
+      return emitError(loc_) << "has attribute '" << a.name() << "' more than once";
   Handler handler = handlers().lookup(n.op_type());
   if (!handler)
     return emitError(loc_) << "op '" << n.op_type() << "' is not supported";

@@ -429,7 +429,17 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
   if (n > (uint64_t(1) << 62) / eb)
     return err("tensor '" + t.name() + "' is too large");
   uint64_t want = n * eb;
-  if (t.has_data_location() && t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+  // One source of values: ONNX's checker refuses a second, and reading one
+  // would silently drop the other.
+  int typedFields = (t.float_data_size() > 0) + (t.int32_data_size() > 0) +
+                    (t.int64_data_size() > 0) + (t.double_data_size() > 0) +
+                    (t.uint64_data_size() > 0) + (t.string_data_size() > 0);
+  bool external =
+      t.has_data_location() && t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+  if (external + t.has_raw_data() + (typedFields > 0) > 1 || typedFields > 1)
+    return err("tensor '" + t.name() + "' holds its values in more than one of raw_data, "
+               "the typed *_data fields and external data");
+  if (external) {
     auto bytes = readExternal(t, modelDir, want);
     if (!bytes)
       return err("tensor '" + t.name() + "': " + llvm::toString(bytes.takeError()));

@@ -231,7 +231,12 @@ LogicalResult TensorImporter::split(const onnx::NodeProto &n) {
   } else {
     DS_TRY(num, intAttr(n, "num_outputs", outputs));
     if (num <= 0 || num != outputs) return nodeError(n) << "num_outputs disagrees with the outputs";
+    // Before opset 18 the parts are equal; from 18 the last may be
+    // smaller, but none is empty.
     int64_t chunk = (dim + num - 1) / num;
+    if (opset_ < 18 ? dim % num != 0 : (num - 1) * chunk >= dim && dim > 0)
+      return nodeError(n) << "axis " << axis << " of " << dim << " elements is not evenly "
+                          << "splittable into " << num << " parts";
     for (int64_t i = 0; i < num; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
   }

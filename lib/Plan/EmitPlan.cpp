@@ -471,6 +471,9 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
   if (!entry && funcs.size() == 1) entry = funcs.front();
   if (!entry)
     return module.emitError("a plan needs an entry function named 'main'");
+  if (entry.isExternal())
+    return entry.emitError("the entry function '") << entry.getSymName()
+           << "' is a declaration: it has no body to plan";
   int64_t arena = 0;
   for (func::FuncOp f : funcs) {
     if (!f.getBody().hasOneBlock())

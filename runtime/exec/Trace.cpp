@@ -1,4 +1,5 @@
 #include "runtime/exec/Trace.h"
+#include "runtime/io/Files.h"
 
 #include <cstdio>
 
@@ -51,19 +52,14 @@ absl::Status writeTrace(const std::string &path, const std::vector<TraceEvent> &
   std::vector<char> all(static_cast<size_t>(longest) * n);
   DS_RETURN_IF_ERROR(world.allGather(mine.data(), all.data(), longest, plan::U8));
   if (rank != 0) return absl::OkStatus();
-  std::string tmp = path + ".tmp";
-  FILE *f = std::fopen(tmp.c_str(), "w");
-  if (!f) return absl::PermissionDeniedError("cannot write trace " + path);
-  std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (int r = 0; r < n; ++r) {
-    if (r) std::fputs(",\n", f);
-    std::fwrite(all.data() + static_cast<size_t>(r) * longest, 1, sizes[r], f);
+    if (r) text += ",\n";
+    text.append(all.data() + static_cast<size_t>(r) * longest, sizes[r]);
   }
-  std::fputs("\n]}\n", f);
-  bool ok = std::fflush(f) == 0 && !std::ferror(f);
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::DataLossError("cannot write trace " + path);
+  text += "\n]}\n";
+  if (absl::Status st = replaceFile(path, text.data(), text.size()); !st.ok())
+    return absl::DataLossError(absl::StrCat("cannot write trace ", path, ": ", st.message()));
   return absl::OkStatus();
 }
 

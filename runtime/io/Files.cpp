@@ -1,6 +1,8 @@
 #include "runtime/io/Files.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -57,6 +59,35 @@ absl::Status checkOutputFile(const std::string &path, const std::string &flag) {
   if (!S_ISREG(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat(
         flag, " ", path, " exists and is not a regular file; ds writes regular files only"));
+  return absl::OkStatus();
+}
+
+absl::Status replaceFile(const std::string &path, const void *bytes, size_t size) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create a temporary file beside ", path, ": ", std::strerror(errno)));
+  ::fchmod(fd, 0644); // mkstemp's 0600 is not what an output file gets
+  const char *p = static_cast<const char *>(bytes);
+  size_t done = 0;
+  int err = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, p + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    return absl::ResourceExhaustedError(
+        absl::StrCat("writing ", path, " failed: ", std::strerror(err)));
+  }
   return absl::OkStatus();
 }
 

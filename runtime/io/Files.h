@@ -24,6 +24,12 @@ absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t ma
 /// missing or regular file is accepted; `flag` names the option in errors.
 absl::Status checkOutputFile(const std::string &path, const std::string &flag);
 
+/// Writes `bytes` to `path` by replacing it: a temporary file created
+/// beside it exclusively (mkstemp: never a symlink, FIFO or other file
+/// someone left there), written in full, then renamed over `path`; removed
+/// again when anything fails.
+absl::Status replaceFile(const std::string &path, const void *bytes, size_t size);
+
 /// Whether two paths name one file (same device and inode).
 bool sameFile(const std::string &a, const std::string &b);
 

@@ -177,18 +177,7 @@ absl::StatusOr<std::vector<uint8_t>> readFile(const std::string &path) {
 }
 
 absl::Status writeFileAtomically(const std::string &path, const std::vector<uint8_t> &bytes) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f)
-      return absl::InvalidArgumentError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-    f.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    if (!f)
-      return absl::InternalError(absl::StrCat("writing ", tmp, " failed"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::InternalError(absl::StrCat("rename to ", path, ": ", std::strerror(errno)));
-  return absl::OkStatus();
+  return replaceFile(path, bytes.data(), bytes.size());
 }
 } // namespace
 

@@ -157,8 +157,11 @@ absl::Status PlanWriter::write(const std::string &path) {
   // The loader's checks, here: never write a plan ds-run would refuse.
   if (absl::Status st = validatePlanStructure(plan_, weightBytes_); !st.ok())
     return absl::Status(st.code(), absl::StrCat("the plan would not load: ", st.message()));
+  // Created afresh: whatever another user left at the temporary name (a
+  // symlink, a FIFO) is removed, never followed or waited on.
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
@@ -582,6 +585,16 @@ absl::Status checkProgram(const plan::Plan &p, const plan::Program &prog) {
   std::string pw = absl::StrCat("program '", prog.name(), "'");
   DS_RETURN_IF_ERROR(checkProgramInterface(p, prog, pw));
   DS_ASSIGN_OR_RETURN(LiveRanges live, arenaLiveRanges(p, prog, pw));
+  // An output no step writes would hand the caller uninitialized memory.
+  std::set<uint32_t> written;
+  for (const plan::Step &step : prog.steps())
+    written.insert(step.outputs().begin(), step.outputs().end());
+  for (uint32_t id : prog.outputs()) {
+    const plan::Buffer &b = p.buffers(id);
+    if (!b.has_alias_of() && b.size_bytes() > 0 && !written.count(id))
+      return absl::InvalidArgumentError(absl::StrCat(pw, ": output ", id, " ('", b.io_name(),
+                                                     "') is never written by a step"));
+  }
   return checkArenaReuse(p, live, pw);
 }
 

@@ -103,6 +103,31 @@ std::optional<int64_t> firstNonFinite(const HostArray &a) {
   return std::nullopt;
 }
 
+/// A state read back must be finite: a checkpoint is never written
+/// otherwise, so a non-finite value is damage (or an edit), named with its
+/// file rather than found one step later as divergence.
+absl::Status checkLoadedFinite(const HostArray &a, const std::string &name,
+                               const std::string &file) {
+  if (std::optional<int64_t> at = firstNonFinite(a))
+    return absl::DataLossError(absl::StrCat(file, ": state '", name,
+                                            "' holds a non-finite value (element ", *at,
+                                            "); ds never saves one, so the file is damaged"));
+  return absl::OkStatus();
+}
+
+/// Another model's checkpoint is refused even where its tensors would fit
+/// (a recompiled plan of the same model, at another world size or stage,
+/// reads it): by --resume, --zero-to-fp32 and --export-onnx alike.
+absl::Status checkSameModel(const std::string &ck, const ds::plan::CheckpointMeta &meta,
+                            const ds::plan::Plan &p) {
+  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
+    return absl::FailedPreconditionError(absl::StrCat(
+        ck, " was saved by a plan of another model (its source graph or trained tensors "
+            "differ from this plan's, ", p.source(), "): use it with a plan of ",
+        meta.plan_source(), ", or train this one in another --checkpoint-dir"));
+  return absl::OkStatus();
+}
+
 /// Size and CRC-32 of a file, read in 1 MiB pieces.
 absl::StatusOr<std::pair<uint64_t, uint32_t>> digestFile(const std::string &path) {
   // A FIFO or device in place of a state file is refused, not waited on.
@@ -497,6 +522,7 @@ loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Sessi
   for (const auto &b : session.plan().plan().buffers()) {
     if (b.kind() != ds::plan::Buffer::STATE) continue;
     DS_ASSIGN_OR_RETURN(HostArray whole, files.whole(b));
+    DS_RETURN_IF_ERROR(checkLoadedFinite(whole, b.io_name(), ck));
     if (b.partition_numel() == 0) {
       DS_RETURN_IF_ERROR(session.writeState(b.io_name(), whole));
       continue;
@@ -518,6 +544,7 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
   DS_ASSIGN_OR_RETURN(auto latest, readLatest(dir, /*fallback=*/false));
   const auto &[ck, meta] = latest;
   if (metaOut) *metaOut = meta;
+  DS_RETURN_IF_ERROR(checkSameModel(ck, meta, plan));
   if (plan.has_training() && plan.training().zero_stage() != meta.zero_stage())
     return absl::InvalidArgumentError(absl::StrCat(
         ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
@@ -535,6 +562,7 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
     if (b.kind() != ds::plan::Buffer::STATE) continue;
     if (files) {
       DS_ASSIGN_OR_RETURN(out[b.io_name()], files->whole(b));
+      DS_RETURN_IF_ERROR(checkLoadedFinite(out[b.io_name()], b.io_name(), ck));
       continue;
     }
     auto it = std::find_if(single.begin(), single.end(),
@@ -542,6 +570,7 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
     if (it == single.end())
       return absl::InvalidArgumentError(absl::StrCat(
           ck, "/state.npz has no '", b.io_name(), "' (a checkpoint of another plan?)"));
+    DS_RETURN_IF_ERROR(checkLoadedFinite(it->second, b.io_name(), ck + "/state.npz"));
     out[b.io_name()] = it->second;
   }
   return out;
@@ -562,11 +591,7 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
     // Another model's checkpoint is refused even where its tensors would
     // fit (a recompiled plan of the same model, at another world size or
     // stage, resumes).
-    if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
-      return absl::FailedPreconditionError(absl::StrCat(
-          ck, " was saved by a plan of another model (its source graph or trained tensors "
-              "differ from this plan's, ", p.source(), "): resume it with a plan of ",
-          meta.plan_source(), ", or train this one in another --checkpoint-dir"));
+    DS_RETURN_IF_ERROR(checkSameModel(ck, meta, p));
     if (meta.zero_stage() > 0 && meta.world_size() > 1) {
       if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
         return absl::UnimplementedError(absl::StrCat(
@@ -583,6 +608,7 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
       if (it == arrays.end())
         return absl::InvalidArgumentError(
             absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
+      DS_RETURN_IF_ERROR(checkLoadedFinite(it->second, n, stateFile));
       DS_RETURN_IF_ERROR(session.writeState(n, it->second));
     }
     return meta;

@@ -1,4 +1,5 @@
 #include "runtime/train/ExportOnnx.h"
+#include "runtime/io/Files.h"
 
 #include <climits>
 #include <cstdio>
@@ -103,15 +104,7 @@ absl::Status exportOnnx(const ds::plan::Plan &p, const StateReader &state, const
   std::string out;
   if (!model.SerializeToString(&out))
     return absl::InternalError("the exported model does not serialize (over 2 GiB?)");
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!f) return absl::InternalError(absl::StrCat("writing ", tmp, " failed"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  return absl::OkStatus();
+  return replaceFile(path, out.data(), out.size());
 }
 
 absl::Status exportOnnx(Session &session, const std::string &path) {

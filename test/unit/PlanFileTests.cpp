@@ -127,6 +127,26 @@ TEST(PlanStructure, OverlappingLiveArenaBuffersAreRefused) {
   EXPECT_NE(st.message().find("overlap in memory while both are live"), std::string::npos);
 }
 
+TEST(PlanStructure, AnOutputNoStepWritesIsRefused) {
+  plan::Plan p;
+  p.set_arena_bytes(64);
+  addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "z");
+  auto *prog = p.add_programs();
+  prog->set_name("forward");
+  prog->add_inputs(0);
+  prog->add_outputs(1);
+  prog->add_outputs(2);
+  addStep(*prog, "exp", {0}, 1); // z is never written: it would be uninitialized
+  auto st = validatePlanStructure(p, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("output 2 ('z') is never written by a step"), std::string::npos)
+      << st.message();
+  addStep(*prog, "exp", {0}, 2);
+  EXPECT_TRUE(validatePlanStructure(p, 0).ok());
+}
+
 TEST(PlanStructure, BoundsAndKindsAreChecked) {
   plan::Plan p;
   p.set_arena_bytes(8);

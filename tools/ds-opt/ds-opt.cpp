@@ -408,6 +408,10 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
       auto names = readParameterNames(parametersFile);
       if (!names) return fail(llvm::toString(names.takeError()));
       t.trainOnly = std::move(*names);
+      for (const std::string &f : freeze)
+        if (llvm::is_contained(t.trainOnly, f))
+          return fail("--freeze " + f + " names a parameter " + parametersFile +
+                      " (--parameters) lists to train: drop one of the two");
     }
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
     t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());

@@ -5,6 +5,7 @@
 //   ds-run model.dsplan --inputs in.npz --benchmark 50
 //   mpirun -np 2 ds-run tp2.dsplan --inputs in.npz --outputs out.npz --trace trace.json
 #include "tools/OutOfMemory.h"
+#include <filesystem>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -160,6 +161,12 @@ unsigned long long procStatusBytes(const char *key) {
 std::string checkFlagFiles(const std::vector<std::string> &spelled) {
   for (size_t i = 1; i < spelled.size(); ++i) {
     const std::string &a = spelled[i];
+    // --fromenv=flagfile would read $FLAGS_flagfile past these checks.
+    for (const char *env : {"-fromenv", "-tryfromenv"})
+      if (a.find(env) != std::string::npos &&
+          (a.find("flagfile") != std::string::npos ||
+           (i + 1 < spelled.size() && spelled[i + 1].find("flagfile") != std::string::npos)))
+        return absl::StrCat(a, ": a flag file comes from --flagfile only");
     std::string files;
     if (a.rfind("--flagfile=", 0) == 0) files = a.substr(11);
     else if (a == "--flagfile" && i + 1 < spelled.size()) files = spelled[i + 1];
@@ -167,7 +174,7 @@ std::string checkFlagFiles(const std::vector<std::string> &spelled) {
     for (absl::string_view f : absl::StrSplit(files, ',')) {
       auto text = ds::rt::readRegularFile(std::string(f), 1 << 20);
       if (!text.ok()) return absl::StrCat("--flagfile: ", text.status().message());
-      if (text->find("--flagfile") != std::string::npos || text->find("-flagfile") != std::string::npos)
+      if (text->find("-flagfile") != std::string::npos || text->find("fromenv") != std::string::npos)
         return absl::StrCat("--flagfile ", f, " names another flag file; ds-run reads one level");
     }
   }
@@ -611,6 +618,18 @@ int main(int argc, char **argv) {
     if (ds::rt::sameFile(path, planPath))
       return fail(absl::InvalidArgumentError(
           absl::StrCat(flag, " ", path, " is the plan being run; name another file")));
+    // Nor a file the run reads: it would be gone for the next run.
+    for (const auto &[inFlag, in] : std::vector<std::pair<std::string, std::string>>{
+             {"--data", absl::GetFlag(FLAGS_data)}, {"--inputs", absl::GetFlag(FLAGS_inputs)}})
+      if (!in.empty() && ds::rt::sameFile(path, in))
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat(flag, " ", path, " is the ", inFlag, " file; name another file")));
+    const std::string &ckpt = absl::GetFlag(FLAGS_checkpoint_dir);
+    std::string parent = std::filesystem::path(path).parent_path().string();
+    if (!ckpt.empty() && ds::rt::sameFile(parent.empty() ? "." : parent, ckpt))
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", path, " is inside --checkpoint-dir ", ckpt,
+          ", whose files checkpoints own; name a file elsewhere")));
   }
   if (absl::GetFlag(FLAGS_dump)) return dump(planPath);
   // Consolidation (DeepSpeed's zero_to_fp32, and ONNX export from a

@@ -467,6 +467,12 @@ struct RankFiles {
 
   static absl::StatusOr<RankFiles> read(const std::string &ck, int64_t ranks) {
     RankFiles f{ck, {}};
+    // A one-rank run writes state.npz.
+    if (ranks == 1) {
+      DS_ASSIGN_OR_RETURN(auto arrays, readNpz(ck + "/state.npz"));
+      f.files.push_back(std::move(arrays));
+      return f;
+    }
     for (int64_t r = 0; r < ranks; ++r) {
       DS_ASSIGN_OR_RETURN(auto arrays, readNpz(absl::StrCat(ck, "/state.rank", r, ".npz")));
       f.files.push_back(std::move(arrays));
@@ -478,15 +484,26 @@ struct RankFiles {
       if (kv.first == n) return &kv.second;
     return nullptr;
   }
-  /// Buffer `b` whole: replicated state from rank 0's file; a partitioned
-  /// one joined from every rank's block in rank order, padding dropped.
+  /// Buffer `b` whole: replicated state from rank 0's file; state the
+  /// checkpoint holds partitioned (rank 0's block is not the whole tensor)
+  /// joined from every rank's block in rank order, padding dropped. Whether
+  /// `b` is partitioned in this plan does not matter: a plan for one rank
+  /// reads a two-rank checkpoint's blocks joined.
   absl::StatusOr<HostArray> whole(const ds::plan::Buffer &b) const {
     const std::string &n = b.io_name();
     const HostArray *first = find(0, n);
     if (!first)
       return absl::InvalidArgumentError(
-          absl::StrCat(ck, "/state.rank0.npz has no '", n, "' (a checkpoint of another plan?)"));
-    if (b.partition_numel() == 0) return *first;
+          absl::StrCat(ck, "/", files.size() == 1 ? "state.npz" : "state.rank0.npz", " has no '",
+                       n, "' (a checkpoint of another plan?)"));
+    std::vector<int64_t> shape;
+    if (b.partition_numel() == 0) shape.assign(b.shape().begin(), b.shape().end());
+    else if (b.partition_shape_size())
+      shape.assign(b.partition_shape().begin(), b.partition_shape().end());
+    else shape = {static_cast<int64_t>(b.partition_numel())};
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    if (first->numel() == numel) return *first;
     HostArray a;
     a.dtype = b.dtype();
     for (size_t r = 0; r < files.size(); ++r) {
@@ -496,16 +513,13 @@ struct RankFiles {
             absl::StrCat(ck, "/state.rank", r, ".npz lacks '", n, "' as ", dtypeName(b.dtype())));
       a.data.insert(a.data.end(), blk->data.begin(), blk->data.end());
     }
-    const uint64_t bytes = b.partition_numel() * dtypeSize(b.dtype());
+    const uint64_t bytes = static_cast<uint64_t>(numel) * dtypeSize(b.dtype());
     if (a.data.size() < bytes)
       return absl::DataLossError(absl::StrCat(ck, ": the blocks of '", n, "' hold ",
                                               a.data.size() / dtypeSize(b.dtype()),
-                                              " elements, not ", b.partition_numel()));
+                                              " elements, not ", numel));
     a.data.resize(bytes);
-    if (b.partition_shape_size())
-      a.shape.assign(b.partition_shape().begin(), b.partition_shape().end());
-    else
-      a.shape = {static_cast<int64_t>(b.partition_numel())};
+    a.shape = shape;
     return a;
   }
 };
@@ -592,7 +606,7 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
     // fit (a recompiled plan of the same model, at another world size or
     // stage, resumes).
     DS_RETURN_IF_ERROR(checkSameModel(ck, meta, p));
-    if (meta.zero_stage() > 0 && meta.world_size() > 1) {
+    if (meta.zero_stage() > 0 && (meta.world_size() > 1 || comm.size() > 1)) {
       if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
         return absl::UnimplementedError(absl::StrCat(
             ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",

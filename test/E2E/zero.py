@@ -6,7 +6,7 @@
 # --report, checkpoints hold one state file per rank, a ZeRO-2 run resumed
 # from its step-10 checkpoint continues exactly, and a ZeRO-3 checkpoint
 # saved by 4 ranks resumes on 2 (resharded at load) and continues like an
-# uninterrupted run. One process consolidates a 4-rank ZeRO-3 checkpoint into
+# uninterrupted run, as ZeRO-2 does from 2 ranks to 1 and from 1 to 2. One process consolidates a 4-rank ZeRO-3 checkpoint into
 # whole fp32 weights and an ONNX file (zero_to_fp32).
 # REQUIRES: torch, compiler, mpi
 # RUN: rm -rf %t && %python %s --workdir %t
@@ -240,6 +240,19 @@ shutil.copytree(os.path.join(work4, "ckpt"), os.path.join(work2, "ckpt"))
 shutil.copy(os.path.join(work4, "train.jsonl"), os.path.join(work2, "train.jsonl"))
 rest = train(work2, plan2, 2, steps, resume=True)
 compare("zero3 saved at 4 ranks, resumed at 2 vs 1 rank", rest, one, tol=1e-5)
+
+# ZeRO-2 across one rank: saved at 2 ranks, resumed at 1 (the blocks
+# rejoined for a plan that partitions nothing), and saved at 1, resumed at 2.
+for save_world, load_world in ((2, 1), (1, 2)):
+    ws, ps, _ = compile_plan("zero2_save%d" % save_world, save_world, 8 // save_world, 2)
+    train(ws, ps, save_world, 10)
+    wl, pl, _ = compile_plan("zero2_load%d_from%d" % (load_world, save_world), load_world,
+                             8 // load_world, 2)
+    shutil.copytree(os.path.join(ws, "ckpt"), os.path.join(wl, "ckpt"))
+    shutil.copy(os.path.join(ws, "train.jsonl"), os.path.join(wl, "train.jsonl"))
+    rest = train(wl, pl, load_world, steps, resume=True)
+    compare("zero2 saved at %d ranks, resumed at %d vs 1 rank" % (save_world, load_world),
+            rest, one, tol=1e-5)
 import subprocess
 bad = subprocess.run(["ds-run", zero3_w4[1], "--zero-to-fp32", out_npz], capture_output=True, text=True)
 if bad.returncode == 0 or "needs --checkpoint-dir" not in bad.stderr:

@@ -604,6 +604,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   const std::string &planPath = args[1];
+  for (const auto &[flag, v] : std::vector<std::pair<std::string, int64_t>>{
+           {"--steps", absl::GetFlag(FLAGS_steps)},
+           {"--checkpoint-every", absl::GetFlag(FLAGS_checkpoint_every)},
+           {"--benchmark", absl::GetFlag(FLAGS_benchmark)},
+           {"--threads", absl::GetFlag(FLAGS_threads)}})
+    if (v < 0)
+      return fail(absl::InvalidArgumentError(absl::StrCat(flag, " must be >= 0, got ", v)));
   // Outputs replace their file: never a device or FIFO, never the plan.
   for (const auto &[flag, path] : std::vector<std::pair<std::string, std::string>>{
            {"--outputs", absl::GetFlag(FLAGS_outputs)}, {"--trace", absl::GetFlag(FLAGS_trace)},

@@ -1,6 +1,7 @@
 #include "runtime/io/Npy.h"
 #include "runtime/io/Files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -239,7 +240,18 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
     }
     std::vector<uint8_t> buf(st.size);
     zip_file_t *f = zip_fopen_index(z, i, 0);
-    zip_int64_t got = f ? zip_fread(f, buf.data(), st.size) : -1;
+    // In pieces: one read of more than 4 GiB from a deflated entry returns
+    // wrong bytes past 2^32 (zlib's avail_in/avail_out are 32-bit).
+    zip_int64_t got = f ? 0 : -1;
+    while (f && static_cast<zip_uint64_t>(got) < st.size) {
+      zip_uint64_t piece = std::min<zip_uint64_t>(st.size - got, zip_uint64_t(1) << 30);
+      zip_int64_t n = zip_fread(f, buf.data() + got, piece);
+      if (n <= 0) {
+        if (n < 0) got = -1;
+        break;
+      }
+      got += n;
+    }
     if (f) zip_fclose(f);
     if (got < 0 || static_cast<zip_uint64_t>(got) != st.size) {
       status = absl::InvalidArgumentError(absl::StrCat(what, ": truncated or corrupt entry"));

@@ -39,11 +39,16 @@ def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
     known before the run) `channels_last`, the layout oneDNN's CPU kernels
     compute in, with a `ds.transpose` into it before and out of it after.
     Transposes then move down through elementwise ops whose other operands
-    are the same transposes or scalars (residual adds) and through f32
-    poolings (which become `channels_last` too), and a transpose out
+    are the same transposes, scalars or per-channel broadcasts (residual
+    adds; a batch norm's scale [C, 1, 1] or a squeeze-excitation gate
+    [N, C, 1, 1], reshaped to [1, 1, 1, C] / [N, 1, 1, C]), through f32
+    poolings (which become `channels_last` too), concatenations (on the
+    permuted axis) and reductions that keep their dimensions (a global
+    mean reduces the rows), and a transpose out
     of one convolution meets the transpose into the next and cancels: the
     activations stay channels-last from the first convolution to the last,
-    and the kernel reorders nothing. Training forwards are left alone (their
+    and the kernel reorders nothing. A transpose left that moves only unit
+    dimensions is a `ds.reshape`. Training forwards are left alone (their
     weights are loaded state, and autodiff wants channels-first).
 
     ```mlir

@@ -438,6 +438,26 @@ LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncO
       if (succeeded(elem) && *elem != typeOf(v).getElementType())
         return emitError(loc) << "is declared " << *elem << " but computes "
                               << typeOf(v).getElementType();
+      // So is a declared extent (a number, not a symbol) the result does
+      // not have: the graph does not compute what it says it does.
+      const auto &tt = vi.type().tensor_type();
+      auto computed = typeOf(v).getShape();
+      if (tt.has_shape()) {
+        bool mismatch = tt.shape().dim_size() != static_cast<int>(computed.size());
+        for (int d = 0; !mismatch && d < tt.shape().dim_size(); ++d)
+          mismatch = tt.shape().dim(d).has_dim_value() &&
+                     !ShapedType::isDynamic(computed[d]) &&
+                     tt.shape().dim(d).dim_value() != computed[d];
+        if (mismatch) {
+          std::string declared;
+          for (int d = 0; d < tt.shape().dim_size(); ++d)
+            declared += (d ? "x" : "") + (tt.shape().dim(d).has_dim_value()
+                                              ? std::to_string(tt.shape().dim(d).dim_value())
+                                              : std::string("?"));
+          return emitError(loc) << "is declared with shape [" << declared << "] but computes "
+                                << typeOf(v);
+        }
+      }
     }
     results.push_back(v);
     resultTypes.push_back(v.getType());

@@ -2,6 +2,7 @@
 #include "ds/Support/TextLimits.h"
 #include "ds/Import/OnnxModelFile.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -488,7 +489,11 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
         }
       }())
     return std::move(e);
-  p.bytes.reserve(want);
+  // Reserve no more than the values the tensor holds: a shape of 10^12
+  // with no values is the count error below, not an allocation of 4 TB.
+  uint64_t held = static_cast<uint64_t>(t.float_data_size()) + t.int32_data_size() +
+                  t.int64_data_size() + t.double_data_size() + t.uint64_data_size();
+  p.bytes.reserve(std::min<uint64_t>(want, held * eb));
   switch (p.dataType) {
   case onnx::TensorProto_DataType_FLOAT:
     if (auto e = count(t.float_data_size())) return std::move(e);

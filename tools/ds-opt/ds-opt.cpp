@@ -384,6 +384,20 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     precision = mlir::ds::precisionName(*kind);
   }
   bool training = !configPath.empty() || !lossKind.empty();
+  // Training flags on an inference plan would be ignored silently.
+  if (!training)
+    for (const auto &[name, given] : std::vector<std::pair<const char *, bool>>{
+             {"--labels", labelsName.getNumOccurrences() > 0},
+             {"--loss-output", lossOutput.getNumOccurrences() > 0},
+             {"--ignore-index", ignoreIndex.getNumOccurrences() > 0},
+             {"--freeze", freeze.getNumOccurrences() > 0},
+             {"--parameters", parametersFile.getNumOccurrences() > 0},
+             {"--grad-input", gradInputs.getNumOccurrences() > 0},
+             {"--tie", tieNames.getNumOccurrences() > 0},
+             {"--untie", untieNames.getNumOccurrences() > 0}})
+      if (given)
+        return fail(std::string(name) + " applies to training plans (--config/--loss); this "
+                                        "compiles an inference plan");
   if (!training && worldSize != 1)
     return fail("--world-size applies to training plans (--config/--loss); an inference plan "
                 "over several ranks is --tensor-parallel N");

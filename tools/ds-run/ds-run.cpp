@@ -638,7 +638,20 @@ int main(int argc, char **argv) {
           flag, " ", path, " is inside --checkpoint-dir ", ckpt,
           ", whose files checkpoints own; name a file elsewhere")));
   }
-  if (absl::GetFlag(FLAGS_dump)) return dump(planPath);
+  if (absl::GetFlag(FLAGS_dump)) {
+    // --dump prints the plan and runs nothing: flags of a run would be ignored.
+    for (const auto &[flag, given] : std::vector<std::pair<std::string, bool>>{
+             {"--data", !absl::GetFlag(FLAGS_data).empty()},
+             {"--inputs", !absl::GetFlag(FLAGS_inputs).empty()},
+             {"--outputs", !absl::GetFlag(FLAGS_outputs).empty()},
+             {"--steps", absl::GetFlag(FLAGS_steps) != 0},
+             {"--checkpoint-dir", !absl::GetFlag(FLAGS_checkpoint_dir).empty()},
+             {"--benchmark", absl::GetFlag(FLAGS_benchmark) != 0}})
+      if (given)
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("--dump prints the plan and runs nothing; drop ", flag)));
+    return dump(planPath);
+  }
   // Consolidation (DeepSpeed's zero_to_fp32, and ONNX export from a
   // checkpoint) reads a checkpoint of any world size in one process: no
   // session and no communicator.

@@ -100,6 +100,8 @@ template <typename OpTy> LogicalResult ReductionImporter::argReduce(const onnx::
   DS_TRY(last, intAttr(n, "select_last_index", 0));
   int64_t rank = typeOf(x).getRank();
   if (failed(normalizeAxis(n, axis, rank))) return failure();
+  if (typeOf(x).getDimSize(axis) == 0)
+    return nodeError(n) << "axis " << axis << " is empty: there is no index to return";
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     if (d != axis) shape.push_back(typeOf(x).getDimSize(d));

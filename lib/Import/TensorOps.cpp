@@ -242,6 +242,14 @@ LogicalResult TensorImporter::split(const onnx::NodeProto &n) {
   }
   if (static_cast<int64_t>(sizes.size()) != outputs)
     return nodeError(n) << "split gives " << sizes.size() << " sizes for " << outputs << " outputs";
+  int64_t total = 0;
+  for (int64_t sz : sizes) {
+    if (sz < 0) return nodeError(n) << "split size " << sz << " is negative";
+    total += std::min<int64_t>(sz, int64_t(1) << 62);
+  }
+  if (total != dim)
+    return nodeError(n) << "split sizes add up to " << total << ", not the " << dim
+                        << " elements of axis " << axis;
   SmallVector<Type> types;
   for (int64_t sz : sizes) {
     SmallVector<int64_t> shape(typeOf(x).getShape());

@@ -19,8 +19,14 @@ enum class ReduceKind { Sum, Mean, Max, Min, Prod };
 template <typename T, ReduceKind K> struct Reducer {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   static Acc init() {
-    if constexpr (K == ReduceKind::Max) return std::numeric_limits<T>::lowest();
-    else if constexpr (K == ReduceKind::Min) return std::numeric_limits<T>::max();
+    // An empty reduction is the identity: -inf / +inf for floats (ONNX),
+    // the type's extremes for integers.
+    if constexpr (K == ReduceKind::Max)
+      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+    else if constexpr (K == ReduceKind::Min)
+      return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::max();
     else if constexpr (K == ReduceKind::Prod) return Acc(1);
     else return Acc(0);
   }

@@ -17,14 +17,15 @@ std::vector<double> reduceRef(Red kind, DType dt, const Shape &s, const std::vec
   Shape kept = s;
   for (int64_t a : axes) kept[a] = 1;
   bool integer = dt == plan::I32 || dt == plan::I64;
-  double lowest = dt == plan::F32   ? -std::numeric_limits<float>::max()
-                  : dt == plan::F64 ? -std::numeric_limits<double>::max()
-                  : dt == plan::I32 ? -2147483648.0
-                                    : -9223372036854775808.0;
-  double highest = dt == plan::F32   ? std::numeric_limits<float>::max()
-                   : dt == plan::F64 ? std::numeric_limits<double>::max()
-                   : dt == plan::I32 ? 2147483647.0
-                                     : 9223372036854775807.0;
+  // An empty max/min is the identity: -inf/+inf for floats (ONNX), the
+  // type's extremes for integers.
+  const double inf = std::numeric_limits<double>::infinity();
+  double lowest = dt == plan::F32 || dt == plan::F64 ? -inf
+                  : dt == plan::I32                  ? -2147483648.0
+                                                     : -9223372036854775808.0;
+  double highest = dt == plan::F32 || dt == plan::F64 ? inf
+                   : dt == plan::I32                  ? 2147483647.0
+                                                      : 9223372036854775807.0;
   double init = kind == Red::Max ? lowest : kind == Red::Min ? highest : kind == Red::Prod ? 1 : 0;
   std::vector<double> acc(numel(kept), init);
   std::vector<int64_t> count(numel(kept), 0);

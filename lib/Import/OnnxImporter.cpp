@@ -312,6 +312,9 @@ FailureOr<SmallVector<int64_t>> OnnxImporter::inputShape(const onnx::ValueInfoPr
     return emitError(loc) << "has rank " << rank << " but " << opts_.dataSource << "['"
                           << vi.name() << "'] has " << given->size() << " dimensions";
   for (int i = 0; i < rank; ++i) {
+    if (tt.has_shape() && tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() < 0)
+      return emitError(loc) << "dimension " << i << " is " << tt.shape().dim(i).dim_value()
+                            << ": a dimension is a size >= 0 or a symbol";
     bool known = tt.has_shape() && tt.shape().dim(i).has_dim_value() &&
                  tt.shape().dim(i).dim_value() >= 0;
     std::string param = tt.has_shape() && tt.shape().dim(i).has_dim_param()

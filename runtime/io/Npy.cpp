@@ -203,6 +203,8 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
     zip_error_init_with_code(&ze, err);
     std::string msg = zip_error_strerror(&ze);
     zip_error_fini(&ze);
+    // ZIP_CHECKCONS reports two entries of one name as "file exists".
+    if (err == ZIP_ER_EXISTS) msg = "two entries have the same name (an array given twice)";
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, " as .npz: ", msg));
   }
   std::vector<std::pair<std::string, HostArray>> out;

@@ -28,8 +28,14 @@ public:
                                    "%s: %s: %s", file_.c_str(), where(key).c_str(),
                                    msg.str().c_str());
   }
+  /// The key's path as the user would type it: control characters (a NUL
+  /// would end the message early) written as JSON escapes.
   std::string where(const llvm::Twine &key) const {
-    return path_.empty() ? key.str() : path_ + "." + key.str();
+    std::string printable;
+    for (unsigned char ch : key.str())
+      printable += ch < 0x20 || ch == 0x7f ? llvm::formatv("\\u{0:x-4}", unsigned(ch)).str()
+                                           : std::string(1, ch);
+    return path_.empty() ? printable : path_ + "." + printable;
   }
 
   /// Whether `key` is present (without counting it as read).

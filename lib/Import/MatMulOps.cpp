@@ -253,9 +253,13 @@ LogicalResult MatMulImporter::einsumExtents(const onnx::NodeProto &n, EinsumProb
                             << " in another";
       if (!fresh && it->second == 1) it->second = d;
     }
-  for (char ch : p.out)
+  for (auto [i, ch] : llvm::enumerate(p.out)) {
     if (!p.size.count(ch))
       return nodeError(n) << "output subscript '" << ch << "' appears in no operand";
+    // numpy and onnxruntime refuse it too: an output axis is one label.
+    if (ch >= 32 && p.out.find(ch) != i)
+      return nodeError(n) << "output subscript '" << ch << "' appears more than once";
+  }
   return success();
 }
 

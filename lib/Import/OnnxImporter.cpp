@@ -55,6 +55,24 @@ bool unchangedSinceOpset1(StringRef op) {
 }
 constexpr int64_t kMaxOpset = 21;
 
+/// The opset that introduced `op`, from the linked ONNX library's schemas
+/// (up to `knownMax`), else from ds's list of ops newer than that library;
+/// 0 when neither knows it.
+int64_t firstOpset(StringRef op, int knownMax) {
+  const onnx::OpSchema *s =
+      knownMax ? onnx::OpSchemaRegistry::Schema(op.str(), knownMax, "") : nullptr;
+  while (s && s->since_version() > 1)
+    if (const onnx::OpSchema *prev =
+            onnx::OpSchemaRegistry::Schema(op.str(), s->since_version() - 1, ""))
+      s = prev;
+    else
+      break;
+  if (s) return s->since_version();
+  static const llvm::StringMap<int64_t> newer = {{"Gelu", 20}};
+  auto it = newer.find(op);
+  return it == newer.end() ? 0 : it->second;
+}
+
 /// The core: walks the graph and hands each node to its op's handler.
 class OnnxImporter : public NodeImporter {
 public:
@@ -427,6 +445,8 @@ LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
 LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncOp func) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
+  if (g.output_size() == 0)
+    return fileError() << "graph '" << g.name() << "' has no outputs: there is nothing to compute";
   for (const auto &vi : g.output()) {
     auto it = values_.find(vi.name());
     Location loc = NameLoc::get(b_.getStringAttr("graph output '" + vi.name() + "'"));
@@ -498,6 +518,12 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   // one its latest schema may predate a change of the op's inputs.
   const auto &known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto range = known.find("");
+  // An op used below the opset that defined it (LayerNormalization at 13)
+  // is not the model its exporter meant: onnxruntime refuses it too.
+  if (int64_t since = firstOpset(n.op_type(), range != known.end() ? range->second.second : 0);
+      since > opset_)
+    return emitError(loc_) << "op '" << n.op_type() << "' is defined from opset " << since
+                           << ", but the model imports opset " << opset_;
   if (const onnx::OpSchema *schema =
           range != known.end() && opset_ <= range->second.second
               ? onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "")

@@ -22,6 +22,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "runtime/io/Npy.h"
@@ -152,8 +153,18 @@ absl::StatusOr<std::pair<uint64_t, uint32_t>> digestFile(const std::string &path
 }
 
 /// The state files of a checkpoint match the sizes and CRC-32s its metadata
-/// recorded (checkpoints from before they were recorded pass).
+/// recorded, and every file the load reads has them: without, a stale or
+/// swapped state file would load as this step's.
 absl::Status verifyFiles(const std::string &ck, const ds::plan::CheckpointMeta &meta) {
+  const bool perRank = meta.zero_stage() > 0 && meta.world_size() > 1;
+  for (int64_t r = 0; r < (perRank ? meta.world_size() : 1); ++r) {
+    std::string expected = perRank ? absl::StrCat("state.rank", r, ".npz") : "state.npz";
+    if (std::none_of(meta.files().begin(), meta.files().end(),
+                     [&](const auto &f) { return f.name() == expected; }))
+      return absl::DataLossError(absl::StrCat(
+          ck, "/meta.txtpb records no size and CRC-32 for ", expected,
+          ": the checkpoint cannot be verified (its metadata was edited or is damaged)"));
+  }
   for (const auto &file : meta.files()) {
     if (file.name().empty() || file.name().find('/') != std::string::npos ||
         file.name().find("..") != std::string::npos)
@@ -206,11 +217,17 @@ absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const st
       ssize_t n = ::pread(lock->fd_, pid, sizeof(pid) - 1, 0);
       st = absl::FailedPreconditionError(absl::StrCat(
           "--checkpoint-dir ", dir, " is in use by another ds-run",
-          n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(pid), ")") : std::string(),
+          n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(
+                                              absl::string_view(pid).substr(
+                                                  0, absl::string_view(pid).find('\n'))),
+                               ")")
+                : std::string(),
           "; two runs writing one checkpoint directory would overwrite each other's "
           "checkpoints"));
     } else {
-      std::string me = absl::StrCat(::getpid(), "\n");
+      std::random_device rd;
+      lock->token_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+      std::string me = absl::StrCat(::getpid(), "\n", lock->token_, "\n");
       if (::ftruncate(lock->fd_, 0) != 0 || ::pwrite(lock->fd_, me.data(), me.size(), 0) < 0)
         st = absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
                                                       " is not writable: ", std::strerror(errno)));
@@ -229,6 +246,32 @@ absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const st
   }
   DS_RETURN_IF_ERROR(agree(comm.size() > 1 ? &comm : nullptr, st, "locking --checkpoint-dir"));
   return lock;
+}
+
+absl::Status CheckpointLock::checkSharedByRanks(const std::string &dir, Comm &comm) const {
+  if (comm.size() == 1) return absl::OkStatus();
+  uint64_t token = token_;
+  DS_RETURN_IF_ERROR(comm.broadcast(&token, 1, ds::plan::I64, 0));
+  absl::Status st;
+  if (comm.rank() != 0) {
+    const std::string path = dir + "/.ds-run.lock";
+    auto fd = openRegularFile(path);
+    char text[64] = {0};
+    ssize_t n = fd.ok() ? ::pread(*fd, text, sizeof(text) - 1, 0) : -1;
+    if (fd.ok()) ::close(*fd);
+    absl::string_view s(text, n > 0 ? n : 0);
+    size_t eol = s.find('\n');
+    uint64_t seen = 0;
+    if (eol == absl::string_view::npos ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(s.substr(eol + 1)), &seen) || seen != token)
+      st = absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint-dir ", dir,
+          " is not the directory rank 0 saves to (its lock file is ",
+          fd.ok() ? "another run's" : "missing",
+          "): the ranks write one checkpoint together, so give every rank the same (shared) "
+          "directory"));
+  }
+  return agree(&comm, st, "checking that the ranks share --checkpoint-dir");
 }
 
 CheckpointLock::~CheckpointLock() {

@@ -40,9 +40,15 @@ public:
   CheckpointLock(const CheckpointLock &) = delete;
   CheckpointLock &operator=(const CheckpointLock &) = delete;
 
+  /// Every rank's `dir` is rank 0's directory (ranks save one checkpoint
+  /// together, each writing its file into it): each reads the lock file's
+  /// token rank 0 wrote. Other paths to one shared directory pass.
+  absl::Status checkSharedByRanks(const std::string &dir, Comm &comm) const;
+
 private:
   CheckpointLock() = default;
   int fd_ = -1;
+  uint64_t token_ = 0; // random, in the lock file after the pid
 };
 
 /// Loads the checkpoint `latest` names into the session's state buffers,

@@ -492,13 +492,42 @@ private:
       float loss = scalarOf(out, t_.loss_output());
       // fp16: a forward that overflows shows as non-finite gradients too,
       // and the scaler skips the step.
-      if (!std::isfinite(loss) && !scaler_)
+      if (!std::isfinite(loss) && !scaler_) {
+        if (std::string labels = allLabelsIgnored(in); !labels.empty())
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "the loss is NaN at step %lld (micro-batch %lld): every label in '%s' is the "
+              "ignore index, so the mean is over no labels",
+              static_cast<long long>(step + 1), static_cast<long long>(m), labels));
         return absl::InternalError(absl::StrFormat(
             "the loss is %f at step %lld (micro-batch %lld): training diverged or the data is bad",
             loss, static_cast<long long>(step + 1), static_cast<long long>(m)));
+      }
       lossSum += loss;
     }
     return lossSum / gas;
+  }
+
+  /// The labels input of a cross-entropy loss in `in` whose every value is
+  /// its ignore_index (what makes the loss 0/0), or "".
+  std::string allLabelsIgnored(const std::map<std::string, HostArray> &in) const {
+    const ds::plan::Program *micro = session_.program(t_.micro_step_program());
+    if (!micro) return "";
+    for (const ds::plan::Step &st : micro->steps()) {
+      auto ignore = st.attrs().find("ignore_index");
+      if (st.kernel() != "softmax_cross_entropy" || st.inputs_size() < 2 ||
+          ignore == st.attrs().end())
+        continue;
+      const std::string &name = p_.buffers(st.inputs(1)).io_name();
+      auto it = in.find(name);
+      if (it == in.end() || it->second.numel() == 0) continue;
+      TensorView v = const_cast<HostArray &>(it->second).view();
+      bool all = v.dtype == ds::plan::I64 || v.dtype == ds::plan::I32;
+      for (int64_t i = 0; all && i < v.numel; ++i)
+        all = (v.dtype == ds::plan::I64 ? v.as<int64_t>()[i] : v.as<int32_t>()[i]) ==
+              ignore->second.i();
+      if (all) return name;
+    }
+    return "";
   }
 
   /// The optimizer program with this step's scalars (`step`: updates
@@ -577,7 +606,18 @@ absl::Status train(Session &session, const TrainOptions &o) {
   }
   DS_ASSIGN_OR_RETURN(std::optional<ds::plan::CheckpointMeta> resumed,
                       resume(session, o, run.data()));
+  // After the resume agreement, which names a disagreement more precisely.
+  if (lock) DS_RETURN_IF_ERROR(lock->checkSharedByRanks(o.checkpointDir, run.comm()));
   int64_t step = resumed ? resumed->step() : 0;
+  // --steps is the total from the start of training, as DeepSpeed's
+  // train_iters: a checkpoint past it would silently train nothing.
+  if (step > o.steps)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint in ", o.checkpointDir, " is at step ", step, ", past --steps ", o.steps,
+        " (--steps counts from the start of training; raise it to train further)"));
+  if (resumed && step == o.steps && run.root())
+    std::fprintf(stderr, "ds-run: the checkpoint is at step %lld = --steps: no step to run\n",
+                 static_cast<long long>(step));
   if (resumed) DS_RETURN_IF_ERROR(run.restore(*resumed));
   DS_ASSIGN_OR_RETURN(LogFile log, openLog(o, run.root()));
   DS_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Monitor>> monitors,

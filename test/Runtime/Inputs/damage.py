@@ -1,5 +1,7 @@
-"""damage.py FILE (flip|truncate|flip-entry NAME|nan NAME META) [drop-digests META]: damages a
-checkpoint file the way a bad disk or a partial copy would."""
+"""damage.py FILE (flip|truncate|flip-entry NAME|nan NAME META) [drop-digests|fix-digests META]:
+damages a checkpoint file the way a bad disk or a partial copy would; drop-digests deletes the
+metadata's file digests, fix-digests makes them agree with the damaged file (so that only the zip
+entries' own CRC-32s can tell)."""
 import re
 import sys
 
@@ -15,9 +17,16 @@ elif how == "flip-entry":  # a byte of one tensor's data, found by its zip entry
     data[at + header + 1] ^= 0x40
 open(path, "wb").write(data)
 if len(sys.argv) > 5 and sys.argv[-2] == "drop-digests":
-    meta = sys.argv[-1]  # a checkpoint from before digests were recorded
+    meta = sys.argv[-1]
     text = open(meta).read()
     open(meta, "w").write(re.sub(r"files \{[^}]*\}\s*", "", text))
+if len(sys.argv) > 5 and sys.argv[-2] == "fix-digests":
+    import zlib
+    meta = sys.argv[-1]
+    text = open(meta).read()
+    text = re.sub(r"\n  size: \d+", "\n  size: %d" % len(data), text)
+    text = re.sub(r"crc32: \d+", "crc32: %d" % zlib.crc32(data), text)
+    open(meta, "w").write(text)
 if how == "nan":  # a NaN in one state, the file's size and CRC in the meta made to agree
     import io
     import zlib

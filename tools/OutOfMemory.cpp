@@ -9,7 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "tools/OutOfMemory.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <string>
 #include <cstdlib>
 #include <new>
 #include <sys/resource.h>
@@ -63,6 +66,33 @@ bool limitMemory(unsigned long long bytes) {
   if (::setrlimit(RLIMIT_AS, &r) != 0) return false;
   gLimit = bytes;
   return true;
+}
+
+std::optional<unsigned long long> parseByteSize(std::string_view s) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+    return v;
+  };
+  s = trim(s);
+  double scale = 1;
+  for (auto [suffix, factor] : {std::pair<std::string_view, double>{"KiB", 1024.0},
+                                {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+                                {"GB", 1e9}, {"TB", 1e12}, {"B", 1}})
+    if (s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix) {
+      s.remove_suffix(suffix.size());
+      scale = factor;
+      break;
+    }
+  std::string number(trim(s));
+  char *end = nullptr;
+  errno = 0;
+  double v = number.empty() ? 0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || errno || end != number.c_str() + number.size() || !(v > 0) ||
+      v * scale > 1.8e19)
+    return std::nullopt;
+  return static_cast<unsigned long long>(v * scale);
 }
 
 } // namespace ds::tools

@@ -2,6 +2,9 @@
 #ifndef DS_TOOLS_OUTOFMEMORY_H
 #define DS_TOOLS_OUTOFMEMORY_H
 
+#include <optional>
+#include <string_view>
+
 namespace ds::tools {
 
 /// The tool named in the out-of-memory message ("ds-opt", "ds-run").
@@ -11,6 +14,9 @@ void setOutOfMemoryTool(const char *tool);
 [[noreturn]] void reportOutOfMemory(const char *what);
 /// Caps the process's address space (--max-memory); false if refused.
 bool limitMemory(unsigned long long bytes);
+/// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes (> 0); nullopt
+/// for anything else (--max-memory, --device-memory).
+std::optional<unsigned long long> parseByteSize(std::string_view text);
 
 } // namespace ds::tools
 

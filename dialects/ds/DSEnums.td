@@ -47,4 +47,17 @@ def DS_Combine : I32EnumAttr<"Combine",
 }
 def DS_CombineAttr : EnumAttr<DS_Dialect, DS_Combine, "combine">;
 
+// Where a state global lives and where an op runs (ZeRO-Offload): on the
+// accelerator ("device", the default when absent), in host memory, or
+// swapped to NVMe through host staging buffers.
+def DS_MemorySpace : I32EnumAttr<"MemorySpace",
+    "where a buffer lives or an op runs", [
+      I32EnumAttrCase<"Device", 0, "device">, I32EnumAttrCase<"Host", 1, "host">,
+      I32EnumAttrCase<"Nvme", 2, "nvme">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_MemorySpaceAttr : EnumAttr<DS_Dialect, DS_MemorySpace, "memory_space">;
+
 #endif // DS_ENUMS_TD

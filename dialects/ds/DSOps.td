@@ -1009,6 +1009,46 @@ def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure], DS_OwnStep> {
 }
 
 //===----------------------------------------------------------------------===//
+// Memory spaces: transfers the offload pass inserts (ZeRO-Offload)
+//===----------------------------------------------------------------------===//
+
+def DS_OffloadOp : DS_Op<"offload", [Pure, AllTypesMatch<["operand", "result"]>]> {
+  let summary = "copies a device tensor to host memory";
+  let description = [{
+    Device to host: the result lives in host memory, where ops placed on
+    the host (`ds.memory_space = #ds<memory_space host>`) read it. ZeRO-
+    Offload moves each reduced gradient partition this way before the
+    host accumulates it and the host optimizer updates with it. On the CPU
+    backend host and device are separate pools of one memory (a copy); on
+    CUDA it is a copy over PCIe.
+
+    ```mlir
+    %h = ds.offload %g : tensor<1024xf32>
+    ```
+
+    **Constraints:**
+    - operand and result have the same type.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+def DS_FetchOp : DS_Op<"fetch", [Pure, AllTypesMatch<["operand", "result"]>]> {
+  let summary = "copies a host tensor to device memory";
+  let description = [{
+    Host to device: the inverse of `ds.offload`, e.g. the parameter
+    partition the host optimizer updated, on its way to the all-gather.
+
+    **Constraints:**
+    - operand and result have the same type.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Fused ops (made by the ds-fuse-* passes, not by the importer)
 //===----------------------------------------------------------------------===//
 

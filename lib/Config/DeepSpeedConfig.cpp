@@ -370,6 +370,61 @@ llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
   return r.finish();
 }
 
+/// zero_optimization.offload_optimizer: DeepSpeed's keys and defaults.
+/// "cpu" is ZeRO-Offload (stages 1-3, as DeepSpeed); "nvme" is refused
+/// until the NVMe swapper exists.
+llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file,
+                                 TrainingConfig &c) {
+  const json::Value *v = zo.get("offload_optimizer");
+  const json::Object *o = v->getAsObject();
+  Reader top(&zo, "zero_optimization", file);
+  if (!o) return top.error("offload_optimizer", "expected an object");
+  Reader r(o, "zero_optimization.offload_optimizer", file);
+  std::string device = "none", nvmePath;
+  DS_CHECK(r.string("device", device));
+  DS_CHECK(r.string("nvme_path", nvmePath));
+  DS_CHECK(r.boolean("pin_memory", c.offloadPinMemory));
+  DS_CHECK(r.integer("buffer_count", c.offloadBufferCount, /*positive=*/true));
+  DS_CHECK(r.number("ratio", c.offloadRatio));
+  bool fastInit = false;
+  DS_CHECK(r.boolean("fast_init", fastInit)); // an init-time speedup; nothing to do here
+  DS_CHECK(r.finish());
+  if (c.offloadRatio < 0 || c.offloadRatio > 1)
+    return r.error("ratio", llvm::formatv("must be in [0, 1], got {0}", c.offloadRatio).str());
+  if (device == "nvme")
+    return r.error("device", "\"nvme\" is not supported yet (ds offloads optimizer state to "
+                             "\"cpu\"; NVMe swapping is next)");
+  if (device != "cpu" && device != "none")
+    return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
+  if (device == "cpu" && c.zeroStage == 0)
+    return r.error("device", "\"cpu\" needs zero_optimization.stage 1, 2 or 3 (ZeRO-Offload "
+                             "offloads the partitioned optimizer state, as in DeepSpeed)");
+  c.offloadOptimizer = device;
+  return llvm::Error::success();
+}
+
+/// The top-level `aio` section (the NVMe swapper's asynchronous I/O):
+/// DeepSpeed's keys, each checked.
+llvm::Error readAio(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "aio", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  Reader r(o, "aio", top.file());
+  DS_CHECK(r.integer("block_size", c.aioBlockSize, /*positive=*/true));
+  DS_CHECK(r.integer("queue_depth", c.aioQueueDepth, true));
+  DS_CHECK(r.integer("thread_count", c.aioThreadCount, true));
+  DS_CHECK(r.boolean("single_submit", c.aioSingleSubmit));
+  DS_CHECK(r.boolean("overlap_events", c.aioOverlapEvents));
+  bool gds = false;
+  DS_CHECK(r.boolean("use_gds", gds));
+  if (gds) return r.error("use_gds", "true (GPUDirect Storage) is not supported");
+  if (c.aioBlockSize % 4096 != 0)
+    return r.error("block_size", llvm::formatv("must be a multiple of 4096 (O_DIRECT), got {0}",
+                                               c.aioBlockSize).str());
+  return r.finish();
+}
+
 /// zero_optimization: the stage and DeepSpeed's bucketing, overlap and
 /// stage-3 knobs; keys of other features are refused naming the key.
 llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
@@ -437,27 +492,53 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
       bool ignored = false;
       return flag(k, ignored);
     }
-    // Offload is not implemented: accepted only when it is off.
-    if (k == "offload_optimizer" || k == "offload_param") {
+    if (k == "offload_optimizer") return readOffloadOptimizer(*zo, r.file(), c);
+    // DeepSpeed's older spelling of offload_optimizer {"device": "cpu"}.
+    if (k == "cpu_offload") {
+      bool on = false;
+      if (llvm::Error e = flag(k, on)) return e;
+      if (on && zo->get("offload_optimizer"))
+        return r.error("zero_optimization.cpu_offload",
+                       "and offload_optimizer both given; keep offload_optimizer");
+      if (on && c.zeroStage == 0)
+        return r.error("zero_optimization.cpu_offload",
+                       "needs zero_optimization.stage 1, 2 or 3 (ZeRO-Offload)");
+      if (on) c.offloadOptimizer = "cpu";
+      return llvm::Error::success();
+    }
+    // Keys of DeepSpeed's example configs whose result ds always has:
+    // partitions are all-gathered after the update (allgather_partitions),
+    // checkpoints keep fp32 state and reshard to any world size
+    // (load_from_fp32_weights, elastic_checkpoint), and parameters a step
+    // does not use are simply not gathered (ignore_unused_parameters).
+    if (k == "allgather_partitions" || k == "load_from_fp32_weights" ||
+        k == "elastic_checkpoint" || k == "ignore_unused_parameters") {
+      bool ignored = false;
+      return flag(k, ignored);
+    }
+    // Parameter offload (ZeRO-Infinity) is not implemented: accepted only
+    // when it is off.
+    if (k == "offload_param") {
       const json::Object *o = zo->getObject(k);
       const json::Value *device = o ? o->get("device") : nullptr;
       if (o && (!device || (device->getAsString() && *device->getAsString() == "none")))
         return llvm::Error::success();
       return r.error(llvm::Twine("zero_optimization.") + k,
-                     "is not supported yet (ds does not offload; remove it or set \"device\": \"none\")");
+                     "is not supported yet (ds offloads optimizer state, offload_optimizer, but "
+                     "not parameters; remove it or set \"device\": \"none\")");
     }
+    // DeepSpeed orders the ranks' gradient copies to the host with it (a
+    // run-time scheduling choice); ds's transfers are planned, and the
+    // result is the same either way.
     if (k == "round_robin_gradients") {
-      bool on = false;
-      if (llvm::Error e = flag(k, on)) return e;
-      if (!on) return llvm::Error::success();
-      return r.error("zero_optimization.round_robin_gradients",
-                     "true is not supported (it orders gradient copies to CPU offload, which ds "
-                     "does not do)");
+      bool ignored = false;
+      return flag(k, ignored);
     }
     return r.error(llvm::Twine("zero_optimization.") + k,
                    "is not supported yet (ds supports stage, reduce_bucket_size, "
-                   "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter "
-                   "and the stage3_* prefetch, persistence, live and reuse knobs)");
+                   "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter, "
+                   "offload_optimizer and the stage3_* prefetch, persistence, live and reuse "
+                   "knobs)");
   };
   for (const auto &kv : *zo)
     if (llvm::Error e = knob(kv.first)) return e;
@@ -604,6 +685,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
       return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
   }
   DS_CHECK(readZeroOptimization(r, c));
+  DS_CHECK(readAio(r, c));
   DS_CHECK(readPrecision(r, c));
   // Logging and bookkeeping keys with no effect on the computation.
   DS_CHECK(r.boolean("wall_clock_breakdown", c.wallClockBreakdown));

@@ -42,6 +42,9 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
+  // ZeRO-Offload (a no-op unless ds.training asks for it): after fusion,
+  // so that fused ops are placed whole.
+  pm.addPass(createOffloadPass());
   pm.addPass(createPlanMemoryPass());
 }
 

@@ -12,6 +12,7 @@
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/KernelBridge.h"
+#include "ds/Plan/MemorySpaces.h"
 #include "ds/Plan/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -45,7 +46,8 @@ std::string locationString(Location loc) {
 
 class PlanEmitter {
 public:
-  PlanEmitter(rt::PlanWriter &w) : w_(w), p_(w.plan()) {}
+  PlanEmitter(rt::PlanWriter &w, const MemorySpaces &spaces)
+      : w_(w), p_(w.plan()), spaces_(spaces) {}
 
   LogicalResult emitGlobals(ModuleOp module) {
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
@@ -55,6 +57,7 @@ public:
       FailureOr<uint32_t> id = newBuffer(t, plan::Buffer::STATE, g.getLoc(), g.getSymName().str());
       if (failed(id)) return failure();
       plan::Buffer &b = *p_.mutable_buffers(*id);
+      b.set_space(planSpace(spaces_.ofGlobal(g.getSymName())));
       if (auto n = g->getAttrOfType<IntegerAttr>("ds.partition_numel"))
         b.set_partition_numel(n.getInt());
       if (auto shape = g->getAttrOfType<DenseI64ArrayAttr>("ds.partition_shape"))
@@ -241,6 +244,7 @@ private:
                                               : locationString(loc);
       FailureOr<uint32_t> id = newBuffer(op.getResult(0), plan::Buffer::WEIGHT, loc, name);
       if (failed(id)) return failure();
+      p_.mutable_buffers(*id)->set_space(planSpace(MemorySpaces::placement(&op)));
       return addConstant(*p_.mutable_buffers(*id), value, loc);
     }
     if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "ds")
@@ -275,6 +279,7 @@ private:
         if (offsets[i] < 0)
           return op.emitError("result ") << i << " has no arena offset";
         p_.mutable_buffers(*id)->set_offset(offsets[i]);
+        p_.mutable_buffers(*id)->set_space(planSpace(spaces_.of(r)));
       }
       s->add_outputs(*id);
     }
@@ -298,6 +303,7 @@ private:
     if (failed(id)) return failure();
     p_.mutable_buffers(*id)->set_offset(target.offset());
     p_.mutable_buffers(*id)->set_alias_of(root);
+    p_.mutable_buffers(*id)->set_space(target.space());
     return success();
   }
 
@@ -349,8 +355,15 @@ private:
     return success();
   }
 
+  static plan::MemorySpace planSpace(MemorySpace s) {
+    return s == MemorySpace::Host   ? plan::HOST
+           : s == MemorySpace::Nvme ? plan::NVME
+                                    : plan::DEVICE;
+  }
+
   rt::PlanWriter &w_;
   plan::Plan &p_;
+  const MemorySpaces &spaces_;
   plan::Program *prog_ = nullptr;
   llvm::DenseMap<Value, uint32_t> ids_;
   llvm::DenseMap<Value, size_t> outputFor_;
@@ -474,7 +487,8 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
   if (entry.isExternal())
     return entry.emitError("the entry function '") << entry.getSymName()
            << "' is a declaration: it has no body to plan";
-  int64_t arena = 0;
+  int64_t arena = 0, hostArena = 0;
+  MemorySpaces spaces(module);
   for (func::FuncOp f : funcs) {
     if (!f.getBody().hasOneBlock())
       return f.emitError("functions must have a single block");
@@ -482,12 +496,17 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
     if (!a)
       return f.emitError("has no memory plan; run ds-plan-memory before emitting a plan");
     arena = std::max(arena, a.getInt());
+    if (auto h = f->getAttrOfType<IntegerAttr>(kHostArenaBytesAttr))
+      hostArena = std::max(hostArena, h.getInt());
+    if (spaces.anyOffDevice() && failed(spaces.verify(f))) return failure();
   }
   plan::Plan &p = writer.plan();
   p.set_producer(options.producer);
   p.set_source(rt::utf8Escaped(options.source));
   p.set_model_fingerprint(options.modelFingerprint);
   p.set_arena_bytes(arena);
+  p.set_host_arena_bytes(hostArena);
+  p.set_device_memory_budget(options.deviceMemoryBudget);
   p.set_world_size(1);
   if (MeshAttr mesh = MeshAttr::lookup(module)) {
     p.set_world_size(static_cast<uint32_t>(mesh.getNumRanks()));
@@ -497,7 +516,7 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
       ax->set_size(a.getSize());
     }
   }
-  PlanEmitter emitter(writer);
+  PlanEmitter emitter(writer, spaces);
   if (failed(emitter.emitGlobals(module))) return failure();
   if (failed(emitter.emitFunction(entry, "forward"))) return failure();
   for (func::FuncOp f : funcs)

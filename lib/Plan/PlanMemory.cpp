@@ -7,10 +7,15 @@
 // within a few percent of optimal on transformer graphs and linear-ish in
 // practice.
 //
+// Values in host memory (ZeRO-Offload, MemorySpaces.h) are packed the same
+// way into a host arena of their own: the device arena is what the device
+// budget bounds.
+//
 //===----------------------------------------------------------------------===//
 #include "ds/Plan/Passes.h"
 #include <limits>
 #include "ds/Plan/KernelBridge.h"
+#include "ds/Plan/MemorySpaces.h"
 
 #include "dialects/ds/DSOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -32,6 +37,7 @@ struct Interval {
   int64_t bytes;
   int64_t first, last; // op indices, inclusive
   int64_t offset = -1;
+  bool host = false; // in the host arena
 };
 
 int64_t tensorBytes(Value v) {
@@ -51,13 +57,14 @@ public:
           << alignment.getValue();
       return signalPassFailure();
     }
+    MemorySpaces spaces(getOperation());
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal() && failed(planFunction(func)))
+      if (!func.isExternal() && failed(planFunction(func, spaces)))
         return signalPassFailure();
   }
 
 private:
-  LogicalResult planFunction(func::FuncOp func) {
+  LogicalResult planFunction(func::FuncOp func, const MemorySpaces &spaces) {
     if (!func.getBody().hasOneBlock())
       return func.emitError("ds-plan-memory needs a single-block function");
     Block &block = func.getBody().front();
@@ -86,7 +93,7 @@ private:
       Value in = op.getOperand(0), out = op.getResult(0);
       Operation *def = in.getDefiningOp();
       if (!def || hasHome(*def) || returned.contains(in) || inPlace.contains(in) ||
-          returned.contains(out) || inPlace.contains(out))
+          returned.contains(out) || inPlace.contains(out) || spaces.of(in) != spaces.of(out))
         continue;
       Value r = root.lookup(in) ? root.lookup(in) : in;
       root[out] = r;
@@ -128,7 +135,8 @@ private:
             }
           }
         }
-        intervals.push_back({r, tensorBytes(r), index[&op], last});
+        intervals.push_back({r, tensorBytes(r), index[&op], last, -1,
+                             spaces.of(r) == MemorySpace::Host});
       }
     }
 
@@ -139,13 +147,13 @@ private:
       return a->bytes > b->bytes;
     });
     std::vector<Interval *> placed;
-    int64_t arena = 0, naive = 0;
+    int64_t arena = 0, hostArena = 0, naive = 0;
     for (Interval *iv : order) {
-      // Collect the byte ranges of live-overlapping placed intervals, then
-      // take the first gap that fits.
+      // Collect the byte ranges of live-overlapping placed intervals of
+      // the same arena, then take the first gap that fits.
       std::vector<std::pair<int64_t, int64_t>> busy;
       for (Interval *p : placed)
-        if (p->first <= iv->last && iv->first <= p->last)
+        if (p->host == iv->host && p->first <= iv->last && iv->first <= p->last)
           busy.push_back({p->offset, p->offset + p->bytes});
       std::sort(busy.begin(), busy.end());
       int64_t offset = 0;
@@ -156,7 +164,7 @@ private:
       }
       iv->offset = offset;
       placed.push_back(iv);
-      arena = std::max(arena, offset + iv->bytes);
+      (iv->host ? hostArena : arena) = std::max(iv->host ? hostArena : arena, offset + iv->bytes);
       naive += alignUp(iv->bytes);
     }
 
@@ -182,6 +190,10 @@ private:
       for (Value view : members.lookup(iv.value)) setOffset(view, iv.offset);
     }
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena));
+    if (hostArena)
+      func->setAttr(kHostArenaBytesAttr, b.getI64IntegerAttr(hostArena));
+    else
+      func->removeAttr(kHostArenaBytesAttr);
     arenaBytes += arena;
     naiveBytes += naive;
     return success();

@@ -3,6 +3,7 @@
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/KernelBridge.h"
+#include "ds/Plan/MemorySpaces.h"
 #include "ds/Plan/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -50,10 +51,24 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   }
   if (auto list = module->getAttrOfType<ArrayAttr>("ds.constant_initializers"))
     for (auto n : list.getAsRange<StringAttr>()) r.heldConstant.push_back(n.str());
+  MemorySpaces spaces(module);
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (auto a = f->getAttrOfType<IntegerAttr>(kHostArenaBytesAttr))
+      r.hostArenaBytes = std::max(r.hostArenaBytes, a.getInt());
+    f.walk([&](Operation *op) {
+      if (!isa<OffloadOp, FetchOp>(op)) return;
+      std::string key = (f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +
+                        (isa<OffloadOp>(op) ? ": device->host" : ": host->device");
+      r.transferBytes[key] += bytesOf(op->getResult(0).getType());
+    });
+  }
+  if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
+    if (auto o = t.getAs<StringAttr>("offload_optimizer")) r.offload = o.str();
   for (auto g : module.getOps<ml_program::GlobalOp>()) {
     r.training = true;
     int64_t b = bytesOf(g.getType());
     StringRef name = g.getSymName();
+    if (spaces.ofGlobal(name) == MemorySpace::Host) r.hostStateBytes += b;
     if (name.starts_with("param:")) {
       ++r.parameters;
       r.parameterBytes += b;
@@ -182,6 +197,16 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   row("outputs", r.outputBytes);
   row("total", r.total());
   os << "  steps: " << r.steps << "\n";
+  if (r.hostBytes() || !r.transferBytes.empty()) {
+    os << "memory spaces per rank (offload_optimizer " << r.offload << "):\n";
+    row("device", r.deviceBytes(), "all but the offloaded state");
+    row("host", r.hostBytes(),
+        ("offloaded state " + std::to_string(r.hostStateBytes) + " B + host arena " +
+         std::to_string(r.hostArenaBytes) + " B")
+            .c_str());
+    os << "transfers per program run:\n";
+    for (const auto &[key, bytes] : r.transferBytes) row(key, bytes);
+  }
   if (!r.trained.empty()) {
     // What a user compares with sum(p.numel() for p in model.parameters()).
     int64_t total = 0;

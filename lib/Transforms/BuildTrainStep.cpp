@@ -635,6 +635,8 @@ private:
                        b.getI64IntegerAttr(config_.overlapComm >= 0 ? config_.overlapComm
                                            : config_.zeroStage >= 3 ? 1 : 0)),
         b.getNamedAttr("contiguous_gradients", b.getBoolAttr(config_.contiguousGradients)),
+        b.getNamedAttr("offload_optimizer", b.getStringAttr(config_.offloadOptimizer)),
+        b.getNamedAttr("offload_ratio", b.getF64FloatAttr(config_.offloadRatio)),
         b.getNamedAttr("stage3_prefetch_bucket_size",
                        b.getI64IntegerAttr(config_.stage3PrefetchBucketSize)),
         b.getNamedAttr("stage3_max_live_parameters",

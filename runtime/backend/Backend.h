@@ -22,6 +22,15 @@ using PreparedStep = std::function<absl::Status()>;
 
 struct BackendOptions {
   int threads = 0; // 0: the backend's default (all cores)
+  /// Bytes the backend may allocate in DEVICE memory (0: what the device
+  /// has). The CPU backend plays a device with a bounded pool this way, so
+  /// that offloading to its HOST pool is real and measurable.
+  uint64_t deviceMemoryLimit = 0;
+};
+
+/// Bytes allocated in one memory space, now and at the most.
+struct MemoryUsage {
+  uint64_t current = 0, peak = 0;
 };
 
 class Backend {
@@ -35,6 +44,12 @@ public:
   virtual absl::StatusOr<void *> allocate(uint64_t bytes,
                                           plan::MemorySpace space) = 0;
   virtual void release(void *ptr, plan::MemorySpace space) = 0;
+  /// What allocate() has handed out in `space` (backends that do not
+  /// count report zeros).
+  virtual MemoryUsage memoryUsage(plan::MemorySpace space) const {
+    (void)space;
+    return {};
+  }
   /// Host <-> backend copies (memcpy where host memory is shared).
   virtual absl::Status copyFromHost(void *dst, const void *src, uint64_t bytes) = 0;
   virtual absl::Status copyToHost(void *dst, const void *src, uint64_t bytes) = 0;

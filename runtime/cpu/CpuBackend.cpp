@@ -1,5 +1,6 @@
 #include "runtime/cpu/CpuBackend.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,7 @@ void flushDenormals() {
 #endif
 }
 
-CpuBackend::CpuBackend(const BackendOptions &opts) {
+CpuBackend::CpuBackend(const BackendOptions &opts) : deviceLimit_(opts.deviceMemoryLimit) {
   flushDenormals();
   if (opts.threads > 0)
     omp_set_num_threads(opts.threads);
@@ -36,7 +37,7 @@ CpuBackend::CpuBackend(const BackendOptions &opts) {
   openblas_set_num_threads(1);
 }
 
-absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace) {
+absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace space) {
   // Round up so aligned_alloc's size rule holds; a zero-byte request still
   // gets a valid, distinct pointer.
   if (bytes > (uint64_t(1) << 62))
@@ -44,14 +45,38 @@ absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace) {
         absl::StrCat("cannot allocate ", bytes, " bytes (more than 2^62)"));
   uint64_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
+  std::lock_guard<std::mutex> lock(mu_);
+  MemoryUsage &u = usage_[space & 3];
+  if (space == plan::DEVICE && deviceLimit_ && u.current + bytes > deviceLimit_)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device memory budget of ", deviceLimit_, " bytes exceeded: allocating ", bytes,
+        " bytes with ", u.current, " in use"));
   void *p = std::aligned_alloc(64, rounded);
   if (!p)
     return absl::ResourceExhaustedError(
         absl::StrCat("out of host memory allocating ", bytes, " bytes"));
+  sizes_[p] = bytes;
+  u.current += bytes;
+  u.peak = std::max(u.peak, u.current);
   return p;
 }
 
-void CpuBackend::release(void *ptr, plan::MemorySpace) { std::free(ptr); }
+void CpuBackend::release(void *ptr, plan::MemorySpace space) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sizes_.find(ptr);
+    if (it != sizes_.end()) {
+      usage_[space & 3].current -= it->second;
+      sizes_.erase(it);
+    }
+  }
+  std::free(ptr);
+}
+
+MemoryUsage CpuBackend::memoryUsage(plan::MemorySpace space) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return usage_[space & 3];
+}
 
 absl::Status CpuBackend::copyFromHost(void *dst, const void *src, uint64_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);

@@ -2,6 +2,9 @@
 // threads for kernels and OpenBLAS threads for GEMM.
 #pragma once
 
+#include <mutex>
+#include <unordered_map>
+
 #include "runtime/backend/Backend.h"
 
 namespace ds::rt::cpu {
@@ -13,6 +16,7 @@ public:
   bool sharesHostMemory() const override { return true; }
   absl::StatusOr<void *> allocate(uint64_t bytes, plan::MemorySpace space) override;
   void release(void *ptr, plan::MemorySpace space) override;
+  MemoryUsage memoryUsage(plan::MemorySpace space) const override;
   absl::Status copyFromHost(void *dst, const void *src, uint64_t bytes) override;
   absl::Status copyToHost(void *dst, const void *src, uint64_t bytes) override;
   absl::StatusOr<PreparedStep> prepare(const plan::Step &step,
@@ -20,6 +24,12 @@ public:
                                        const std::vector<TensorView> &outputs) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
   std::vector<std::string> kernelNames() const override;
+
+private:
+  uint64_t deviceLimit_ = 0;
+  mutable std::mutex mu_;
+  std::unordered_map<void *, uint64_t> sizes_;
+  MemoryUsage usage_[4]; // by plan::MemorySpace
 };
 
 /// Registers "cpu" with the backend registry (runtime/backend/AllBackends.cpp

@@ -35,6 +35,22 @@ absl::StatusOr<PreparedStep> prepareCopy(const KernelContext &c) {
   });
 }
 
+// ZeRO-Offload's transfers (ds.offload device -> host, ds.fetch host ->
+// device): the CPU backend's device and host pools are one memory, so a
+// transfer is a copy between them, of one type.
+absl::StatusOr<PreparedStep> prepareTransfer(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const void *src = c.in[0].data;
+  void *dst = c.out[0].data;
+  uint64_t bytes = c.out[0].bytes();
+  return PreparedStep([=] {
+    if (dst != src && bytes) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  });
+}
+
 // Strided gather of whole elements: out is dense over `dims`, the source
 // advances by `strides` (in elements, may be negative) from `base`.
 template <typename T>
@@ -590,6 +606,8 @@ void registerDataMovementKernels(KernelRegistry &r) {
   r.add("random_mask", prepareRandomMask);
   r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
+  r.add("offload", prepareTransfer);
+  r.add("fetch", prepareTransfer);
   r.add("transpose", prepareTranspose);
   r.add("slice", prepareSlice);
   r.add("concat", prepareConcat);

@@ -17,8 +17,10 @@ Session::~Session() {
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::create(const LoadedPlan &plan,
-                                                         Backend &backend, Comm *comm) {
+                                                         Backend &backend, Comm *comm,
+                                                         uint64_t deviceBudget) {
   std::unique_ptr<Session> s(new Session(plan, backend));
+  s->deviceBudget_ = deviceBudget ? deviceBudget : plan.plan().device_memory_budget();
   if (!comm) {
     DS_ASSIGN_OR_RETURN(s->ownedComm_, createComm(CommOptions{"local"}));
     comm = s->ownedComm_.get();
@@ -83,8 +85,14 @@ std::vector<TraceEvent> Session::takeTrace() {
 
 absl::Status Session::bind() {
   const plan::Plan &p = plan_.plan();
+  spaceBytes_ = ::ds::rt::spaceBytes(p);
+  DS_RETURN_IF_ERROR(checkDeviceBudget(spaceBytes_, deviceBudget_));
   DS_ASSIGN_OR_RETURN(arena_, backend_.allocate(p.arena_bytes(), plan::DEVICE));
   owned_.push_back({arena_, plan::DEVICE});
+  if (p.host_arena_bytes()) {
+    DS_ASSIGN_OR_RETURN(hostArena_, backend_.allocate(p.host_arena_bytes(), plan::HOST));
+    owned_.push_back({hostArena_, plan::HOST});
+  }
   views_.resize(p.buffers_size());
   for (const auto &b : p.buffers()) {
     TensorView &v = views_[b.id()];
@@ -93,10 +101,10 @@ absl::Status Session::bind() {
     v.numel = static_cast<int64_t>(b.size_bytes() / dtypeSize(b.dtype()));
     switch (b.kind()) {
     case plan::Buffer::ARENA:
-      v.data = static_cast<uint8_t *>(arena_) + b.offset();
+      v.data = static_cast<uint8_t *>(b.space() == plan::HOST ? hostArena_ : arena_) + b.offset();
       break;
     case plan::Buffer::WEIGHT: {
-      if (backend_.sharesHostMemory()) {
+      if (backend_.sharesHostMemory() || b.space() == plan::HOST) {
         // Kernels never write WEIGHT buffers (the loader rejects such plans).
         v.data = const_cast<uint8_t *>(plan_.weightData(b));
       } else {
@@ -107,10 +115,16 @@ absl::Status Session::bind() {
       break;
     }
     case plan::Buffer::STATE: {
-      // State is written by programs: its own memory, initialized once.
-      DS_ASSIGN_OR_RETURN(v.data, backend_.allocate(b.size_bytes(), plan::DEVICE));
-      owned_.push_back({v.data, plan::DEVICE});
-      if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS) {
+      // State is written by programs: its own memory, initialized once, in
+      // its space (host for offloaded optimizer state).
+      DS_ASSIGN_OR_RETURN(v.data, backend_.allocate(b.size_bytes(), b.space()));
+      owned_.push_back({v.data, b.space()});
+      if (b.space() == plan::HOST) {
+        if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS)
+          std::memcpy(v.data, plan_.weightData(b), b.size_bytes());
+        else
+          std::memset(v.data, 0, b.size_bytes());
+      } else if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS) {
         DS_RETURN_IF_ERROR(backend_.copyFromHost(v.data, plan_.weightData(b), b.size_bytes()));
       } else {
         std::vector<uint8_t> zeros(b.size_bytes(), 0);
@@ -150,6 +164,12 @@ absl::Status Session::bind() {
         touched += p.buffers(id).size_bytes();
       }
       ranges.push_back(std::move(rs));
+      // ZeRO-Offload transfers, counted as they run (--rank-report).
+      transfers_[prog.name()].push_back(
+          step.kernel() == "offload" || step.kernel() == "fetch"
+              ? std::make_pair(step.kernel() == "offload" ? 0 : 1,
+                               outs.empty() ? uint64_t(0) : p.buffers(step.outputs(0)).size_bytes())
+              : std::make_pair(-1, uint64_t(0)));
       bool collective = isCollective(step.kernel());
       // Stream 1 runs on the communication thread; a collective on stream 0
       // (shard_slice, which only copies) runs in order like a kernel.
@@ -223,6 +243,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   const auto &ranges = ranges_[name];
   const auto &isComm = isComm_[name];
   const auto &bytes = stepBytes_[name];
+  const auto &transfers = transfers_[name];
   // Collectives go to the communication thread; a step waits only for the
   // in-flight collectives whose bytes it shares (read-after-write,
   // write-after-read, write-after-write), so the rest overlap.
@@ -285,6 +306,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
       (void)drain([](const InFlight &) { return true; });
       return fail(i, st);
     }
+    if (transfers[i].first >= 0) transferred_[transfers[i].first] += transfers[i].second;
     if (tracing_)
       record({ps.kernel(), ps.location(), 0, usPast(t0),
               usPast(std::chrono::steady_clock::now()) - usPast(t0), bytes[i]});
@@ -340,7 +362,10 @@ absl::StatusOr<HostArray> Session::readState(const std::string &name) {
   a.shape = views_[b->id()].shape;
   a.data.resize(b->size_bytes());
   DS_RETURN_IF_ERROR(backend_.synchronize());
-  DS_RETURN_IF_ERROR(backend_.copyToHost(a.data.data(), views_[b->id()].data, b->size_bytes()));
+  if (b->space() == plan::HOST)
+    std::memcpy(a.data.data(), views_[b->id()].data, b->size_bytes());
+  else
+    DS_RETURN_IF_ERROR(backend_.copyToHost(a.data.data(), views_[b->id()].data, b->size_bytes()));
   return a;
 }
 
@@ -352,6 +377,10 @@ absl::Status Session::writeState(const std::string &name, const HostArray &value
         "state '", name, "' is ", dtypeName(b->dtype()), " [",
         shapeToString(views_[b->id()].shape), "], the value given is ", dtypeName(value.dtype),
         " [", shapeToString(value.shape), "]"));
+  if (b->space() == plan::HOST) {
+    std::memcpy(views_[b->id()].data, value.data.data(), b->size_bytes());
+    return absl::OkStatus();
+  }
   return backend_.copyFromHost(views_[b->id()].data, value.data.data(), b->size_bytes());
 }
 

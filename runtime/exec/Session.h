@@ -42,9 +42,22 @@ public:
   ~Session();
   /// `comm` is the world communicator; null means one local rank. The
   /// plan's world size must equal its size.
+  /// `deviceBudget` (bytes; 0: the plan's device_memory_budget) bounds
+  /// what this rank may hold in device memory: a plan needing more is
+  /// refused before anything is allocated.
   static absl::StatusOr<std::unique_ptr<Session>> create(const LoadedPlan &plan,
                                                          Backend &backend,
-                                                         Comm *comm = nullptr);
+                                                         Comm *comm = nullptr,
+                                                         uint64_t deviceBudget = 0);
+
+  /// Bytes this rank holds per memory space (PlanFile.h), fixed at bind.
+  const SpaceBytes &spaceBytes() const { return spaceBytes_; }
+  uint64_t deviceBudget() const { return deviceBudget_; }
+  const Backend &backend() const { return backend_; }
+  /// Bytes moved by ds.offload (device to host) and ds.fetch (host to
+  /// device) steps so far.
+  uint64_t offloadedBytes() const { return transferred_[0]; }
+  uint64_t fetchedBytes() const { return transferred_[1]; }
 
   /// Binds the program's inputs by ONNX name (every input, exact dtype and
   /// shape), runs it and returns its outputs in graph order.
@@ -89,6 +102,11 @@ private:
   const LoadedPlan &plan_;
   Backend &backend_;
   void *arena_ = nullptr;
+  void *hostArena_ = nullptr; // ZeRO-Offload: intermediates in host memory
+  uint64_t deviceBudget_ = 0;
+  SpaceBytes spaceBytes_;
+  std::map<std::string, std::vector<std::pair<int, uint64_t>>> transfers_; // by program, step
+  uint64_t transferred_[2] = {0, 0};
   std::vector<std::pair<void *, plan::MemorySpace>> owned_;
   std::vector<TensorView> views_;                           // by buffer id
   std::map<std::string, std::vector<PreparedStep>> steps_; // by program

@@ -398,13 +398,25 @@ absl::Status checkRankShards(const plan::Buffer &b, const std::string &what, uin
 /// aligned; state buffers uniquely named (checkpoints key them by name);
 /// inputs and outputs named (callers bind them by name).
 absl::Status checkBufferKind(const plan::Buffer &b, const std::string &what, uint64_t arenaBytes,
-                             uint64_t weightBytes, std::set<std::string> &stateNames) {
+                             uint64_t hostArenaBytes, uint64_t weightBytes,
+                             std::set<std::string> &stateNames) {
+  // Memory spaces (ZeRO-Offload): intermediates, weights and state live on
+  // the device or the host; inputs and outputs are device buffers.
+  const bool host = b.space() == plan::HOST;
+  if (b.space() != plan::DEVICE && !host)
+    return absl::InvalidArgumentError(absl::StrCat(what, " is in memory space ",
+                                                   plan::MemorySpace_Name(b.space()),
+                                                   ", which ds-run does not support"));
+  if (host && (b.kind() == plan::Buffer::INPUT || b.kind() == plan::Buffer::OUTPUT))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is a program input or output in host memory"));
   switch (b.kind()) {
   case plan::Buffer::ARENA:
-    if (!fitsIn(b.offset(), b.size_bytes(), arenaBytes))
+    if (!fitsIn(b.offset(), b.size_bytes(), host ? hostArenaBytes : arenaBytes))
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " at arena offset ", b.offset(), " (", b.size_bytes(),
-          " bytes) lies outside the ", arenaBytes, "-byte arena"));
+          what, " at ", host ? "host " : "", "arena offset ", b.offset(), " (", b.size_bytes(),
+          " bytes) lies outside the ", host ? hostArenaBytes : arenaBytes, "-byte ",
+          host ? "host " : "", "arena"));
     if (b.offset() % dtypeSize(b.dtype()) != 0)
       return absl::InvalidArgumentError(absl::StrCat(what, " is misaligned in the arena"));
     return absl::OkStatus();
@@ -457,7 +469,8 @@ absl::Status checkView(const plan::Plan &p, const plan::Buffer &b, int i, const 
   if (target.kind() != plan::Buffer::ARENA || target.has_alias_of())
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is a view of buffer ", t, ", which is not an arena buffer owning its bytes"));
-  if (target.offset() != b.offset() || target.size_bytes() != b.size_bytes())
+  if (target.offset() != b.offset() || target.size_bytes() != b.size_bytes() ||
+      target.space() != b.space())
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is a view of buffer ", t, " but not on the same bytes (offset ", b.offset(),
         " size ", b.size_bytes(), " vs offset ", target.offset(), " size ",
@@ -473,7 +486,8 @@ absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBy
     // Type first: the placement checks divide by its element size.
     DS_RETURN_IF_ERROR(checkBufferType(b, i, what));
     DS_RETURN_IF_ERROR(checkRankShards(b, what, world, weightBytes));
-    DS_RETURN_IF_ERROR(checkBufferKind(b, what, p.arena_bytes(), weightBytes, stateNames));
+    DS_RETURN_IF_ERROR(
+        checkBufferKind(b, what, p.arena_bytes(), p.host_arena_bytes(), weightBytes, stateNames));
     DS_RETURN_IF_ERROR(checkView(p, b, i, what));
   }
   return absl::OkStatus();
@@ -566,8 +580,12 @@ absl::Status checkArenaReuse(const plan::Plan &p, const LiveRanges &live,
   std::vector<Interval> iv;
   for (auto &[id, range] : live) {
     const auto &b = p.buffers(id);
+    // The host arena's bytes are another range: both arenas are at most
+    // 2^62 bytes, so host offsets shifted by 2^62 never meet device ones.
+    const uint64_t base = b.space() == plan::HOST ? (uint64_t(1) << 62) : 0;
     if (b.size_bytes() > 0)
-      iv.push_back({b.offset(), b.offset() + b.size_bytes(), range.first, range.second, id});
+      iv.push_back({base + b.offset(), base + b.offset() + b.size_bytes(), range.first,
+                    range.second, id});
   }
   std::sort(iv.begin(), iv.end(),
             [](const Interval &a, const Interval &b) { return a.lo < b.lo; });
@@ -723,6 +741,14 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
   if (p.arena_bytes() > (uint64_t(1) << 62))
     return absl::InvalidArgumentError(
         absl::StrCat("the plan's arena of ", p.arena_bytes(), " bytes is larger than 2^62"));
+  if (p.host_arena_bytes() > (uint64_t(1) << 62))
+    return absl::InvalidArgumentError(absl::StrCat("the plan's host arena of ",
+                                                   p.host_arena_bytes(),
+                                                   " bytes is larger than 2^62"));
+  if (p.device_memory_budget() > (uint64_t(1) << 62))
+    return absl::InvalidArgumentError(absl::StrCat("the plan's device memory budget of ",
+                                                   p.device_memory_budget(),
+                                                   " bytes is larger than 2^62"));
   const uint32_t world = std::max<uint32_t>(1, p.world_size());
   DS_RETURN_IF_ERROR(checkWorldAndMesh(p, world));
   DS_RETURN_IF_ERROR(checkBuffers(p, world, weightBytes));
@@ -755,12 +781,52 @@ const char *kindName(plan::Buffer::Kind k) {
 }
 } // namespace
 
+SpaceBytes spaceBytes(const plan::Plan &p) {
+  SpaceBytes s;
+  s.deviceArena = p.arena_bytes();
+  s.hostArena = p.host_arena_bytes();
+  s.device = s.deviceArena;
+  s.host = s.hostArena;
+  for (const auto &b : p.buffers()) {
+    const bool host = b.space() == plan::HOST;
+    switch (b.kind()) {
+    case plan::Buffer::STATE:
+      (host ? s.hostState : s.deviceState) += b.size_bytes();
+      [[fallthrough]];
+    case plan::Buffer::WEIGHT:
+    case plan::Buffer::INPUT:
+    case plan::Buffer::OUTPUT:
+      (host ? s.host : s.device) += b.size_bytes();
+      break;
+    default:
+      break;
+    }
+  }
+  return s;
+}
+
+absl::Status checkDeviceBudget(const SpaceBytes &s, uint64_t budget) {
+  if (!budget || s.device <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the plan needs ", s.device, " bytes of device memory per rank (arena ", s.deviceArena,
+      ", state ", s.deviceState, ", weights, inputs and outputs ",
+      s.device - s.deviceArena - s.deviceState, "), over the device memory budget of ", budget,
+      " bytes; offload the optimizer state (zero_optimization.offload_optimizer) or raise "
+      "--device-memory"));
+}
+
 std::string dumpPlan(const plan::Plan &p) {
   std::string out;
   absl::StrAppend(&out, "plan schema ", p.schema_version(), ", produced by ",
                   p.producer(), " from ", p.source(), "\n");
   absl::StrAppend(&out, "world size ", p.world_size(), ", arena ", p.arena_bytes(),
                   " bytes, weights ", p.weight_bytes(), " bytes, ",
+                  p.host_arena_bytes() ? absl::StrCat("host arena ", p.host_arena_bytes(),
+                                                      " bytes, ")
+                                       : std::string(),
+                  p.device_memory_budget()
+                      ? absl::StrCat("device budget ", p.device_memory_budget(), " bytes, ")
+                      : std::string(),
                   p.buffers_size(), " buffers\n\nbuffers:\n");
   for (const auto &b : p.buffers()) {
     std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
@@ -770,6 +836,7 @@ std::string dumpPlan(const plan::Plan &p) {
     if (b.kind() == plan::Buffer::ARENA || b.kind() == plan::Buffer::WEIGHT)
       absl::StrAppend(&out, " @", b.offset(), " +", b.size_bytes());
     if (b.has_alias_of()) absl::StrAppend(&out, " view of %", b.alias_of());
+    if (b.space() == plan::HOST) absl::StrAppend(&out, " host");
     if (b.kind() == plan::Buffer::STATE)
       absl::StrAppend(&out, b.state_init() == plan::Buffer::STATE_INIT_ZERO
                                 ? " zero-init"

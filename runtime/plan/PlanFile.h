@@ -127,4 +127,15 @@ std::string utf8Escaped(const std::string &s);
 /// Human-readable listing of a plan (ds-run --dump).
 std::string dumpPlan(const plan::Plan &p);
 
+/// Bytes one rank of `p` holds per memory space (the arenas are static, so
+/// this is also the peak): device = arena + weights + device state + inputs
+/// and outputs; host = host arena + offloaded state (+ host weights).
+struct SpaceBytes {
+  uint64_t device = 0, host = 0;
+  uint64_t deviceArena = 0, hostArena = 0, deviceState = 0, hostState = 0;
+};
+SpaceBytes spaceBytes(const plan::Plan &p);
+/// The error for a plan whose device bytes exceed `budget` (0: none), or OK.
+absl::Status checkDeviceBudget(const SpaceBytes &s, uint64_t budget);
+
 } // namespace ds::rt

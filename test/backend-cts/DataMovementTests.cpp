@@ -136,6 +136,20 @@ CTS_TEST(Copy, "copy") {
   expectError(run(Step("copy"), {f32({2, 3}, iota(plan::F32, 6))}, outs), "operands must be f64, got f32");
 }
 
+CTS_TEST(Transfer, "offload", "fetch") {
+  // ZeRO-Offload's device <-> host copies: bytes unchanged, one shape and type.
+  for (const char *kernel : {"offload", "fetch"})
+    for (DType dt : kMovedTypes)
+      for (const Shape &s : std::vector<Shape>{{}, {0, 3}, {4, 5}, {1023}}) {
+        HostTensor x = HostTensor::of(dt, s, iota(dt, numel(s)));
+        expectEqualValues(run1(Step(kernel), {x}, dt, s).values(), x.values(), what(kernel, dt, s));
+      }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {3, 2})};
+  expectError(run(Step("offload"), {f32({2, 3}, iota(plan::F32, 6))}, outs), "result");
+  outs = {HostTensor::result(plan::F64, {2, 3})};
+  expectError(run(Step("fetch"), {f32({2, 3}, iota(plan::F32, 6))}, outs), "operands must be f64, got f32");
+}
+
 CTS_TEST(Transpose, "transpose") {
   struct Case {
     Shape shape, perm;

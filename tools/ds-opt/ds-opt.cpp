@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "runtime/io/Files.h"
+#include "runtime/plan/PlanFile.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -92,6 +93,15 @@ static llvm::cl::opt<std::string>
                              "past it compilation ends with an out-of-memory error naming the "
                              "allocation, instead of the machine swapping"),
               llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<std::string>
+    deviceMemory("device-memory",
+                 llvm::cl::desc("device memory a rank may use, e.g. 2GiB: recorded in the plan "
+                                "(ds-run enforces it; the cpu backend bounds its device pool to "
+                                "it) and checked now: a plan needing more is an error naming "
+                                "what it holds (offload_optimizer moves optimizer state to the "
+                                "host)"),
+                 llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
 
 static llvm::cl::opt<int64_t>
     maxNodes("max-nodes",
@@ -483,7 +493,8 @@ static int attachSourceModel(ModuleOp module, ::ds::rt::PlanWriter &writer,
 
 /// Writes the compiled module as ds IR or as a plan.
 static int writeOutput(ModuleOp module, const std::string &emit, const std::string &inputFilename,
-                       const std::string &outputFilename, bool onnx, uint64_t fingerprint) {
+                       const std::string &outputFilename, bool onnx, uint64_t fingerprint,
+                       uint64_t deviceBudget) {
   if (emit == "mlir") {
     std::string error;
     auto out = openOutputFile(outputFilename, &error);
@@ -497,8 +508,14 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
   mlir::ds::EmitPlanOptions emitOptions;
   emitOptions.source = inputFilename;
   emitOptions.modelFingerprint = fingerprint;
+  emitOptions.deviceMemoryBudget = deviceBudget;
   if (failed(mlir::ds::emitPlan(module, emitOptions, writer)))
     return 1;
+  // What ds-run would refuse at load, refused now (the same arithmetic).
+  if (absl::Status st =
+          ::ds::rt::checkDeviceBudget(::ds::rt::spaceBytes(writer.plan()), deviceBudget);
+      !st.ok())
+    return fail("--device-memory: " + std::string(st.message()));
   if (onnx && writer.plan().has_training())
     if (int rc = attachSourceModel(module, writer, inputFilename)) return rc;
   absl::Status st = writer.write(outputFilename);
@@ -506,22 +523,6 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
   return 0;
 }
 
-/// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes.
-static std::optional<unsigned long long> parseByteSize(llvm::StringRef s) {
-  s = s.trim();
-  double scale = 1;
-  for (auto [suffix, factor] : {std::pair<const char *, double>{"KiB", 1024.0},
-                                {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
-                                {"GB", 1e9}, {"TB", 1e12}, {"B", 1}})
-    if (s.consume_back(suffix)) {
-      scale = factor;
-      break;
-    }
-  double v;
-  if (s.trim().getAsDouble(v) || !(v > 0) || v * scale > 1.8e19) return std::nullopt;
-  return static_cast<unsigned long long>(v * scale);
-}
 
 /// LLVM expands `@FILE` arguments (response files), recursively: a file
 /// naming itself is reported and then ignored (exit 0, nothing written), a
@@ -570,8 +571,16 @@ int main(int argc, char **argv) {
     return fail("--max-nodes, --max-nesting, --max-elements and --max-config-bytes must be >= 1");
   mlir::ds::maxTextNesting() = maxNesting;
   mlir::ds::maxConfigBytes() = maxConfigBytes;
+  uint64_t deviceBudget = 0;
+  if (!deviceMemory.empty()) {
+    std::optional<unsigned long long> bytes = ::ds::tools::parseByteSize(deviceMemory);
+    if (!bytes || *bytes > (1ull << 62))
+      return fail("--device-memory: expected a size such as 2GiB, 512MiB or 2e9, got '" +
+                  deviceMemory + "'");
+    deviceBudget = *bytes;
+  }
   if (!maxMemory.empty()) {
-    std::optional<unsigned long long> bytes = parseByteSize(maxMemory);
+    std::optional<unsigned long long> bytes = ::ds::tools::parseByteSize(maxMemory);
     if (!bytes)
       return fail("--max-memory: expected a size such as 8GiB, 512MiB or 2e9, got '" +
                   maxMemory + "'");
@@ -623,7 +632,15 @@ int main(int argc, char **argv) {
     FailureOr<mlir::ds::MemoryReport> r = mlir::ds::computeMemoryReport(*module);
     if (failed(r)) return 1;
     mlir::ds::printMemoryReport(*r, reportOnly || emit == "plan" ? llvm::outs() : llvm::errs());
-    if (reportOnly) return 0;
+    if (reportOnly) {
+      if (deviceBudget && static_cast<uint64_t>(r->deviceBytes()) > deviceBudget)
+        return fail("--device-memory: the plan needs " + std::to_string(r->deviceBytes()) +
+                    " bytes of device memory per rank, over the budget of " +
+                    std::to_string(deviceBudget) +
+                    " bytes; offload the optimizer state (zero_optimization.offload_optimizer)");
+      return 0;
+    }
   }
-  return writeOutput(*module, emit, inputFilename, outputFilename, onnx, fingerprint);
+  return writeOutput(*module, emit, inputFilename, outputFilename, onnx, fingerprint,
+                     deviceBudget);
 }

@@ -74,6 +74,10 @@ ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else
 ABSL_FLAG(double, collective_timeout, 300, "seconds a collective may wait for its peers before every rank stops with an error");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace-event JSON timeline (one track per rank and stream) of the run");
 ABSL_FLAG(bool, rank_report, false, "at the end, print one JSON line per rank: weight, arena, parameter/gradient/optimizer state bytes and peak RSS");
+ABSL_FLAG(std::string, device_memory, "",
+          "device memory this rank may use, e.g. 2GiB (default: the plan's ds-opt --device-memory, "
+          "else unbounded): a plan needing more is refused, and the cpu backend bounds its "
+          "device pool to it");
 ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
@@ -290,16 +294,26 @@ absl::StatusOr<Execution> openExecution(const std::string &planPath, Comm &world
   DS_ASSIGN_OR_RETURN(e.loaded, LoadedPlan::open(planPath, std::min(world.rank(), 4095)));
   BackendOptions opts;
   opts.threads = absl::GetFlag(FLAGS_threads);
+  uint64_t budget = e.loaded->plan().device_memory_budget();
+  if (std::string dm = absl::GetFlag(FLAGS_device_memory); !dm.empty()) {
+    std::optional<unsigned long long> bytes = ::ds::tools::parseByteSize(dm);
+    if (!bytes || *bytes > (1ull << 62))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device-memory: expected a size such as 2GiB, 512MiB or 2e9, got '", dm, "'"));
+    budget = *bytes;
+  }
+  opts.deviceMemoryLimit = budget;
   DS_RETURN_IF_ERROR(registerAllBackends());
   DS_ASSIGN_OR_RETURN(e.backend, createBackend(absl::GetFlag(FLAGS_backend), opts));
-  DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world));
+  DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world, budget));
   return e;
 }
 
 /// --rank-report: what this rank holds, measured: mapped weights, the
 /// arena, the state buffers by kind (ZeRO partitions them), and the
 /// process's peak RSS.
-void printRankReport(const LoadedPlan &loaded, unsigned long long startRss) {
+void printRankReport(const LoadedPlan &loaded, const Session &session, const Backend &backend,
+                     unsigned long long startRss) {
   if (!absl::GetFlag(FLAGS_rank_report)) return;
   const plan::Plan &p = loaded.plan();
   unsigned long long params = 0, grads = 0, optimizer = 0;
@@ -309,12 +323,24 @@ void printRankReport(const LoadedPlan &loaded, unsigned long long startRss) {
     (n.rfind("param:", 0) == 0 ? params : n.rfind("grad:", 0) == 0 ? grads : optimizer) +=
         b.size_bytes();
   }
+  // Memory spaces (ZeRO-Offload): what the plan holds in each, and what
+  // the backend's pools handed out at the most; transfers as they ran.
+  const SpaceBytes &sb = session.spaceBytes();
+  auto ull = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
               "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
+              "\"device_bytes\": %llu, \"host_bytes\": %llu, \"host_arena_bytes\": %llu, "
+              "\"device_state_bytes\": %llu, \"host_state_bytes\": %llu, "
+              "\"device_pool_peak_bytes\": %llu, \"host_pool_peak_bytes\": %llu, "
+              "\"device_memory_budget\": %llu, \"offloaded_bytes\": %llu, \"fetched_bytes\": %llu, "
               "\"peak_rss_bytes\": %llu, \"start_rss_bytes\": %llu}\n",
               gWorld->rank(), gWorld->size(),
               static_cast<unsigned long long>(loaded.rankWeightBytes()),
               static_cast<unsigned long long>(p.arena_bytes()), params, grads, optimizer,
+              ull(sb.device), ull(sb.host), ull(sb.hostArena), ull(sb.deviceState),
+              ull(sb.hostState), ull(backend.memoryUsage(plan::DEVICE).peak),
+              ull(backend.memoryUsage(plan::HOST).peak), ull(session.deviceBudget()),
+              ull(session.offloadedBytes()), ull(session.fetchedBytes()),
               procStatusBytes("VmHWM:"), startRss);
   std::fflush(stdout);
 }
@@ -365,7 +391,7 @@ int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (absl::GetFlag(FLAGS_checkpoint_every) > 0 && t.checkpointDir.empty())
     return fail(absl::InvalidArgumentError("--checkpoint-every needs --checkpoint-dir"));
   absl::Status st = train(session, t);
-  printRankReport(loaded, startRss);
+  printRankReport(loaded, session, session.backend(), startRss);
   if (st.ok()) st = writeTraceIfAsked(session);
   // What the run trained, as asked: the state and the ONNX model.
   if (st.ok())
@@ -535,7 +561,7 @@ int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (!outs.ok()) return fail(outs.status());
   if (std::string statePath = absl::GetFlag(FLAGS_save_state); !statePath.empty())
     if (absl::Status st = saveState(session, statePath); !st.ok()) return fail(st);
-  printRankReport(loaded, startRss);
+  printRankReport(loaded, session, session.backend(), startRss);
   if (absl::Status st = writeTraceIfAsked(session); !st.ok()) return fail(st);
   // Outputs are replicated across ranks: rank 0 writes them.
   if (gWorld->rank() != 0) return 0;

@@ -103,6 +103,17 @@ struct TrainingConfig {
   bool contiguousGradients = true;
   int64_t stage3PrefetchBucketSize = 50000000, stage3MaxLiveParameters = 1000000000,
           stage3MaxReuseDistance = 1000000000;
+  /// zero_optimization.offload_optimizer: "cpu" puts optimizer state and
+  /// gradient accumulators in host memory (ZeRO-Offload); "none" (or no
+  /// section) keeps them on the device. `offloadRatio` of the parameters
+  /// (by elements) are offloaded (DeepSpeed's partial offload, "ratio").
+  std::string offloadOptimizer = "none";
+  double offloadRatio = 1.0;
+  bool offloadPinMemory = false;
+  int64_t offloadBufferCount = 4;
+  /// The `aio` section (NVMe swapping's I/O): validated and kept.
+  int64_t aioBlockSize = 1048576, aioQueueDepth = 8, aioThreadCount = 1;
+  bool aioSingleSubmit = false, aioOverlapEvents = true;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   PrecisionConfig precision;

@@ -239,4 +239,60 @@ def ZeroSchedulePass : Pass<"ds-schedule-zero", "ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+
+def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
+  let summary = "ZeRO-Offload: optimizer state in host memory, its update run on the host";
+  let description = [{
+    DeepSpeed's `zero_optimization.offload_optimizer` (`"device": "cpu"`),
+    decided at compile time. The optimizer state of each offloaded
+    parameter (Adam's moments, SGD's momentum, the fp32 master of a 16-bit
+    parameter) and its gradient accumulator move to host memory
+    (`ds.memory_space = #ds<memory_space host>` on the globals). Every op
+    that updates them then runs on the host: the optimizer update, the
+    gradient accumulation, the gradient-norm partial sums and the zeroing.
+    Values crossing between the spaces get a transfer: `ds.offload` (device
+    to host) right after a device value is produced (the reduced gradient
+    partition, as soon as its reduce-scatter completes), `ds.fetch` (host to
+    device) before a device op reads a host value (the updated parameter
+    partition before its all-gather, a norm before its all-reduce).
+    Constants a host op reads are cloned onto the host.
+
+    Device memory then holds the parameters, the activations and the
+    transfer staging only; `ds-opt --report` shows bytes per memory space
+    and transfer bytes per step. Results are bitwise those of the
+    non-offloaded plan: the same kernels run on the same values, only in
+    another pool.
+
+    `ratio` < 1 offloads the parameters (in program order) whose elements
+    make up that fraction of the total, the rest update on the device
+    (DeepSpeed's partial offload). Runs last before ds-plan-memory, so fused
+    ops are placed whole; it ends by checking the placement rules
+    (MemorySpaces::verify). Without offload in the module's `ds.training`
+    it does nothing.
+
+    ```mlir
+    %g = ds.reduce_scatter %d ...
+    %acc = ds.fused_elementwise %g, %scale, %grad ...   // %grad: host global
+    ```
+    becomes
+    ```mlir
+    %g = ds.reduce_scatter %d ...
+    %h = ds.offload %g : tensor<8xf32>
+    %acc = ds.fused_elementwise %h, %scale_h, %grad {ds.memory_space = #ds<memory_space host>} ...
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"\"",
+           "cpu or none; empty: ds.training's offload_optimizer">,
+    Option<"ratio", "ratio", "double", /*default=*/"-1.0",
+           "fraction of the parameters (by elements) updated on the host; -1: ds.training's "
+           "offload_ratio (1)">
+  ];
+  let statistics = [
+    Statistic<"numOffloaded", "num-offloaded", "parameters whose update runs on the host">,
+    Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 #endif // DS_PARTITION_PASSES_TD

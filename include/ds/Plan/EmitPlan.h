@@ -18,6 +18,8 @@ struct EmitPlanOptions {
   std::string source;
   /// modelFingerprint() of the module before any pass ran (0: none).
   uint64_t modelFingerprint = 0;
+  /// Device bytes a rank may use (--device-memory); 0: unbounded.
+  uint64_t deviceMemoryBudget = 0;
 };
 
 /// A hash of `module`'s IR with large constants elided: its structure,

@@ -35,10 +35,19 @@ struct MemoryReport {
   // gradient reductions.
   std::string precision = "fp32", communication = "fp32", gradientAccum = "fp32";
   int64_t zeroStage = 0;
+  // ZeRO-Offload: state and intermediates in host memory (they are also in
+  // the rows above), and the bytes ds.offload / ds.fetch move per program
+  // run ("train_step: device->host").
+  std::string offload = "none";
+  int64_t hostStateBytes = 0, hostArenaBytes = 0;
+  std::map<std::string, int64_t> transferBytes;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;
   }
+  /// What the device holds: everything but the host state.
+  int64_t deviceBytes() const { return total() - hostStateBytes; }
+  int64_t hostBytes() const { return hostStateBytes + hostArenaBytes; }
 };
 
 /// DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold, same

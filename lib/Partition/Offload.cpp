@@ -1,0 +1,173 @@
+//===- Offload.cpp - ZeRO-Offload: optimizer state on the host ------------===//
+//
+// Places each offloaded parameter's optimizer state and gradient
+// accumulator in host memory, runs the ops that write them on the host,
+// and inserts the transfers the placement needs (Passes.td has the
+// contract, MemorySpaces.h the rules it establishes).
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Partition/Passes.h"
+#include "ds/Plan/KernelBridge.h"
+#include "ds/Plan/MemorySpaces.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_OFFLOADPASS
+#include "ds/Partition/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+/// The state prefixes that belong to a parameter's optimizer step.
+constexpr StringRef kHostStatePrefixes[] = {"adam_m:", "adam_v:", "momentum:", "master:", "grad:"};
+
+class OffloadPass : public mlir::ds::impl::OffloadPassBase<OffloadPass> {
+public:
+  using OffloadPassBase::OffloadPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto training = module->getAttrOfType<DictionaryAttr>("ds.training");
+    std::string dev = device;
+    if (dev.empty() && training)
+      if (auto s = training.getAs<StringAttr>("offload_optimizer")) dev = s.str();
+    if (dev.empty() || dev == "none") return;
+    if (dev != "cpu") {
+      module.emitError("ds-offload: device '") << dev << "' is not supported (cpu or none)";
+      return signalPassFailure();
+    }
+    double r = ratio;
+    if (r < 0) {
+      r = 1.0;
+      if (training)
+        if (auto a = training.getAs<FloatAttr>("offload_ratio")) r = a.getValueAsDouble();
+    }
+    if (!(r >= 0 && r <= 1)) {
+      module.emitError("ds-offload: ratio must be in [0, 1], got ") << r;
+      return signalPassFailure();
+    }
+
+    // The parameters to offload: in program order, until `r` of the
+    // elements are covered.
+    SmallVector<std::pair<StringRef, int64_t>> params;
+    int64_t total = 0;
+    for (auto g : module.getOps<ml_program::GlobalOp>())
+      if (g.getSymName().starts_with("param:"))
+        if (auto t = dyn_cast<RankedTensorType>(g.getType())) {
+          params.push_back({g.getSymName().drop_front(strlen("param:")), t.getNumElements()});
+          total += t.getNumElements();
+        }
+    llvm::StringSet<> chosen;
+    int64_t covered = 0;
+    for (auto [name, n] : params) {
+      if (r < 1 && covered >= r * static_cast<double>(total)) break;
+      chosen.insert(name);
+      covered += n;
+    }
+    numOffloaded = chosen.size();
+    for (auto g : module.getOps<ml_program::GlobalOp>())
+      for (StringRef prefix : kHostStatePrefixes)
+        if (g.getSymName().starts_with(prefix) &&
+            chosen.contains(g.getSymName().drop_front(prefix.size())))
+          g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), MemorySpace::Host));
+
+    MemorySpaces spaces(module);
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
+      placeOps(f, spaces);
+      insertTransfers(f, spaces);
+      if (failed(spaces.verify(f))) return signalPassFailure();
+    }
+  }
+
+private:
+  static bool isData(Operation *op) {
+    return isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp,
+               func::ReturnOp, OffloadOp, FetchOp>(op);
+  }
+
+  /// An op runs on the host when it updates host state (an optimizer
+  /// update reading a host moment, or any op whose every result is stored
+  /// only into host globals), or when everything it reads that is not a
+  /// constant is in host memory. Collectives stay on the device.
+  void placeOps(func::FuncOp f, const MemorySpaces &spaces) {
+    auto storedOnlyToHost = [&](Operation &op) {
+      if (op.getNumResults() == 0) return false;
+      for (Value r : op.getResults()) {
+        if (r.use_empty()) return false;
+        for (Operation *u : r.getUsers()) {
+          auto st = dyn_cast<ml_program::GlobalStoreOp>(u);
+          if (!st || spaces.ofGlobal(st.getGlobal().getLeafReference()) != MemorySpace::Host)
+            return false;
+        }
+      }
+      return true;
+    };
+    for (Operation &op : f.getBody().front()) {
+      if (isData(&op) || isCollective(&op)) continue;
+      bool host = storedOnlyToHost(op);
+      if (!host && isa<AdamUpdateOp, SgdUpdateOp>(op))
+        host = llvm::any_of(op.getOperands(),
+                            [&](Value v) { return spaces.of(v) == MemorySpace::Host; });
+      if (!host) {
+        int64_t hostOperands = 0, deviceOperands = 0;
+        for (Value v : op.getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (def && isa<ConstantOp>(def)) continue;
+          ++(spaces.of(v) == MemorySpace::Host ? hostOperands : deviceOperands);
+        }
+        host = hostOperands > 0 && deviceOperands == 0;
+      }
+      MemorySpaces::place(&op, host ? MemorySpace::Host : MemorySpace::Device);
+    }
+  }
+
+  /// Gives every operand the space its reader needs: a constant is cloned
+  /// there, anything else is transferred once, right after it is produced
+  /// (so a copy engine can overlap it with what follows).
+  void insertTransfers(func::FuncOp f, const MemorySpaces &spaces) {
+    Block &block = f.getBody().front();
+    llvm::DenseMap<std::pair<Value, unsigned>, Value> moved;
+    auto moveTo = [&](Value v, MemorySpace to) -> Value {
+      auto key = std::make_pair(v, static_cast<unsigned>(to));
+      if (Value done = moved.lookup(key)) return done;
+      Operation *def = v.getDefiningOp();
+      OpBuilder b(&getContext());
+      if (def)
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(&block);
+      Value out;
+      if (def && isa<ConstantOp>(def)) {
+        Operation *copy = b.clone(*def);
+        MemorySpaces::place(copy, to);
+        out = copy->getResult(0);
+      } else if (to == MemorySpace::Host) {
+        out = OffloadOp::create(b, v.getLoc(), v);
+        ++numTransfers;
+      } else {
+        out = FetchOp::create(b, v.getLoc(), v);
+        ++numTransfers;
+      }
+      return moved[key] = out;
+    };
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (isa<OffloadOp, FetchOp, ml_program::GlobalLoadOp>(op)) continue;
+      MemorySpace needs = MemorySpaces::placement(&op);
+      if (auto st = dyn_cast<ml_program::GlobalStoreOp>(op))
+        needs = spaces.ofGlobal(st.getGlobal().getLeafReference());
+      if (isa<ConstantOp, ParameterOp>(op)) continue;
+      for (OpOperand &use : op.getOpOperands())
+        if (spaces.of(use.get()) != needs) use.set(moveTo(use.get(), needs));
+    }
+  }
+};
+
+} // namespace

@@ -20,12 +20,8 @@ absl::Status expectSameDType(const KernelContext &c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PreparedStep> prepareCopy(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
-  DS_RETURN_IF_ERROR(expectSameDType(c));
-  if (c.in[0].numel != c.out[0].numel)
-    return c.error(absl::StrCat("cannot reshape [", shapeToString(c.in[0].shape),
-                                "] to [", shapeToString(c.out[0].shape), "]"));
+/// The result's bytes are the operand's (checked by the caller).
+PreparedStep copyBytes(const KernelContext &c) {
   const void *src = c.in[0].data;
   void *dst = c.out[0].data;
   uint64_t bytes = c.out[0].bytes();
@@ -35,20 +31,23 @@ absl::StatusOr<PreparedStep> prepareCopy(const KernelContext &c) {
   });
 }
 
+absl::StatusOr<PreparedStep> prepareCopy(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(expectSameDType(c));
+  if (c.in[0].numel != c.out[0].numel)
+    return c.error(absl::StrCat("cannot reshape [", shapeToString(c.in[0].shape),
+                                "] to [", shapeToString(c.out[0].shape), "]"));
+  return copyBytes(c);
+}
+
 // ZeRO-Offload's transfers (ds.offload device -> host, ds.fetch host ->
 // device): the CPU backend's device and host pools are one memory, so a
-// transfer is a copy between them, of one type.
+// transfer is a copy between them, of one type and shape.
 absl::StatusOr<PreparedStep> prepareTransfer(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(expectSameDType(c));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
-  const void *src = c.in[0].data;
-  void *dst = c.out[0].data;
-  uint64_t bytes = c.out[0].bytes();
-  return PreparedStep([=] {
-    if (dst != src && bytes) std::memcpy(dst, src, bytes);
-    return absl::OkStatus();
-  });
+  return copyBytes(c);
 }
 
 // Strided gather of whole elements: out is dense over `dims`, the source

@@ -371,8 +371,8 @@ llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
 }
 
 /// zero_optimization.offload_optimizer: DeepSpeed's keys and defaults.
-/// "cpu" is ZeRO-Offload (stages 1-3, as DeepSpeed); "nvme" is refused
-/// until the NVMe swapper exists.
+/// "cpu" is ZeRO-Offload, "nvme" ZeRO-Infinity's optimizer swapping (stages
+/// 1-3).
 llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file,
                                  TrainingConfig &c) {
   const json::Value *v = zo.get("offload_optimizer");
@@ -391,15 +391,19 @@ llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file
   DS_CHECK(r.finish());
   if (c.offloadRatio < 0 || c.offloadRatio > 1)
     return r.error("ratio", llvm::formatv("must be in [0, 1], got {0}", c.offloadRatio).str());
-  if (device == "nvme")
-    return r.error("device", "\"nvme\" is not supported yet (ds offloads optimizer state to "
-                             "\"cpu\"; NVMe swapping is next)");
-  if (device != "cpu" && device != "none")
+  if (device != "cpu" && device != "nvme" && device != "none")
     return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
-  if (device == "cpu" && c.zeroStage == 0)
-    return r.error("device", "\"cpu\" needs zero_optimization.stage 1, 2 or 3 (ZeRO-Offload "
-                             "offloads the partitioned optimizer state, as in DeepSpeed)");
+  if (device != "none" && c.zeroStage == 0)
+    return r.error("device", "\"" + device + "\" needs zero_optimization.stage 1, 2 or 3 "
+                             "(ZeRO-Offload offloads the partitioned optimizer state, as in "
+                             "DeepSpeed)");
+  // Where the swap files go is the run machine's business (ds-run
+  // --nvme-path overrides it), but DeepSpeed requires the key.
+  if (device == "nvme" && nvmePath.empty())
+    return r.error("nvme_path", "is required with \"device\": \"nvme\" (a directory on the "
+                                "NVMe drive)");
   c.offloadOptimizer = device;
+  c.offloadNvmePath = nvmePath;
   return llvm::Error::success();
 }
 

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include <functional>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_OFFLOADPASS
@@ -25,8 +26,11 @@ using namespace mlir::ds;
 
 namespace {
 
-/// The state prefixes that belong to a parameter's optimizer step.
-constexpr StringRef kHostStatePrefixes[] = {"adam_m:", "adam_v:", "momentum:", "master:", "grad:"};
+/// The state of a parameter's optimizer step (to host memory, or to NVMe
+/// with "nvme"), and its gradient accumulator (always to host memory: it is
+/// written every micro-step, as in DeepSpeed's ZeRO-Infinity).
+constexpr StringRef kOptimizerStatePrefixes[] = {"adam_m:", "adam_v:", "momentum:", "master:"};
+constexpr StringRef kGradientPrefix = "grad:";
 
 class OffloadPass : public mlir::ds::impl::OffloadPassBase<OffloadPass> {
 public:
@@ -39,10 +43,11 @@ public:
     if (dev.empty() && training)
       if (auto s = training.getAs<StringAttr>("offload_optimizer")) dev = s.str();
     if (dev.empty() || dev == "none") return;
-    if (dev != "cpu") {
-      module.emitError("ds-offload: device '") << dev << "' is not supported (cpu or none)";
+    if (dev != "cpu" && dev != "nvme") {
+      module.emitError("ds-offload: device '") << dev << "' is not supported (cpu, nvme or none)";
       return signalPassFailure();
     }
+    const MemorySpace stateSpace = dev == "nvme" ? MemorySpace::Nvme : MemorySpace::Host;
     double r = ratio;
     if (r < 0) {
       r = 1.0;
@@ -72,11 +77,15 @@ public:
       covered += n;
     }
     numOffloaded = chosen.size();
-    for (auto g : module.getOps<ml_program::GlobalOp>())
-      for (StringRef prefix : kHostStatePrefixes)
-        if (g.getSymName().starts_with(prefix) &&
-            chosen.contains(g.getSymName().drop_front(prefix.size())))
-          g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), MemorySpace::Host));
+    for (auto g : module.getOps<ml_program::GlobalOp>()) {
+      StringRef name = g.getSymName();
+      if (name.starts_with(kGradientPrefix) &&
+          chosen.contains(name.drop_front(kGradientPrefix.size())))
+        g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), MemorySpace::Host));
+      for (StringRef prefix : kOptimizerStatePrefixes)
+        if (name.starts_with(prefix) && chosen.contains(name.drop_front(prefix.size())))
+          g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), stateSpace));
+    }
 
     MemorySpaces spaces(module);
     for (auto f : module.getOps<func::FuncOp>()) {
@@ -104,7 +113,7 @@ private:
         if (r.use_empty()) return false;
         for (Operation *u : r.getUsers()) {
           auto st = dyn_cast<ml_program::GlobalStoreOp>(u);
-          if (!st || spaces.ofGlobal(st.getGlobal().getLeafReference()) != MemorySpace::Host)
+          if (!st || spaces.ofGlobal(st.getGlobal().getLeafReference()) == MemorySpace::Device)
             return false;
         }
       }
@@ -115,13 +124,13 @@ private:
       bool host = storedOnlyToHost(op);
       if (!host && isa<AdamUpdateOp, SgdUpdateOp>(op))
         host = llvm::any_of(op.getOperands(),
-                            [&](Value v) { return spaces.of(v) == MemorySpace::Host; });
+                            [&](Value v) { return spaces.of(v) != MemorySpace::Device; });
       if (!host) {
         int64_t hostOperands = 0, deviceOperands = 0;
         for (Value v : op.getOperands()) {
           Operation *def = v.getDefiningOp();
           if (def && isa<ConstantOp>(def)) continue;
-          ++(spaces.of(v) == MemorySpace::Host ? hostOperands : deviceOperands);
+          ++(spaces.of(v) != MemorySpace::Device ? hostOperands : deviceOperands);
         }
         host = hostOperands > 0 && deviceOperands == 0;
       }
@@ -130,12 +139,13 @@ private:
   }
 
   /// Gives every operand the space its reader needs: a constant is cloned
-  /// there, anything else is transferred once, right after it is produced
-  /// (so a copy engine can overlap it with what follows).
+  /// there, anything else is transferred once per level (device < host <
+  /// nvme), right after it is produced (so a copy engine or the swapper
+  /// can overlap it with what follows).
   void insertTransfers(func::FuncOp f, const MemorySpaces &spaces) {
     Block &block = f.getBody().front();
     llvm::DenseMap<std::pair<Value, unsigned>, Value> moved;
-    auto moveTo = [&](Value v, MemorySpace to) -> Value {
+    std::function<Value(Value, MemorySpace)> moveTo = [&](Value v, MemorySpace to) -> Value {
       auto key = std::make_pair(v, static_cast<unsigned>(to));
       if (Value done = moved.lookup(key)) return done;
       Operation *def = v.getDefiningOp();
@@ -145,17 +155,19 @@ private:
       else
         b.setInsertionPointToStart(&block);
       Value out;
+      MemorySpace from = spaces.of(v);
       if (def && isa<ConstantOp>(def)) {
         Operation *copy = b.clone(*def);
         MemorySpaces::place(copy, to);
         out = copy->getResult(0);
-      } else if (to == MemorySpace::Host) {
+      } else if (static_cast<int>(to) > static_cast<int>(from)) { // farther, one level
         out = OffloadOp::create(b, v.getLoc(), v);
         ++numTransfers;
       } else {
         out = FetchOp::create(b, v.getLoc(), v);
         ++numTransfers;
       }
+      if (!(def && isa<ConstantOp>(def)) && spaces.of(out) != to) out = moveTo(out, to);
       return moved[key] = out;
     };
     for (Operation &op : llvm::make_early_inc_range(block)) {

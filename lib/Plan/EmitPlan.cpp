@@ -524,5 +524,19 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
       return failure();
   if (module->hasAttr("ds.training") && failed(emitTraining(module, *p.mutable_training())))
     return failure();
+  // ZeRO-Infinity: the swapper's settings, when some state is on NVMe.
+  if (llvm::any_of(p.buffers(), [](const plan::Buffer &b) { return b.space() == plan::NVME; })) {
+    auto t = module->getAttrOfType<DictionaryAttr>("ds.training");
+    auto i64 = [&](StringRef k, int64_t deflt) {
+      auto a = t ? t.getAs<IntegerAttr>(k) : IntegerAttr();
+      return a ? a.getInt() : deflt;
+    };
+    auto path = t ? t.getAs<StringAttr>("offload_nvme_path") : StringAttr();
+    plan::NvmeSwap *n = p.mutable_nvme();
+    n->set_path(path ? path.str() : "");
+    n->set_block_size(static_cast<uint64_t>(i64("aio_block_size", 1 << 20)));
+    n->set_queue_depth(static_cast<uint32_t>(i64("aio_queue_depth", 8)));
+    n->set_buffer_count(static_cast<uint32_t>(i64("offload_buffer_count", 4)));
+  }
   return success();
 }

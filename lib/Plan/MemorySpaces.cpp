@@ -26,10 +26,17 @@ MemorySpace MemorySpaces::ofGlobal(StringRef sym) const {
 }
 
 MemorySpace MemorySpaces::placement(Operation *op) {
-  if (isa<OffloadOp>(op)) return MemorySpace::Host;
-  if (isa<FetchOp>(op)) return MemorySpace::Device;
   if (auto a = op->getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttr)) return a.getValue();
   return MemorySpace::Device;
+}
+
+/// The spaces are a hierarchy, device < host < nvme: ds.offload moves a
+/// value one level away from the compute, ds.fetch one level closer.
+static MemorySpace farther(MemorySpace s) {
+  return s == MemorySpace::Device ? MemorySpace::Host : MemorySpace::Nvme;
+}
+static MemorySpace nearer(MemorySpace s) {
+  return s == MemorySpace::Nvme ? MemorySpace::Host : MemorySpace::Device;
 }
 
 void MemorySpaces::place(Operation *op, MemorySpace space) {
@@ -44,16 +51,28 @@ MemorySpace MemorySpaces::of(Value v) const {
   if (!def) return MemorySpace::Device; // program inputs are device buffers
   if (auto load = dyn_cast<ml_program::GlobalLoadOp>(def))
     return ofGlobal(load.getGlobal().getLeafReference());
+  if (isa<OffloadOp>(def)) return farther(of(def->getOperand(0)));
+  if (isa<FetchOp>(def)) return nearer(of(def->getOperand(0)));
   return placement(def);
 }
 
 LogicalResult MemorySpaces::verify(func::FuncOp f) const {
   if (f.isExternal()) return success();
   for (Operation &op : f.getBody().front()) {
-    if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
-      if (ofGlobal(load.getGlobal().getLeafReference()) == MemorySpace::Nvme)
-        return op.emitOpError("reads the NVMe global ")
-               << load.getGlobal() << " directly; NVMe state is swapped in through host buffers";
+    if (isa<ml_program::GlobalLoadOp>(op)) continue;
+    // A transfer reads its operand where it is: offloading an NVMe value or
+    // fetching a device one goes nowhere.
+    if (isa<OffloadOp, FetchOp>(op)) {
+      MemorySpace s = of(op.getOperand(0));
+      if (isa<OffloadOp>(op) ? s == MemorySpace::Nvme : s == MemorySpace::Device)
+        return op.emitOpError("moves a value in ") << memorySpaceName(s) << " memory "
+               << (isa<OffloadOp>(op) ? "farther" : "nearer") << ", where there is no space";
+      // NVMe bytes are a swap file's: only a transfer reads them, and a
+      // value offloaded there is a global's (stored, in place).
+      if (isa<OffloadOp>(op) && of(op.getResult(0)) == MemorySpace::Nvme)
+        for (Operation *u : op.getResult(0).getUsers())
+          if (!isa<ml_program::GlobalStoreOp>(u))
+            return u->emitOpError("reads a value offloaded to NVMe; fetch it first");
       continue;
     }
     if (auto store = dyn_cast<ml_program::GlobalStoreOp>(op)) {
@@ -64,8 +83,6 @@ LogicalResult MemorySpaces::verify(func::FuncOp f) const {
       continue;
     }
     MemorySpace runsOn = placement(&op);
-    if (isa<OffloadOp>(op)) runsOn = MemorySpace::Device; // reads device memory
-    if (isa<FetchOp>(op)) runsOn = MemorySpace::Host;     // reads host memory
     if (runsOn == MemorySpace::Nvme)
       return op.emitOpError("is placed in NVMe memory; ops run on the device or the host");
     if (runsOn != MemorySpace::Device && (isCollective(&op) || isa<func::ReturnOp>(op)))

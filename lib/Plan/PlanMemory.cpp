@@ -111,6 +111,10 @@ private:
           continue;
         if (!isa<RankedTensorType>(r.getType()))
           return op.emitError("ds-plan-memory: result is not a ranked tensor");
+        // NVMe has no arena: a value offloaded there is its global's bytes.
+        if (spaces.of(r) == MemorySpace::Nvme)
+          return op.emitError("ds-plan-memory: a value offloaded to NVMe must be stored to its "
+                              "global and nothing else (it is written in place)");
         int64_t last = index[&op];
         SmallVector<Value> values{r};
         values.append(members.lookup(r));

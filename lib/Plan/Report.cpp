@@ -58,7 +58,8 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     f.walk([&](Operation *op) {
       if (!isa<OffloadOp, FetchOp>(op)) return;
       std::string key = (f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +
-                        (isa<OffloadOp>(op) ? ": device->host" : ": host->device");
+                        ": " + memorySpaceName(spaces.of(op->getOperand(0))).str() + "->" +
+                        memorySpaceName(spaces.of(op->getResult(0))).str();
       r.transferBytes[key] += bytesOf(op->getResult(0).getType());
     });
   }
@@ -69,6 +70,7 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     int64_t b = bytesOf(g.getType());
     StringRef name = g.getSymName();
     if (spaces.ofGlobal(name) == MemorySpace::Host) r.hostStateBytes += b;
+    if (spaces.ofGlobal(name) == MemorySpace::Nvme) r.nvmeStateBytes += b;
     if (name.starts_with("param:")) {
       ++r.parameters;
       r.parameterBytes += b;
@@ -204,6 +206,7 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
         ("offloaded state " + std::to_string(r.hostStateBytes) + " B + host arena " +
          std::to_string(r.hostArenaBytes) + " B")
             .c_str());
+    if (r.nvmeStateBytes) row("nvme", r.nvmeStateBytes, "swapped optimizer state");
     os << "transfers per program run:\n";
     for (const auto &[key, bytes] : r.transferBytes) row(key, bytes);
   }

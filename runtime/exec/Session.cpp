@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Flops.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -18,8 +19,10 @@ Session::~Session() {
 
 absl::StatusOr<std::unique_ptr<Session>> Session::create(const LoadedPlan &plan,
                                                          Backend &backend, Comm *comm,
-                                                         uint64_t deviceBudget) {
+                                                         uint64_t deviceBudget,
+                                                         const std::string &nvmePath) {
   std::unique_ptr<Session> s(new Session(plan, backend));
+  s->nvmePath_ = nvmePath.empty() ? plan.plan().nvme().path() : nvmePath;
   s->deviceBudget_ = deviceBudget ? deviceBudget : plan.plan().device_memory_budget();
   if (!comm) {
     DS_ASSIGN_OR_RETURN(s->ownedComm_, createComm(CommOptions{"local"}));
@@ -94,6 +97,26 @@ absl::Status Session::bind() {
     owned_.push_back({hostArena_, plan::HOST});
   }
   views_.resize(p.buffers_size());
+  // ZeRO-Infinity: state on NVMe lives in this rank's swap file, one region
+  // per buffer. Its views get addresses no memory has (above 2^60, apart
+  // by their sizes) so the hazard tracking still tells them apart; only
+  // swap steps touch them (the loader checks).
+  std::vector<uint64_t> regions;
+  for (const auto &b : p.buffers())
+    if (b.space() == plan::NVME) {
+      nvmeRegion_[b.id()] = static_cast<uint32_t>(regions.size());
+      regions.push_back(b.size_bytes());
+    }
+  if (!regions.empty()) {
+    NvmeSwapOptions o;
+    o.directory = nvmePath_;
+    o.blockSize = p.nvme().block_size();
+    o.queueDepth = p.nvme().queue_depth();
+    o.bufferCount = p.nvme().buffer_count();
+    o.fileTag = absl::StrCat("rank", comm_ ? comm_->rank() : 0);
+    DS_ASSIGN_OR_RETURN(swapper_, NvmeSwapper::create(o, regions));
+  }
+  uintptr_t nvmeAddress = uintptr_t(1) << 60;
   for (const auto &b : p.buffers()) {
     TensorView &v = views_[b.id()];
     v.dtype = b.dtype();
@@ -115,6 +138,13 @@ absl::Status Session::bind() {
       break;
     }
     case plan::Buffer::STATE: {
+      if (b.space() == plan::NVME) {
+        v.data = reinterpret_cast<void *>(nvmeAddress);
+        nvmeAddress += b.size_bytes() + 64;
+        if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS)
+          DS_RETURN_IF_ERROR(swapper_->write(nvmeRegion_[b.id()], plan_.weightData(b)));
+        break;
+      }
       // State is written by programs: its own memory, initialized once, in
       // its space (host for offloaded optimizer state).
       DS_ASSIGN_OR_RETURN(v.data, backend_.allocate(b.size_bytes(), b.space()));
@@ -185,6 +215,11 @@ absl::Status Session::bind() {
                                                          ": ", group.status().message()));
         ps = prepareCollective(step, ins, outs, **group, scratch_);
         if (!worker_) worker_ = std::make_unique<CommWorker>();
+      } else if (std::any_of(step.inputs().begin(), step.inputs().end(),
+                             [&](uint32_t id) { return nvmeRegion_.count(id); }) ||
+                 std::any_of(step.outputs().begin(), step.outputs().end(),
+                             [&](uint32_t id) { return nvmeRegion_.count(id); })) {
+        ps = prepareSwap(step, step.location());
       } else {
         ps = backend_.prepare(step, ins, outs);
       }
@@ -196,6 +231,33 @@ absl::Status Session::bind() {
     }
   }
   return absl::OkStatus();
+}
+
+/// A fetch from NVMe (swap in) or an offload to it (swap out), through the
+/// swapper; errors name the state.
+absl::StatusOr<PreparedStep> Session::prepareSwap(const plan::Step &step,
+                                                  const std::string &where) {
+  const bool in = step.kernel() == "fetch";
+  if ((step.kernel() != "fetch" && step.kernel() != "offload") || step.inputs_size() != 1 ||
+      step.outputs_size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("step ", step.kernel(), " at ", where,
+                                                   " touches NVMe state but is not a transfer"));
+  uint32_t nvmeId = in ? step.inputs(0) : step.outputs(0);
+  uint32_t hostId = in ? step.outputs(0) : step.inputs(0);
+  const plan::Buffer &nb = plan_.plan().buffers(nvmeId);
+  if (plan_.plan().buffers(hostId).size_bytes() != nb.size_bytes())
+    return absl::InvalidArgumentError(absl::StrCat("step ", step.kernel(), " at ", where,
+                                                   ": the host and NVMe buffers differ in size"));
+  uint32_t region = nvmeRegion_.at(nvmeId);
+  void *host = views_[hostId].data;
+  NvmeSwapper *sw = swapper_.get();
+  std::string name = nb.io_name();
+  return PreparedStep([=]() -> absl::Status {
+    absl::Status st = in ? sw->read(region, host) : sw->write(region, host);
+    if (!st.ok())
+      return absl::Status(st.code(), absl::StrCat("state '", name, "': ", st.message()));
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<NamedArrays> Session::run(const std::string &name,
@@ -362,7 +424,9 @@ absl::StatusOr<HostArray> Session::readState(const std::string &name) {
   a.shape = views_[b->id()].shape;
   a.data.resize(b->size_bytes());
   DS_RETURN_IF_ERROR(backend_.synchronize());
-  if (b->space() == plan::HOST)
+  if (b->space() == plan::NVME)
+    DS_RETURN_IF_ERROR(swapper_->read(nvmeRegion_.at(b->id()), a.data.data()));
+  else if (b->space() == plan::HOST)
     std::memcpy(a.data.data(), views_[b->id()].data, b->size_bytes());
   else
     DS_RETURN_IF_ERROR(backend_.copyToHost(a.data.data(), views_[b->id()].data, b->size_bytes()));
@@ -377,6 +441,7 @@ absl::Status Session::writeState(const std::string &name, const HostArray &value
         "state '", name, "' is ", dtypeName(b->dtype()), " [",
         shapeToString(views_[b->id()].shape), "], the value given is ", dtypeName(value.dtype),
         " [", shapeToString(value.shape), "]"));
+  if (b->space() == plan::NVME) return swapper_->write(nvmeRegion_.at(b->id()), value.data.data());
   if (b->space() == plan::HOST) {
     std::memcpy(views_[b->id()].data, value.data.data(), b->size_bytes());
     return absl::OkStatus();

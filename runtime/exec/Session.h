@@ -16,6 +16,7 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/comm/CommWorker.h"
+#include "runtime/io/NvmeSwapper.h"
 #include "runtime/plan/PlanFile.h"
 
 namespace ds::rt {
@@ -45,10 +46,13 @@ public:
   /// `deviceBudget` (bytes; 0: the plan's device_memory_budget) bounds
   /// what this rank may hold in device memory: a plan needing more is
   /// refused before anything is allocated.
+  /// `nvmePath` (non-empty) replaces the plan's nvme_path: where this
+  /// rank's swap file goes (ZeRO-Infinity).
   static absl::StatusOr<std::unique_ptr<Session>> create(const LoadedPlan &plan,
                                                          Backend &backend,
                                                          Comm *comm = nullptr,
-                                                         uint64_t deviceBudget = 0);
+                                                         uint64_t deviceBudget = 0,
+                                                         const std::string &nvmePath = "");
 
   /// Bytes this rank holds per memory space (PlanFile.h), fixed at bind.
   const SpaceBytes &spaceBytes() const { return spaceBytes_; }
@@ -58,6 +62,8 @@ public:
   /// device) steps so far.
   uint64_t offloadedBytes() const { return transferred_[0]; }
   uint64_t fetchedBytes() const { return transferred_[1]; }
+  /// The NVMe swapper (null when no state is on NVMe).
+  const NvmeSwapper *swapper() const { return swapper_.get(); }
 
   /// Binds the program's inputs by ONNX name (every input, exact dtype and
   /// shape), runs it and returns its outputs in graph order.
@@ -105,6 +111,10 @@ private:
   void *hostArena_ = nullptr; // ZeRO-Offload: intermediates in host memory
   uint64_t deviceBudget_ = 0;
   SpaceBytes spaceBytes_;
+  std::string nvmePath_;
+  std::unique_ptr<NvmeSwapper> swapper_;
+  std::map<uint32_t, uint32_t> nvmeRegion_; // NVME buffer id -> swapper region
+  absl::StatusOr<PreparedStep> prepareSwap(const plan::Step &step, const std::string &where);
   std::map<std::string, std::vector<std::pair<int, uint64_t>>> transfers_; // by program, step
   uint64_t transferred_[2] = {0, 0};
   std::vector<std::pair<void *, plan::MemorySpace>> owned_;

@@ -403,10 +403,14 @@ absl::Status checkBufferKind(const plan::Buffer &b, const std::string &what, uin
   // Memory spaces (ZeRO-Offload): intermediates, weights and state live on
   // the device or the host; inputs and outputs are device buffers.
   const bool host = b.space() == plan::HOST;
-  if (b.space() != plan::DEVICE && !host)
+  // NVMe holds swapped state only (ZeRO-Infinity): a swap file's bytes.
+  const bool nvme = b.space() == plan::NVME && b.kind() == plan::Buffer::STATE;
+  if (b.space() != plan::DEVICE && !host && !nvme)
     return absl::InvalidArgumentError(absl::StrCat(what, " is in memory space ",
                                                    plan::MemorySpace_Name(b.space()),
-                                                   ", which ds-run does not support"));
+                                                   b.space() == plan::NVME
+                                                       ? " but is not state (only state is swapped)"
+                                                       : ", which ds-run does not support"));
   if (host && (b.kind() == plan::Buffer::INPUT || b.kind() == plan::Buffer::OUTPUT))
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is a program input or output in host memory"));
@@ -599,8 +603,36 @@ absl::Status checkArenaReuse(const plan::Plan &p, const LiveRanges &live,
   return absl::OkStatus();
 }
 
+/// NVMe buffers are a swap file's bytes: only a fetch reads one (into host
+/// memory) and only an offload writes one (from host memory), whole.
+absl::Status checkNvmeSteps(const plan::Plan &p, const plan::Program &prog,
+                            const std::string &pw) {
+  auto nvme = [&](uint32_t id) {
+    return id < static_cast<uint32_t>(p.buffers_size()) && p.buffers(id).space() == plan::NVME;
+  };
+  auto host = [&](uint32_t id) {
+    return id < static_cast<uint32_t>(p.buffers_size()) && p.buffers(id).space() == plan::HOST;
+  };
+  for (int s = 0; s < prog.steps_size(); ++s) {
+    const plan::Step &st = prog.steps(s);
+    bool reads = std::any_of(st.inputs().begin(), st.inputs().end(), nvme);
+    bool writes = std::any_of(st.outputs().begin(), st.outputs().end(), nvme);
+    if (!reads && !writes) continue;
+    bool swapIn = st.kernel() == "fetch" && reads && !writes && st.outputs_size() == 1 &&
+                  host(st.outputs(0));
+    bool swapOut = st.kernel() == "offload" && writes && !reads && st.inputs_size() == 1 &&
+                   host(st.inputs(0));
+    if (!swapIn && !swapOut)
+      return absl::InvalidArgumentError(absl::StrCat(
+          pw, ", step ", s, " (", st.kernel(), ") touches an NVMe buffer; only a fetch into host "
+          "memory reads one and only an offload from host memory writes one"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status checkProgram(const plan::Plan &p, const plan::Program &prog) {
   std::string pw = absl::StrCat("program '", prog.name(), "'");
+  DS_RETURN_IF_ERROR(checkNvmeSteps(p, prog, pw));
   DS_RETURN_IF_ERROR(checkProgramInterface(p, prog, pw));
   DS_ASSIGN_OR_RETURN(LiveRanges live, arenaLiveRanges(p, prog, pw));
   // An output no step writes would hand the caller uninitialized memory.
@@ -745,6 +777,18 @@ absl::Status validatePlanStructure(const plan::Plan &p, uint64_t weightBytes) {
     return absl::InvalidArgumentError(absl::StrCat("the plan's host arena of ",
                                                    p.host_arena_bytes(),
                                                    " bytes is larger than 2^62"));
+  if (std::any_of(p.buffers().begin(), p.buffers().end(),
+                  [](const plan::Buffer &b) { return b.space() == plan::NVME; })) {
+    const plan::NvmeSwap &n = p.nvme();
+    if (n.block_size() == 0 || n.block_size() % 4096 != 0 || n.block_size() > (1u << 30))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan's NVMe block size ", n.block_size(), " is not a multiple of 4096 in (0, 1 GiB]"));
+    if (n.queue_depth() == 0 || n.queue_depth() > 4096 || n.buffer_count() == 0 ||
+        n.buffer_count() > 4096)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan's NVMe queue depth ", n.queue_depth(), " and buffer count ",
+          n.buffer_count(), " must be in [1, 4096]"));
+  }
   if (p.device_memory_budget() > (uint64_t(1) << 62))
     return absl::InvalidArgumentError(absl::StrCat("the plan's device memory budget of ",
                                                    p.device_memory_budget(),
@@ -783,11 +827,14 @@ const char *kindName(plan::Buffer::Kind k) {
 
 SpaceBytes spaceBytes(const plan::Plan &p) {
   SpaceBytes s;
+  for (const auto &b : p.buffers())
+    if (b.space() == plan::NVME) s.nvme += b.size_bytes();
   s.deviceArena = p.arena_bytes();
   s.hostArena = p.host_arena_bytes();
   s.device = s.deviceArena;
   s.host = s.hostArena;
   for (const auto &b : p.buffers()) {
+    if (b.space() == plan::NVME) continue;
     const bool host = b.space() == plan::HOST;
     switch (b.kind()) {
     case plan::Buffer::STATE:
@@ -837,6 +884,7 @@ std::string dumpPlan(const plan::Plan &p) {
       absl::StrAppend(&out, " @", b.offset(), " +", b.size_bytes());
     if (b.has_alias_of()) absl::StrAppend(&out, " view of %", b.alias_of());
     if (b.space() == plan::HOST) absl::StrAppend(&out, " host");
+    if (b.space() == plan::NVME) absl::StrAppend(&out, " nvme");
     if (b.kind() == plan::Buffer::STATE)
       absl::StrAppend(&out, b.state_init() == plan::Buffer::STATE_INIT_ZERO
                                 ? " zero-init"

@@ -133,6 +133,7 @@ std::string dumpPlan(const plan::Plan &p);
 struct SpaceBytes {
   uint64_t device = 0, host = 0;
   uint64_t deviceArena = 0, hostArena = 0, deviceState = 0, hostState = 0;
+  uint64_t nvme = 0; // state swapped to NVMe (ZeRO-Infinity)
 };
 SpaceBytes spaceBytes(const plan::Plan &p);
 /// The error for a plan whose device bytes exceed `budget` (0: none), or OK.

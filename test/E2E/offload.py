@@ -1,9 +1,11 @@
 # ZeRO-Offload (zero_optimization.offload_optimizer "cpu"): optimizer state
 # and gradient accumulators in host memory, their update run on the host,
-# transfers planned at compile time. Offloaded runs equal the same runs
-# without offload bit for bit (the same kernels on the same values), for
-# ZeRO stages 1-3 on 1 and 2 ranks, fp32 and bf16, whole and partial
-# (ratio) offload; checkpoints of one resume in the other. ds-opt --report
+# transfers planned at compile time; and "nvme" (ZeRO-Infinity): the
+# optimizer state swapped to a file per rank under nvme_path through
+# io_uring. Offloaded runs equal the same runs without offload bit for bit
+# (the same kernels on the same values), for ZeRO stages 1-3 on 1 and 2
+# ranks, fp32 and bf16, whole and partial (ratio) offload; checkpoints of
+# one resume in the other. ds-opt --report
 # and ds-run --rank-report show the state moved from the device to the host
 # and the bytes transferred; a device budget the plain plan exceeds is met
 # by the offloaded one (ds-opt and ds-run check it).
@@ -29,6 +31,10 @@ def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=
     zero = {"stage": stage}
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if offload == "nvme":
+            os.makedirs(os.path.join(work, "nvme"), exist_ok=True)
+            zero["offload_optimizer"] = {"device": "nvme", "nvme_path": os.path.join(work, "nvme"),
+                                         "buffer_count": 4}
         if ratio is not None:
             zero["offload_optimizer"]["ratio"] = ratio
     cfg = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8 // world // 2,
@@ -37,6 +43,8 @@ def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=
            "zero_optimization": zero}
     if precision:
         cfg[precision] = {"enabled": True}
+    if offload == "nvme":  # small blocks, so that a state spans several
+        cfg["aio"] = {"block_size": 8192, "queue_depth": 4}
     cfg_path = os.path.join(work, "ds_config.json")
     json.dump(cfg, open(cfg_path, "w"))
     plan = os.path.join(work, "train.dsplan")
@@ -109,6 +117,41 @@ for world, stage, precision in ((1, 2, None), (2, 1, None), (2, 2, None), (2, 3,
         sys.exit("%s: no transfers in the report:\n%s" % (tag, r1))
     if tag == "w2_z2":
         z2 = (w0, p0, r0, plain, w1, p1, r1)
+
+# NVMe (ZeRO-Infinity): the optimizer state (and bf16's masters) in a swap
+# file per rank, read before and written after each update; the same result.
+for world, stage, precision in ((2, 2, None), (2, 3, None), (1, 2, "bf16")):
+    tag = "w%d_z%d%s" % (world, stage, "_" + precision if precision else "")
+    w0, p0, r0 = compile_plan(tag + "_plain", world, stage, False, precision)
+    wn, pn, rn = compile_plan(tag + "_nvme", world, stage, "nvme", precision)
+    plain, swapped = train(w0, p0, world, steps), train(wn, pn, world, steps)
+    same(tag + " nvme offload vs none", swapped, plain)
+    rk = swapped[2][0]
+    nvme = report_bytes(rn, r"  nvme")
+    opt = report_bytes(r0, "optimizer state")
+    # 16-bit training writes the masters' initial values once at the start.
+    initial = rk["nvme_bytes"] // 3 if precision else 0
+    print("%s: %d B on NVMe per rank (optimizer state %d B), %d B read, %d B written, "
+          "%.2f / %.2f GB/s" % (tag, rk["nvme_bytes"], opt, rk["nvme_read_bytes"],
+                               rk["nvme_written_bytes"], rk["nvme_read_gbps"],
+                               rk["nvme_write_gbps"]))
+    if nvme != opt or rk["nvme_bytes"] != opt:
+        sys.exit("%s: %d B reported on NVMe, %d B measured, optimizer state %d B" % (
+            tag, nvme, rk["nvme_bytes"], opt))
+    if rk["nvme_written_bytes"] != steps * opt + initial or \
+            rk["nvme_read_bytes"] != (steps - 1) * opt + initial:
+        sys.exit("%s: NVMe traffic %s" % (tag, rk))
+    if os.listdir(os.path.join(wn, "nvme")):
+        sys.exit("%s: swap files left behind: %s" % (tag, os.listdir(os.path.join(wn, "nvme"))))
+    if tag == "w2_z2":
+        # An NVMe run's checkpoint holds the swapped state: it resumes (in
+        # the same plan) and ends where the uninterrupted run does.
+        ckpt = os.path.join(wn, "ckpt")
+        train(wn, pn, 2, 6, ckpt=ckpt)
+        resumed = train(wn, pn, 2, steps, resume=True, ckpt=ckpt)
+        if resumed[0] != plain[0][6:]:
+            sys.exit("nvme checkpoint resumed: %s vs %s" % (resumed[0], plain[0][6:]))
+        print("w2_z2 nvme: resumed from its step-6 checkpoint, steps 7-%d bitwise equal" % steps)
 
 # Partial offload: half the parameters' state on the host, the same result.
 w0, p0, r0, plain, w1, p1, r1 = z2

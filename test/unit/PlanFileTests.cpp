@@ -147,6 +147,59 @@ TEST(PlanStructure, AnOutputNoStepWritesIsRefused) {
   EXPECT_TRUE(validatePlanStructure(p, 0).ok());
 }
 
+// Memory spaces (ZeRO-Offload): host intermediates are placed in the host
+// arena, inputs and outputs are device memory, NVMe holds state only and is
+// touched by transfer steps only, under valid swapper settings.
+TEST(PlanStructure, MemorySpacesAreChecked) {
+  auto base = [] {
+    plan::Plan p;
+    p.set_arena_bytes(64);
+    p.set_host_arena_bytes(64);
+    addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");                       // 0
+    addBuffer(p, plan::Buffer::ARENA, {4}, 0)->set_space(plan::HOST);     // 1
+    addBuffer(p, plan::Buffer::STATE, {4}, 0, "adam_m:w")->set_space(plan::NVME); // 2
+    addBuffer(p, plan::Buffer::ARENA, {4}, 16)->set_space(plan::HOST);    // 3
+    addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");                      // 4
+    p.mutable_nvme()->set_block_size(4096);
+    p.mutable_nvme()->set_queue_depth(2);
+    p.mutable_nvme()->set_buffer_count(2);
+    auto *prog = p.add_programs();
+    prog->set_name("forward");
+    prog->add_inputs(0);
+    prog->add_outputs(4);
+    addStep(*prog, "offload", {0}, 1);
+    addStep(*prog, "fetch", {2}, 3);   // swap in
+    addStep(*prog, "add", {1, 3}, 1);
+    addStep(*prog, "offload", {1}, 2); // swap out
+    addStep(*prog, "fetch", {1}, 4);
+    return p;
+  };
+  auto refused = [](const plan::Plan &p, const std::string &why) {
+    auto st = validatePlanStructure(p, 0);
+    EXPECT_FALSE(st.ok()) << why;
+    if (!st.ok()) EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  EXPECT_TRUE(validatePlanStructure(base(), 0).ok()) << validatePlanStructure(base(), 0).message();
+  plan::Plan a = base();
+  a.mutable_buffers(3)->set_offset(64); // past the host arena
+  refused(a, "lies outside the 64-byte host arena");
+  plan::Plan b = base();
+  b.mutable_buffers(4)->set_space(plan::HOST);
+  refused(b, "is a program input or output in host memory");
+  plan::Plan c = base();
+  c.mutable_buffers(1)->set_space(plan::NVME);
+  refused(c, "is in memory space NVME but is not state");
+  plan::Plan d = base();
+  addStep(*d.mutable_programs(0), "exp", {2}, 3); // a kernel reading a swap file
+  refused(d, "touches an NVMe buffer");
+  plan::Plan e = base();
+  e.mutable_nvme()->set_block_size(1000);
+  refused(e, "NVMe block size 1000 is not a multiple of 4096");
+  plan::Plan f = base();
+  f.mutable_nvme()->set_buffer_count(0);
+  refused(f, "must be in [1, 4096]");
+}
+
 TEST(PlanStructure, BoundsAndKindsAreChecked) {
   plan::Plan p;
   p.set_arena_bytes(8);

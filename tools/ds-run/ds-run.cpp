@@ -78,6 +78,9 @@ ABSL_FLAG(std::string, device_memory, "",
           "device memory this rank may use, e.g. 2GiB (default: the plan's ds-opt --device-memory, "
           "else unbounded): a plan needing more is refused, and the cpu backend bounds its "
           "device pool to it");
+ABSL_FLAG(std::string, nvme_path, "",
+          "directory for this rank's NVMe swap file (ZeRO-Infinity), instead of the config's "
+          "offload_optimizer.nvme_path");
 ABSL_FLAG(std::string, save_state, "", "after running, write every state buffer (parameters, gradients, moments) to this .npz");
 
 namespace {
@@ -305,7 +308,8 @@ absl::StatusOr<Execution> openExecution(const std::string &planPath, Comm &world
   opts.deviceMemoryLimit = budget;
   DS_RETURN_IF_ERROR(registerAllBackends());
   DS_ASSIGN_OR_RETURN(e.backend, createBackend(absl::GetFlag(FLAGS_backend), opts));
-  DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world, budget));
+  DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world, budget,
+                                                 absl::GetFlag(FLAGS_nvme_path)));
   return e;
 }
 
@@ -326,6 +330,7 @@ void printRankReport(const LoadedPlan &loaded, const Session &session, const Bac
   // Memory spaces (ZeRO-Offload): what the plan holds in each, and what
   // the backend's pools handed out at the most; transfers as they ran.
   const SpaceBytes &sb = session.spaceBytes();
+  const NvmeSwapper *sw = session.swapper();
   auto ull = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("{\"rank\": %d, \"world_size\": %d, \"weight_bytes\": %llu, \"arena_bytes\": %llu, "
               "\"param_bytes\": %llu, \"grad_bytes\": %llu, \"optimizer_bytes\": %llu, "
@@ -333,6 +338,8 @@ void printRankReport(const LoadedPlan &loaded, const Session &session, const Bac
               "\"device_state_bytes\": %llu, \"host_state_bytes\": %llu, "
               "\"device_pool_peak_bytes\": %llu, \"host_pool_peak_bytes\": %llu, "
               "\"device_memory_budget\": %llu, \"offloaded_bytes\": %llu, \"fetched_bytes\": %llu, "
+              "\"nvme_bytes\": %llu, \"nvme_read_bytes\": %llu, \"nvme_written_bytes\": %llu, "
+              "\"nvme_read_gbps\": %.3f, \"nvme_write_gbps\": %.3f, "
               "\"peak_rss_bytes\": %llu, \"start_rss_bytes\": %llu}\n",
               gWorld->rank(), gWorld->size(),
               static_cast<unsigned long long>(loaded.rankWeightBytes()),
@@ -340,7 +347,11 @@ void printRankReport(const LoadedPlan &loaded, const Session &session, const Bac
               ull(sb.device), ull(sb.host), ull(sb.hostArena), ull(sb.deviceState),
               ull(sb.hostState), ull(backend.memoryUsage(plan::DEVICE).peak),
               ull(backend.memoryUsage(plan::HOST).peak), ull(session.deviceBudget()),
-              ull(session.offloadedBytes()), ull(session.fetchedBytes()),
+              ull(session.offloadedBytes()), ull(session.fetchedBytes()), ull(sb.nvme),
+              ull(sw ? sw->bytesRead() : 0), ull(sw ? sw->bytesWritten() : 0),
+              sw && sw->secondsReading() > 0 ? sw->bytesRead() / sw->secondsReading() / 1e9 : 0.0,
+              sw && sw->secondsWriting() > 0 ? sw->bytesWritten() / sw->secondsWriting() / 1e9
+                                             : 0.0,
               procStatusBytes("VmHWM:"), startRss);
   std::fflush(stdout);
 }

@@ -104,10 +104,13 @@ struct TrainingConfig {
   int64_t stage3PrefetchBucketSize = 50000000, stage3MaxLiveParameters = 1000000000,
           stage3MaxReuseDistance = 1000000000;
   /// zero_optimization.offload_optimizer: "cpu" puts optimizer state and
-  /// gradient accumulators in host memory (ZeRO-Offload); "none" (or no
-  /// section) keeps them on the device. `offloadRatio` of the parameters
+  /// gradient accumulators in host memory (ZeRO-Offload); "nvme" swaps the
+  /// optimizer state to files under nvme_path (ZeRO-Infinity), gradient
+  /// accumulators in host memory; "none" (or no section) keeps them on the
+  /// device. `offloadRatio` of the parameters
   /// (by elements) are offloaded (DeepSpeed's partial offload, "ratio").
   std::string offloadOptimizer = "none";
+  std::string offloadNvmePath; // "nvme": where each rank's swap file goes
   double offloadRatio = 1.0;
   bool offloadPinMemory = false;
   int64_t offloadBufferCount = 4;

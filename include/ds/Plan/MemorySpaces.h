@@ -32,8 +32,9 @@ public:
   MemorySpace ofGlobal(StringRef sym) const;
   /// Where `v`'s bytes live.
   MemorySpace of(Value v) const;
-  /// Where `op` runs: its `ds.memory_space`, host for ds.offload (its
-  /// result is host memory), device otherwise.
+  /// Where `op` runs: its `ds.memory_space`, device otherwise. (A
+  /// transfer's result is one level from its operand, device < host < nvme:
+  /// of() knows that.)
   static MemorySpace placement(Operation *op);
   /// Sets (or, for device, removes) `op`'s placement.
   static void place(Operation *op, MemorySpace space);
@@ -42,8 +43,9 @@ public:
 
   /// Every op of `f` reads operands from the space it runs in, every store
   /// writes a value of its global's space, collectives and returned values
-  /// are on the device, and no op reads an NVMe global directly. Errors
-  /// name the op and the operand.
+  /// are on the device, transfers move one level within device < host <
+  /// nvme, and NVMe values are only fetched or stored. Errors name the op
+  /// and the operand.
   LogicalResult verify(func::FuncOp f) const;
 
 private:

@@ -39,14 +39,14 @@ struct MemoryReport {
   // the rows above), and the bytes ds.offload / ds.fetch move per program
   // run ("train_step: device->host").
   std::string offload = "none";
-  int64_t hostStateBytes = 0, hostArenaBytes = 0;
+  int64_t hostStateBytes = 0, hostArenaBytes = 0, nvmeStateBytes = 0;
   std::map<std::string, int64_t> transferBytes;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;
   }
-  /// What the device holds: everything but the host state.
-  int64_t deviceBytes() const { return total() - hostStateBytes; }
+  /// What the device holds: everything but the offloaded state.
+  int64_t deviceBytes() const { return total() - hostStateBytes - nvmeStateBytes; }
   int64_t hostBytes() const { return hostStateBytes + hostArenaBytes; }
 };
 

@@ -1,0 +1,205 @@
+#include "runtime/io/NvmeSwapper.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <csignal>
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ds::rt {
+
+namespace {
+constexpr uint64_t kSector = 4096; // O_DIRECT's alignment of offsets, lengths and memory
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+} // namespace
+
+struct NvmeSwapper::Ring {
+  io_uring ring;
+};
+
+absl::StatusOr<std::unique_ptr<NvmeSwapper>>
+NvmeSwapper::create(const NvmeSwapOptions &opts, const std::vector<uint64_t> &regionBytes) {
+  if (opts.blockSize == 0 || opts.blockSize % kSector != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the NVMe block size ", opts.blockSize, " is not a positive multiple of ", kSector));
+  if (opts.queueDepth == 0 || opts.bufferCount == 0)
+    return absl::InvalidArgumentError("the NVMe queue depth and buffer count must be positive");
+  struct stat st;
+  if (::stat(opts.directory.c_str(), &st) != 0)
+    return absl::NotFoundError(absl::StrCat("nvme_path ", opts.directory, ": ",
+                                            std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat("nvme_path ", opts.directory,
+                                                   " is not a directory"));
+  std::unique_ptr<NvmeSwapper> s(new NvmeSwapper());
+  s->opts_ = opts;
+  s->path_ = absl::StrCat(opts.directory, "/ds-swap-", opts.fileTag, "-", ::getpid(), ".bin");
+  s->fd_ = ::open(s->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
+  if (s->fd_ < 0 && errno == EINVAL) // a file system without O_DIRECT (tmpfs): buffered I/O
+    s->fd_ = ::open(s->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (s->fd_ < 0)
+    return absl::PermissionDeniedError(absl::StrCat("cannot create the NVMe swap file ", s->path_,
+                                                    ": ", std::strerror(errno)));
+  // Gone from the directory at once: the space is freed when the process
+  // ends, however it ends.
+  ::unlink(s->path_.c_str());
+  // A file-size limit (ulimit -f) would kill the process with SIGXFSZ at
+  // the first write past it; ignored, the write fails with EFBIG and the
+  // error names the file.
+  ::signal(SIGXFSZ, SIG_IGN);
+  uint64_t total = 0;
+  for (uint64_t bytes : regionBytes) {
+    Region r;
+    r.offset = total;
+    r.bytes = bytes;
+    r.blockCrc.assign((bytes + opts.blockSize - 1) / opts.blockSize, 0);
+    s->regions_.push_back(std::move(r));
+    total += roundUp(std::max<uint64_t>(bytes, 1), opts.blockSize);
+  }
+  if (total) {
+    int err = ::posix_fallocate(s->fd_, 0, static_cast<off_t>(total));
+    if (err)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot reserve ", total, " bytes for the NVMe swap file ", s->path_, ": ",
+          std::strerror(err)));
+  }
+  for (uint32_t i = 0; i < opts.bufferCount; ++i) {
+    void *p = nullptr;
+    if (::posix_memalign(&p, kSector, opts.blockSize) != 0)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate ", opts.bufferCount, " NVMe staging buffers of ", opts.blockSize,
+          " bytes"));
+    s->buffers_.push_back(p);
+  }
+  s->ring_ = std::make_unique<Ring>();
+  if (int err = io_uring_queue_init(opts.queueDepth, &s->ring_->ring, 0); err < 0) {
+    s->ring_.reset();
+    return absl::UnavailableError(absl::StrCat("io_uring_queue_init(", opts.queueDepth,
+                                               ") failed: ", std::strerror(-err)));
+  }
+  return s;
+}
+
+NvmeSwapper::~NvmeSwapper() {
+  if (ring_) io_uring_queue_exit(&ring_->ring);
+  for (void *p : buffers_) std::free(p);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status NvmeSwapper::write(uint32_t r, const void *src) {
+  return transfer(r, const_cast<void *>(src), /*toFile=*/true);
+}
+
+absl::Status NvmeSwapper::read(uint32_t r, void *dst) {
+  if (r >= regions_.size()) return absl::InternalError("NVMe region out of range");
+  if (!regions_[r].written) { // zero-initialized state, never swapped out yet
+    std::memset(dst, 0, regions_[r].bytes);
+    return absl::OkStatus();
+  }
+  return transfer(r, dst, /*toFile=*/false);
+}
+
+// Blocks of the region go through the staging buffers, up to
+// min(buffer_count, queue_depth) in flight: a write copies a block into a
+// free buffer and submits it; a read submits into free buffers and copies
+// each completed block out, after checking its CRC-32.
+absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
+  if (r >= regions_.size()) return absl::InternalError("NVMe region out of range");
+  Region &reg = regions_[r];
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t bs = opts_.blockSize;
+  const size_t blocks = reg.blockCrc.size();
+  const size_t slots = std::min<size_t>(buffers_.size(), opts_.queueDepth);
+  std::vector<int64_t> slotBlock(slots, -1); // the block a slot's buffer holds
+  auto *bytes = static_cast<uint8_t *>(host);
+  auto blockLen = [&](size_t b) { return std::min<uint64_t>(bs, reg.bytes - b * bs); };
+  absl::Status failure;
+  size_t next = 0, inFlight = 0;
+  auto submit = [&](size_t slot) {
+    size_t b = next++;
+    slotBlock[slot] = static_cast<int64_t>(b);
+    uint64_t len = blockLen(b), ioLen = roundUp(len, kSector);
+    io_uring_sqe *sqe = io_uring_get_sqe(&ring_->ring);
+    if (toFile) {
+      std::memcpy(buffers_[slot], bytes + b * bs, len);
+      std::memset(static_cast<uint8_t *>(buffers_[slot]) + len, 0, ioLen - len);
+      reg.blockCrc[b] = static_cast<uint32_t>(
+          crc32_z(0, static_cast<const Bytef *>(buffers_[slot]), len));
+      io_uring_prep_write(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen),
+                          reg.offset + b * bs);
+    } else {
+      io_uring_prep_read(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen),
+                         reg.offset + b * bs);
+    }
+    io_uring_sqe_set_data64(sqe, slot);
+    ++inFlight;
+  };
+  auto fail = [&](size_t b, const std::string &what) {
+    if (failure.ok())
+      failure = absl::DataLossError(absl::StrCat(
+          toFile ? "writing" : "reading", " the NVMe swap file ", path_, " at offset ",
+          reg.offset + b * bs, " (", blockLen(b), " bytes): ", what));
+  };
+  for (size_t slot = 0; slot < slots && next < blocks; ++slot) submit(slot);
+  while (inFlight > 0) {
+    if (int err = io_uring_submit(&ring_->ring); err < 0 && failure.ok())
+      failure = absl::UnavailableError(absl::StrCat("io_uring_submit: ", std::strerror(-err)));
+    io_uring_cqe *cqe = nullptr;
+    int err = io_uring_wait_cqe(&ring_->ring, &cqe);
+    if (err < 0) {
+      if (err == -EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("io_uring_wait_cqe: ", std::strerror(-err)));
+    }
+    size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+    int res = cqe->res;
+    io_uring_cqe_seen(&ring_->ring, cqe);
+    --inFlight;
+    size_t b = static_cast<size_t>(slotBlock[slot]);
+    uint64_t len = blockLen(b), ioLen = roundUp(len, kSector);
+    if (res < 0) {
+      fail(b, std::strerror(-res));
+    } else if (static_cast<uint64_t>(res) != ioLen) {
+      fail(b, absl::StrCat("short ", toFile ? "write" : "read", " of ", res, " bytes"));
+    } else if (!toFile) {
+      uint32_t crc = static_cast<uint32_t>(
+          crc32_z(0, static_cast<const Bytef *>(buffers_[slot]), len));
+      if (crc != reg.blockCrc[b])
+        fail(b, "its CRC-32 differs from the one written (the swap file was damaged)");
+      else
+        std::memcpy(bytes + b * bs, buffers_[slot], len);
+    }
+    if (failure.ok() && next < blocks) submit(slot);
+  }
+  if (!failure.ok()) return failure;
+  if (toFile) {
+    reg.written = true;
+    bytesWritten_ += reg.bytes;
+    secondsWriting_ += secondsSince(start);
+    // Test hook: damage the first block on disk after it was written, as a
+    // failing drive would (test/Runtime/offload-nvme.test).
+    if (const char *flip = std::getenv("DS_TEST_DAMAGE_SWAP"); flip && *flip == '1' && reg.bytes) {
+      if (::pread(fd_, buffers_[0], kSector, reg.offset) == static_cast<ssize_t>(kSector)) {
+        static_cast<uint8_t *>(buffers_[0])[0] ^= 0x40;
+        (void)::pwrite(fd_, buffers_[0], kSector, reg.offset);
+      }
+    }
+  } else {
+    bytesRead_ += reg.bytes;
+    secondsReading_ += secondsSince(start);
+  }
+  return absl::OkStatus();
+}
+
+} // namespace ds::rt

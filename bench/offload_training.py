@@ -2,7 +2,10 @@
 """ZeRO-Offload against DeepSpeed: the same GPT-style model, ds_config and
 data, trained by ds (ds-opt + ds-run) and by DeepSpeed from PyPI (its CPU
 accelerator, gloo, DeepSpeedCPUAdam), with offload_optimizer "none" and
-"cpu", on 1 and 2 ranks. Prints the median step time and each rank's
+"cpu" (ZeRO-2) and "nvme" (ZeRO-3, DeepSpeed's requirement; ds's swapper
+read and write bandwidth against dd's on the same disk; DeepSpeed's NVMe
+path needs its async_io op, built from Debian's libaio-dev), on 1 and 2
+ranks. Prints the median step time and each rank's
 resident memory growth (peak RSS less the RSS before the model existed),
 ds's device/host split (ds-run --rank-report), and the ratios ds / DeepSpeed.
 
@@ -107,6 +110,21 @@ def ds_run(a, work, onnx_path, cfg_path, data, world, mbs):
     return ranks, [s["time"] for s in steps], [s["loss"] for s in steps]
 
 
+def disk_bandwidth(directory, mib=1024):
+    """Sequential O_DIRECT write and read bandwidth of `directory`'s disk
+    (dd, 1 MiB blocks), in GB/s: what the swapper's throughput is a fraction of."""
+    path = os.path.join(directory, "dd.bin")
+    rates = []
+    for cmd in (["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=%d" % mib, "oflag=direct",
+                 "conv=fsync"],
+                ["dd", "if=" + path, "of=/dev/null", "bs=1M", "iflag=direct"]):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True)
+        rates.append(mib * 2**20 / (time.perf_counter() - t0) / 1e9)
+    os.unlink(path)
+    return rates
+
+
 def median_after_warmup(times):
     t = sorted(times[2:] or times)
     return t[len(t) // 2]
@@ -148,24 +166,39 @@ def main():
     print("%-5s %-8s %10s %10s %8s %12s %12s %12s %9s %9s" % (
         "ranks", "offload", "ds ms", "DS ms", "ds/DS", "ds RSS MB", "DS RSS MB", "ds device MB",
         "ds host", "RSS ratio"))
+    disk = disk_bandwidth(work)
+    aio = subprocess.run([sys.executable, "-c", "from deepspeed.ops.op_builder import "
+                          "AsyncIOBuilder; import sys; sys.exit(not AsyncIOBuilder()."
+                          "is_compatible(verbose=False))"], capture_output=True,
+                         env=dict(os.environ, DS_ACCELERATOR="cpu")).returncode == 0
+    print("disk under %s: O_DIRECT sequential write %.2f GB/s, read %.2f GB/s (dd, 1 GiB)" % (
+        work, disk[0], disk[1]))
     for world in [int(w) for w in a.worlds.split(",")]:
         threads = a.threads or max(1, 2 // world)
         a.threads = threads
         mbs = a.batch // world
-        for offload in ("none", "cpu"):
+        for offload in ("none", "cpu", "nvme"):
+            # DeepSpeed swaps optimizer state to NVMe at stage 3 only.
+            stage = 3 if offload == "nvme" else 2
+            section = {"device": offload, "pin_memory": False}
+            if offload == "nvme":
+                section["nvme_path"] = os.path.join(work, "nvme")
+                os.makedirs(section["nvme_path"], exist_ok=True)
             cfg = {"train_batch_size": a.batch, "train_micro_batch_size_per_gpu": mbs,
                    "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.01}},
-                   "zero_optimization": {"stage": 2,
-                                         "offload_optimizer": {"device": offload,
-                                                               "pin_memory": False}}}
+                   "zero_optimization": {"stage": stage, "offload_optimizer": section}}
             cfg_path = os.path.join(work, "cfg_%s_%d.json" % (offload, world))
             json.dump(cfg, open(cfg_path, "w"))
             ranks, times, losses = ds_run(a, work, onnx_path, cfg_path, data, world, mbs)
-            peer = deepspeed_run(a, cfg_path, data, world)
             ds_ms = 1e3 * median_after_warmup(times)
-            peer_ms = 1e3 * median_after_warmup(peer[0]["times"])
             ds_rss = max(r["peak_rss_bytes"] - r["start_rss_bytes"] for r in ranks) / 2**20
+            if offload == "nvme" and not aio:
+                print("%-5d %-8s %10.1f  DeepSpeed: no async_io op (apt-get install libaio-dev)"
+                      % (world, "nvme z3", ds_ms))
+                continue
+            peer = deepspeed_run(a, cfg_path, data, world)
+            peer_ms = 1e3 * median_after_warmup(peer[0]["times"])
             peer_rss = max(r["rss_growth"] for r in peer) / 2**20
             dev = max(r["device_bytes"] for r in ranks) / 2**20
             host = max(r["host_bytes"] for r in ranks) / 2**20
@@ -173,8 +206,14 @@ def main():
             peer_loss = sum(r["losses"][0] for r in peer) / len(peer)
             drift = abs(losses[0] - peer_loss) / abs(peer_loss)
             print("%-5d %-8s %10.1f %10.1f %7.2fx %12.1f %12.1f %12.1f %8.1fM %8.2fx" % (
-                world, offload, ds_ms, peer_ms, ds_ms / peer_ms, ds_rss, peer_rss, dev, host,
-                ds_rss / peer_rss))
+                world, offload + (" z3" if offload == "nvme" else ""), ds_ms, peer_ms,
+                ds_ms / peer_ms, ds_rss, peer_rss, dev, host, ds_rss / peer_rss))
+            if offload == "nvme":
+                r0 = ranks[0]
+                print("      ds NVMe: %.1f MB per rank, read %.2f GB/s, write %.2f GB/s "
+                      "(%.2f / %.2f of dd's)" % (
+                          r0["nvme_bytes"] / 2**20, r0["nvme_read_gbps"], r0["nvme_write_gbps"],
+                          r0["nvme_read_gbps"] / disk[1], r0["nvme_write_gbps"] / disk[0]))
             if drift > 1e-3:
                 print("  warning: first losses differ: ds %.6f, DeepSpeed %.6f" % (
                     losses[0], peer_loss))

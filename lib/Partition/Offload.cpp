@@ -92,6 +92,7 @@ public:
       if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
       placeOps(f, spaces);
       insertTransfers(f, spaces);
+      if (stateSpace == MemorySpace::Nvme) prefetchSwaps(f, spaces);
       if (failed(spaces.verify(f))) return signalPassFailure();
     }
   }
@@ -135,6 +136,37 @@ private:
         host = hostOperands > 0 && deviceOperands == 0;
       }
       MemorySpaces::place(&op, host ? MemorySpace::Host : MemorySpace::Device);
+    }
+  }
+
+  /// NVMe swap-ins one update ahead: the state of parameter i+1 is read
+  /// while parameter i's update computes (the runtime's I/O thread runs
+  /// swaps, waiting only where bytes are shared). Swaps are grouped by the
+  /// op that first reads them (one update reads a parameter's moments);
+  /// each group after the first moves, with its loads, before the previous
+  /// group's reader. One extra parameter's state is live in the host arena.
+  void prefetchSwaps(func::FuncOp f, const MemorySpaces &spaces) {
+    SmallVector<std::pair<Operation *, SmallVector<Operation *>>> groups;
+    for (Operation &op : f.getBody().front()) {
+      auto fetch = dyn_cast<FetchOp>(op);
+      if (!fetch || spaces.of(fetch.getOperand()) != MemorySpace::Nvme) continue;
+      Operation *reader = nullptr;
+      for (Operation *u : fetch->getUsers())
+        if (!reader || u->isBeforeInBlock(reader)) reader = u;
+      if (!reader) continue;
+      if (groups.empty() || groups.back().first != reader) groups.push_back({reader, {}});
+      groups.back().second.push_back(fetch);
+    }
+    for (size_t i = 1; i < groups.size(); ++i) {
+      Operation *before = groups[i - 1].first;
+      for (Operation *fetch : groups[i].second) {
+        Operation *load = fetch->getOperand(0).getDefiningOp();
+        if (!before->isBeforeInBlock(fetch)) continue;
+        if (load && load->getBlock() == before->getBlock() && before->isBeforeInBlock(load))
+          load->moveBefore(before);
+        fetch->moveBefore(before);
+        ++numPrefetched;
+      }
     }
   }
 

@@ -14,6 +14,9 @@
 namespace ds::rt {
 
 Session::~Session() {
+  // Threads first: a queued collective or swap may still touch the buffers.
+  ioWorker_.reset();
+  worker_.reset();
   for (auto &[ptr, space] : owned_) backend_.release(ptr, space);
 }
 
@@ -220,6 +223,10 @@ absl::Status Session::bind() {
                  std::any_of(step.outputs().begin(), step.outputs().end(),
                              [&](uint32_t id) { return nvmeRegion_.count(id); })) {
         ps = prepareSwap(step, step.location());
+        // Swaps wait on the drive, not the cores: they run on the I/O
+        // thread, overlapping compute that does not touch their buffers.
+        comm.back() = 2;
+        if (!ioWorker_) ioWorker_ = std::make_unique<CommWorker>();
       } else {
         ps = backend_.prepare(step, ins, outs);
       }
@@ -309,7 +316,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   // Collectives go to the communication thread; a step waits only for the
   // in-flight collectives whose bytes it shares (read-after-write,
   // write-after-read, write-after-write), so the rest overlap.
-  struct InFlight { uint64_t ticket; size_t step; };
+  struct InFlight { CommWorker *worker; uint64_t ticket; size_t step; };
   std::vector<InFlight> inFlight;
   auto fail = [&](size_t i, const absl::Status &st) {
     return absl::Status(st.code(), absl::StrCat("program '", name, "', step ", i, " (",
@@ -327,7 +334,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
     for (auto it = inFlight.begin(); it != inFlight.end();) {
       if (!pred(*it)) { ++it; continue; }
       const auto waitStart = std::chrono::steady_clock::now();
-      absl::Status st = worker_->wait(it->ticket);
+      absl::Status st = it->worker->wait(it->ticket);
       if (timing_) times_.waits += secondsSince(waitStart);
       if (!st.ok() && first.ok()) first = fail(it->step, st);
       it = inFlight.erase(it);
@@ -340,11 +347,13 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   for (size_t i = 0; i < steps.size(); ++i) {
     const plan::Step &ps = prog->steps(static_cast<int>(i));
     DS_RETURN_IF_ERROR(drain([&](const InFlight &f) { return conflicts(f.step, i); }));
+    if (transfers[i].first >= 0) transferred_[transfers[i].first] += transfers[i].second;
     if (isComm[i]) {
       PreparedStep fn = steps[i];
-      TraceEvent ev{ps.kernel(), ps.location(), 1, 0, 0, bytes[i]};
-      bool trace = tracing_, timing = timing_;
-      inFlight.push_back({worker_->submit([this, fn, ev, trace, timing, usPast]() mutable {
+      TraceEvent ev{ps.kernel(), ps.location(), isComm[i], 0, 0, bytes[i]};
+      bool trace = tracing_, timing = timing_ && isComm[i] == 1;
+      CommWorker *w = isComm[i] == 2 ? ioWorker_.get() : worker_.get();
+      inFlight.push_back({w, w->submit([this, fn, ev, trace, timing, usPast]() mutable {
                             auto t0 = std::chrono::steady_clock::now();
                             absl::Status st = fn();
                             if (timing) {
@@ -368,7 +377,6 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
       (void)drain([](const InFlight &) { return true; });
       return fail(i, st);
     }
-    if (transfers[i].first >= 0) transferred_[transfers[i].first] += transfers[i].second;
     if (tracing_)
       record({ps.kernel(), ps.location(), 0, usPast(t0),
               usPast(std::chrono::steady_clock::now()) - usPast(t0), bytes[i]});

@@ -135,9 +135,10 @@ private:
   std::vector<std::vector<uint8_t>> scratch_;
   struct Range { const uint8_t *lo, *hi; bool write; };
   std::map<std::string, std::vector<std::vector<Range>>> ranges_; // by program, step
-  std::map<std::string, std::vector<uint8_t>> isComm_;            // by program, step
+  std::map<std::string, std::vector<uint8_t>> isComm_; // by program, step: 1 comm, 2 I/O thread
   std::map<std::string, std::vector<uint64_t>> stepBytes_;        // by program, step
   std::unique_ptr<CommWorker> worker_;
+  std::unique_ptr<CommWorker> ioWorker_; // NVMe swaps (stream 2)
   bool tracing_ = false;
   std::mutex traceMu_;
   std::vector<TraceEvent> trace_;

@@ -263,6 +263,13 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     non-offloaded plan: the same kernels run on the same values, only in
     another pool.
 
+    With `"device": "nvme"` the optimizer state (and 16-bit masters) goes
+    one level farther, to NVMe (`#ds<memory_space nvme>`; the spaces are a
+    hierarchy device < host < nvme and each transfer moves one level), the
+    gradient accumulators stay in host memory; a swap-in (`ds.fetch` of an
+    NVMe global's load) is moved one update ahead, so the runtime's I/O
+    thread reads parameter i+1's state while parameter i's update runs.
+
     `ratio` < 1 offloads the parameters (in program order) whose elements
     make up that fraction of the total, the rest update on the device
     (DeepSpeed's partial offload). Runs last before ds-plan-memory, so fused
@@ -290,7 +297,8 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numOffloaded", "num-offloaded", "parameters whose update runs on the host">,
-    Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">
+    Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">,
+    Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved one update ahead">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -407,6 +407,36 @@ llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file
   return llvm::Error::success();
 }
 
+/// zero_optimization.offload_param: DeepSpeed's keys and defaults; stage 3
+/// only, as DeepSpeed.
+llvm::Error readOffloadParam(const json::Object &zo, const std::string &file, TrainingConfig &c) {
+  const json::Object *o = zo.getObject("offload_param");
+  Reader top(&zo, "zero_optimization", file);
+  if (!o) return top.error("offload_param", "expected an object");
+  Reader r(o, "zero_optimization.offload_param", file);
+  std::string device = "none", nvmePath;
+  bool pin = false;
+  int64_t bufferCount = 5, bufferSize = 100000000, maxInCpu = 1000000000;
+  DS_CHECK(r.string("device", device));
+  DS_CHECK(r.string("nvme_path", nvmePath));
+  DS_CHECK(r.boolean("pin_memory", pin));
+  DS_CHECK(r.integer("buffer_count", bufferCount, /*positive=*/true));
+  DS_CHECK(r.integer("buffer_size", bufferSize, true));
+  DS_CHECK(r.integer("max_in_cpu", maxInCpu));
+  DS_CHECK(r.finish());
+  if (device != "cpu" && device != "nvme" && device != "none")
+    return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
+  if (device != "none" && c.zeroStage != 3)
+    return r.error("device", "\"" + device + "\" needs zero_optimization.stage 3 (parameter "
+                             "offload partitions the parameters first, as in DeepSpeed)");
+  if (device == "nvme" && nvmePath.empty())
+    return r.error("nvme_path", "is required with \"device\": \"nvme\" (a directory on the "
+                                "NVMe drive)");
+  c.offloadParam = device;
+  c.offloadParamNvmePath = nvmePath;
+  return llvm::Error::success();
+}
+
 /// The top-level `aio` section (the NVMe swapper's asynchronous I/O):
 /// DeepSpeed's keys, each checked.
 llvm::Error readAio(Reader &top, TrainingConfig &c) {
@@ -520,17 +550,7 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
       bool ignored = false;
       return flag(k, ignored);
     }
-    // Parameter offload (ZeRO-Infinity) is not implemented: accepted only
-    // when it is off.
-    if (k == "offload_param") {
-      const json::Object *o = zo->getObject(k);
-      const json::Value *device = o ? o->get("device") : nullptr;
-      if (o && (!device || (device->getAsString() && *device->getAsString() == "none")))
-        return llvm::Error::success();
-      return r.error(llvm::Twine("zero_optimization.") + k,
-                     "is not supported yet (ds offloads optimizer state, offload_optimizer, but "
-                     "not parameters; remove it or set \"device\": \"none\")");
-    }
+    if (k == "offload_param") return readOffloadParam(*zo, r.file(), c);
     // DeepSpeed orders the ranks' gradient copies to the host with it (a
     // run-time scheduling choice); ds's transfers are planned, and the
     // result is the same either way.

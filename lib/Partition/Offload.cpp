@@ -36,18 +36,31 @@ class OffloadPass : public mlir::ds::impl::OffloadPassBase<OffloadPass> {
 public:
   using OffloadPassBase::OffloadPassBase;
 
+private:
+  llvm::StringSet<> offloadedParams_;
+
+public:
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto training = module->getAttrOfType<DictionaryAttr>("ds.training");
-    std::string dev = device;
+    std::string dev = device, paramDev = paramDevice;
     if (dev.empty() && training)
       if (auto s = training.getAs<StringAttr>("offload_optimizer")) dev = s.str();
-    if (dev.empty() || dev == "none") return;
-    if (dev != "cpu" && dev != "nvme") {
-      module.emitError("ds-offload: device '") << dev << "' is not supported (cpu, nvme or none)";
-      return signalPassFailure();
-    }
-    const MemorySpace stateSpace = dev == "nvme" ? MemorySpace::Nvme : MemorySpace::Host;
+    if (paramDev.empty() && training)
+      if (auto s = training.getAs<StringAttr>("offload_param")) paramDev = s.str();
+    if (dev.empty()) dev = "none";
+    if (paramDev.empty()) paramDev = "none";
+    if (dev == "none" && paramDev == "none") return;
+    for (const std::string &d : {dev, paramDev})
+      if (d != "cpu" && d != "nvme" && d != "none") {
+        module.emitError("ds-offload: device '") << d << "' is not supported (cpu, nvme or none)";
+        return signalPassFailure();
+      }
+    auto spaceOf = [](const std::string &d) {
+      return d == "nvme" ? MemorySpace::Nvme : d == "cpu" ? MemorySpace::Host : MemorySpace::Device;
+    };
+    const MemorySpace stateSpace = spaceOf(dev), paramSpace = spaceOf(paramDev);
     double r = ratio;
     if (r < 0) {
       r = 1.0;
@@ -77,14 +90,35 @@ public:
       covered += n;
     }
     numOffloaded = chosen.size();
+    auto place = [&](ml_program::GlobalOp g, MemorySpace space) {
+      if (space != MemorySpace::Device)
+        g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), space));
+    };
+    // ZeRO-3's parameters offloaded: the partitioned ones (ZeRO-3 keeps
+    // those under stage3_param_persistence_threshold whole on every rank and
+    // on the device, and so does DeepSpeed's parameter offload).
+    int64_t persistence = 100000;
+    if (training)
+      if (auto t = training.getAs<IntegerAttr>("stage3_param_persistence_threshold"))
+        persistence = t.getInt();
+    const bool partitioned = MeshAttr::lookup(module) != nullptr;
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
       StringRef name = g.getSymName();
-      if (name.starts_with(kGradientPrefix) &&
-          chosen.contains(name.drop_front(kGradientPrefix.size())))
-        g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), MemorySpace::Host));
-      for (StringRef prefix : kOptimizerStatePrefixes)
-        if (name.starts_with(prefix) && chosen.contains(name.drop_front(prefix.size())))
-          g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), stateSpace));
+      if (stateSpace != MemorySpace::Device) {
+        if (name.starts_with(kGradientPrefix) &&
+            chosen.contains(name.drop_front(kGradientPrefix.size())))
+          place(g, MemorySpace::Host);
+        for (StringRef prefix : kOptimizerStatePrefixes)
+          if (name.starts_with(prefix) && chosen.contains(name.drop_front(prefix.size())))
+            place(g, stateSpace);
+      }
+      auto t = dyn_cast<RankedTensorType>(g.getType());
+      if (paramSpace != MemorySpace::Device && name.starts_with("param:") && t &&
+          (partitioned ? g->hasAttr("ds.partition_numel") : t.getNumElements() >= persistence)) {
+        place(g, paramSpace);
+        offloadedParams_.insert(name);
+        ++numParamsOffloaded;
+      }
     }
 
     MemorySpaces spaces(module);
@@ -123,9 +157,10 @@ private:
     for (Operation &op : f.getBody().front()) {
       if (isData(&op) || isCollective(&op)) continue;
       bool host = storedOnlyToHost(op);
-      if (!host && isa<AdamUpdateOp, SgdUpdateOp>(op))
-        host = llvm::any_of(op.getOperands(),
-                            [&](Value v) { return spaces.of(v) != MemorySpace::Device; });
+      // An update runs where its optimizer state (operand 2: Adam's first
+      // moment, SGD's momentum) lives.
+      if (isa<AdamUpdateOp, SgdUpdateOp>(op))
+        host = spaces.of(op.getOperand(2)) != MemorySpace::Device;
       if (!host) {
         int64_t hostOperands = 0, deviceOperands = 0;
         for (Value v : op.getOperands()) {
@@ -202,14 +237,35 @@ private:
       if (!(def && isa<ConstantOp>(def)) && spaces.of(out) != to) out = moveTo(out, to);
       return moved[key] = out;
     };
+    // An offloaded parameter is fetched right before each use (its
+    // gather), not once for the step: the device holds it only that long.
+    auto fetchBefore = [&](Operation *user, Value v, MemorySpace to) {
+      OpBuilder b(user);
+      while (spaces.of(v) != to) {
+        v = static_cast<int>(to) > static_cast<int>(spaces.of(v))
+                ? Value(OffloadOp::create(b, v.getLoc(), v))
+                : Value(FetchOp::create(b, v.getLoc(), v));
+        ++numTransfers;
+      }
+      return v;
+    };
+    auto isOffloadedParam = [&](Value v) {
+      auto load = v.getDefiningOp<ml_program::GlobalLoadOp>();
+      return load && offloadedParams_.contains(load.getGlobal().getLeafReference());
+    };
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (isa<OffloadOp, FetchOp, ml_program::GlobalLoadOp>(op)) continue;
       MemorySpace needs = MemorySpaces::placement(&op);
       if (auto st = dyn_cast<ml_program::GlobalStoreOp>(op))
         needs = spaces.ofGlobal(st.getGlobal().getLeafReference());
       if (isa<ConstantOp, ParameterOp>(op)) continue;
-      for (OpOperand &use : op.getOpOperands())
-        if (spaces.of(use.get()) != needs) use.set(moveTo(use.get(), needs));
+      for (OpOperand &use : op.getOpOperands()) {
+        if (spaces.of(use.get()) == needs) continue;
+        use.set(isOffloadedParam(use.get()) &&
+                        static_cast<int>(needs) < static_cast<int>(spaces.of(use.get()))
+                    ? fetchBefore(&op, use.get(), needs)
+                    : moveTo(use.get(), needs));
+      }
     }
   }
 };

@@ -637,7 +637,11 @@ private:
         b.getNamedAttr("contiguous_gradients", b.getBoolAttr(config_.contiguousGradients)),
         b.getNamedAttr("offload_optimizer", b.getStringAttr(config_.offloadOptimizer)),
         b.getNamedAttr("offload_ratio", b.getF64FloatAttr(config_.offloadRatio)),
-        b.getNamedAttr("offload_nvme_path", b.getStringAttr(config_.offloadNvmePath)),
+        b.getNamedAttr("offload_nvme_path",
+                       b.getStringAttr(config_.offloadNvmePath.empty()
+                                           ? config_.offloadParamNvmePath
+                                           : config_.offloadNvmePath)),
+        b.getNamedAttr("offload_param", b.getStringAttr(config_.offloadParam)),
         b.getNamedAttr("offload_buffer_count", b.getI64IntegerAttr(config_.offloadBufferCount)),
         b.getNamedAttr("aio_block_size", b.getI64IntegerAttr(config_.aioBlockSize)),
         b.getNamedAttr("aio_queue_depth", b.getI64IntegerAttr(config_.aioQueueDepth)),

@@ -20,6 +20,33 @@ constexpr uint64_t kSector = 4096; // O_DIRECT's alignment of offsets, lengths a
 
 uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
+// The per-block checksum stays in memory (it only has to tell a block read
+// back from the one written), so its polynomial is free: CRC-32C, which
+// SSE4.2 computes 8 bytes an instruction, many times zlib's table CRC-32 that
+// would otherwise halve the swapper's read bandwidth; zlib's where the CPU
+// lacks it (checked at run time).
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t crc32cHardware(const uint8_t *p, uint64_t n) {
+  uint64_t c = 0xffffffffu;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; n; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
+  return ~c32;
+}
+#endif
+
+uint32_t blockChecksum(const void *data, uint64_t n) {
+#if defined(__x86_64__)
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw) return crc32cHardware(static_cast<const uint8_t *>(data), n);
+#endif
+  return static_cast<uint32_t>(crc32_z(0, static_cast<const Bytef *>(data), n));
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -135,8 +162,7 @@ absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
     if (toFile) {
       std::memcpy(buffers_[slot], bytes + b * bs, len);
       std::memset(static_cast<uint8_t *>(buffers_[slot]) + len, 0, ioLen - len);
-      reg.blockCrc[b] = static_cast<uint32_t>(
-          crc32_z(0, static_cast<const Bytef *>(buffers_[slot]), len));
+      reg.blockCrc[b] = blockChecksum(buffers_[slot], len);
       io_uring_prep_write(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen),
                           reg.offset + b * bs);
     } else {
@@ -173,10 +199,9 @@ absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
     } else if (static_cast<uint64_t>(res) != ioLen) {
       fail(b, absl::StrCat("short ", toFile ? "write" : "read", " of ", res, " bytes"));
     } else if (!toFile) {
-      uint32_t crc = static_cast<uint32_t>(
-          crc32_z(0, static_cast<const Bytef *>(buffers_[slot]), len));
+      uint32_t crc = blockChecksum(buffers_[slot], len);
       if (crc != reg.blockCrc[b])
-        fail(b, "its CRC-32 differs from the one written (the swap file was damaged)");
+        fail(b, "its CRC-32C differs from the one written (the swap file was damaged)");
       else
         std::memcpy(bytes + b * bs, buffers_[slot], len);
     }

@@ -4,7 +4,7 @@
 // bytes, with up to `queue_depth` reads or writes in flight on io_uring with
 // O_DIRECT (DeepSpeed's aio settings). Every transfer is checked: a short
 // read or write, EIO or ENOSPC is an error naming the file and the offset,
-// and each block's CRC-32 is recorded when written and verified when read
+// and each block's CRC-32C is recorded when written and verified when read
 // back. The file is unlinked as soon as it is created, so it disappears
 // when the process ends, however it ends. docs/offload.md.
 #pragma once

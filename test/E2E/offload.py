@@ -25,10 +25,17 @@ T, steps = 16, 12
 data_path, onnx_path, _ = gpt_training_setup(args.workdir, 7)
 
 
-def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=()):
+def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=(), param=None):
     work = os.path.join(args.workdir, name)
     os.makedirs(work, exist_ok=True)
     zero = {"stage": stage}
+    if stage == 3:  # every parameter partitioned (none kept whole)
+        zero["stage3_param_persistence_threshold"] = 0
+    if param:
+        zero["offload_param"] = {"device": param}
+        if param == "nvme":
+            os.makedirs(os.path.join(work, "nvme"), exist_ok=True)
+            zero["offload_param"]["nvme_path"] = os.path.join(work, "nvme")
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if offload == "nvme":
@@ -43,7 +50,7 @@ def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=
            "zero_optimization": zero}
     if precision:
         cfg[precision] = {"enabled": True}
-    if offload == "nvme":  # small blocks, so that a state spans several
+    if offload == "nvme" or param == "nvme":  # small blocks, so that a state spans several
         cfg["aio"] = {"block_size": 8192, "queue_depth": 4}
     cfg_path = os.path.join(work, "ds_config.json")
     json.dump(cfg, open(cfg_path, "w"))
@@ -152,6 +159,25 @@ for world, stage, precision in ((2, 2, None), (2, 3, None), (1, 2, "bf16")):
         if resumed[0] != plain[0][6:]:
             sys.exit("nvme checkpoint resumed: %s vs %s" % (resumed[0], plain[0][6:]))
         print("w2_z2 nvme: resumed from its step-6 checkpoint, steps 7-%d bitwise equal" % steps)
+
+# Parameter offload (offload_param, ZeRO-3): the partitioned parameters in
+# host memory or on NVMe, fetched before each gather; the same result, and
+# the device no longer holds them.
+for world, offload, param in ((2, "cpu", "cpu"), (2, "nvme", "nvme"), (1, None, "cpu")):
+    tag = "w%d_z3_param_%s%s" % (world, param, "_opt_" + offload if offload else "")
+    w0, p0, r0 = compile_plan(tag + "_plain", world, 3, False)
+    wp, pp, rp = compile_plan(tag, world, 3, offload, param=param)
+    plain, moved = train(w0, p0, world, steps), train(wp, pp, world, steps)
+    same(tag + " vs none", moved, plain)
+    params = report_bytes(r0, "parameters")
+    rk, rk0 = moved[2][0], plain[2][0]
+    print("%s: device state %d B -> %d B per rank, host state %d B, NVMe %d B (parameters %d B)"
+          % (tag, rk0["device_state_bytes"], rk["device_state_bytes"], rk["host_state_bytes"],
+             rk["nvme_bytes"], params))
+    if rk["device_state_bytes"] > rk0["device_state_bytes"] - rk0["param_bytes"] + 64 * world:
+        sys.exit("%s: the parameters are still device state: %s" % (tag, rk))
+    if "->device" not in rp:
+        sys.exit("%s: no fetches in the report" % tag)
 
 # Partial offload: half the parameters' state on the host, the same result.
 w0, p0, r0, plain, w1, p1, r1 = z2

@@ -114,6 +114,11 @@ struct TrainingConfig {
   double offloadRatio = 1.0;
   bool offloadPinMemory = false;
   int64_t offloadBufferCount = 4;
+  /// zero_optimization.offload_param (stage 3, ZeRO-Infinity): "cpu" or
+  /// "nvme" keeps the partitioned parameters in host memory or on NVMe,
+  /// each fetched before its gather; "none" keeps them on the device.
+  std::string offloadParam = "none";
+  std::string offloadParamNvmePath;
   /// The `aio` section (NVMe swapping's I/O): validated and kept.
   int64_t aioBlockSize = 1048576, aioQueueDepth = 8, aioThreadCount = 1;
   bool aioSingleSubmit = false, aioOverlapEvents = true;

@@ -270,6 +270,13 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     NVMe global's load) is moved one update ahead, so the runtime's I/O
     thread reads parameter i+1's state while parameter i's update runs.
 
+    With `offload_param` (`param-device`; ZeRO-3, ZeRO-Infinity) the
+    partitioned parameters (those ZeRO-3 does not keep whole under
+    `stage3_param_persistence_threshold`) live in host memory or on NVMe:
+    each use (its all-gather) gets its own fetch right before it, so the
+    device holds a partition only until its gather; the optimizer update
+    writes the offloaded parameter where it lives.
+
     `ratio` < 1 offloads the parameters (in program order) whose elements
     make up that fraction of the total, the rest update on the device
     (DeepSpeed's partial offload). Runs last before ds-plan-memory, so fused
@@ -291,6 +298,9 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"\"",
            "cpu or none; empty: ds.training's offload_optimizer">,
+    Option<"paramDevice", "param-device", "std::string", /*default=*/"\"\"",
+           "cpu, nvme or none: where ZeRO-3's partitioned parameters live; empty: "
+           "ds.training's offload_param">,
     Option<"ratio", "ratio", "double", /*default=*/"-1.0",
            "fraction of the parameters (by elements) updated on the host; -1: ds.training's "
            "offload_ratio (1)">
@@ -298,7 +308,8 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
   let statistics = [
     Statistic<"numOffloaded", "num-offloaded", "parameters whose update runs on the host">,
     Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">,
-    Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved one update ahead">
+    Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved one update ahead">,
+    Statistic<"numParamsOffloaded", "num-params-offloaded", "parameters kept off the device">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

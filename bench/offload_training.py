@@ -81,8 +81,10 @@ def deepspeed_worker(a):
         eng.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"rank": rank, "times": times, "losses": losses,
-                      "rss_growth": rss_bytes() - start}))
+    # One file per rank: mpirun interleaves the ranks' stdout.
+    with open("%s.rank%d.json" % (a.config, rank), "w") as f:
+        json.dump({"rank": rank, "times": times, "losses": losses,
+                   "rss_growth": rss_bytes() - start}, f)
 
 
 def deepspeed_run(a, cfg_path, data, world):
@@ -90,9 +92,8 @@ def deepspeed_run(a, cfg_path, data, world):
            data] + [x for k in ("d", "layers", "vocab", "seq", "steps", "threads")
                     for x in ("--" + k, str(getattr(a, k)))]
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    out = run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, env=env)
-    ranks = [json.loads(l) for l in out.splitlines() if l.startswith('{"rank"')]
-    return ranks
+    run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, env=env)
+    return [json.load(open("%s.rank%d.json" % (cfg_path, r))) for r in range(world)]
 
 
 def ds_run(a, work, onnx_path, cfg_path, data, world, mbs):

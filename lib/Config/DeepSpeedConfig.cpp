@@ -370,6 +370,22 @@ llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
   return r.finish();
 }
 
+/// An offload section's device and nvme_path: "cpu", "nvme" (with a path)
+/// or "none", and the ZeRO stage the device needs (`stageNeeded`, or "").
+llvm::Error checkOffloadDevice(Reader &r, const std::string &device, const std::string &nvmePath,
+                               bool stageOk, const char *stageNeeded) {
+  if (device != "cpu" && device != "nvme" && device != "none")
+    return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
+  if (device != "none" && !stageOk)
+    return r.error("device", "\"" + device + "\" needs " + stageNeeded);
+  // Where the swap files go is the run machine's business (ds-run
+  // --nvme-path overrides it), but DeepSpeed requires the key.
+  if (device == "nvme" && nvmePath.empty())
+    return r.error("nvme_path", "is required with \"device\": \"nvme\" (a directory on the "
+                                "NVMe drive)");
+  return llvm::Error::success();
+}
+
 /// zero_optimization.offload_optimizer: DeepSpeed's keys and defaults.
 /// "cpu" is ZeRO-Offload, "nvme" ZeRO-Infinity's optimizer swapping (stages
 /// 1-3).
@@ -391,17 +407,12 @@ llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file
   DS_CHECK(r.finish());
   if (c.offloadRatio < 0 || c.offloadRatio > 1)
     return r.error("ratio", llvm::formatv("must be in [0, 1], got {0}", c.offloadRatio).str());
-  if (device != "cpu" && device != "nvme" && device != "none")
-    return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
-  if (device != "none" && c.zeroStage == 0)
-    return r.error("device", "\"" + device + "\" needs zero_optimization.stage 1, 2 or 3 "
-                             "(ZeRO-Offload offloads the partitioned optimizer state, as in "
-                             "DeepSpeed)");
-  // Where the swap files go is the run machine's business (ds-run
-  // --nvme-path overrides it), but DeepSpeed requires the key.
-  if (device == "nvme" && nvmePath.empty())
-    return r.error("nvme_path", "is required with \"device\": \"nvme\" (a directory on the "
-                                "NVMe drive)");
+  if (c.offloadBufferCount > 4096)
+    return r.error("buffer_count",
+                   llvm::formatv("must be at most 4096, got {0}", c.offloadBufferCount).str());
+  DS_CHECK(checkOffloadDevice(r, device, nvmePath, c.zeroStage > 0,
+                              "zero_optimization.stage 1, 2 or 3 (ZeRO-Offload offloads the "
+                              "partitioned optimizer state, as in DeepSpeed)"));
   c.offloadOptimizer = device;
   c.offloadNvmePath = nvmePath;
   return llvm::Error::success();
@@ -424,14 +435,9 @@ llvm::Error readOffloadParam(const json::Object &zo, const std::string &file, Tr
   DS_CHECK(r.integer("buffer_size", bufferSize, true));
   DS_CHECK(r.integer("max_in_cpu", maxInCpu));
   DS_CHECK(r.finish());
-  if (device != "cpu" && device != "nvme" && device != "none")
-    return r.error("device", "expected \"cpu\", \"nvme\" or \"none\", got \"" + device + "\"");
-  if (device != "none" && c.zeroStage != 3)
-    return r.error("device", "\"" + device + "\" needs zero_optimization.stage 3 (parameter "
-                             "offload partitions the parameters first, as in DeepSpeed)");
-  if (device == "nvme" && nvmePath.empty())
-    return r.error("nvme_path", "is required with \"device\": \"nvme\" (a directory on the "
-                                "NVMe drive)");
+  DS_CHECK(checkOffloadDevice(r, device, nvmePath, c.zeroStage == 3,
+                              "zero_optimization.stage 3 (parameter offload partitions the "
+                              "parameters first, as in DeepSpeed)"));
   c.offloadParam = device;
   c.offloadParamNvmePath = nvmePath;
   return llvm::Error::success();
@@ -453,9 +459,13 @@ llvm::Error readAio(Reader &top, TrainingConfig &c) {
   bool gds = false;
   DS_CHECK(r.boolean("use_gds", gds));
   if (gds) return r.error("use_gds", "true (GPUDirect Storage) is not supported");
-  if (c.aioBlockSize % 4096 != 0)
-    return r.error("block_size", llvm::formatv("must be a multiple of 4096 (O_DIRECT), got {0}",
-                                               c.aioBlockSize).str());
+  if (c.aioBlockSize % 4096 != 0 || c.aioBlockSize > (int64_t(1) << 30))
+    return r.error("block_size",
+                   llvm::formatv("must be a multiple of 4096 (O_DIRECT) of at most 1 GiB, got {0}",
+                                 c.aioBlockSize).str());
+  if (c.aioQueueDepth > 4096)
+    return r.error("queue_depth",
+                   llvm::formatv("must be at most 4096, got {0}", c.aioQueueDepth).str());
   return r.finish();
 }
 

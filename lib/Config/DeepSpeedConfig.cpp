@@ -402,8 +402,14 @@ llvm::Error readOffloadOptimizer(const json::Object &zo, const std::string &file
   DS_CHECK(r.boolean("pin_memory", c.offloadPinMemory));
   DS_CHECK(r.integer("buffer_count", c.offloadBufferCount, /*positive=*/true));
   DS_CHECK(r.number("ratio", c.offloadRatio));
-  bool fastInit = false;
-  DS_CHECK(r.boolean("fast_init", fastInit)); // an init-time speedup; nothing to do here
+  // DeepSpeed's run-time knobs of its swapper: fast_init speeds its
+  // initialization, pipeline_read/pipeline_write (and the older pipeline)
+  // overlap its swaps with the step, which ds's planned swaps always do.
+  bool fastInit = false, pipelineRead = false, pipelineWrite = false, pipeline = false;
+  DS_CHECK(r.boolean("fast_init", fastInit));
+  DS_CHECK(r.boolean("pipeline_read", pipelineRead));
+  DS_CHECK(r.boolean("pipeline_write", pipelineWrite));
+  DS_CHECK(r.boolean("pipeline", pipeline));
   DS_CHECK(r.finish());
   if (c.offloadRatio < 0 || c.offloadRatio > 1)
     return r.error("ratio", llvm::formatv("must be in [0, 1], got {0}", c.offloadRatio).str());
@@ -456,6 +462,8 @@ llvm::Error readAio(Reader &top, TrainingConfig &c) {
   DS_CHECK(r.integer("thread_count", c.aioThreadCount, true));
   DS_CHECK(r.boolean("single_submit", c.aioSingleSubmit));
   DS_CHECK(r.boolean("overlap_events", c.aioOverlapEvents));
+  int64_t intraOp = 1; // DeepSpeed's I/O threads per request; io_uring needs none
+  DS_CHECK(r.integer("intra_op_parallelism", intraOp, /*positive=*/true));
   bool gds = false;
   DS_CHECK(r.boolean("use_gds", gds));
   if (gds) return r.error("use_gds", "true (GPUDirect Storage) is not supported");
@@ -576,6 +584,13 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
   };
   for (const auto &kv : *zo)
     if (llvm::Error e = knob(kv.first)) return e;
+  // One swap file per rank holds everything swapped: one directory.
+  if (c.offloadOptimizer == "nvme" && c.offloadParam == "nvme" &&
+      c.offloadNvmePath != c.offloadParamNvmePath)
+    return r.error("zero_optimization.offload_param.nvme_path",
+                   "\"" + c.offloadParamNvmePath + "\" differs from offload_optimizer.nvme_path \"" +
+                       c.offloadNvmePath +
+                       "\"; ds keeps one swap file per rank, so give both the same directory");
   return llvm::Error::success();
 }
 

@@ -201,7 +201,8 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   os << "  steps: " << r.steps << "\n";
   if (r.hostBytes() || !r.transferBytes.empty()) {
     os << "memory spaces per rank (offload_optimizer " << r.offload << "):\n";
-    row("device", r.deviceBytes(), "all but the offloaded state");
+    row("device", r.deviceBytes(),
+        "arena, weights, device state, inputs and outputs (what --device-memory bounds)");
     row("host", r.hostBytes(),
         ("offloaded state " + std::to_string(r.hostStateBytes) + " B + host arena " +
          std::to_string(r.hostArenaBytes) + " B")

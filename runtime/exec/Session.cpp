@@ -104,21 +104,17 @@ absl::Status Session::bind() {
   // per buffer. Its views get addresses no memory has (above 2^60, apart
   // by their sizes) so the hazard tracking still tells them apart; only
   // swap steps touch them (the loader checks).
-  std::vector<uint64_t> regions;
+  // The swap file itself is made at first use (openSwapper): a run that
+  // never swaps (inference of a plan whose optimizer state is on NVMe)
+  // needs no nvme_path. Until a region is written it reads as its initial
+  // value: zeros, or its bytes in the weight section.
   for (const auto &b : p.buffers())
     if (b.space() == plan::NVME) {
-      nvmeRegion_[b.id()] = static_cast<uint32_t>(regions.size());
-      regions.push_back(b.size_bytes());
+      nvmeRegion_[b.id()] = static_cast<uint32_t>(nvmeRegions_.size());
+      nvmeRegions_.push_back(b.size_bytes());
+      nvmeInit_.push_back(b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS ? plan_.weightData(b)
+                                                                             : nullptr);
     }
-  if (!regions.empty()) {
-    NvmeSwapOptions o;
-    o.directory = nvmePath_;
-    o.blockSize = p.nvme().block_size();
-    o.queueDepth = p.nvme().queue_depth();
-    o.bufferCount = p.nvme().buffer_count();
-    o.fileTag = absl::StrCat("rank", comm_ ? comm_->rank() : 0);
-    DS_ASSIGN_OR_RETURN(swapper_, NvmeSwapper::create(o, regions));
-  }
   uintptr_t nvmeAddress = uintptr_t(1) << 60;
   for (const auto &b : p.buffers()) {
     TensorView &v = views_[b.id()];
@@ -144,8 +140,6 @@ absl::Status Session::bind() {
       if (b.space() == plan::NVME) {
         v.data = reinterpret_cast<void *>(nvmeAddress);
         nvmeAddress += b.size_bytes() + 64;
-        if (b.state_init() == plan::Buffer::STATE_INIT_WEIGHTS)
-          DS_RETURN_IF_ERROR(swapper_->write(nvmeRegion_[b.id()], plan_.weightData(b)));
         break;
       }
       // State is written by programs: its own memory, initialized once, in
@@ -257,14 +251,46 @@ absl::StatusOr<PreparedStep> Session::prepareSwap(const plan::Step &step,
                                                    ": the host and NVMe buffers differ in size"));
   uint32_t region = nvmeRegion_.at(nvmeId);
   void *host = views_[hostId].data;
-  NvmeSwapper *sw = swapper_.get();
   std::string name = nb.io_name();
   return PreparedStep([=]() -> absl::Status {
-    absl::Status st = in ? sw->read(region, host) : sw->write(region, host);
+    absl::Status st = in ? swapIn(region, host) : swapOut(region, host);
     if (!st.ok())
       return absl::Status(st.code(), absl::StrCat("state '", name, "': ", st.message()));
     return absl::OkStatus();
   });
+}
+
+absl::Status Session::openSwapper() {
+  std::lock_guard<std::mutex> lock(swapMu_);
+  if (swapper_ || nvmeRegions_.empty()) return absl::OkStatus();
+  const plan::Plan &p = plan_.plan();
+  NvmeSwapOptions o;
+  o.directory = nvmePath_;
+  o.blockSize = p.nvme().block_size();
+  o.queueDepth = p.nvme().queue_depth();
+  o.bufferCount = p.nvme().buffer_count();
+  o.fileTag = absl::StrCat("rank", comm_ ? comm_->rank() : 0);
+  auto sw = NvmeSwapper::create(o, nvmeRegions_);
+  if (!sw.ok())
+    return absl::Status(sw.status().code(),
+                        absl::StrCat(sw.status().message(), " (the plan swaps state to NVMe there; "
+                                     "ds-run --nvme-path DIR puts it elsewhere)"));
+  swapper_ = std::move(*sw);
+  return absl::OkStatus();
+}
+
+absl::Status Session::swapIn(uint32_t region, void *host) {
+  if (!swapper_ || !swapper_->written(region)) { // its initial value, no I/O
+    if (nvmeInit_[region]) std::memcpy(host, nvmeInit_[region], nvmeRegions_[region]);
+    else std::memset(host, 0, nvmeRegions_[region]);
+    return absl::OkStatus();
+  }
+  return swapper_->read(region, host);
+}
+
+absl::Status Session::swapOut(uint32_t region, const void *host) {
+  DS_RETURN_IF_ERROR(openSwapper());
+  return swapper_->write(region, host);
 }
 
 absl::StatusOr<NamedArrays> Session::run(const std::string &name,
@@ -433,7 +459,7 @@ absl::StatusOr<HostArray> Session::readState(const std::string &name) {
   a.data.resize(b->size_bytes());
   DS_RETURN_IF_ERROR(backend_.synchronize());
   if (b->space() == plan::NVME)
-    DS_RETURN_IF_ERROR(swapper_->read(nvmeRegion_.at(b->id()), a.data.data()));
+    DS_RETURN_IF_ERROR(swapIn(nvmeRegion_.at(b->id()), a.data.data()));
   else if (b->space() == plan::HOST)
     std::memcpy(a.data.data(), views_[b->id()].data, b->size_bytes());
   else
@@ -449,7 +475,7 @@ absl::Status Session::writeState(const std::string &name, const HostArray &value
         "state '", name, "' is ", dtypeName(b->dtype()), " [",
         shapeToString(views_[b->id()].shape), "], the value given is ", dtypeName(value.dtype),
         " [", shapeToString(value.shape), "]"));
-  if (b->space() == plan::NVME) return swapper_->write(nvmeRegion_.at(b->id()), value.data.data());
+  if (b->space() == plan::NVME) return swapOut(nvmeRegion_.at(b->id()), value.data.data());
   if (b->space() == plan::HOST) {
     std::memcpy(views_[b->id()].data, value.data.data(), b->size_bytes());
     return absl::OkStatus();

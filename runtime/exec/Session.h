@@ -62,8 +62,13 @@ public:
   /// device) steps so far.
   uint64_t offloadedBytes() const { return transferred_[0]; }
   uint64_t fetchedBytes() const { return transferred_[1]; }
-  /// The NVMe swapper (null when no state is on NVMe).
+  /// The NVMe swapper (null when no state is on NVMe or none was swapped
+  /// out yet).
   const NvmeSwapper *swapper() const { return swapper_.get(); }
+  /// Creates this rank's swap file now (a training run does at its start,
+  /// so a missing directory or a full disk is found before the first step);
+  /// otherwise the first swap-out does.
+  absl::Status openSwapper();
 
   /// Binds the program's inputs by ONNX name (every input, exact dtype and
   /// shape), runs it and returns its outputs in graph order.
@@ -113,6 +118,11 @@ private:
   SpaceBytes spaceBytes_;
   std::string nvmePath_;
   std::unique_ptr<NvmeSwapper> swapper_;
+  std::mutex swapMu_;
+  std::vector<uint64_t> nvmeRegions_;        // bytes, by region
+  std::vector<const uint8_t *> nvmeInit_;    // initial bytes (null: zeros), by region
+  absl::Status swapIn(uint32_t region, void *host);
+  absl::Status swapOut(uint32_t region, const void *host);
   std::map<uint32_t, uint32_t> nvmeRegion_; // NVME buffer id -> swapper region
   absl::StatusOr<PreparedStep> prepareSwap(const plan::Step &step, const std::string &where);
   std::map<std::string, std::vector<std::pair<int, uint64_t>>> transfers_; // by program, step

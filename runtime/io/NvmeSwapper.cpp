@@ -1,5 +1,6 @@
 #include "runtime/io/NvmeSwapper.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -65,23 +66,34 @@ NvmeSwapper::create(const NvmeSwapOptions &opts, const std::vector<uint64_t> &re
     return absl::InvalidArgumentError("the NVMe queue depth and buffer count must be positive");
   struct stat st;
   if (::stat(opts.directory.c_str(), &st) != 0)
-    return absl::NotFoundError(absl::StrCat("nvme_path ", opts.directory, ": ",
-                                            std::strerror(errno)));
+    return absl::FailedPreconditionError(absl::StrCat("nvme_path ", opts.directory, ": ",
+                                                      std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat("nvme_path ", opts.directory,
                                                    " is not a directory"));
   std::unique_ptr<NvmeSwapper> s(new NvmeSwapper());
   s->opts_ = opts;
-  s->path_ = absl::StrCat(opts.directory, "/ds-swap-", opts.fileTag, "-", ::getpid(), ".bin");
-  s->fd_ = ::open(s->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
-  if (s->fd_ < 0 && errno == EINVAL) // a file system without O_DIRECT (tmpfs): buffered I/O
-    s->fd_ = ::open(s->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // An unnamed file (O_TMPFILE): nothing in the directory another process
+  // could pre-create, follow or open, and its space is freed when the
+  // process ends, however it ends. Without O_DIRECT on a file system that
+  // lacks it (tmpfs: buffered I/O).
+  s->path_ = absl::StrCat(opts.directory, " (", opts.fileTag, "'s unnamed swap file)");
+  s->fd_ = ::open(opts.directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC | O_DIRECT, 0600);
+  if (s->fd_ < 0 && errno == EINVAL)
+    s->fd_ = ::open(opts.directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (s->fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+    // No O_TMPFILE here: a name no other process can guess, created
+    // exclusively and unlinked at once.
+    std::string name = absl::StrCat(opts.directory, "/ds-swap-", opts.fileTag, "-XXXXXX");
+    int fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) {
+      ::unlink(name.c_str());
+      s->fd_ = fd;
+    }
+  }
   if (s->fd_ < 0)
-    return absl::PermissionDeniedError(absl::StrCat("cannot create the NVMe swap file ", s->path_,
-                                                    ": ", std::strerror(errno)));
-  // Gone from the directory at once: the space is freed when the process
-  // ends, however it ends.
-  ::unlink(s->path_.c_str());
+    return absl::PermissionDeniedError(absl::StrCat("cannot create an NVMe swap file in ",
+                                                    opts.directory, ": ", std::strerror(errno)));
   // A file-size limit (ulimit -f) would kill the process with SIGXFSZ at
   // the first write past it; ignored, the write fails with EFBIG and the
   // error names the file.
@@ -93,18 +105,27 @@ NvmeSwapper::create(const NvmeSwapOptions &opts, const std::vector<uint64_t> &re
     r.bytes = bytes;
     r.blockCrc.assign((bytes + opts.blockSize - 1) / opts.blockSize, 0);
     s->regions_.push_back(std::move(r));
-    total += roundUp(std::max<uint64_t>(bytes, 1), opts.blockSize);
+    // Regions start on O_DIRECT's alignment, not the block size: a small
+    // state costs its bytes rounded to 4 KiB, however large the blocks.
+    total += roundUp(std::max<uint64_t>(bytes, 1), kSector);
   }
   if (total) {
     int err = ::posix_fallocate(s->fd_, 0, static_cast<off_t>(total));
     if (err)
       return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot reserve ", total, " bytes for the NVMe swap file ", s->path_, ": ",
+          "cannot reserve ", total, " bytes for the NVMe swap file in ", s->path_, ": ",
           std::strerror(err)));
   }
+  // No I/O is larger than the largest region: staging buffers past it
+  // would only hold memory (a 1 GiB block size for kilobytes of state).
+  uint64_t largest = 0;
+  for (uint64_t bytes : regionBytes) largest = std::max(largest, bytes);
+  s->opts_.blockSize = std::min<uint64_t>(opts.blockSize, roundUp(std::max<uint64_t>(largest, 1), kSector));
+  for (auto &r : s->regions_)
+    r.blockCrc.assign((r.bytes + s->opts_.blockSize - 1) / s->opts_.blockSize, 0);
   for (uint32_t i = 0; i < opts.bufferCount; ++i) {
     void *p = nullptr;
-    if (::posix_memalign(&p, kSector, opts.blockSize) != 0)
+    if (::posix_memalign(&p, kSector, s->opts_.blockSize) != 0)
       return absl::ResourceExhaustedError(absl::StrCat(
           "cannot allocate ", opts.bufferCount, " NVMe staging buffers of ", opts.blockSize,
           " bytes"));
@@ -175,7 +196,7 @@ absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
   auto fail = [&](size_t b, const std::string &what) {
     if (failure.ok())
       failure = absl::DataLossError(absl::StrCat(
-          toFile ? "writing" : "reading", " the NVMe swap file ", path_, " at offset ",
+          toFile ? "writing" : "reading", " the NVMe swap file in ", path_, " at offset ",
           reg.offset + b * bs, " (", blockLen(b), " bytes): ", what));
   };
   for (size_t slot = 0; slot < slots && next < blocks; ++slot) submit(slot);

@@ -42,6 +42,8 @@ public:
   /// Reads region `r` into `dst`; a region never written reads as zeros.
   absl::Status read(uint32_t r, void *dst);
 
+  /// Whether region `r` was written (else it holds nothing yet).
+  bool written(uint32_t r) const { return r < regions_.size() && regions_[r].written; }
   uint64_t bytesRead() const { return bytesRead_; }
   uint64_t bytesWritten() const { return bytesWritten_; }
   double secondsReading() const { return secondsReading_; }

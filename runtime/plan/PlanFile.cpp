@@ -858,7 +858,7 @@ absl::Status checkDeviceBudget(const SpaceBytes &s, uint64_t budget) {
       "the plan needs ", s.device, " bytes of device memory per rank (arena ", s.deviceArena,
       ", state ", s.deviceState, ", weights, inputs and outputs ",
       s.device - s.deviceArena - s.deviceState, "), over the device memory budget of ", budget,
-      " bytes; offload the optimizer state (zero_optimization.offload_optimizer) or raise "
+      " bytes; offload more (zero_optimization.offload_optimizer, offload_param) or raise "
       "--device-memory"));
 }
 

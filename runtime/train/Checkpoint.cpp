@@ -121,6 +121,14 @@ absl::Status checkLoadedFinite(const HostArray &a, const std::string &name,
 /// reads it): by --resume, --zero-to-fp32 and --export-onnx alike.
 absl::Status checkSameModel(const std::string &ck, const ds::plan::CheckpointMeta &meta,
                             const ds::plan::Plan &p) {
+  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p) &&
+      meta.plan_source() == p.source())
+    // The same model file: what it trains differs, in type or in set.
+    return absl::FailedPreconditionError(absl::StrCat(
+        ck, " was saved by a plan of ", meta.plan_source(),
+        " that trains other tensors than this one (another precision: fp32 against bf16/fp16 "
+        "with fp32 masters, or another --parameters/--freeze/--tie set); compile this plan "
+        "with the checkpoint's config and flags, or train it in another --checkpoint-dir"));
   if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
     return absl::FailedPreconditionError(absl::StrCat(
         ck, " was saved by a plan of another model (its source graph or trained tensors "
@@ -551,7 +559,8 @@ struct RankFiles {
     a.dtype = b.dtype();
     for (size_t r = 0; r < files.size(); ++r) {
       const HostArray *blk = find(static_cast<int64_t>(r), n);
-      if (!blk || blk->dtype != b.dtype())
+      // bf16 is stored as uint16 in .npz (numpy has no bfloat16).
+      if (!blk || !npyHolds(blk->dtype, b.dtype()))
         return absl::InvalidArgumentError(
             absl::StrCat(ck, "/state.rank", r, ".npz lacks '", n, "' as ", dtypeName(b.dtype())));
       a.data.insert(a.data.end(), blk->data.begin(), blk->data.end());

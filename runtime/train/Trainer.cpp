@@ -586,6 +586,9 @@ private:
 
 absl::Status train(Session &session, const TrainOptions &o) {
   DS_RETURN_IF_ERROR(checkTrainable(session));
+  // ZeRO-Infinity: the swap file exists (and its space is reserved) before
+  // the first step, not at the first swap.
+  DS_RETURN_IF_ERROR(session.openSwapper());
   DS_ASSIGN_OR_RETURN(DataLoader data, openData(session, o));
   // Data-parallel ranks read one data set in one order: a rank given
   // another file (or --shuffle / --seed) would train on other samples.

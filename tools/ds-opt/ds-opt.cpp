@@ -17,6 +17,7 @@
 #include "ds/Pipelines/Pipelines.h"
 #include "ds/Plan/Report.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -257,19 +258,19 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       if (!mlir::ds::parseBindInputSpec(spec, options, error)) return fail(error), nullptr;
     }
     // Training: a dynamic batch dimension is the config's micro batch, as
-    // DeepSpeed feeds it. A config that does not read is reported with its
-    // key by the training pipeline; here it only means no default.
+    // DeepSpeed feeds it. A config that does not read is reported now,
+    // naming its key (the import would otherwise stop first, at a dynamic
+    // dimension the config was meant to fix).
     if (!configPath.empty()) {
       std::string error;
       bool inference = mlir::ds::asInferenceConfig(configPath, error).has_value();
       if (!inference || !lossKind.empty()) {
         options.training = true;
         auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize);
-        if (cfg && cfg->microBatchSize > 0) {
+        if (!cfg) return fail(llvm::toString(cfg.takeError())), nullptr;
+        if (cfg->microBatchSize > 0) {
           options.batchSize = cfg->microBatchSize;
           options.batchSource = "train_micro_batch_size_per_gpu";
-        } else if (!cfg) {
-          llvm::consumeError(cfg.takeError());
         }
       }
     }
@@ -631,13 +632,28 @@ int main(int argc, char **argv) {
   if (report) {
     FailureOr<mlir::ds::MemoryReport> r = mlir::ds::computeMemoryReport(*module);
     if (failed(r)) return 1;
+    // The per-space rows from the plan itself: the same count ds-run checks
+    // a device budget against.
+    {
+      // Quietly: a module that cannot become a plan is reported on as is
+      // (writing it, if asked, says why).
+      mlir::ScopedDiagnosticHandler quiet(module->getContext(),
+                                          [](mlir::Diagnostic &) { return success(); });
+      ::ds::rt::PlanWriter w;
+      if (succeeded(mlir::ds::emitPlan(*module, mlir::ds::EmitPlanOptions(), w))) {
+        ::ds::rt::SpaceBytes sb = ::ds::rt::spaceBytes(w.plan());
+        r->planDeviceBytes = static_cast<int64_t>(sb.device);
+        r->planHostBytes = static_cast<int64_t>(sb.host);
+      }
+    }
     mlir::ds::printMemoryReport(*r, reportOnly || emit == "plan" ? llvm::outs() : llvm::errs());
     if (reportOnly) {
       if (deviceBudget && static_cast<uint64_t>(r->deviceBytes()) > deviceBudget)
         return fail("--device-memory: the plan needs " + std::to_string(r->deviceBytes()) +
                     " bytes of device memory per rank, over the budget of " +
                     std::to_string(deviceBudget) +
-                    " bytes; offload the optimizer state (zero_optimization.offload_optimizer)");
+                    " bytes; offload more (zero_optimization.offload_optimizer, offload_param) "
+                    "or raise --device-memory");
       return 0;
     }
   }

@@ -306,6 +306,13 @@ absl::StatusOr<Execution> openExecution(const std::string &planPath, Comm &world
     budget = *bytes;
   }
   opts.deviceMemoryLimit = budget;
+  const plan::Plan &p = e.loaded->plan();
+  if (!absl::GetFlag(FLAGS_nvme_path).empty() &&
+      std::none_of(p.buffers().begin(), p.buffers().end(),
+                   [](const plan::Buffer &b) { return b.space() == plan::NVME; }))
+    return absl::InvalidArgumentError(
+        "--nvme-path: this plan swaps nothing to NVMe (compile it with offload_optimizer or "
+        "offload_param \"device\": \"nvme\")");
   DS_RETURN_IF_ERROR(registerAllBackends());
   DS_ASSIGN_OR_RETURN(e.backend, createBackend(absl::GetFlag(FLAGS_backend), opts));
   DS_ASSIGN_OR_RETURN(e.session, Session::create(*e.loaded, *e.backend, &world, budget,

@@ -45,9 +45,18 @@ struct MemoryReport {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes;
   }
-  /// What the device holds: everything but the offloaded state.
-  int64_t deviceBytes() const { return total() - hostStateBytes - nvmeStateBytes; }
-  int64_t hostBytes() const { return hostStateBytes + hostArenaBytes; }
+  /// The emitted plan's own per-space bytes (runtime/plan/PlanFile.h's
+  /// spaceBytes, what ds-run checks --device-memory against), when the
+  /// caller emitted one; -1 otherwise.
+  int64_t planDeviceBytes = -1, planHostBytes = -1;
+  /// What the device holds: the plan's count when known, else everything
+  /// but the offloaded state.
+  int64_t deviceBytes() const {
+    return planDeviceBytes >= 0 ? planDeviceBytes : total() - hostStateBytes - nvmeStateBytes;
+  }
+  int64_t hostBytes() const {
+    return planHostBytes >= 0 ? planHostBytes : hostStateBytes + hostArenaBytes;
+  }
 };
 
 /// DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold, same

@@ -89,7 +89,7 @@ public:
       chosen.insert(name);
       covered += n;
     }
-    numOffloaded = chosen.size();
+    if (stateSpace != MemorySpace::Device) numOffloaded = chosen.size();
     auto place = [&](ml_program::GlobalOp g, MemorySpace space) {
       if (space != MemorySpace::Device)
         g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), space));

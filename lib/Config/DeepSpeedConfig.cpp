@@ -146,7 +146,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     // params through), so a missing one is an error, not 1e-3.
     if (opt.kind == OptimizerConfig::Kind::SGD && !p.has("lr"))
       return p.error("lr", "is required for SGD (torch.optim.SGD has no default)");
-    DS_CHECK(p.number("lr", opt.lr, /*positive=*/true));
+    // lr 0 is DeepSpeed's too (a frozen run, or a schedule that sets it).
+    DS_CHECK(p.number("lr", opt.lr, /*positive=*/false, /*nonNegative=*/true));
     DS_CHECK(p.number("weight_decay", opt.weightDecay, false, /*nonNegative=*/true));
     if (opt.kind == OptimizerConfig::Kind::SGD) {
       DS_CHECK(p.number("momentum", opt.momentum, false, true));
@@ -226,6 +227,13 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
     if (!po || !po->get("total_num_steps"))
       return p.error("total_num_steps", "is required for " + type);
     DS_CHECK(p.integer("total_num_steps", s.totalNumSteps, /*positive=*/true));
+    // DeepSpeed's cosine phase divides by their difference.
+    if (s.kind == SchedulerConfig::Kind::WarmupCosineLR && s.totalNumSteps <= s.warmupNumSteps)
+      return p.error("total_num_steps",
+                     llvm::formatv("must be greater than warmup_num_steps ({0}) for "
+                                   "WarmupCosineLR, got {1}",
+                                   s.warmupNumSteps, s.totalNumSteps)
+                         .str());
   }
   DS_CHECK(p.finish());
   return r.finish();
@@ -650,6 +658,10 @@ llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
     return r.error("train_batch_size", "either train_batch_size or "
                                        "train_micro_batch_size_per_gpu must be given");
   }
+  // The plan's bound (runtime/plan/PlanFile.cpp), named here with its key.
+  if (gas > (int64_t(1) << 20))
+    return r.error(haveGas ? "gradient_accumulation_steps" : "train_batch_size",
+                   llvm::formatv("gradient_accumulation_steps {0} is over 2^20", gas).str());
   c.trainBatchSize = tbs;
   c.microBatchSize = mbs;
   c.gradientAccumulationSteps = gas;

@@ -67,8 +67,9 @@ LogicalResult ConstantImporter::constantNode(const onnx::NodeProto &n) {
 
 LogicalResult ConstantImporter::constantOfShape(const onnx::NodeProto &n) {
   DS_TRY(spec, constantInts(n, 0, "input"));
-  for (int64_t d : spec)
-    if (d < 0) return nodeError(n) << "shape has a negative dimension";
+  SmallVector<__int128> wide(spec.begin(), spec.end());
+  SmallVector<int64_t> checked;
+  if (failed(checkedShape(n, wide, checked, "shape"))) return failure();
   Attribute fill = b_.getF32FloatAttr(0.0f);
   Type elem = b_.getF32Type();
   if (const auto *a = findAttr(n, "value")) {

@@ -182,9 +182,18 @@ LogicalResult ElementwiseImporter::bitShift(const onnx::NodeProto &n) {
   Type elem = typeOf(x).getElementType();
   if (!elem.isUnsignedInteger()) return nodeError(n) << "BitShift needs unsigned integers";
   DS_TRY(factor, build<PowOp>({scalar(elem, 2), s}));
-  FailureOr<Value> y = direction == "LEFT" ? build<MulOp>({x, factor}) : build<DivOp>({x, factor});
-  if (failed(y)) return failure();
-  setOutput(n, 0, *y);
+  if (direction == "LEFT") { // 2^s wraps to 0 past the width: x * 0 = 0, as a shift
+    DS_TRY(y, build<MulOp>({x, factor}));
+    setOutput(n, 0, y);
+    return success();
+  }
+  // Past the width every bit is shifted out: 0 (numpy, onnxruntime), where
+  // the wrapped 2^s would divide by zero.
+  DS_TRY(out, build<GreaterEqualOp>({s, scalar(elem, elem.getIntOrFloatBitWidth())}));
+  DS_TRY(divisor, build<WhereOp>({out, scalar(elem, 1), factor}));
+  DS_TRY(q, build<DivOp>({x, divisor}));
+  DS_TRY(y, build<WhereOp>({out, scalar(elem, 0), q}));
+  setOutput(n, 0, y);
   return success();
 }
 

@@ -60,6 +60,20 @@ FailureOr<Value> NodeImporter::sliceAxis(Value x, int64_t axis, int64_t start, i
                              {arrAttr("starts", starts), arrAttr("steps", steps)});
 }
 
+LogicalResult NodeImporter::checkedShape(const onnx::NodeProto &n, ArrayRef<__int128> dims,
+                                         SmallVectorImpl<int64_t> &out, StringRef what) {
+  __int128 total = 1;
+  for (__int128 d : dims) {
+    if (d < 0) return nodeError(n) << what << " has a negative dimension";
+    if (d > opts_.maxElements || (total *= d) > opts_.maxElements)
+      return nodeError(n) << what << " would have more than " << opts_.maxElements
+                          << " elements (ds-opt --max-elements raises the limit)";
+  }
+  out.clear();
+  for (__int128 d : dims) out.push_back(static_cast<int64_t>(d));
+  return success();
+}
+
 /// Pads (positive) or crops (negative) each axis of `x` by lo/hi.
 FailureOr<Value> NodeImporter::padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
                                        ArrayRef<int64_t> hi, StringRef mode, Attribute fill) {

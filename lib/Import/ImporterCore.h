@@ -358,6 +358,11 @@ protected:
   template <typename OpTy>
   FailureOr<Value> reduceWith(Value x, ArrayRef<int64_t> axes, bool keepdims);
   FailureOr<Value> sliceAxis(Value x, int64_t axis, int64_t start, int64_t step, int64_t count);
+  /// Fails (naming the node) unless `dims` (computed in 128 bits from the
+  /// file's values) are non-negative and hold at most --max-elements
+  /// elements; `out` gets them as int64.
+  LogicalResult checkedShape(const onnx::NodeProto &n, ArrayRef<__int128> dims,
+                             SmallVectorImpl<int64_t> &out, StringRef what);
   FailureOr<Value> padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
                            ArrayRef<int64_t> hi, StringRef mode, Attribute fill);
   Value iota(int64_t n, int64_t axis, int64_t rank, Type elem);

@@ -138,12 +138,14 @@ LogicalResult TensorImporter::tile(const onnx::NodeProto &n) {
   ArrayRef<int64_t> s = typeOf(x).getShape();
   if (reps.size() != s.size()) return nodeError(n) << "repeats must have one entry per dimension";
   SmallVector<int64_t> inter, expanded, out;
+  SmallVector<__int128> wide;
   for (size_t d = 0; d < s.size(); ++d) {
     if (reps[d] < 0) return nodeError(n) << "repeats must be non-negative";
     inter.append({1, s[d]});
     expanded.append({reps[d], s[d]});
-    out.push_back(reps[d] * s[d]);
+    wide.push_back(static_cast<__int128>(reps[d]) * s[d]);
   }
+  if (failed(checkedShape(n, wide, out, "the tiled result"))) return failure();
   DS_TRY(a, reshape(x, inter));
   DS_TRY(e, buildTyped<ExpandOp>(RankedTensorType::get(expanded, typeOf(x).getElementType()), a));
   DS_TRY(y, reshape(e, out));

@@ -122,14 +122,17 @@ private:
   bool selected(ParameterOp p, const llvm::StringSet<> &frozenSet,
                 const llvm::StringSet<> &only) const {
     if (!isa<FloatType>(p.getType().getElementType())) return false;
-    if (!only.empty()) {
-      auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
-      return only.contains(p.getSymName()) || (of && only.contains(of.getValue()));
-    }
+    if (!only.empty()) return named(p, only);
     // PyTorch 2's exporter records which initializers are buffers (the
     // importer marks them ds.buffer).
-    return !frozenSet.contains(p.getSymName()) && p.getType().getNumElements() > 1 &&
-           !p->hasAttr("ds.buffer");
+    return !named(p, frozenSet) && p.getType().getNumElements() > 1 && !p->hasAttr("ds.buffer");
+  }
+
+  /// Whether `set` names `p` or the initializer it is a transposed copy of
+  /// (a Gemm's transB weight: --freeze l1.weight freezes its copy too).
+  static bool named(ParameterOp p, const llvm::StringSet<> &set) {
+    auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
+    return set.contains(p.getSymName()) || (of && set.contains(of.getValue()));
   }
 
   /// ds.parameter (trainable) -> mutable global + global_load; tied copies
@@ -173,7 +176,7 @@ private:
       ArrayRef<uint8_t> bytes;
       std::shared_ptr<std::vector<uint8_t>> owned;
       // Untied copies (TorchParameters.h) hold equal values on purpose.
-      bool tieable = tieWeights && isFloat && !frozenSet.contains(name) && !p->hasAttr("ds.untied");
+      bool tieable = tieWeights && isFloat && !named(p, frozenSet) && !p->hasAttr("ds.untied");
       if (tieable) {
         if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
           bytes = *view;

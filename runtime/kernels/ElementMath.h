@@ -178,7 +178,10 @@ struct Ceil { template <class T> DS_HOST_DEVICE T operator()(T x) const { return
 /// Half to even, as ONNX Round and numpy.round (the default rounding mode).
 struct Round { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::nearbyint(x); } };
 struct Sign {
-  template <class T> DS_HOST_DEVICE T operator()(T x) const { return T((x > T(0)) - (x < T(0))); }
+  // NaN stays NaN (x != x only for a float NaN), as numpy and ONNX.
+  template <class T> DS_HOST_DEVICE T operator()(T x) const {
+    return x != x ? x : T((x > T(0)) - (x < T(0)));
+  }
 };
 /// log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|).
 struct Softplus {

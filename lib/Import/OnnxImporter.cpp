@@ -228,10 +228,27 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
   if (failed(checkInputOptions(g, initializerNames))) return failure();
 
   GraphInputs inputs;
+  std::vector<std::string> defaulted;
   for (const auto &vi : g.input()) {
-    if (initializerNames.contains(vi.name())) continue;
+    if (initializerNames.contains(vi.name())) {
+      defaulted.push_back(vi.name());
+      continue;
+    }
     if (failed(addInput(vi, inputs))) return failure();
   }
+  // ONNX makes such an initializer an input's default, which a caller may
+  // override; ds compiles the value in (as onnxruntime does unless asked),
+  // and says so once rather than leave a later "unknown input" unexplained.
+  if (defaulted.size() == 1)
+    emitRemark(FileLineColLoc::get(ctx_, path_, 0, 0))
+        << "graph input '" << defaulted.front()
+        << "' has an initializer: compiled in as a constant (ONNX's overridable default is "
+           "fixed in the plan)";
+  else if (defaulted.size() > 1)
+    emitRemark(FileLineColLoc::get(ctx_, path_, 0, 0))
+        << defaulted.size() << " graph inputs have initializers ('" << defaulted.front()
+        << "', ...): compiled in as constants (ONNX's overridable defaults are fixed in the "
+           "plan)";
   func = createMain(inputs);
   if (failed(importInitializers(g)) || failed(importNodes(g))) return failure();
   return importOutputs(g, func);

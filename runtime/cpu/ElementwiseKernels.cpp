@@ -219,6 +219,12 @@ absl::StatusOr<PreparedStep> prepareUnary(const KernelContext &c) {
   case plan::BF16: return makeUnary<uint16_t, HalfUnary<Op, true>>(c.in[0], c.out[0]);
   case plan::I32: if (kIntegers) return makeUnary<int32_t, Op>(c.in[0], c.out[0]); break;
   case plan::I64: if (kIntegers) return makeUnary<int64_t, Op>(c.in[0], c.out[0]); break;
+  case plan::I8: if (kIntegers) return makeUnary<int8_t, Op>(c.in[0], c.out[0]); break;
+  case plan::I16: if (kIntegers) return makeUnary<int16_t, Op>(c.in[0], c.out[0]); break;
+  case plan::U8: if (kIntegers) return makeUnary<uint8_t, Op>(c.in[0], c.out[0]); break;
+  case plan::U16: if (kIntegers) return makeUnary<uint16_t, Op>(c.in[0], c.out[0]); break;
+  case plan::U32: if (kIntegers) return makeUnary<uint32_t, Op>(c.in[0], c.out[0]); break;
+  case plan::U64: if (kIntegers) return makeUnary<uint64_t, Op>(c.in[0], c.out[0]); break;
   default: break;
   }
   return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));

@@ -167,6 +167,14 @@ absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
   case plan::F64: return makeReduce<double, K>(c, axes);
   case plan::I32: return makeReduce<int32_t, K>(c, axes);
   case plan::I64: return makeReduce<int64_t, K>(c, axes);
+  // The narrow integers ONNX allows, summed in their own type (wrapping,
+  // as the ONNX reference's astype does).
+  case plan::I8: return makeReduce<int8_t, K>(c, axes);
+  case plan::I16: return makeReduce<int16_t, K>(c, axes);
+  case plan::U8: return makeReduce<uint8_t, K>(c, axes);
+  case plan::U16: return makeReduce<uint16_t, K>(c, axes);
+  case plan::U32: return makeReduce<uint32_t, K>(c, axes);
+  case plan::U64: return makeReduce<uint64_t, K>(c, axes);
   default:
     return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }

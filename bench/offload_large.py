@@ -4,7 +4,7 @@ parameters offloaded to host memory and the optimizer state swapped to NVMe
 (ZeRO-Infinity), under a device budget a fraction of its model states.
 
     bench/.venv/bin/python bench/offload_large.py [--d 2048] [--layers 20] [--steps 3] \
-        [--device-memory 2GiB] [--work DIR]
+        [--device-memory 2GiB] [--sub-group-size 1e8] [--work DIR]
 
 Prints the parameter count, DeepSpeed's model-state bytes (16 per parameter
 in fp32: parameters, gradients, Adam's two moments) against the device
@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--device-memory", default="2GiB")
     ap.add_argument("--persistence", type=int, default=100000,
                     help="stage3_param_persistence_threshold (DeepSpeed's default 1e5)")
+    ap.add_argument("--sub-group-size", type=int, default=100000000,
+                    help="elements of optimizer state swapped and updated together (DeepSpeed's "
+                    "default 1e9 would hold the whole state in host memory at once here)")
     ap.add_argument("--work", default="", help="directory for the model, plan and swap file")
     a = ap.parse_args()
     import numpy as np
@@ -75,7 +78,7 @@ def main():
               export_s))
     cfg = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.01}},
-           "zero_optimization": {"stage": 3,
+           "zero_optimization": {"stage": 3, "sub_group_size": a.sub_group_size,
                                  "stage3_param_persistence_threshold": a.persistence,
                                  "offload_param": {"device": "cpu", "pin_memory": True},
                                  "offload_optimizer": {"device": "nvme",

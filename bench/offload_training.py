@@ -10,6 +10,7 @@ resident memory growth (peak RSS less the RSS before the model existed),
 ds's device/host split (ds-run --rank-report), and the ratios ds / DeepSpeed.
 
     bench/.venv/bin/python bench/offload_training.py [--d 512] [--layers 8] [--steps 8]
+        [--worlds 1,2] [--offloads none,cpu,nvme]
 
 The venv comes from `bash bench/peers.sh` (PyTorch 2.x, DeepSpeed). On a
 machine without a GPU both runs keep "device" and host in one RAM: the
@@ -141,6 +142,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4, help="global batch")
     ap.add_argument("--threads", type=int, default=0, help="threads per rank (0: 2 / ranks)")
     ap.add_argument("--worlds", default="1,2")
+    ap.add_argument("--offloads", default="none,cpu,nvme")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", default="", help=argparse.SUPPRESS)
     ap.add_argument("--data", default="", help=argparse.SUPPRESS)
@@ -178,7 +180,7 @@ def main():
         threads = a.threads or max(1, 2 // world)
         a.threads = threads
         mbs = a.batch // world
-        for offload in ("none", "cpu", "nvme"):
+        for offload in a.offloads.split(","):
             # DeepSpeed swaps optimizer state to NVMe at stage 3 only.
             stage = 3 if offload == "nvme" else 2
             section = {"device": offload, "pin_memory": False}

@@ -441,14 +441,16 @@ llvm::Error readOffloadParam(const json::Object &zo, const std::string &file, Tr
   Reader r(o, "zero_optimization.offload_param", file);
   std::string device = "none", nvmePath;
   bool pin = false;
-  int64_t bufferCount = 5, bufferSize = 100000000, maxInCpu = 1000000000;
   DS_CHECK(r.string("device", device));
   DS_CHECK(r.string("nvme_path", nvmePath));
   DS_CHECK(r.boolean("pin_memory", pin));
-  DS_CHECK(r.integer("buffer_count", bufferCount, /*positive=*/true));
-  DS_CHECK(r.integer("buffer_size", bufferSize, true));
-  DS_CHECK(r.integer("max_in_cpu", maxInCpu));
+  DS_CHECK(r.integer("buffer_count", c.offloadParamBufferCount, /*positive=*/true));
+  DS_CHECK(r.integer("buffer_size", c.offloadParamBufferSize, true));
+  DS_CHECK(r.integer("max_in_cpu", c.offloadParamMaxInCpu));
   DS_CHECK(r.finish());
+  if (c.offloadParamBufferCount > 4096)
+    return r.error("buffer_count",
+                   llvm::formatv("must be at most 4096, got {0}", c.offloadParamBufferCount).str());
   DS_CHECK(checkOffloadDevice(r, device, nvmePath, c.zeroStage == 3,
                               "zero_optimization.stage 3 (parameter offload partitions the "
                               "parameters first, as in DeepSpeed)"));
@@ -538,15 +540,17 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
                      "false (all-reduce instead of reduce-scatter) is not supported; ds "
                      "always reduce-scatters into the partitions");
     }
-    // Keys of DeepSpeed's example configs that change nothing here:
-    // sub_group_size bounds how much of the flat fp32 state one optimizer
-    // step touches at once, and ds already updates one parameter's block
-    // at a time; the 16-bit save gathers nothing in fp32 training (whole
-    // weights come from --zero-to-fp32 / --export-onnx).
+    // The unit of the offloaded optimizer step (ds-offload).
     if (k == "sub_group_size") {
-      int64_t ignored = 0;
-      return count(k, ignored);
+      if (llvm::Error e = count(k, c.subGroupSize)) return e;
+      if (c.subGroupSize <= 0)
+        return r.error("zero_optimization.sub_group_size",
+                       llvm::formatv("must be positive, got {0}", c.subGroupSize).str());
+      return llvm::Error::success();
     }
+    // A key of DeepSpeed's example configs that changes nothing here: the
+    // 16-bit save gathers nothing in fp32 training (whole weights come from
+    // --zero-to-fp32 / --export-onnx).
     if (k == "stage3_gather_16bit_weights_on_model_save" ||
         k == "gather_16bit_weights_on_model_save" || k == "stage3_gather_fp16_weights_on_model_save") {
       bool ignored = false;

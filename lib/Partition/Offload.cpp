@@ -38,6 +38,7 @@ public:
 
 private:
   llvm::StringSet<> offloadedParams_;
+  int64_t paramBuffers_ = 5, subGroupSize_ = 1000000000;
 
 public:
 
@@ -102,6 +103,20 @@ public:
       if (auto t = training.getAs<IntegerAttr>("stage3_param_persistence_threshold"))
         persistence = t.getInt();
     const bool partitioned = MeshAttr::lookup(module) != nullptr;
+    auto knob = [&](StringRef key, int64_t dflt) {
+      if (training)
+        if (auto a = training.getAs<IntegerAttr>(key)) return a.getInt();
+      return dflt;
+    };
+    // ZeRO-Infinity's parameter staging (DeepSpeed's offload_param keys):
+    // with NVMe, partitions stay in host memory until max_in_cpu elements
+    // are placed there; each swapped one must fit a buffer of buffer_size
+    // elements, and buffer_count of them are in host memory at once.
+    const int64_t maxInCpu = knob("offload_param_max_in_cpu", 1000000000);
+    const int64_t bufferSize = knob("offload_param_buffer_size", 100000000);
+    paramBuffers_ = std::max<int64_t>(1, knob("offload_param_buffer_count", 5));
+    subGroupSize_ = subGroupSize > 0 ? subGroupSize : knob("sub_group_size", 1000000000);
+    int64_t inCpu = 0;
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
       StringRef name = g.getSymName();
       if (stateSpace != MemorySpace::Device) {
@@ -115,7 +130,21 @@ public:
       auto t = dyn_cast<RankedTensorType>(g.getType());
       if (paramSpace != MemorySpace::Device && name.starts_with("param:") && t &&
           (partitioned ? g->hasAttr("ds.partition_numel") : t.getNumElements() >= persistence)) {
-        place(g, paramSpace);
+        MemorySpace where = paramSpace;
+        if (where == MemorySpace::Nvme && inCpu + t.getNumElements() <= maxInCpu) {
+          where = MemorySpace::Host;
+          inCpu += t.getNumElements();
+        }
+        if (where == MemorySpace::Nvme && t.getNumElements() > bufferSize) {
+          module.emitError("ds-offload: parameter '")
+              << name.drop_front(strlen("param:")) << "' has " << t.getNumElements()
+              << " elements in its partition, more than zero_optimization.offload_param."
+                 "buffer_size ("
+              << bufferSize << "): a parameter swapped in from NVMe is staged in one buffer; "
+              << "raise buffer_size, or max_in_cpu to keep it in host memory";
+          return signalPassFailure();
+        }
+        place(g, where);
         offloadedParams_.insert(name);
         ++numParamsOffloaded;
       }
@@ -126,7 +155,8 @@ public:
       if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
       placeOps(f, spaces);
       insertTransfers(f, spaces);
-      if (stateSpace == MemorySpace::Nvme) prefetchSwaps(f, spaces);
+      scheduleStateSwaps(f, spaces);
+      prefetchParamSwaps(f, spaces);
       if (failed(spaces.verify(f))) return signalPassFailure();
     }
   }
@@ -174,34 +204,96 @@ private:
     }
   }
 
-  /// NVMe swap-ins one update ahead: the state of parameter i+1 is read
-  /// while parameter i's update computes (the runtime's I/O thread runs
-  /// swaps, waiting only where bytes are shared). Swaps are grouped by the
-  /// op that first reads them (one update reads a parameter's moments);
-  /// each group after the first moves, with its loads, before the previous
-  /// group's reader. One extra parameter's state is live in the host arena.
-  void prefetchSwaps(func::FuncOp f, const MemorySpaces &spaces) {
-    SmallVector<std::pair<Operation *, SmallVector<Operation *>>> groups;
+  /// Moves swap-in `fetch` (with the global load it reads, when that is
+  /// later) before `before`; false when it is already earlier or cannot
+  /// move (a store to the same global lies between).
+  static bool hoistSwapIn(Operation *fetch, Operation *before) {
+    if (!before->isBeforeInBlock(fetch)) return false;
+    Operation *def = fetch->getOperand(0).getDefiningOp();
+    if (def && def->getBlock() == before->getBlock() && before->isBeforeInBlock(def)) {
+      auto load = dyn_cast<ml_program::GlobalLoadOp>(def);
+      if (!load) return false;
+      for (Operation *op = before; op != def; op = op->getNextNode())
+        if (auto st = dyn_cast<ml_program::GlobalStoreOp>(op))
+          if (st.getGlobal() == load.getGlobal()) return false;
+      def->moveBefore(before);
+    }
+    fetch->moveBefore(before);
+    return true;
+  }
+
+  /// ZeRO-Infinity's optimizer swapping by sub-groups: consecutive updates
+  /// whose state reaches sub_group_size elements form one (DeepSpeed's
+  /// rule: a parameter is never split, a group closes once it has at least
+  /// that many). A sub-group's swap-ins run as one batch, before the
+  /// previous sub-group's first update, so the drive reads group k+1 while
+  /// group k computes; its swap-outs run as one batch after its last
+  /// update. Host memory then holds two sub-groups' state, not all of it.
+  void scheduleStateSwaps(func::FuncOp f, const MemorySpaces &spaces) {
+    struct Update {
+      Operation *op;
+      SmallVector<Operation *> ins, outs;
+    };
+    SmallVector<SmallVector<Update>> groups;
+    int64_t filled = 0;
+    for (Operation &op : f.getBody().front()) {
+      if (!isa<AdamUpdateOp, SgdUpdateOp>(op)) continue;
+      Update u{&op, {}, {}};
+      for (Value v : op.getOperands())
+        if (auto fetch = v.getDefiningOp<FetchOp>())
+          if (spaces.of(fetch.getOperand()) == MemorySpace::Nvme) u.ins.push_back(fetch);
+      for (Value r : op.getResults())
+        for (Operation *user : r.getUsers())
+          if (isa<OffloadOp>(user) && spaces.of(user->getResult(0)) == MemorySpace::Nvme)
+            u.outs.push_back(user);
+      if (u.ins.empty() && u.outs.empty()) continue;
+      if (groups.empty() || filled >= subGroupSize_) {
+        groups.emplace_back();
+        filled = 0;
+      }
+      filled += cast<ShapedType>(op.getOperand(2).getType()).getNumElements();
+      groups.back().push_back(std::move(u));
+    }
+    numSubGroups += groups.size();
+    for (size_t k = 0; k < groups.size(); ++k) {
+      Operation *before = groups[k ? k - 1 : 0].front().op;
+      for (Update &u : groups[k])
+        for (Operation *in : u.ins)
+          if (hoistSwapIn(in, before) && k) ++numPrefetched;
+      Operation *after = groups[k].back().op;
+      for (Update &u : groups[k])
+        for (Operation *out : u.outs) {
+          out->moveAfter(after);
+          after = out;
+          for (Operation *user : llvm::to_vector(out->getUsers())) {
+            user->moveAfter(after);
+            after = user;
+          }
+        }
+    }
+  }
+
+  /// Offloaded parameters' swap-ins (NVMe to host, before a use's fetch to
+  /// the device) move up to buffer_count - 1 uses ahead: the drive reads
+  /// ahead while the device computes, and at most buffer_count swapped-in
+  /// partitions are in host memory at once (offload_param's staging bound).
+  void prefetchParamSwaps(func::FuncOp f, const MemorySpaces &spaces) {
+    SmallVector<std::pair<Operation *, SmallVector<Operation *>>> uses;
     for (Operation &op : f.getBody().front()) {
       auto fetch = dyn_cast<FetchOp>(op);
       if (!fetch || spaces.of(fetch.getOperand()) != MemorySpace::Nvme) continue;
       Operation *reader = nullptr;
       for (Operation *u : fetch->getUsers())
         if (!reader || u->isBeforeInBlock(reader)) reader = u;
-      if (!reader) continue;
-      if (groups.empty() || groups.back().first != reader) groups.push_back({reader, {}});
-      groups.back().second.push_back(fetch);
+      if (!reader || isa<AdamUpdateOp, SgdUpdateOp>(reader)) continue;
+      if (uses.empty() || uses.back().first != reader) uses.push_back({reader, {}});
+      uses.back().second.push_back(fetch);
     }
-    for (size_t i = 1; i < groups.size(); ++i) {
-      Operation *before = groups[i - 1].first;
-      for (Operation *fetch : groups[i].second) {
-        Operation *load = fetch->getOperand(0).getDefiningOp();
-        if (!before->isBeforeInBlock(fetch)) continue;
-        if (load && load->getBlock() == before->getBlock() && before->isBeforeInBlock(load))
-          load->moveBefore(before);
-        fetch->moveBefore(before);
-        ++numPrefetched;
-      }
+    const size_t ahead = static_cast<size_t>(paramBuffers_ - 1);
+    for (size_t i = 1; i < uses.size() && ahead > 0; ++i) {
+      Operation *before = uses[i - std::min(i, ahead)].first;
+      for (Operation *fetch : uses[i].second)
+        if (hoistSwapIn(fetch, before)) ++numPrefetched;
     }
   }
 

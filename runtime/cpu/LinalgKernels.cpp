@@ -11,7 +11,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-#include <chrono>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -433,54 +435,35 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c);
 
 #ifdef DS_GEMM_ONEDNN
 /// Whether oneDNN's native 16-bit GEMM of `t` beats the f32 GEMM on this
-/// CPU, measured once per process: 16-bit dot products run at twice the
-/// f32 FMA rate on some CPUs (AMD Zen 5: ~1 TFLOP/s bf16 against ~0.5 f32
-/// on 2 cores) and at half of it on others (an Intel Xeon without AMX), so
-/// neither choice is right everywhere. Both products of one 256x512x512
-/// shape are timed, taking turns (best of 9 after a warm-up); native wins
-/// only by a clear margin (1.4x), so the choice does not flip with noise.
-/// DS_GEMM_16BIT=native|widen overrides it.
+/// CPU: 16-bit dot products run at twice the f32 FMA rate where the CPU
+/// has AMX (AMX-BF16, AMX-FP16) or is an AMD CPU with AVX512-BF16 (Zen 4
+/// and 5: ~1 TFLOP/s bf16 against ~0.5 f32 on 2 cores), and at half of it
+/// on an Intel CPU with AVX512-BF16 but no AMX (measured: 256x512x512 in
+/// 717-761 us bf16 against 381 us f32). Decided from CPUID, never by
+/// timing: a timed choice flipped under load, so one plan's bf16 training
+/// gave different bits from run to run. DS_GEMM_16BIT=native|widen
+/// overrides it.
 bool native16BitFaster(DType t) {
   auto decide = [](DType t) {
     if (const char *force = std::getenv("DS_GEMM_16BIT")) return std::string(force) == "native";
-    using namespace dnnl;
-    using tag = memory::format_tag;
-    try {
-      engine eng(engine::kind::cpu, 0);
-      stream s(eng);
-      const memory::dim m = 256, n = 512, k = 512;
-      struct Product {
-        matmul mm;
-        memory a, b, c;
-      };
-      auto make = [&](memory::data_type dt) {
-        memory::desc a({m, k}, dt, tag::ab), b({k, n}, dt, tag::any), c({m, n}, dt, tag::ab);
-        matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
-        Product p{matmul(pd), memory(a, eng), memory(pd.weights_desc(), eng), memory(c, eng)};
-        std::memset(p.a.get_data_handle(), 0, a.get_size());
-        std::memset(p.b.get_data_handle(), 0, pd.weights_desc().get_size());
-        return p;
-      };
-      auto time = [&](Product &p) {
-        auto t0 = std::chrono::steady_clock::now();
-        p.mm.execute(s, {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
-        s.wait();
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      };
-      Product half = make(t == plan::BF16 ? memory::data_type::bf16 : memory::data_type::f16);
-      Product full = make(memory::data_type::f32);
-      // Taking turns, so a load swing on a shared machine hits both alike.
-      double bestHalf = 1e30, bestFull = 1e30;
-      for (int i = 0; i < 10; ++i) {
-        double h = time(half), f = time(full);
-        if (i == 0) continue; // first touches and JIT
-        bestHalf = std::min(bestHalf, h);
-        bestFull = std::min(bestFull, f);
-      }
-      return bestHalf * 1.4 < bestFull;
-    } catch (const dnnl::error &) {
-      return false; // no native 16-bit GEMM here
-    }
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool amxBf16 = d & (1u << 22), amxTile = d & (1u << 24);
+    __get_cpuid_count(7, 1, &a, &b, &c, &d);
+    const bool avx512Bf16 = a & (1u << 5), amxFp16 = a & (1u << 21);
+    // AMX state enabled by the OS (XCR0 bits 17 and 18: XTILECFG, XTILEDATA).
+    unsigned lo = 0, hi = 0;
+    __get_cpuid(1, &a, &b, &c, &d);
+    if (c & (1u << 27)) // OSXSAVE
+      __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    const bool amx = amxTile && (lo & (3u << 17)) == (3u << 17);
+    if (t == plan::BF16) return (amx && amxBf16) || (__builtin_cpu_is("amd") && avx512Bf16);
+    return amx && amxFp16;
+#else
+    (void)t;
+    return false;
+#endif
   };
   static const bool bf16 = decide(plan::BF16), f16 = decide(plan::F16);
   return t == plan::BF16 ? bf16 : f16;

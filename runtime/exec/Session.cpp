@@ -174,6 +174,8 @@ absl::Status Session::bind() {
     auto &ranges = ranges_[prog.name()];
     auto &comm = isComm_[prog.name()];
     auto &bytes = stepBytes_[prog.name()];
+    // Swap steps (direction: 1 in, 0 out), by step; -1 for the others.
+    std::vector<std::pair<int, NvmeSwapper::Transfer>> swaps;
     for (const auto &step : prog.steps()) {
       std::vector<TensorView> ins, outs;
       std::vector<Range> rs;
@@ -216,7 +218,11 @@ absl::Status Session::bind() {
                              [&](uint32_t id) { return nvmeRegion_.count(id); }) ||
                  std::any_of(step.outputs().begin(), step.outputs().end(),
                              [&](uint32_t id) { return nvmeRegion_.count(id); })) {
-        ps = prepareSwap(step, step.location());
+        auto swap = prepareSwap(step, step.location());
+        if (!swap.ok()) return swap.status();
+        swaps.resize(prepared.size() + 1, {-1, {}});
+        swaps.back() = {step.kernel() == "fetch" ? 1 : 0, std::move(*swap)};
+        ps = PreparedStep([] { return absl::OkStatus(); }); // set below, with its batch
         // Swaps wait on the drive, not the cores: they run on the I/O
         // thread, overlapping compute that does not touch their buffers.
         comm.back() = 2;
@@ -230,14 +236,28 @@ absl::Status Session::bind() {
                                          "': ", ps.status().message()));
       prepared.push_back(std::move(*ps));
     }
+    swaps.resize(prepared.size(), {-1, {}});
+    auto &batchEnd = batchEnd_[prog.name()];
+    batchEnd.assign(prepared.size(), 0);
+    for (size_t i = 0; i < swaps.size();) {
+      if (swaps[i].first < 0) { ++i; continue; }
+      size_t end = i + 1;
+      while (end < swaps.size() && swaps[end].first == swaps[i].first) ++end;
+      std::vector<NvmeSwapper::Transfer> batch;
+      for (size_t k = i; k < end; ++k) batch.push_back(swaps[k].second);
+      const bool in = swaps[i].first == 1;
+      prepared[i] = [this, batch = std::move(batch), in] { return swapMany(batch, in); };
+      batchEnd[i] = end;
+      i = end;
+    }
   }
   return absl::OkStatus();
 }
 
 /// A fetch from NVMe (swap in) or an offload to it (swap out), through the
 /// swapper; errors name the state.
-absl::StatusOr<PreparedStep> Session::prepareSwap(const plan::Step &step,
-                                                  const std::string &where) {
+absl::StatusOr<NvmeSwapper::Transfer> Session::prepareSwap(const plan::Step &step,
+                                                          const std::string &where) {
   const bool in = step.kernel() == "fetch";
   if ((step.kernel() != "fetch" && step.kernel() != "offload") || step.inputs_size() != 1 ||
       step.outputs_size() != 1)
@@ -246,18 +266,10 @@ absl::StatusOr<PreparedStep> Session::prepareSwap(const plan::Step &step,
   uint32_t nvmeId = in ? step.inputs(0) : step.outputs(0);
   uint32_t hostId = in ? step.outputs(0) : step.inputs(0);
   const plan::Buffer &nb = plan_.plan().buffers(nvmeId);
-  if (plan_.plan().buffers(hostId).size_bytes() != nb.size_bytes())
+  if (plan_.plan().buffers(hostId).size_bytes() != nb.size_bytes() || !nvmeRegion_.count(nvmeId))
     return absl::InvalidArgumentError(absl::StrCat("step ", step.kernel(), " at ", where,
                                                    ": the host and NVMe buffers differ in size"));
-  uint32_t region = nvmeRegion_.at(nvmeId);
-  void *host = views_[hostId].data;
-  std::string name = nb.io_name();
-  return PreparedStep([=]() -> absl::Status {
-    absl::Status st = in ? swapIn(region, host) : swapOut(region, host);
-    if (!st.ok())
-      return absl::Status(st.code(), absl::StrCat("state '", name, "': ", st.message()));
-    return absl::OkStatus();
-  });
+  return NvmeSwapper::Transfer{nvmeRegion_.at(nvmeId), views_[hostId].data, nb.io_name()};
 }
 
 absl::Status Session::openSwapper() {
@@ -286,6 +298,19 @@ absl::Status Session::swapIn(uint32_t region, void *host) {
     return absl::OkStatus();
   }
   return swapper_->read(region, host);
+}
+
+absl::Status Session::swapMany(const std::vector<NvmeSwapper::Transfer> &swaps, bool in) {
+  if (!in) {
+    DS_RETURN_IF_ERROR(openSwapper());
+    return swapper_->writeMany(swaps);
+  }
+  std::vector<NvmeSwapper::Transfer> io;
+  for (const NvmeSwapper::Transfer &t : swaps) {
+    if (swapper_ && swapper_->written(t.region)) io.push_back(t);
+    else DS_RETURN_IF_ERROR(swapIn(t.region, t.host)); // its initial value, no I/O
+  }
+  return io.empty() ? absl::OkStatus() : swapper_->readMany(io);
 }
 
 absl::Status Session::swapOut(uint32_t region, const void *host) {
@@ -339,6 +364,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   const auto &isComm = isComm_[name];
   const auto &bytes = stepBytes_[name];
   const auto &transfers = transfers_[name];
+  const auto &batchEnd = batchEnd_[name];
   // Collectives go to the communication thread; a step waits only for the
   // in-flight collectives whose bytes it shares (read-after-write,
   // write-after-read, write-after-write), so the rest overlap.
@@ -372,7 +398,13 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   };
   for (size_t i = 0; i < steps.size(); ++i) {
     const plan::Step &ps = prog->steps(static_cast<int>(i));
-    DS_RETURN_IF_ERROR(drain([&](const InFlight &f) { return conflicts(f.step, i); }));
+    // A batch of swaps waits for what any of its steps shares.
+    const size_t last = std::max(i + 1, batchEnd[i]);
+    DS_RETURN_IF_ERROR(drain([&](const InFlight &f) {
+      for (size_t k = i; k < last; ++k)
+        if (conflicts(f.step, k)) return true;
+      return false;
+    }));
     if (transfers[i].first >= 0) transferred_[transfers[i].first] += transfers[i].second;
     if (isComm[i]) {
       PreparedStep fn = steps[i];

@@ -123,8 +123,14 @@ private:
   std::vector<const uint8_t *> nvmeInit_;    // initial bytes (null: zeros), by region
   absl::Status swapIn(uint32_t region, void *host);
   absl::Status swapOut(uint32_t region, const void *host);
+  /// Several swaps of one direction as one stream of I/O (a sub-group's).
+  absl::Status swapMany(const std::vector<NvmeSwapper::Transfer> &swaps, bool in);
   std::map<uint32_t, uint32_t> nvmeRegion_; // NVME buffer id -> swapper region
-  absl::StatusOr<PreparedStep> prepareSwap(const plan::Step &step, const std::string &where);
+  absl::StatusOr<NvmeSwapper::Transfer> prepareSwap(const plan::Step &step, const std::string &where);
+  /// Consecutive swaps of one direction run as one batch, submitted by its
+  /// first step (the others are placeholders the hazard tracking waits on);
+  /// by program and step: the end of the batch a step starts, or 0.
+  std::map<std::string, std::vector<size_t>> batchEnd_;
   std::map<std::string, std::vector<std::pair<int, uint64_t>>> transfers_; // by program, step
   uint64_t transferred_[2] = {0, 0};
   std::vector<std::pair<void *, plan::MemorySpace>> owned_;

@@ -147,59 +147,81 @@ NvmeSwapper::~NvmeSwapper() {
 }
 
 absl::Status NvmeSwapper::write(uint32_t r, const void *src) {
-  return transfer(r, const_cast<void *>(src), /*toFile=*/true);
+  return transfer({{r, const_cast<void *>(src)}}, /*toFile=*/true);
 }
 
-absl::Status NvmeSwapper::read(uint32_t r, void *dst) {
-  if (r >= regions_.size()) return absl::InternalError("NVMe region out of range");
-  if (!regions_[r].written) { // zero-initialized state, never swapped out yet
-    std::memset(dst, 0, regions_[r].bytes);
-    return absl::OkStatus();
+absl::Status NvmeSwapper::read(uint32_t r, void *dst) { return readMany({{r, dst}}); }
+
+absl::Status NvmeSwapper::writeMany(const std::vector<Transfer> &regions) {
+  return transfer(regions, /*toFile=*/true);
+}
+
+absl::Status NvmeSwapper::readMany(const std::vector<Transfer> &regions) {
+  std::vector<Transfer> io;
+  for (const Transfer &t : regions) {
+    if (t.region >= regions_.size()) return absl::InternalError("NVMe region out of range");
+    if (regions_[t.region].written) io.push_back(t);
+    else std::memset(t.host, 0, regions_[t.region].bytes); // zero-initialized, never swapped out
   }
-  return transfer(r, dst, /*toFile=*/false);
+  return io.empty() ? absl::OkStatus() : transfer(io, /*toFile=*/false);
 }
 
-// Blocks of the region go through the staging buffers, up to
-// min(buffer_count, queue_depth) in flight: a write copies a block into a
-// free buffer and submits it; a read submits into free buffers and copies
-// each completed block out, after checking its CRC-32.
-absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
-  if (r >= regions_.size()) return absl::InternalError("NVMe region out of range");
-  Region &reg = regions_[r];
+// The blocks of all the regions go through the staging buffers, up to
+// min(buffer_count, queue_depth) in flight across region boundaries (a
+// sub-group's many mid-size tensors keep the queue as full as one large
+// one): a write copies a block into a free buffer and submits it; a read
+// submits into free buffers and copies each completed block out, after
+// checking its CRC-32C.
+absl::Status NvmeSwapper::transfer(const std::vector<Transfer> &jobs, bool toFile) {
+  for (const Transfer &t : jobs)
+    if (t.region >= regions_.size()) return absl::InternalError("NVMe region out of range");
   const auto start = std::chrono::steady_clock::now();
   const uint64_t bs = opts_.blockSize;
-  const size_t blocks = reg.blockCrc.size();
+  // Every (job, block) in order.
+  std::vector<std::pair<uint32_t, uint32_t>> order;
+  uint64_t total = 0;
+  for (uint32_t j = 0; j < jobs.size(); ++j) {
+    const Region &reg = regions_[jobs[j].region];
+    for (uint32_t b = 0; b < reg.blockCrc.size(); ++b) order.push_back({j, b});
+    total += reg.bytes;
+  }
   const size_t slots = std::min<size_t>(buffers_.size(), opts_.queueDepth);
-  std::vector<int64_t> slotBlock(slots, -1); // the block a slot's buffer holds
-  auto *bytes = static_cast<uint8_t *>(host);
-  auto blockLen = [&](size_t b) { return std::min<uint64_t>(bs, reg.bytes - b * bs); };
+  std::vector<int64_t> slotItem(slots, -1); // the item of `order` a slot's buffer holds
+  auto regionOf = [&](size_t item) -> Region & { return regions_[jobs[order[item].first].region]; };
+  auto hostOf = [&](size_t item) {
+    return static_cast<uint8_t *>(jobs[order[item].first].host) + uint64_t(order[item].second) * bs;
+  };
+  auto blockLen = [&](size_t item) {
+    return std::min<uint64_t>(bs, regionOf(item).bytes - uint64_t(order[item].second) * bs);
+  };
+  auto fileOffset = [&](size_t item) { return regionOf(item).offset + uint64_t(order[item].second) * bs; };
   absl::Status failure;
   size_t next = 0, inFlight = 0;
   auto submit = [&](size_t slot) {
-    size_t b = next++;
-    slotBlock[slot] = static_cast<int64_t>(b);
-    uint64_t len = blockLen(b), ioLen = roundUp(len, kSector);
+    size_t item = next++;
+    slotItem[slot] = static_cast<int64_t>(item);
+    uint64_t len = blockLen(item), ioLen = roundUp(len, kSector);
     io_uring_sqe *sqe = io_uring_get_sqe(&ring_->ring);
     if (toFile) {
-      std::memcpy(buffers_[slot], bytes + b * bs, len);
+      std::memcpy(buffers_[slot], hostOf(item), len);
       std::memset(static_cast<uint8_t *>(buffers_[slot]) + len, 0, ioLen - len);
-      reg.blockCrc[b] = blockChecksum(buffers_[slot], len);
-      io_uring_prep_write(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen),
-                          reg.offset + b * bs);
+      regionOf(item).blockCrc[order[item].second] = blockChecksum(buffers_[slot], len);
+      io_uring_prep_write(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen), fileOffset(item));
     } else {
-      io_uring_prep_read(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen),
-                         reg.offset + b * bs);
+      io_uring_prep_read(sqe, fd_, buffers_[slot], static_cast<unsigned>(ioLen), fileOffset(item));
     }
     io_uring_sqe_set_data64(sqe, slot);
     ++inFlight;
   };
-  auto fail = [&](size_t b, const std::string &what) {
+  auto fail = [&](size_t item, const std::string &what) {
     if (failure.ok())
       failure = absl::DataLossError(absl::StrCat(
+          jobs[order[item].first].name.empty() ? "" : "state '", jobs[order[item].first].name,
+          jobs[order[item].first].name.empty() ? "" : "': ",
           toFile ? "writing" : "reading", " the NVMe swap file in ", path_, " at offset ",
-          reg.offset + b * bs, " (", blockLen(b), " bytes): ", what));
+          fileOffset(item), " (", blockLen(item), " bytes): ", what));
   };
-  for (size_t slot = 0; slot < slots && next < blocks; ++slot) submit(slot);
+  for (size_t slot = 0; slot < slots && next < order.size(); ++slot) submit(slot);
   while (inFlight > 0) {
     if (int err = io_uring_submit(&ring_->ring); err < 0 && failure.ok())
       failure = absl::UnavailableError(absl::StrCat("io_uring_submit: ", std::strerror(-err)));
@@ -213,36 +235,39 @@ absl::Status NvmeSwapper::transfer(uint32_t r, void *host, bool toFile) {
     int res = cqe->res;
     io_uring_cqe_seen(&ring_->ring, cqe);
     --inFlight;
-    size_t b = static_cast<size_t>(slotBlock[slot]);
-    uint64_t len = blockLen(b), ioLen = roundUp(len, kSector);
+    size_t item = static_cast<size_t>(slotItem[slot]);
+    uint64_t len = blockLen(item), ioLen = roundUp(len, kSector);
     if (res < 0) {
-      fail(b, std::strerror(-res));
+      fail(item, std::strerror(-res));
     } else if (static_cast<uint64_t>(res) != ioLen) {
-      fail(b, absl::StrCat("short ", toFile ? "write" : "read", " of ", res, " bytes"));
+      fail(item, absl::StrCat("short ", toFile ? "write" : "read", " of ", res, " bytes"));
     } else if (!toFile) {
       uint32_t crc = blockChecksum(buffers_[slot], len);
-      if (crc != reg.blockCrc[b])
-        fail(b, "its CRC-32C differs from the one written (the swap file was damaged)");
+      if (crc != regionOf(item).blockCrc[order[item].second])
+        fail(item, "its CRC-32C differs from the one written (the swap file was damaged)");
       else
-        std::memcpy(bytes + b * bs, buffers_[slot], len);
+        std::memcpy(hostOf(item), buffers_[slot], len);
     }
-    if (failure.ok() && next < blocks) submit(slot);
+    if (failure.ok() && next < order.size()) submit(slot);
   }
   if (!failure.ok()) return failure;
   if (toFile) {
-    reg.written = true;
-    bytesWritten_ += reg.bytes;
+    bytesWritten_ += total;
     secondsWriting_ += secondsSince(start);
-    // Test hook: damage the first block on disk after it was written, as a
-    // failing drive would (test/Runtime/offload-nvme.test).
-    if (const char *flip = std::getenv("DS_TEST_DAMAGE_SWAP"); flip && *flip == '1' && reg.bytes) {
-      if (::pread(fd_, buffers_[0], kSector, reg.offset) == static_cast<ssize_t>(kSector)) {
-        static_cast<uint8_t *>(buffers_[0])[0] ^= 0x40;
-        (void)::pwrite(fd_, buffers_[0], kSector, reg.offset);
+    for (const Transfer &t : jobs) {
+      Region &reg = regions_[t.region];
+      reg.written = true;
+      // Test hook: damage the first block on disk after it was written, as
+      // a failing drive would (test/Runtime/offload-nvme.test).
+      if (const char *flip = std::getenv("DS_TEST_DAMAGE_SWAP"); flip && *flip == '1' && reg.bytes) {
+        if (::pread(fd_, buffers_[0], kSector, reg.offset) == static_cast<ssize_t>(kSector)) {
+          static_cast<uint8_t *>(buffers_[0])[0] ^= 0x40;
+          (void)::pwrite(fd_, buffers_[0], kSector, reg.offset);
+        }
       }
     }
   } else {
-    bytesRead_ += reg.bytes;
+    bytesRead_ += total;
     secondsReading_ += secondsSince(start);
   }
   return absl::OkStatus();

@@ -41,6 +41,15 @@ public:
   absl::Status write(uint32_t r, const void *src);
   /// Reads region `r` into `dst`; a region never written reads as zeros.
   absl::Status read(uint32_t r, void *dst);
+  /// Several regions as one stream of I/O: the queue stays full across
+  /// their boundaries (a sub-group's swap).
+  struct Transfer {
+    uint32_t region;
+    void *host;
+    std::string name = {}; // the state's name, for errors
+  };
+  absl::Status writeMany(const std::vector<Transfer> &regions);
+  absl::Status readMany(const std::vector<Transfer> &regions);
 
   /// Whether region `r` was written (else it holds nothing yet).
   bool written(uint32_t r) const { return r < regions_.size() && regions_[r].written; }
@@ -52,7 +61,7 @@ public:
 
 private:
   NvmeSwapper() = default;
-  absl::Status transfer(uint32_t r, void *host, bool toFile);
+  absl::Status transfer(const std::vector<Transfer> &jobs, bool toFile);
 
   struct Region {
     uint64_t offset = 0, bytes = 0;

@@ -25,10 +25,11 @@ T, steps = 16, 12
 data_path, onnx_path, _ = gpt_training_setup(args.workdir, 7)
 
 
-def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=(), param=None):
+def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=(), param=None,
+                 zero_keys=None, param_keys=None):
     work = os.path.join(args.workdir, name)
     os.makedirs(work, exist_ok=True)
-    zero = {"stage": stage}
+    zero = dict(zero_keys or {}, stage=stage)
     if stage == 3:  # every parameter partitioned (none kept whole)
         zero["stage3_param_persistence_threshold"] = 0
     if param:
@@ -36,6 +37,7 @@ def compile_plan(name, world, stage, offload, precision=None, ratio=None, extra=
         if param == "nvme":
             os.makedirs(os.path.join(work, "nvme"), exist_ok=True)
             zero["offload_param"]["nvme_path"] = os.path.join(work, "nvme")
+        zero["offload_param"].update(param_keys or {})
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if offload == "nvme":
@@ -142,12 +144,20 @@ for world, stage, precision in ((1, 2, None), (2, 1, None), (2, 2, None), (2, 3,
 
 # NVMe (ZeRO-Infinity): the optimizer state (and bf16's masters) in a swap
 # file per rank, read before and written after each update; the same result.
-for world, stage, precision in ((2, 2, None), (2, 3, None), (1, 2, "bf16")):
-    tag = "w%d_z%d%s" % (world, stage, "_" + precision if precision else "")
+# Stage 3 also in sub-groups of 3000 elements (several parameters each, as
+# DeepSpeed groups them): swapped in batches, one sub-group ahead, with less
+# host memory than one sub-group of everything (the default 1e9).
+host_arena = {}
+for world, stage, precision, sub in ((2, 2, None, None), (2, 3, None, None), (2, 3, None, 3000),
+                                     (1, 2, "bf16", None)):
+    tag = "w%d_z%d%s%s" % (world, stage, "_" + precision if precision else "",
+                           "_sub%d" % sub if sub else "")
     w0, p0, r0 = compile_plan(tag + "_plain", world, stage, False, precision)
-    wn, pn, rn = compile_plan(tag + "_nvme", world, stage, "nvme", precision)
+    wn, pn, rn = compile_plan(tag + "_nvme", world, stage, "nvme", precision,
+                              zero_keys={"sub_group_size": sub} if sub else None)
     plain, swapped = train(w0, p0, world, steps), train(wn, pn, world, steps)
     same(tag + " nvme offload vs none", swapped, plain)
+    host_arena[(stage, sub)] = swapped[2][0]["host_arena_bytes"]
     rk = swapped[2][0]
     nvme = report_bytes(rn, r"  nvme")
     opt = report_bytes(r0, "optimizer state")
@@ -176,13 +186,26 @@ for world, stage, precision in ((2, 2, None), (2, 3, None), (1, 2, "bf16")):
             sys.exit("nvme checkpoint resumed: %s vs %s" % (resumed[0], plain[0][6:]))
         print("w2_z2 nvme: resumed from its step-6 checkpoint, steps 7-%d bitwise equal" % steps)
 
+if not host_arena[(3, 3000)] < host_arena[(3, None)]:
+    sys.exit("sub-groups of 3000 elements hold %d B of host memory, one sub-group %d B" % (
+        host_arena[(3, 3000)], host_arena[(3, None)]))
+print("w2_z3 nvme: host arena %d B in sub-groups of 3000 elements, %d B in one" % (
+    host_arena[(3, 3000)], host_arena[(3, None)]))
+
 # Parameter offload (offload_param, ZeRO-3): the partitioned parameters in
 # host memory or on NVMe, fetched before each gather; the same result, and
-# the device no longer holds them.
-for world, offload, param in ((2, "cpu", "cpu"), (2, "nvme", "nvme"), (1, None, "cpu")):
-    tag = "w%d_z3_param_%s%s" % (world, param, "_opt_" + offload if offload else "")
+# the device no longer holds them. With NVMe, max_in_cpu elements stay in
+# host memory (0: all on NVMe; 7000: some of each), and buffer_count
+# bounds the swap-ins staged at once (2: one use ahead).
+nvme_params = {}
+for world, offload, param, keys in ((2, "cpu", "cpu", None),
+                                    (2, "nvme", "nvme", {"max_in_cpu": 0}),
+                                    (2, "nvme", "nvme", {"max_in_cpu": 7000, "buffer_count": 2}),
+                                    (1, None, "cpu", None)):
+    tag = "w%d_z3_param_%s%s%s" % (world, param, "_opt_" + offload if offload else "",
+                                   "_cpu%d" % keys["max_in_cpu"] if keys else "")
     w0, p0, r0 = compile_plan(tag + "_plain", world, 3, False)
-    wp, pp, rp = compile_plan(tag, world, 3, offload, param=param)
+    wp, pp, rp = compile_plan(tag, world, 3, offload, param=param, param_keys=keys)
     plain, moved = train(w0, p0, world, steps), train(wp, pp, world, steps)
     same(tag + " vs none", moved, plain)
     params = report_bytes(r0, "parameters")
@@ -194,6 +217,13 @@ for world, offload, param in ((2, "cpu", "cpu"), (2, "nvme", "nvme"), (1, None, 
         sys.exit("%s: the parameters are still device state: %s" % (tag, rk))
     if "->device" not in rp:
         sys.exit("%s: no fetches in the report" % tag)
+    if keys:
+        nvme_params[keys["max_in_cpu"]] = rk["nvme_bytes"] - report_bytes(r0, "optimizer state")
+        nvme_params["all"] = params
+if not 0 < nvme_params[7000] < nvme_params[0] == nvme_params["all"]:
+    sys.exit("parameters on NVMe: %s B (max_in_cpu 0 and 7000; all: the parameters)" % nvme_params)
+print("offload_param nvme: %d B of parameters on NVMe with max_in_cpu 0, %d B with 7000" % (
+    nvme_params[0], nvme_params[7000]))
 
 # Partial offload: half the parameters' state on the host, the same result.
 w0, p0, r0, plain, w1, p1, r1 = z2

@@ -1,26 +1,53 @@
 // ds-offload with device=nvme (ZeRO-Infinity's optimizer swapping): the
 // moments go to NVMe, the gradient accumulators to host memory. Each NVMe
 // moment is fetched (swapped in) to the host, updated there and offloaded
-// (swapped out) into its global; the second parameter's swap-ins are moved
-// ahead of the first parameter's update, so the I/O thread reads them while
-// it computes.
+// (swapped out) into its global. Updates form sub-groups of sub_group_size
+// elements: a sub-group's swap-ins run together before the previous
+// sub-group's first update (the I/O thread reads group k+1 while group k
+// computes), its swap-outs together after its last update.
 // RUN: ds-opt %s --ds-offload=device=nvme | FileCheck %s
-// RUN: ds-opt %s --ds-offload=device=nvme --ds-plan-memory | FileCheck %s --check-prefix=PLANNED
+// RUN: ds-opt %s --ds-offload="device=nvme sub-group-size=4" | FileCheck %s --check-prefix=SUB
+// RUN: ds-opt %s --ds-offload="device=nvme sub-group-size=4" --ds-plan-memory | FileCheck %s --check-prefix=PLANNED
 
 // CHECK-DAG: @"adam_m:a" : tensor<4xf32> {ds.memory_space = #ds<memory_space nvme>}
 // CHECK-DAG: @"adam_v:b" : tensor<4xf32> {ds.memory_space = #ds<memory_space nvme>}
 // CHECK-DAG: @"grad:a" : tensor<4xf32> {ds.memory_space = #ds<memory_space host>}
+// The default sub_group_size (1e9) makes both parameters one sub-group:
+// four swap-ins, two updates, four swap-outs.
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK: %[[MA:.*]] = ml_program.global_load @"adam_m:a"
 // CHECK-NEXT: %[[MAH:.*]] = ds.fetch %[[MA]] : tensor<4xf32>
-// CHECK: %[[MB:.*]] = ml_program.global_load @"adam_m:b"
-// CHECK-NEXT: ds.fetch %[[MB]] : tensor<4xf32>
-// CHECK: ml_program.global_load @"adam_v:b"
+// CHECK-NEXT: ml_program.global_load @"adam_v:a"
 // CHECK-NEXT: ds.fetch
-// CHECK: %{{.*}}, %[[NMA:.*]], %{{.*}} = ds.adam_update %{{.*}}, %{{.*}}, %[[MAH]], {{.*}}ds.memory_space = #ds<memory_space host>
-// CHECK: %[[OUT:.*]] = ds.offload %[[NMA]] : tensor<4xf32>
-// CHECK: ml_program.global_store @"adam_m:a" = %[[OUT]]
+// CHECK-NEXT: ml_program.global_load @"adam_m:b"
+// CHECK-NEXT: ds.fetch
+// CHECK-NEXT: ml_program.global_load @"adam_v:b"
+// CHECK-NEXT: ds.fetch
+// CHECK-NEXT: %{{.*}}, %[[NMA:.*]], %{{.*}} = ds.adam_update %{{.*}}, %{{.*}}, %[[MAH]], {{.*}}ds.memory_space = #ds<memory_space host>
 // CHECK: ds.adam_update
+// CHECK-NEXT: %[[OUT:.*]] = ds.offload %[[NMA]] : tensor<4xf32>
+// CHECK-NEXT: ml_program.global_store @"adam_m:a" = %[[OUT]]
+// CHECK-NEXT: ds.offload
+// CHECK-NEXT: ml_program.global_store @"adam_v:a"
+// CHECK-NEXT: ds.offload
+// CHECK-NEXT: ml_program.global_store @"adam_m:b"
+// CHECK-NEXT: ds.offload
+// CHECK-NEXT: ml_program.global_store @"adam_v:b"
+
+// With 4 elements a sub-group, each parameter is one: b's swap-ins move
+// ahead of a's update, a's swap-outs follow a's update.
+// SUB-LABEL: func.func @optimizer_step
+// SUB: ml_program.global_load @"adam_m:a"
+// SUB: ml_program.global_load @"adam_v:b"
+// SUB-NEXT: ds.fetch
+// SUB-NEXT: ds.adam_update
+// SUB-NEXT: ds.offload
+// SUB-NEXT: ml_program.global_store @"adam_m:a"
+// SUB-NEXT: ds.offload
+// SUB-NEXT: ml_program.global_store @"adam_v:a"
+// SUB: ds.adam_update
+// SUB-NEXT: ds.offload
+// SUB-NEXT: ml_program.global_store @"adam_m:b"
 // The swap-outs are written in place into their globals' regions.
 // PLANNED-COUNT-4: ml_program.global_store @"adam_{{[mv]}}:{{[ab]}}" = %{{.*}} : tensor<4xf32> {ds.in_place}
 

@@ -119,6 +119,15 @@ struct TrainingConfig {
   /// each fetched before its gather; "none" keeps them on the device.
   std::string offloadParam = "none";
   std::string offloadParamNvmePath;
+  /// offload_param's staging (elements, DeepSpeed's defaults): with "nvme",
+  /// the first `max_in_cpu` elements of partitions stay in host memory;
+  /// `buffer_count` swap-ins of at most `buffer_size` elements each are in
+  /// host memory at once.
+  int64_t offloadParamBufferCount = 5, offloadParamBufferSize = 100000000,
+          offloadParamMaxInCpu = 1000000000;
+  /// zero_optimization.sub_group_size: the elements of optimizer state one
+  /// host step swaps and updates (consecutive parameters, DeepSpeed's rule).
+  int64_t subGroupSize = 1000000000;
   /// The `aio` section (NVMe swapping's I/O): validated and kept.
   int64_t aioBlockSize = 1048576, aioQueueDepth = 8, aioThreadCount = 1;
   bool aioSingleSubmit = false, aioOverlapEvents = true;

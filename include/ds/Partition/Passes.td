@@ -266,16 +266,24 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     With `"device": "nvme"` the optimizer state (and 16-bit masters) goes
     one level farther, to NVMe (`#ds<memory_space nvme>`; the spaces are a
     hierarchy device < host < nvme and each transfer moves one level), the
-    gradient accumulators stay in host memory; a swap-in (`ds.fetch` of an
-    NVMe global's load) is moved one update ahead, so the runtime's I/O
-    thread reads parameter i+1's state while parameter i's update runs.
+    gradient accumulators stay in host memory. Updates are grouped into
+    sub-groups of `sub_group_size` elements (consecutive parameters, never
+    split, as DeepSpeed groups them): a sub-group's swap-ins (`ds.fetch` of
+    an NVMe global's load) move together before the previous sub-group's
+    first update, so the runtime's I/O thread reads group k+1 while group k
+    updates, and its swap-outs follow its last update together; the runtime
+    runs each such run of swaps as one stream of I/O.
 
     With `offload_param` (`param-device`; ZeRO-3, ZeRO-Infinity) the
     partitioned parameters (those ZeRO-3 does not keep whole under
     `stage3_param_persistence_threshold`) live in host memory or on NVMe:
     each use (its all-gather) gets its own fetch right before it, so the
     device holds a partition only until its gather; the optimizer update
-    writes the offloaded parameter where it lives.
+    writes the offloaded parameter where it lives. With NVMe, partitions
+    stay in host memory until `max_in_cpu` elements are there; the rest are
+    swapped in up to `buffer_count` - 1 uses ahead (at most `buffer_count`
+    in host memory at once), each at most `buffer_size` elements (a larger
+    one is an error naming it).
 
     `ratio` < 1 offloads the parameters (in program order) whose elements
     make up that fraction of the total, the rest update on the device
@@ -303,12 +311,16 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
            "ds.training's offload_param">,
     Option<"ratio", "ratio", "double", /*default=*/"-1.0",
            "fraction of the parameters (by elements) updated on the host; -1: ds.training's "
-           "offload_ratio (1)">
+           "offload_ratio (1)">,
+    Option<"subGroupSize", "sub-group-size", "int64_t", /*default=*/"0",
+           "elements of optimizer state swapped and updated as one NVMe sub-group; 0: "
+           "ds.training's sub_group_size (1e9)">
   ];
   let statistics = [
     Statistic<"numOffloaded", "num-offloaded", "parameters whose update runs on the host">,
     Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">,
-    Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved one update ahead">,
+    Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved ahead of an earlier update or use">,
+    Statistic<"numSubGroups", "num-sub-groups", "NVMe optimizer sub-groups, each swapped as one batch">,
     Statistic<"numParamsOffloaded", "num-params-offloaded", "parameters kept off the device">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];

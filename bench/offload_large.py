@@ -15,9 +15,11 @@ loss. The default (d=2048, 20 layers, vocab 8192) has 1.02e9 parameters:
 16.3 GB of model states against a 2 GiB device.
 """
 import argparse
+import atexit
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,8 @@ def main():
     import torch
     from torch_models import GPT
     work = a.work or tempfile.mkdtemp(prefix="ds-offload-large-")
+    if not a.work:  # the exported model alone is ~4 GB
+        atexit.register(shutil.rmtree, work, True)
     os.makedirs(os.path.join(work, "nvme"), exist_ok=True)
     torch.manual_seed(0)
     t0 = time.perf_counter()

@@ -18,10 +18,12 @@ memory column compares what each system holds; ds's device column is the
 bounded device pool its CPU backend plays (what a GPU would need).
 """
 import argparse
+import atexit
 import copy
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,6 +155,7 @@ def main():
     import torch
     from torch_models import GPT
     work = tempfile.mkdtemp(prefix="ds-offload-bench-")
+    atexit.register(shutil.rmtree, work, True)  # the model and data: ~1 GB
     torch.manual_seed(0)
     model = GPT(vocab=a.vocab, ctx=a.seq, d=a.d, heads=8, layers=a.layers, tied=True)
     psi = sum(p.numel() for p in model.parameters())

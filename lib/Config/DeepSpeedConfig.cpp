@@ -16,6 +16,10 @@ namespace json = llvm::json;
 
 namespace {
 
+/// The largest count a config may give (2^53: exactly representable as the
+/// JSON number it is written as; far beyond any real size).
+constexpr int64_t kMaxCount = int64_t(1) << 53;
+
 /// Walks one JSON object, remembering which keys were read, so that every
 /// key left over is reported as unknown.
 class Reader {
@@ -62,10 +66,13 @@ public:
     if (!i) {
       // 5e8-style numbers are common in DeepSpeed configs: accept exact integers.
       std::optional<double> d = v->getAsNumber();
-      if (d && std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) < 9.0e15)
-        i = static_cast<int64_t>(*d);
+      if (d && std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) >= kMaxCount)
+        return error(key, llvm::formatv("must be at most {0}, got {1:e}", kMaxCount, *d).str());
+      if (d && std::isfinite(*d) && *d == std::floor(*d)) i = static_cast<int64_t>(*d);
     }
     if (!i) return error(key, "expected an integer");
+    if (*i >= kMaxCount || *i <= -kMaxCount)
+      return error(key, llvm::formatv("must be at most {0}, got {1}", kMaxCount, *i).str());
     if (positive && *i <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *i).str());
     out = *i;
     return llvm::Error::success();
@@ -448,6 +455,9 @@ llvm::Error readOffloadParam(const json::Object &zo, const std::string &file, Tr
   DS_CHECK(r.integer("buffer_size", c.offloadParamBufferSize, true));
   DS_CHECK(r.integer("max_in_cpu", c.offloadParamMaxInCpu));
   DS_CHECK(r.finish());
+  if (c.offloadParamMaxInCpu < 0)
+    return r.error("max_in_cpu",
+                   llvm::formatv("must be >= 0, got {0}", c.offloadParamMaxInCpu).str());
   if (c.offloadParamBufferCount > 4096)
     return r.error("buffer_count",
                    llvm::formatv("must be at most 4096, got {0}", c.offloadParamBufferCount).str());
@@ -504,8 +514,11 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     const json::Value *v = zo->get(key);
     if (!v) return llvm::Error::success();
     std::optional<double> d = v->getAsNumber();
-    if (!d || *d < 0 || *d != std::floor(*d) || *d > 9.0e15)
+    if (!d || *d < 0 || *d != std::floor(*d))
       return r.error(llvm::Twine("zero_optimization.") + key, "expected a non-negative integer");
+    if (*d >= kMaxCount)
+      return r.error(llvm::Twine("zero_optimization.") + key,
+                     llvm::formatv("must be at most {0}, got {1:e}", kMaxCount, *d).str());
     out = static_cast<int64_t>(*d);
     return llvm::Error::success();
   };
@@ -591,8 +604,8 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     return r.error(llvm::Twine("zero_optimization.") + k,
                    "is not supported yet (ds supports stage, reduce_bucket_size, "
                    "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter, "
-                   "offload_optimizer and the stage3_* prefetch, persistence, live and reuse "
-                   "knobs)");
+                   "offload_optimizer, offload_param, sub_group_size and the stage3_* "
+                   "prefetch, persistence, live and reuse knobs)");
   };
   for (const auto &kv : *zo)
     if (llvm::Error e = knob(kv.first)) return e;
@@ -761,6 +774,12 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                               "prescale_gradients", "gradient_predivide_factor",
                               "wandb", "comms_logger"})
     (void)r.get(key);
+  // DeepSpeed's permission to wrap a client optimizer, and its check that
+  // an offloaded optimizer is its own CPU Adam: ds's optimizers are its
+  // own either way.
+  bool ignored = false;
+  DS_CHECK(r.boolean("zero_allow_untested_optimizer", ignored));
+  DS_CHECK(r.boolean("zero_force_ds_cpu_optimizer", ignored));
 
   DS_CHECK(readBatchSizes(r, c));
   DS_CHECK(r.number("gradient_clipping", c.gradientClipping, false, /*nonNegative=*/true));

@@ -145,8 +145,16 @@ protected:
     Value v = input(n, i);
     DenseElementsAttr c = constantOf(v);
     if (!c || !isa<IntegerType>(c.getElementType())) {
-      nodeError(n) << "input '" << what << "' must be a constant integer tensor known at "
-                   << "compile time (fix dynamic input dimensions with --input-shape)";
+      InFlightDiagnostic d = nodeError(n);
+      d << "input '" << what << "' must be a constant integer tensor known at compile time";
+      // A graph input itself is a value only --bind-input fixes; one
+      // computed from shapes becomes constant once the shapes are fixed.
+      if (auto arg = dyn_cast_or_null<BlockArgument>(v))
+        d << " (it is graph input '" << n.input(i) << "': give its value with --bind-input "
+          << n.input(i) << "=FILE.npy)";
+      else
+        d << " (fix dynamic input dimensions with --input-shape, or graph inputs it is "
+             "computed from with --bind-input)";
       return failure();
     }
     SmallVector<int64_t> out;

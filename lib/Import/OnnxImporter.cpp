@@ -257,6 +257,16 @@ LogicalResult OnnxImporter::importGraph(const onnx::GraphProto &g, func::FuncOp 
 // Names are unique in a valid graph; a duplicate would silently rebind one.
 LogicalResult OnnxImporter::define(const std::string &name, Location loc) {
   if (name.empty()) return success();
+  // A NUL would cut the name wherever it is used as a C string (an .npz
+  // member, a message): refused, and shown escaped.
+  if (name.find('\0') != std::string::npos) {
+    std::string shown;
+    for (unsigned char ch : name)
+      shown += ch < 0x20 || ch == 0x7f ? llvm::formatv("\\x{0:x-2}", unsigned(ch)).str()
+                                       : std::string(1, static_cast<char>(ch));
+    return emitError(NameLoc::get(b_.getStringAttr("value '" + shown + "'")))
+           << "its name contains a NUL byte";
+  }
   if (!defined_.insert(name).second)
     return emitError(loc) << "value '" << name << "' is defined more than once";
   return success();
@@ -294,6 +304,7 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
 // decides are known) or an argument of a static type.
 LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs) {
   Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
+  if (vi.name().empty()) return emitError(loc) << "has no name";
   if (auto it = opts_.boundInputs.find(vi.name()); it != opts_.boundInputs.end()) {
     FailureOr<TypedAttr> value = boundValue(vi, it->second, loc);
     if (failed(value)) return failure();
@@ -418,6 +429,14 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "'"));
     if (t.name().empty()) return emitError(loc) << "has no name";
+    // Initializers become state named in checkpoints (.npz members): a
+    // '..' component would be a path out of an extractor's directory, and
+    // ds-run would refuse to save it, so it is refused here.
+    SmallVector<StringRef> components;
+    StringRef(t.name()).split(components, '/');
+    if (llvm::is_contained(components, ".."))
+      return emitError(loc) << "has a '..' path component in its name, which a checkpoint "
+                               "cannot hold";
     if (failed(define(t.name(), loc))) return failure();
     loc_ = loc;
     if (failed(checkElements(SmallVector<int64_t>(t.dims().begin(), t.dims().end()), loc)))

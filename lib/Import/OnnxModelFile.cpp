@@ -342,7 +342,10 @@ llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
   }
   if (location.empty())
     return err("external data has no location");
-  if (location.find('\0') != std::string::npos || location.front() == '/')
+  if (location.find('\0') != std::string::npos)
+    return err("external data location '" + location.substr(0, location.find('\0')) +
+               "\\0...' contains a NUL byte");
+  if (location.front() == '/')
     return err("external data location '" + location + "' must be a relative path");
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(location).split(parts, '/', -1, false);

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -291,13 +292,27 @@ absl::Status writeNpz(const std::string &path,
   std::vector<std::vector<uint8_t>> keep; // libzip reads sources at close
   keep.reserve(arrays.size());
   for (const auto &[name, arr] : arrays) {
+    // A member name an extractor could turn into a path outside its
+    // directory (a hostile model names its outputs): refused, not written.
+    if (name.empty() || name.front() == '/' || name.find('\\') != std::string::npos ||
+        name.find('\0') != std::string::npos || name == ".." || name.rfind("../", 0) == 0 ||
+        name.find("/../") != std::string::npos ||
+        (name.size() >= 3 && name.compare(name.size() - 3, 3, "/..") == 0)) {
+      zip_discard(z);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot write '", absl::CHexEscape(name), "' into ", path,
+          ": an .npz member name must be relative, without '..' components or backslashes "
+          "(an extractor could write it outside its directory)"));
+    }
     keep.push_back(serializeNpy(arr));
     zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
     zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
     if (idx < 0) {
       if (src) zip_source_free(src);
+      std::string why = zip_strerror(z);
       zip_discard(z);
-      return absl::InternalError(absl::StrCat("cannot add ", name, " to ", path));
+      return absl::InternalError(absl::StrCat("cannot add '", absl::CHexEscape(name), "' to ", path,
+                                              ": ", why));
     }
     zip_set_file_compression(z, idx, ZIP_CM_STORE, 0);
   }

@@ -668,6 +668,19 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
       stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
     }
     DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));
+    // Same world, other partitioning (a recompile with another
+    // stage3_param_persistence_threshold keeps a tensor whole that the
+    // checkpoint holds in blocks, or the reverse): resharded like another
+    // world size.
+    if (stateFile != ck + "/state.npz")
+      for (const auto &b : p.buffers()) {
+        if (b.kind() != ds::plan::Buffer::STATE) continue;
+        auto it = std::find_if(arrays.begin(), arrays.end(),
+                               [&](const auto &kv) { return kv.first == b.io_name(); });
+        if (it != arrays.end() && npyHolds(it->second.dtype, b.dtype()) &&
+            it->second.data.size() != b.size_bytes())
+          return loadResharded(ck, meta, session);
+      }
     std::vector<std::string> want = session.stateNames();
     for (const std::string &n : want) {
       auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto &kv) { return kv.first == n; });

@@ -204,6 +204,13 @@ std::vector<std::string> parseCommandLine(int argc, char **argv) {
     normalized.push_back(a.data());
   }
   std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
+  // An empty --nvme-path would silently mean "the plan's"; say so instead.
+  for (const std::string &a : spelled)
+    if ((a.rfind("--nvme_path", 0) == 0 || a.rfind("-nvme_path", 0) == 0) &&
+        absl::GetFlag(FLAGS_nvme_path).empty()) {
+      std::fprintf(stderr, "ds-run: error: --nvme-path: expected a directory, got ''\n");
+      std::exit(2);
+    }
   return std::vector<std::string>(args.begin(), args.end());
 }
 

@@ -171,6 +171,13 @@ private:
 //===----------------------------------------------------------------------===//
 
 OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
+  // IR versions 1 and 2 predate opset imports (a missing ir_version is 0):
+  // such a file is not an ONNX model ds can read the ops of.
+  if (model.ir_version() < 3) {
+    fileError() << "ir_version " << model.ir_version()
+                << " is not supported (ONNX IR 3 and later: the ones that import opsets)";
+    return nullptr;
+  }
   bool haveDefault = false;
   for (const auto &os : model.opset_import()) {
     if (os.domain().empty() || os.domain() == "ai.onnx") {

@@ -68,6 +68,28 @@ void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
     });
     return;
   }
+  if constexpr (std::is_same_v<T, float> && (K == ReduceKind::Sum || K == ReduceKind::Mean)) {
+    if (inner == 1) {
+      // Row sums (softmax's backward sums y * dy over each row): kLanes f32
+      // lanes, vectorized, added in f64; a single running f64 sum is a
+      // serial chain GCC may not reorder.
+      parallelFor(outer, std::max<int64_t>(1, 4096 / std::max<int64_t>(r, 1)),
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t o = lo; o < hi; ++o) {
+                      const float *p = in + o * r;
+                      float lanes[kLanes] = {};
+                      int64_t j = 0;
+                      for (; j + kLanes <= r; j += kLanes)
+                        for (int64_t l = 0; l < kLanes; ++l) lanes[l] += p[j + l];
+                      Acc acc = 0;
+                      for (int64_t l = 0; l < kLanes; ++l) acc += lanes[l];
+                      for (; j < r; ++j) acc += p[j];
+                      out[o] = finish(acc);
+                    }
+                  });
+      return;
+    }
+  }
   parallelFor(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(r, 1)),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t idx = lo; idx < hi; ++idx) {

@@ -412,6 +412,9 @@ LogicalResult SoftmaxOp::verify() {
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getSoftmax().getType().getRank());
+}
 
 LogicalResult FusedElementwiseOp::verify() {
   Block &body = getBody().front();

@@ -894,6 +894,26 @@ def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
+def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
+                             [Pure, AllTypesMatch<["softmax", "dy", "result"]>,
+                              DS_OwnShardingRule], DS_OwnStep> {
+  let summary = "gradient of softmax from its result: `y * (dy - sum(y * dy))`";
+  let description = [{
+    The input gradient of `y = softmax(x, axis)` for the output gradient
+    `dy`, the sum taken along `axis`: one pass over each row where the
+    elementwise form (a product, a reduction and a fused update) is three
+    passes over the attention-sized scores.
+
+    **Constraints:**
+    - `softmax`, `dy` and the result have one type of rank >= 1; `axis` is
+      in [0, rank).
+  }];
+  let arguments = (ins DS_FloatTensor:$softmax, DS_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$softmax `,` $dy attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>],
                          DS_OwnStep> {
   let summary = "dy * gelu'(x)";

@@ -226,6 +226,54 @@ inline double rowSum(const float *p, int64_t n, float shift, bool square) {
   return sum;
 }
 
+/// softmax_grad(y, dy) = y * (dy - sum(y * dy)) along `axis`: per row, the
+/// dot product in kLanes f32 lanes (added in f64), then one update pass;
+/// a strided axis (inner > 1) walks its columns with the same arithmetic.
+absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  if (isHalf(c.in[0].dtype)) return prepareWidened(c, prepareSoftmaxGrad);
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "softmax"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[1], plan::F32, "dy"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], c.in[0].shape, "dy"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  const auto &s = c.in[0].shape;
+  const int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const float *y = c.in[0].as<float>(), *dy = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  return PreparedStep([=] {
+    parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t idx = lo; idx < hi; ++idx) {
+                    const int64_t o = idx / inner, i = idx % inner;
+                    const float *py = y + o * n * inner + i, *pg = dy + o * n * inner + i;
+                    float *pd = dx + o * n * inner + i;
+                    double dot = 0;
+                    if (inner == 1) {
+                      float lanes[kLanes] = {};
+                      int64_t j = 0;
+                      for (; j + kLanes <= n; j += kLanes)
+                        for (int64_t l = 0; l < kLanes; ++l) lanes[l] += py[j + l] * pg[j + l];
+                      for (int64_t l = 0; l < kLanes; ++l) dot += lanes[l];
+                      for (; j < n; ++j) dot += py[j] * pg[j];
+                      const float sum = static_cast<float>(dot);
+#pragma omp simd
+                      for (int64_t k = 0; k < n; ++k) pd[k] = py[k] * (pg[k] - sum);
+                    } else {
+                      for (int64_t j = 0; j < n; ++j) dot += py[j * inner] * pg[j * inner];
+                      const float sum = static_cast<float>(dot);
+                      for (int64_t j = 0; j < n; ++j)
+                        pd[j * inner] = py[j * inner] * (pg[j * inner] - sum);
+                    }
+                  }
+                });
+    return absl::OkStatus();
+  });
+}
+
 template <bool kLog>
 absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
@@ -528,6 +576,7 @@ void registerNormalizationKernels(KernelRegistry &r) {
   r.add("reduce_prod", prepareReduce<ReduceKind::Prod>);
   r.add("softmax", prepareSoftmax<false>);
   r.add("log_softmax", prepareSoftmax<true>);
+  r.add("softmax_grad", prepareSoftmaxGrad);
   r.add("layer_norm", prepareLayerNorm);
   r.add("rms_norm", prepareRmsNorm);
 }

@@ -173,6 +173,7 @@ CASES = {
                 [(2, 3, 6, 7)], False),
     "AveragePool": (unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                           count_include_pad=0, ceil_mode=1), [(2, 2, 6, 7)], False),
+    "SoftmaxLongRows": (unary("Softmax", axis=-1), [(2, 37)], False),  # 16-lane sums and a tail
 }
 
 

@@ -1,6 +1,8 @@
 // Kernels of the training step: the loss and its gradient, the gradients of
 // layer_norm, gelu and gather, insert_slice, and the fused optimizer
 // updates (also run in place, as plans bind them).
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "test/backend-cts/Cts.h"
@@ -84,6 +86,46 @@ CTS_TEST(SoftmaxCrossEntropy, "softmax_cross_entropy", "softmax_cross_entropy_gr
   outs = {HostTensor::result(plan::F32, {2, 5})};
   expectError(run(Step("softmax_cross_entropy_grad").i("ignore_index", -100), {x, i64({2}, {1, 1}), f32({1}, {1})}, outs),
               "dloss must have shape");
+}
+
+CTS_TEST(SoftmaxGrad, "softmax_grad") {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+  };
+  // Rows shorter and longer than a vector of lanes (with a tail), a
+  // strided axis, and an empty tensor.
+  for (const Case &c : {Case{{3, 5}, 1}, Case{{2, 37}, 1}, Case{{4, 3, 6}, 1}, Case{{2, 3, 130}, -1},
+                        Case{{0, 4}, 1}}) {
+    const int64_t rank = static_cast<int64_t>(c.shape.size());
+    const int64_t axis = c.axis < 0 ? c.axis + rank : c.axis;
+    const int64_t n = c.shape[axis], inner = numel(Shape(c.shape.begin() + axis + 1, c.shape.end()));
+    const int64_t outer = numel(c.shape) / std::max<int64_t>(1, n * inner);
+    std::vector<double> x = f32(c.shape, sample(numel(c.shape), -3, 3, 71)).values();
+    std::vector<double> dy = f32(c.shape, sample(numel(c.shape), -1, 1, 72)).values();
+    // y = softmax(x) in double; dx = y * (dy - sum(y * dy)) along the axis.
+    std::vector<double> y(x.size()), want(x.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t j) { return (o * n + j) * inner + i; };
+        double mx = -1e300, sum = 0, dot = 0;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[at(j)]);
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(x[at(j)] - mx);
+        for (int64_t j = 0; j < n; ++j) y[at(j)] = std::exp(x[at(j)] - mx) / sum;
+        for (int64_t j = 0; j < n; ++j) dot += y[at(j)] * dy[at(j)];
+        for (int64_t j = 0; j < n; ++j) want[at(j)] = y[at(j)] * (dy[at(j)] - dot);
+      }
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, c.shape)};
+    absl::Status st =
+        run(Step("softmax_grad").i("axis", c.axis), {f32(c.shape, y), f32(c.shape, dy)}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    expectClose(outs[0].values(), want, 1e-5, 1e-6, "softmax_grad " + shapeStr(c.shape));
+  }
+  HostTensor y = f32({2, 3}, sample(6, 0, 1, 73));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3})};
+  expectError(run(Step("softmax_grad").i("axis", 1), {y, f32({3, 2}, sample(6, 0, 1, 74))}, outs),
+              "dy must have shape");
+  expectError(run(Step("softmax_grad").i("axis", 2), {y, y}, outs), "axis");
 }
 
 CTS_TEST(LayerNormGrad, "layer_norm_grad") {

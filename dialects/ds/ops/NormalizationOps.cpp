@@ -11,9 +11,8 @@ using namespace mlir::ds::facts;
 
 LogicalResult SoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                         MutableArrayRef<Value> d) {
-  Value g = dres[0], y = getResult();
-  Value s = gb.reduceSum(gb.mul(g, y), {static_cast<int64_t>(getAxis())}, /*keepdims=*/true);
-  d[0] = gb.mul(y, gb.sub(g, s));
+  // y * (g - sum(g * y)) in one row pass (softmax_grad), not three.
+  d[0] = SoftmaxGradOp::create(gb.b(), gb.loc(), getType(), getResult(), dres[0], getAxisAttr());
   return success();
 }
 
@@ -33,9 +32,13 @@ ShardingDecision SoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
 ShardingDecision LogSoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
 }
+ShardingDecision SoftmaxGradOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
+}
 
 void SoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 void LogSoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
+void SoftmaxGradOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 
 //===----------------------------------------------------------------------===//
 // Layer normalization

@@ -96,11 +96,12 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext 
   float *out = c.out[0].as<float>();
   std::string where(c.error("").message());
   return PreparedStep([=]() -> absl::Status {
-    std::vector<double> lse;
-    rowLogSumExp(logits.as<float>(), rows, classes, lse);
     DS_ASSIGN_OR_RETURN(int64_t count, countLabels(labels, rows, classes, ignore, where));
     const float scale = count ? *dloss.as<float>() / static_cast<float>(count) : 0.0f;
     const float *x = logits.as<float>();
+    // softmax(row) * scale, one exp pass: e^(p - max) stored while summed,
+    // then scaled by scale / sum (the log-sum-exp pass and a second exp
+    // pass were half of this kernel).
     parallelFor(rows, 16, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         int64_t y = labelAt(labels, r);
@@ -110,8 +111,10 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext 
           continue;
         }
         const float *p = x + r * classes;
-        const float l = static_cast<float>(lse[r]);
-        for (int64_t j = 0; j < classes; ++j) o[j] = std::exp(p[j] - l) * scale;
+        const float mx = rowMax(p, classes);
+        const float f = scale / rowExpSum<true>(p, o, mx, classes);
+#pragma omp simd
+        for (int64_t j = 0; j < classes; ++j) o[j] *= f;
         o[y] -= scale;
       }
     });

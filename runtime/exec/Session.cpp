@@ -266,7 +266,12 @@ absl::StatusOr<NvmeSwapper::Transfer> Session::prepareSwap(const plan::Step &ste
   uint32_t nvmeId = in ? step.inputs(0) : step.outputs(0);
   uint32_t hostId = in ? step.outputs(0) : step.inputs(0);
   const plan::Buffer &nb = plan_.plan().buffers(nvmeId);
-  if (plan_.plan().buffers(hostId).size_bytes() != nb.size_bytes() || !nvmeRegion_.count(nvmeId))
+  if (!nvmeRegion_.count(nvmeId) || nvmeRegion_.count(hostId))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step.kernel(), " at ", where,
+        ": moves NVMe state the wrong way (a fetch reads NVMe into host memory, an offload "
+        "writes host memory to NVMe)"));
+  if (plan_.plan().buffers(hostId).size_bytes() != nb.size_bytes())
     return absl::InvalidArgumentError(absl::StrCat("step ", step.kernel(), " at ", where,
                                                    ": the host and NVMe buffers differ in size"));
   return NvmeSwapper::Transfer{nvmeRegion_.at(nvmeId), views_[hostId].data, nb.io_name()};

@@ -412,8 +412,33 @@ LogicalResult SoftmaxOp::verify() {
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
 }
+/// `mask` broadcasts to `shape` (a mask never enlarges what it masks).
+static LogicalResult verifyMaskBroadcasts(Operation *op, Value mask, ArrayRef<int64_t> shape) {
+  ArrayRef<int64_t> m = cast<RankedTensorType>(mask.getType()).getShape();
+  if (m.size() > shape.size() || failed(broadcastShapes({m, shape})) ||
+      *broadcastShapes({m, shape}) != shape)
+    return op->emitOpError("mask ") << mask.getType() << " does not broadcast to "
+                                    << shapeStr(shape);
+  return success();
+}
+
 LogicalResult SoftmaxGradOp::verify() {
-  return verifyAxis(*this, getAxis(), getSoftmax().getType().getRank());
+  if (failed(verifyAxis(*this, getAxis(), getSoftmax().getType().getRank()))) return failure();
+  if (Value mask = getMask())
+    return verifyMaskBroadcasts(*this, mask, getSoftmax().getType().getShape());
+  return success();
+}
+
+LogicalResult MaskedSoftmaxOp::verify() {
+  RankedTensorType t = getOperand().getType();
+  if (t.getRank() < 1 || getAxis() != t.getRank() - 1)
+    return emitOpError("axis must be the last dimension (") << t.getRank() - 1 << "), got "
+                                                            << getAxis();
+  Type e = cast<RankedTensorType>(getMask().getType()).getElementType();
+  if (getMaskFillAttr() ? !e.isInteger(1) : !e.isF32())
+    return emitOpError("mask must be ") << (getMaskFillAttr() ? "i1 with mask_fill" : "f32")
+                                        << ", got " << getMask().getType();
+  return verifyMaskBroadcasts(*this, getMask(), t.getShape());
 }
 
 LogicalResult FusedElementwiseOp::verify() {

@@ -582,6 +582,34 @@ maximum is subtracted first).
 def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "softmax">;
 def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "log of softmax">;
 
+def DS_MaskedSoftmaxOp : DS_Op<"masked_softmax",
+    [Pure, AllTypesMatch<["operand", "result"]>, DS_Differentiable], DS_OwnStep> {
+  let summary = "softmax over the last axis of masked scores";
+  let description = [{
+    `softmax(where(mask, mask_fill, operand))` with an i1 `mask` and
+    `mask_fill` (`masked_fill`, exported as a `where`), or
+    `softmax(operand + mask)` with an f32 `mask` (an additive mask), the
+    mask broadcast to the operand. ds-fuse-softmax makes it from the two
+    ops, so the masked scores are never written to memory: one row pass
+    instead of two passes over attention-sized scores. Its gradient is
+    `ds.softmax_grad` with the same i1 mask (masked scores get none).
+
+    ```mlir
+    %p = ds.masked_softmax %s, %causal {axis = 3 : i64, mask_fill = 0xFFF0000000000000 : f64}
+        : (tensor<8x8x128x128xf32>, tensor<1x1x128x128xi1>) -> tensor<8x8x128x128xf32>
+    ```
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is its last dimension.
+    - `mask` broadcasts to the operand; it is i1 with `mask_fill`, else f32.
+  }];
+  let arguments = (ins DS_F32Tensor:$operand, DS_Tensor:$mask,
+                   OptionalAttr<F64Attr>:$mask_fill, I64Attr:$axis);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = "$operand `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AllTypesMatch<["operand", "result"]>,
                                           DS_Differentiable], DS_OwnStep> {
   let summary = "layer normalization over the trailing dimensions";
@@ -902,15 +930,19 @@ def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
     The input gradient of `y = softmax(x, axis)` for the output gradient
     `dy`, the sum taken along `axis`: one pass over each row where the
     elementwise form (a product, a reduction and a fused update) is three
-    passes over the attention-sized scores.
+    passes over the attention-sized scores. With an i1 `mask` (broadcast
+    to `y`), the result is 0 where the mask is true: `where(mask, 0, ...)`,
+    the gradient a `masked_fill` passes back, folded in by ds-fuse-softmax.
 
     **Constraints:**
     - `softmax`, `dy` and the result have one type of rank >= 1; `axis` is
       in [0, rank).
+    - `mask`, if present, broadcasts to `softmax`'s shape.
   }];
-  let arguments = (ins DS_FloatTensor:$softmax, DS_FloatTensor:$dy, I64Attr:$axis);
+  let arguments = (ins DS_FloatTensor:$softmax, DS_FloatTensor:$dy,
+                   Optional<DS_BoolTensor>:$mask, I64Attr:$axis);
   let results = (outs DS_FloatTensor:$result);
-  let assemblyFormat = "$softmax `,` $dy attr-dict `:` type($result)";
+  let assemblyFormat = "$softmax `,` $dy (`mask` $mask^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -39,6 +39,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
   if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
+  if (enabled("softmax")) pm.addPass(createFuseSoftmaxPass());
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
@@ -51,7 +52,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 const std::vector<std::string> &mlir::ds::fusionNames() {
   static const std::vector<std::string> names = {"batch-norm", "channels-last", "epilogues",
                                                  "activations", "norms", "attention",
-                                                 "matmul-epilogues", "optimizer",
+                                                 "softmax", "matmul-epilogues", "optimizer",
                                                  "elementwise"};
   return names;
 }

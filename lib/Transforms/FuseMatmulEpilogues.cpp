@@ -17,6 +17,7 @@
 #include "ds/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_FUSEMATMULEPILOGUESPASS
@@ -34,6 +35,7 @@ RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()
 struct Epilogue {
   MatmulOp product;
   Value current;                          // the chain's value so far
+  Value lhs, rhs;                         // the operands, scales taken out
   SmallVector<Operation *> absorbed;      // ops replaced by the fused op
   double alpha = 1.0;
   Value bias, addend;                     // bias as [N]; addend in `current`'s type
@@ -103,13 +105,37 @@ struct FuseMatmulEpiloguesPass
           tensorType(m.getRhs()).getElementType().isF32() && tensorType(m.getRhs()).getRank() >= 2)
         products.push_back(m);
     });
+    llvm::SetVector<Operation *> scales; // a multiply several products read: once
     for (MatmulOp m : products) {
-      Epilogue e{m, m.getResult()};
+      Epilogue e{m, m.getResult(), m.getLhs(), m.getRhs()};
+      for (Value *operand : {&e.lhs, &e.rhs})
+        if (Operation *mul = takeScale(*operand, e.alpha)) scales.insert(mul);
       while (step(e)) {
       }
       if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0) continue;
       replace(e);
     }
+    for (Operation *mul : scales)
+      if (mul->use_empty()) mul->erase();
+  }
+
+  /// An operand `x * c` (c a known finite non-zero scalar) read only by
+  /// products: (c x) y = c (x y), so each product reads x and scales its
+  /// alpha by c, and the multiply (a pass over x: the scaled gradient of
+  /// attention scores, say) goes once no product reads it.
+  Operation *takeScale(Value &operand, double &alpha) {
+    auto mul = operand.getDefiningOp<MulOp>();
+    if (!mul || !llvm::all_of(mul->getUsers(), [](Operation *u) { return isa<MatmulOp>(u); }))
+      return nullptr;
+    for (auto [x, c] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}}) {
+      if (x.getType() != operand.getType() || tensorType(c).getNumElements() != 1) continue;
+      std::optional<double> k = knownFloatSplat(c);
+      if (!k || *k == 0.0 || !std::isfinite(*k)) continue;
+      alpha *= *k;
+      operand = x;
+      return mul;
+    }
+    return nullptr;
   }
 
   /// Folds the next op of the chain into `e`; false when the chain ends.
@@ -179,7 +205,9 @@ struct FuseMatmulEpiloguesPass
 
   void replace(Epilogue &e) {
     MatmulOp m = e.product;
-    Operation *last = e.absorbed.back();
+    // After the last absorbed op (the product itself when only operand
+    // scales were taken).
+    Operation *last = e.absorbed.empty() ? m.getOperation() : e.absorbed.back();
     OpBuilder b(last);
     Location loc = last->getLoc();
     RankedTensorType productType = tensorType(m.getResult());
@@ -189,7 +217,7 @@ struct FuseMatmulEpiloguesPass
     if (addend && addend.getType() != productType)
       addend = ReshapeOp::create(b, loc, productType, addend);
     auto fused = FusedMatmulOp::create(
-        b, loc, productType, m.getLhs(), m.getRhs(), bias, addend, m.getTransposeLhsAttr(),
+        b, loc, productType, e.lhs, e.rhs, bias, addend, m.getTransposeLhsAttr(),
         m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
         ActivationAttr::get(b.getContext(), e.activation),
         CombineAttr::get(b.getContext(), e.combine));

@@ -282,10 +282,12 @@ private:
 /// convolution; oneDNN's kernel for it (with its weights transformed once,
 /// so only for constant weights) measured 25-35% faster than the direct one
 /// on ResNet's 3x3 stride-1 layers down to 14x14 outputs, reorders in and
-/// out included, and no faster at 7x7 (bench: docs/performance.md).
+/// out included, and no faster at 7x7 (bench: docs/performance.md). With
+/// few output channels (DenseNet's 128 -> 32) the transforms dominate:
+/// the direct kernel measured 1.2-1.7x faster there, so Winograd needs 64.
 bool preferWinograd(const ConvGeometry &g, bool constantWeight) {
   const Window &w = g.w;
-  if (!constantWeight || g.group != 1 || w.in.size() != 2 || g.cg < 16 || g.m < 16) return false;
+  if (!constantWeight || g.group != 1 || w.in.size() != 2 || g.cg < 16 || g.m < 64) return false;
   for (size_t d = 0; d < 2; ++d)
     if (w.kernel[d] != 3 || w.strides[d] != 1 || w.dilations[d] != 1) return false;
   return w.outSize >= 14 * 14;

@@ -226,11 +226,80 @@ inline double rowSum(const float *p, int64_t n, float shift, bool square) {
   return sum;
 }
 
+/// body(o) for each row o of [0, rows), rows of n elements, in chunks of
+/// about 8192 elements per thread.
+template <class F> void parallelRows(int64_t rows, int64_t n, F body) {
+  parallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t o = lo; o < hi; ++o) body(o);
+              });
+}
+
+// Masked rows, as functions of plain pointers: inside the kernels'
+// lambdas GCC left these loops scalar, with a branch per element.
+inline void selectRow(const float *x, const uint8_t *mask, float fill, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] = mask[j] ? fill : x[j];
+}
+inline void addRow(const float *x, const float *mask, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] + mask[j];
+}
+/// y * (dy - sum), 0 where the mask is set (none with a null mask).
+inline void softmaxGradRow(const float *y, const float *dy, const uint8_t *mask, float sum,
+                           float *dx, int64_t n) {
+  if (!mask) {
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) dx[k] = y[k] * (dy[k] - sum);
+    return;
+  }
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) dx[k] = mask[k] ? 0.0f : y[k] * (dy[k] - sum);
+}
+
+/// A mask broadcast to a [rows..., n] operand, read row by row: element
+/// offsets of each operand dimension in the mask (0 where it broadcasts).
+struct MaskRows {
+  std::vector<int64_t> rowShape, rowStrides; // the operand's leading dims
+  int64_t step = 0;                          // along a row: 0 or 1
+  static absl::StatusOr<MaskRows> make(const KernelContext &c, const TensorView &mask,
+                                       const std::vector<int64_t> &shape) {
+    if (mask.rank() > static_cast<int64_t>(shape.size()))
+      return c.error("mask [" + shapeToString(mask.shape) + "] has a higher rank than [" +
+                     shapeToString(shape) + "]");
+    std::vector<int64_t> padded(shape.size() - mask.rank(), 1);
+    padded.insert(padded.end(), mask.shape.begin(), mask.shape.end());
+    std::vector<int64_t> strides(shape.size());
+    int64_t stride = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      if (padded[i] != shape[i] && padded[i] != 1)
+        return c.error("mask [" + shapeToString(mask.shape) + "] does not broadcast to [" +
+                       shapeToString(shape) + "]");
+      strides[i] = padded[i] == 1 ? 0 : stride;
+      stride *= padded[i];
+    }
+    MaskRows m;
+    m.step = strides.back();
+    m.rowShape.assign(shape.begin(), shape.end() - 1);
+    m.rowStrides.assign(strides.begin(), strides.end() - 1);
+    return m;
+  }
+  /// The mask's element offset at the start of row `row`.
+  int64_t offset(int64_t row) const {
+    int64_t off = 0;
+    for (size_t d = rowShape.size(); d-- > 0;) {
+      off += (row % rowShape[d]) * rowStrides[d];
+      row /= rowShape[d];
+    }
+    return off;
+  }
+};
+
 /// softmax_grad(y, dy) = y * (dy - sum(y * dy)) along `axis`: per row, the
 /// dot product in kLanes f32 lanes (added in f64), then one update pass;
 /// a strided axis (inner > 1) walks its columns with the same arithmetic.
 absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
   if (isHalf(c.in[0].dtype)) return prepareWidened(c, prepareSoftmaxGrad);
   DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "softmax"));
   DS_RETURN_IF_ERROR(c.expectDType(c.in[1], plan::F32, "dy"));
@@ -244,6 +313,25 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
   const int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
   const float *y = c.in[0].as<float>(), *dy = c.in[1].as<float>();
   float *dx = c.out[0].as<float>();
+  if (c.in.size() == 3) {
+    // With a mask (i1, broadcast to y): 0 where it is true. Rows only: the
+    // masked form comes from attention scores, softmax'd over the last axis.
+    DS_RETURN_IF_ERROR(c.expectDType(c.in[2], plan::BOOL, "mask"));
+    if (inner != 1) return c.error("a mask needs axis to be the last dimension");
+    DS_ASSIGN_OR_RETURN(MaskRows rows, MaskRows::make(c, c.in[2], s));
+    const uint8_t *mask = static_cast<const uint8_t *>(c.in[2].data);
+    return PreparedStep([=] {
+      parallelRows(outer, n, [&](int64_t o) {
+        const float *py = y + o * n, *pg = dy + o * n;
+        float *pd = dx + o * n;
+        const uint8_t *pm = mask + rows.offset(o);
+        const float sum = static_cast<float>(rowDot(py, pg, n));
+        if (rows.step == 0 && *pm) std::fill(pd, pd + n, 0.0f);
+        else softmaxGradRow(py, pg, rows.step ? pm : nullptr, sum, pd, n);
+      });
+      return absl::OkStatus();
+    });
+  }
   return PreparedStep([=] {
     parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
                 [&](int64_t lo, int64_t hi) {
@@ -253,15 +341,8 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
                     float *pd = dx + o * n * inner + i;
                     double dot = 0;
                     if (inner == 1) {
-                      float lanes[kLanes] = {};
-                      int64_t j = 0;
-                      for (; j + kLanes <= n; j += kLanes)
-                        for (int64_t l = 0; l < kLanes; ++l) lanes[l] += py[j + l] * pg[j + l];
-                      for (int64_t l = 0; l < kLanes; ++l) dot += lanes[l];
-                      for (; j < n; ++j) dot += py[j] * pg[j];
-                      const float sum = static_cast<float>(dot);
-#pragma omp simd
-                      for (int64_t k = 0; k < n; ++k) pd[k] = py[k] * (pg[k] - sum);
+                      const float sum = static_cast<float>(rowDot(py, pg, n));
+                      softmaxGradRow(py, pg, nullptr, sum, pd, n);
                     } else {
                       for (int64_t j = 0; j < n; ++j) dot += py[j * inner] * pg[j * inner];
                       const float sum = static_cast<float>(dot);
@@ -291,23 +372,20 @@ absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   return PreparedStep([=] {
     if (inner == 1) {
       // Rows are contiguous: three vectorized passes (max, exp + sum, scale).
-      parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
-                  [&](int64_t lo, int64_t hi) {
-                    for (int64_t o = lo; o < hi; ++o) {
-                      const float *px = x + o * n;
-                      float *py = y + o * n;
-                      const float mx = rowMax(px, n);
-                      if (kLog) {
-                        const float ls = std::log(rowExpSum<false>(px, nullptr, mx, n));
+      parallelRows(outer, n, [&](int64_t o) {
+        const float *px = x + o * n;
+        float *py = y + o * n;
+        const float mx = rowMax(px, n);
+        if (kLog) {
+          const float ls = std::log(rowExpSum<false>(px, nullptr, mx, n));
 #pragma omp simd
-                        for (int64_t j = 0; j < n; ++j) py[j] = px[j] - mx - ls;
-                      } else {
-                        const float inv = 1.0f / rowExpSum<true>(px, py, mx, n);
+          for (int64_t j = 0; j < n; ++j) py[j] = px[j] - mx - ls;
+        } else {
+          const float inv = 1.0f / rowExpSum<true>(px, py, mx, n);
 #pragma omp simd
-                        for (int64_t j = 0; j < n; ++j) py[j] *= inv;
-                      }
-                    }
-                  });
+          for (int64_t j = 0; j < n; ++j) py[j] *= inv;
+        }
+      });
       return absl::OkStatus();
     }
     parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
@@ -337,6 +415,63 @@ absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   });
 }
 
+/// masked_softmax(x, mask): softmax over the last axis of
+/// where(mask, mask_fill, x) (i1 mask) or x + mask (f32 mask), the masked
+/// row built in the result and normalized there: the same arithmetic as
+/// the where (or add) followed by softmax, in one pass over memory.
+absl::StatusOr<PreparedStep> prepareMaskedSoftmax(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(2, 2, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const auto &s = c.in[0].shape;
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  if (axis != rank - 1) return c.error("axis must be the last dimension");
+  const bool selects = c.hasAttr("mask_fill");
+  float fill = 0.0f;
+  if (selects) {
+    DS_ASSIGN_OR_RETURN(double f, c.floatAttr("mask_fill"));
+    fill = static_cast<float>(f);
+  }
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[1], selects ? plan::BOOL : plan::F32, "mask"));
+  DS_ASSIGN_OR_RETURN(MaskRows rows, MaskRows::make(c, c.in[1], s));
+  const int64_t n = s.back(), outer = product(s, 0, rank - 1);
+  const float *x = c.in[0].as<float>();
+  const void *mask = c.in[1].data;
+  float *y = c.out[0].as<float>();
+  return PreparedStep([=] {
+    parallelRows(outer, n, [&](int64_t o) {
+      const float *px = x + o * n;
+      float *py = y + o * n;
+      const int64_t mo = rows.offset(o);
+      // A mask row (step 1) or one value for the row (step 0):
+      // separate loops, so each vectorizes without a gather.
+      if (selects) {
+        const uint8_t *pm = static_cast<const uint8_t *>(mask) + mo;
+        if (rows.step) selectRow(px, pm, fill, py, n);
+        else if (*pm) std::fill(py, py + n, fill);
+        else std::copy(px, px + n, py);
+      } else {
+        const float *pm = static_cast<const float *>(mask) + mo;
+        if (rows.step) {
+          addRow(px, pm, py, n);
+        } else {
+          const float m0 = *pm;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) py[j] = px[j] + m0;
+        }
+      }
+      const float mx = rowMax(py, n);
+      const float inv = 1.0f / rowExpSum<true>(py, py, mx, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) py[j] *= inv;
+    });
+    return absl::OkStatus();
+  });
+}
+
 // layer_norm(x, scale[, bias]) over dims [axis, rank).
 absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
@@ -359,23 +494,20 @@ absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
   float *y = c.out[0].as<float>();
   float epsf = static_cast<float>(eps);
   return PreparedStep([=] {
-    parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
-                [&](int64_t lo, int64_t hi) {
-                  for (int64_t o = lo; o < hi; ++o) {
-                    const float *px = x + o * n;
-                    float *py = y + o * n;
-                    float mean = static_cast<float>(rowSum(px, n, 0.0f, false) / n);
-                    double var = rowSum(px, n, mean, true);
-                    float rstd = static_cast<float>(1.0 / std::sqrt(var / n + epsf));
-                    if (b) {
+    parallelRows(outer, n, [&](int64_t o) {
+      const float *px = x + o * n;
+      float *py = y + o * n;
+      float mean = static_cast<float>(rowSum(px, n, 0.0f, false) / n);
+      double var = rowSum(px, n, mean, true);
+      float rstd = static_cast<float>(1.0 / std::sqrt(var / n + epsf));
+      if (b) {
 #pragma omp simd
-                      for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j] + b[j];
-                    } else {
+        for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j] + b[j];
+      } else {
 #pragma omp simd
-                      for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j];
-                    }
-                  }
-                });
+        for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j];
+      }
+    });
     return absl::OkStatus();
   });
 }
@@ -396,22 +528,19 @@ absl::StatusOr<PreparedStep> prepareRmsNorm(const KernelContext &c) {
   float *y = c.out[0].as<float>();
   const float epsf = static_cast<float>(eps);
   return PreparedStep([=] {
-    parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
-                [&](int64_t lo, int64_t hi) {
-                  for (int64_t o = lo; o < hi; ++o) {
-                    const float *px = x + o * n;
-                    float *py = y + o * n;
-                    const float ms = static_cast<float>(rowSum(px, n, 0.0f, true) / n);
-                    const float inv = 1.0f / std::sqrt(ms + epsf);
-                    if (g) {
+    parallelRows(outer, n, [&](int64_t o) {
+      const float *px = x + o * n;
+      float *py = y + o * n;
+      const float ms = static_cast<float>(rowSum(px, n, 0.0f, true) / n);
+      const float inv = 1.0f / std::sqrt(ms + epsf);
+      if (g) {
 #pragma omp simd
-                      for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv * g[j];
-                    } else {
+        for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv * g[j];
+      } else {
 #pragma omp simd
-                      for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv;
-                    }
-                  }
-                });
+        for (int64_t j = 0; j < n; ++j) py[j] = px[j] * inv;
+      }
+    });
     return absl::OkStatus();
   });
 }
@@ -577,6 +706,7 @@ void registerNormalizationKernels(KernelRegistry &r) {
   r.add("softmax", prepareSoftmax<false>);
   r.add("log_softmax", prepareSoftmax<true>);
   r.add("softmax_grad", prepareSoftmaxGrad);
+  r.add("masked_softmax", prepareMaskedSoftmax);
   r.add("layer_norm", prepareLayerNorm);
   r.add("rms_norm", prepareRmsNorm);
 }

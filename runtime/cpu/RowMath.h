@@ -27,12 +27,28 @@ inline float rowMax(const float *p, int64_t n) {
   float acc[kLanes];
   for (int64_t k = 0; k < kLanes; ++k) acc[k] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
+  // `simd`: without it GCC leaves the lanes scalar (vmaxss); the select is
+  // exactly vmaxps's (the accumulator kept when p is NaN).
   for (; j + kLanes <= n; j += kLanes)
+#pragma omp simd
     for (int64_t k = 0; k < kLanes; ++k) acc[k] = p[j + k] > acc[k] ? p[j + k] : acc[k];
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t k = 0; k < kLanes; ++k) m = acc[k] > m ? acc[k] : m;
   for (; j < n; ++j) m = p[j] > m ? p[j] : m;
   return m;
+}
+
+/// sum(a * b) over p[0, n): kLanes f32 lanes, added in f64 (softmax's
+/// backward, squared norms).
+inline double rowDot(const float *a, const float *b, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += a[j + l] * b[j + l];
+  double dot = 0;
+  for (int64_t l = 0; l < kLanes; ++l) dot += lanes[l];
+  for (; j < n; ++j) dot += static_cast<double>(a[j]) * b[j];
+  return dot;
 }
 
 /// e^x for x in [-87, 0] (a logit minus its row maximum): 2^n e^r with

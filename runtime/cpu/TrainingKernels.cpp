@@ -473,16 +473,7 @@ absl::StatusOr<PreparedStep> prepareSumSquares(const KernelContext &c) {
   return PreparedStep([chunks = std::move(chunks), sums, out] {
     parallelFor(static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) {
-        const float *x = chunks[k].data;
-        const int64_t n = chunks[k].n;
-        float acc[kLanes] = {};
-        int64_t j = 0;
-        for (; j + kLanes <= n; j += kLanes)
-          for (int64_t l = 0; l < kLanes; ++l) acc[l] += x[j + l] * x[j + l];
-        double s = 0;
-        for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
-        for (; j < n; ++j) s += static_cast<double>(x[j]) * x[j];
-        (*sums)[k] = s;
+        (*sums)[k] = rowDot(chunks[k].data, chunks[k].data, chunks[k].n);
       }
     });
     double total = 0;

@@ -22,6 +22,9 @@
 # (keys in two blocks of the online softmax) become ds.attention with no
 # softmax or layout op left, and agree with --disable-fusion=attention
 # (1e-5) and PyTorch (1e-4).
+# Masked softmax: the same GPT trained 6 steps gets ds.masked_softmax and a
+# masked softmax_grad (no where left) and the losses of
+# --disable-fusion=softmax.
 # RMSNorm as Hugging Face's Llama writes it (rsqrt of the mean square) and
 # with a division becomes ds.rms_norm, agreeing with --disable-fusion=norms
 # (1e-6) and PyTorch (1e-5).
@@ -176,21 +179,30 @@ tok = np.random.default_rng(5).integers(0, 32, (16, 9)).astype(np.int64)
 gdata = {"idx": tok[:, :-1].copy(), "labels": tok[:, 1:].copy()}
 gcfg = {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}}
-losses = {}
-for tag, extra in (("train_fused", []), ("train_unfused", ["--disable-fusion=elementwise"])):
-    work = os.path.join(args.workdir, tag)
-    os.makedirs(work, exist_ok=True)
-    losses[tag] = train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra)
-    dump = subprocess.run(["ds-run", os.path.join(work, "train.dsplan"), "--dump"], check=True,
-                          capture_output=True, text=True).stdout
-    if (tag == "train_fused") != ("fused_elementwise(" in dump):
-        sys.exit("%s: fused_elementwise steps %s" % (tag, "missing" if tag == "train_fused"
-                                                         else "present"))
-worst = max(abs(a - b) / abs(b) for a, b in zip(losses["train_fused"], losses["train_unfused"]))
-print("training losses fused %s unfused %s; worst relative difference %.2e"
-      % (losses["train_fused"], losses["train_unfused"], worst))
-if worst > 1e-6:
-    sys.exit("fused training differs from unfused")
+
+
+def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance):
+    """The GPT trained 6 steps with the default pipeline and with
+    `unfused_flags`: is_fused(plan dump) holds for the first plan only, and
+    the losses agree within `tolerance`."""
+    losses = []
+    for fused, extra in ((True, []), (False, unfused_flags)):
+        work = os.path.join(args.workdir, "%s_%s" % (tag, "fused" if fused else "unfused"))
+        os.makedirs(work, exist_ok=True)
+        losses.append(train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra))
+        dump = subprocess.run(["ds-run", os.path.join(work, "train.dsplan"), "--dump"],
+                              check=True, capture_output=True, text=True).stdout
+        if fused != is_fused(dump):
+            sys.exit("%s: %s %s" % (tag, what, "missing" if fused else "present unfused"))
+    worst = max(abs(a - b) / abs(b) for a, b in zip(*losses))
+    print("training (%s): losses fused %s unfused %s; worst relative difference %.2e"
+          % (what, losses[0], losses[1], worst))
+    if worst > tolerance:
+        sys.exit("%s: fused training differs from unfused" % tag)
+
+
+train_fused_and_unfused("train", ["--disable-fusion=elementwise"],
+                        lambda dump: "fused_elementwise(" in dump, "fused_elementwise steps", 1e-6)
 
 
 # ---- matmul epilogues ----------------------------------------------------
@@ -239,22 +251,8 @@ if "fused_matmul" in uedump or "gelu" in uedump:
 if relative_error(fe, ue) > 1e-5 or relative_error(fe, ref_e) > 1e-4:
     sys.exit("fused matmul epilogues differ")
 
-losses = {}
-for tag, extra in (("epi_train_fused", []), ("epi_train_unfused", no_epilogues)):
-    work = os.path.join(args.workdir, tag)
-    os.makedirs(work, exist_ok=True)
-    losses[tag] = train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra)
-    dump = subprocess.run(["ds-run", os.path.join(work, "train.dsplan"), "--dump"], check=True,
-                          capture_output=True, text=True).stdout
-    if (tag == "epi_train_fused") != ("fused_matmul(" in dump):
-        sys.exit("%s: fused_matmul steps %s" % (tag, "missing" if tag == "epi_train_fused"
-                                                    else "present"))
-worst = max(abs(a - b) / abs(b) for a, b in zip(losses["epi_train_fused"],
-                                                losses["epi_train_unfused"]))
-print("training with matmul epilogues: losses %s unfused %s; worst relative difference %.2e"
-      % (losses["epi_train_fused"], losses["epi_train_unfused"], worst))
-if worst > 1e-5:
-    sys.exit("training with matmul epilogues differs from unfused")
+train_fused_and_unfused("epi_train", no_epilogues, lambda dump: "fused_matmul(" in dump,
+                        "fused_matmul steps", 1e-5)
 
 
 # ---- attention -----------------------------------------------------------
@@ -315,6 +313,16 @@ long_mask = np.zeros((1, 1, 600, 600), np.float32)
 long_mask[..., 550:] = -np.inf  # padding: the last 50 keys
 xl = np.random.default_rng(9).standard_normal((1, 600, 64)).astype(np.float32)
 attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x", "mask"])
+
+
+# ---- masked softmax (training) ----------------------------------------------
+# The GPT's causal masked_fill stays a softmax in training (the backward reads
+# the probabilities): ds-fuse-softmax makes the forward's where + softmax one
+# masked_softmax and the backward's where the softmax_grad's mask, and the
+# losses equal the unfused plan's.
+train_fused_and_unfused("sm_train", ["--disable-fusion=softmax"],
+                        lambda dump: "masked_softmax(" in dump and not re.search(r"= where\(", dump),
+                        "masked_softmax without a where", 1e-6)
 
 
 # ---- RMSNorm ---------------------------------------------------------------

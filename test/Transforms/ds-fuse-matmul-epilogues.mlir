@@ -113,3 +113,25 @@ func.func @kept(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>, %
   %rd = ds.relu %pd : tensor<4x16xf64>
   return %p1, %r1, %b2, %y3, %s4, %mvr, %rd : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf64>
 }
+
+// -----
+
+// A scaled operand read only by products (the scaled gradient of attention
+// scores): each product reads it unscaled with the scale in alpha, and the
+// multiply goes. A scaled operand read elsewhere too is kept.
+// CHECK-LABEL: func.func @operand_scale
+// CHECK-SAME: (%[[D:.+]]: tensor<2x4x4xf32>, %[[K:.+]]: tensor<2x4x8xf32>, %[[Q:.+]]: tensor<2x8x4xf32>, %[[E:.+]]: tensor<2x4x4xf32>)
+// CHECK-NOT: ds.mul %[[D]]
+// CHECK-DAG: ds.fused_matmul %[[D]], %[[K]] {alpha = 1.250000e-01 : f64}
+// CHECK-DAG: ds.fused_matmul %[[Q]], %[[D]] {alpha = 1.250000e-01 : f64}
+// CHECK-DAG: %[[S:.+]] = ds.mul %[[E]]
+// CHECK-DAG: ds.matmul %[[S]], %[[K]]
+func.func @operand_scale(%d: tensor<2x4x4xf32>, %k: tensor<2x4x8xf32>, %q: tensor<2x8x4xf32>, %e: tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>) {
+  %c = ds.constant dense<0.125> : tensor<f32>
+  %s = ds.mul %d, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %dq = ds.matmul %s, %k : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %dk = ds.matmul %q, %s : (tensor<2x8x4xf32>, tensor<2x4x4xf32>) -> tensor<2x8x4xf32>
+  %t = ds.mul %e, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %o = ds.matmul %t, %k : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %dq, %dk, %o, %t : tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>
+}

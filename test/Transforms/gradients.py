@@ -174,6 +174,20 @@ CASES = {
     "AveragePool": (unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                           count_include_pad=0, ceil_mode=1), [(2, 2, 6, 7)], False),
     "SoftmaxLongRows": (unary("Softmax", axis=-1), [(2, 37)], False),  # 16-lane sums and a tail
+    # masked_fill and additive masks before a softmax: after autodiff,
+    # ds-fuse-softmax makes them masked_softmax and masked softmax_grad.
+    "MaskedFillSoftmax": (lambda: ([helper.make_node("Where", ["c", "ninf", "x0"], ["w"]),
+                                    helper.make_node("Softmax", ["w"], ["y"], axis=-1)],
+                                   [const("c", np.triu(np.ones((4, 6), bool), 1)),
+                                    const("ninf", np.float32(-np.inf))]), [(2, 4, 6)], False),
+    "KeepMaskSoftmax": (lambda: ([helper.make_node("Where", ["k", "x0", "lo"], ["w"]),
+                                  helper.make_node("Softmax", ["w"], ["y"], axis=-1)],
+                                 [const("k", np.tril(np.ones((4, 6), bool))),
+                                  const("lo", np.float32(-3.4e38))]), [(2, 4, 6)], False),
+    "AddMaskSoftmax": (lambda: ([helper.make_node("Add", ["x0", "m"], ["w"]),
+                                 helper.make_node("Softmax", ["w"], ["y"], axis=-1)],
+                                [const("m", np.linspace(-2, 0, 6, dtype=np.float32).reshape(1, 6))]),
+                       [(3, 6)], False),
 }
 
 

@@ -171,6 +171,65 @@ CTS_TEST(SoftmaxAndLogSoftmax, "softmax", "log_softmax") {
   expectError(run(Step("softmax").i("axis", 1), {f32({2}, {1, 2})}, outs), "axis 1 is out of range for rank 1");
 }
 
+CTS_TEST(MaskedSoftmax, "masked_softmax") {
+  struct Case {
+    Shape shape, mask;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // A causal mask broadcast over batch and heads, a mask per row (the last
+  // dim broadcast), one per batch broadcast over rows (a padding mask), a
+  // full-shape mask, long rows with a tail, and an empty tensor.
+  for (const Case &c : {Case{{2, 3, 5, 5}, {1, 1, 5, 5}}, Case{{4, 37}, {4, 1}}, Case{{2, 3, 19}, {2, 1, 19}},
+                        Case{{3, 7}, {3, 7}}, Case{{2, 130}, {130}}, Case{{0, 4}, {1, 4}}}) {
+    const int64_t rank = static_cast<int64_t>(c.shape.size()), n = c.shape.back();
+    const int64_t size = numel(c.shape);
+    std::vector<double> xv = sample(size, -6, 6, 91);
+    // The mask's element for each operand element (numpy broadcasting).
+    Shape padded(rank - c.mask.size(), 1);
+    padded.insert(padded.end(), c.mask.begin(), c.mask.end());
+    auto maskIndex = [&](int64_t e) {
+      int64_t idx = 0, stride = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t i = e % c.shape[d];
+        e /= c.shape[d];
+        if (padded[d] != 1) idx += i * stride;
+        stride *= padded[d];
+      }
+      return idx;
+    };
+    const int64_t msize = numel(c.mask);
+    std::vector<double> bits(msize), add = sample(msize, -3, 0, 92);
+    for (int64_t i = 0; i < msize; ++i) bits[i] = (i * 7 + 3) % 5 == 0; // never a whole row
+    if (!c.mask.empty() && c.mask.back() == 1) bits[0] = 1;              // except one, to NaN (fill -inf)
+    for (double fill : {-inf, -1e4}) {
+      std::vector<double> masked(size);
+      for (int64_t e = 0; e < size; ++e) masked[e] = bits[maskIndex(e)] ? fill : xv[e];
+      std::vector<double> want = softmaxRef(c.shape, masked, rank - 1, false);
+      HostTensor o = run1(Step("masked_softmax").i("axis", -1).f("mask_fill", fill),
+                          {f32(c.shape, xv), boolean(c.mask, bits)}, plan::F32, c.shape);
+      expectClose(o.values(), roundTo(plan::F32, want), 1e-4, 1e-7,
+                  "masked_softmax " + shapeStr(c.shape) + " fill " + std::to_string(fill));
+    }
+    std::vector<double> summed(size);
+    for (int64_t e = 0; e < size; ++e) summed[e] = xv[e] + add[maskIndex(e)];
+    HostTensor o = run1(Step("masked_softmax").i("axis", rank - 1), {f32(c.shape, xv), f32(c.mask, add)},
+                        plan::F32, c.shape);
+    expectClose(o.values(), roundTo(plan::F32, softmaxRef(c.shape, summed, rank - 1, false)), 1e-4, 1e-7,
+                "masked_softmax additive " + shapeStr(c.shape));
+    (void)n;
+  }
+  HostTensor x = f32({2, 3}, sample(6, 0, 1, 93));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3})};
+  expectError(run(Step("masked_softmax").i("axis", 0).f("mask_fill", 0), {x, boolean({3}, {0, 1, 0})}, outs),
+              "axis must be the last dimension");
+  expectError(run(Step("masked_softmax").i("axis", 1).f("mask_fill", 0), {x, boolean({2}, {0, 1})}, outs),
+              "does not broadcast");
+  expectError(run(Step("masked_softmax").i("axis", 1).f("mask_fill", 0), {x, f32({3}, {0, 1, 0})}, outs),
+              "mask must be bool");
+  expectError(run(Step("masked_softmax").i("axis", 1), {x, boolean({3}, {0, 1, 0})}, outs), "mask must be f32");
+  expectError(run(Step("masked_softmax").i("axis", 1), {x, f32({1, 1, 3}, {0, 1, 0})}, outs), "higher rank");
+}
+
 CTS_TEST(LayerNorm, "layer_norm") {
   struct Case {
     Shape shape;

@@ -128,6 +128,41 @@ CTS_TEST(SoftmaxGrad, "softmax_grad") {
   expectError(run(Step("softmax_grad").i("axis", 2), {y, y}, outs), "axis");
 }
 
+// With a mask (the backward of a masked_fill folded in): 0 where it is set,
+// the unmasked gradient elsewhere; the row sum runs over every element.
+CTS_TEST(SoftmaxGradMasked, "softmax_grad") {
+  for (const auto &[shape, mshape] : {std::pair<Shape, Shape>{{2, 3, 6, 6}, {1, 1, 6, 6}},
+                                      {{4, 37}, {4, 1}}, {{3, 130}, {130}}, {{0, 5}, {5}}}) {
+    const int64_t n = shape.back(), rows = numel(shape) / std::max<int64_t>(1, n);
+    const int64_t mrows = numel(mshape) / mshape.back(), mn = mshape.back();
+    std::vector<double> y = f32(shape, sample(numel(shape), 0, 1, 75)).values();
+    std::vector<double> dy = f32(shape, sample(numel(shape), -1, 1, 76)).values();
+    std::vector<double> bits(numel(mshape));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = (i * 5 + 1) % 3 == 0;
+    std::vector<double> want(y.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j) dot += y[r * n + j] * dy[r * n + j];
+      for (int64_t j = 0; j < n; ++j) {
+        bool masked = bits[(r % mrows) * mn + (mn == 1 ? 0 : j)];
+        want[r * n + j] = masked ? 0.0 : y[r * n + j] * (dy[r * n + j] - dot);
+      }
+    }
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, shape)};
+    absl::Status st = run(Step("softmax_grad").i("axis", -1),
+                          {f32(shape, y), f32(shape, dy), boolean(mshape, bits)}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    expectClose(outs[0].values(), want, 1e-5, 1e-6, "masked softmax_grad " + shapeStr(shape));
+  }
+  HostTensor y = f32({2, 3}, sample(6, 0, 1, 77));
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3})};
+  expectError(run(Step("softmax_grad").i("axis", 0), {y, y, boolean({2, 3}, {0, 1, 0, 1, 0, 1})}, outs),
+              "mask needs axis to be the last dimension");
+  expectError(run(Step("softmax_grad").i("axis", 1), {y, y, f32({3}, {0, 1, 0})}, outs), "mask must be bool");
+  expectError(run(Step("softmax_grad").i("axis", 1), {y, y, boolean({4}, {0, 1, 0, 1})}, outs),
+              "does not broadcast");
+}
+
 CTS_TEST(LayerNormGrad, "layer_norm_grad") {
   struct Case {
     Shape shape;

@@ -12,7 +12,18 @@ using namespace mlir::ds::facts;
 LogicalResult SoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                         MutableArrayRef<Value> d) {
   // y * (g - sum(g * y)) in one row pass (softmax_grad), not three.
-  d[0] = SoftmaxGradOp::create(gb.b(), gb.loc(), getType(), getResult(), dres[0], getAxisAttr());
+  d[0] = SoftmaxGradOp::create(gb.b(), gb.loc(), getType(), getResult(), dres[0], Value(),
+                               getAxisAttr());
+  return success();
+}
+
+LogicalResult MaskedSoftmaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
+                                              MutableArrayRef<Value> d) {
+  // A masked score's gradient is 0 (where passes none back); an additive
+  // mask passes the softmax's through. The mask is data: no gradient.
+  Value mask = getMaskFillAttr() ? getMask() : Value();
+  d[0] = SoftmaxGradOp::create(gb.b(), gb.loc(), getType(), getResult(), dres[0], mask,
+                               getAxisAttr());
   return success();
 }
 
@@ -39,6 +50,10 @@ ShardingDecision SoftmaxGradOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr)
 void SoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 void LogSoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
 void SoftmaxGradOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }
+void MaskedSoftmaxOp::describeKernelStep(KernelStep &s) {
+  s.setInt("axis", getAxis());
+  if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());
+}
 
 //===----------------------------------------------------------------------===//
 // Layer normalization

@@ -341,6 +341,35 @@ def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
   ];
 }
 
+def FuseSoftmaxPass : Pass<"ds-fuse-softmax", "ModuleOp"> {
+  let summary = "folds a softmax's mask (masked_fill or additive) into it, and the mask of its gradient";
+  let description = [{
+    A softmax over the last axis of `where(mask, fill, x)` (a known scalar
+    fill: `masked_fill`; with the branches swapped, the mask negated) or of
+    `x + mask` (an f32 mask broadcast to x), the masked value read only by
+    the softmax, becomes `ds.masked_softmax x, mask`: the masked scores are
+    built row by row and never written. A `where(mask, 0, g)` (or
+    `where(mask, g, 0)`) of a `ds.softmax_grad` read only by it, which is
+    the gradient a masked_fill passes back, becomes that softmax_grad's
+    mask. Both are exact: the row kernels do the same arithmetic.
+    ds-fuse-attention, before it, takes whole inference attentions; this
+    pass matters for training, whose backward reads the probabilities.
+
+    ```mlir
+    %m = ds.where %causal, %ninf, %s : (tensor<1x1x128x128xi1>, tensor<f32>, tensor<8x8x128x128xf32>) -> tensor<8x8x128x128xf32>
+    %p = ds.softmax %m {axis = 3 : i64} : tensor<8x8x128x128xf32>
+    ```
+    becomes
+    ```mlir
+    %p = ds.masked_softmax %s, %causal {axis = 3 : i64, mask_fill = 0xFFF0000000000000 : f64} : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numForward", "num-forward", "masks folded into softmaxes">,
+    Statistic<"numBackward", "num-backward", "masks folded into softmax gradients">
+  ];
+}
+
 def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
   let summary = "folds scale, bias, activation and residual into the matrix product";
   let description = [{
@@ -355,6 +384,9 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
     only by the next step. The ops become one `ds.fused_matmul`, whose
     kernel applies the epilogue to each block of the product while it is in
     cache (or as oneDNN post-ops), so none of them costs a pass over memory.
+    An operand that is a multiply by a known scalar read only by products
+    (the scaled gradient of attention scores) is read unscaled, the scalar
+    going into each product's `alpha`.
 
     ```mlir
     %p = ds.matmul %x, %w : (tensor<256x512xf32>, tensor<512x2048xf32>) -> tensor<256x2048xf32>

@@ -1,0 +1,77 @@
+// ds-fuse-softmax: a masked_fill (where with a scalar fill, either branch
+// order) or an additive mask before a softmax over the last axis becomes
+// ds.masked_softmax; where(mask, 0, softmax_grad) becomes the
+// softmax_grad's mask. Kept: another axis, a masked value read elsewhere,
+// a fill that is not a known scalar.
+// RUN: ds-opt %s --ds-fuse-softmax -split-input-file | FileCheck %s
+
+// A causal masked_fill, and its gradient.
+// CHECK-LABEL: func.func @causal
+// CHECK-NOT: ds.where
+// CHECK: %[[P:.+]] = ds.masked_softmax %arg0, %arg1 {axis = 3 : i64, mask_fill = 0xFFF0000000000000 : f64} : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x2x4x4xf32>
+// CHECK: %[[G:.+]] = ds.softmax_grad %[[P]], %arg2 mask %arg1 {axis = 3 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x2x4x4xf32>
+// CHECK-NOT: ds.where
+// CHECK: return %[[P]], %[[G]]
+func.func @causal(%s: tensor<2x2x4x4xf32>, %m: tensor<1x1x4x4xi1>, %dy: tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
+  %ninf = ds.constant dense<0xFF800000> : tensor<f32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %w = ds.where %m, %ninf, %s : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = ds.softmax %w {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %g = ds.softmax_grad %p, %dy {axis = 3 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %d = ds.where %m, %zero, %g : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %p, %d : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+}
+
+// -----
+
+// where(keep, scores, fill) (Hugging Face's polarity): the mask negated.
+// CHECK-LABEL: func.func @keep
+// CHECK: %[[N:.+]] = ds.not %arg1 : tensor<4x4xi1>
+// CHECK: ds.masked_softmax %arg0, %[[N]] {axis = 1 : i64, mask_fill = -3.4028234663852886E+38 : f64}
+// CHECK: %[[N2:.+]] = ds.not %arg1 : tensor<4x4xi1>
+// CHECK: ds.softmax_grad %{{.+}}, %arg2 mask %[[N2]]
+// CHECK-NOT: ds.where
+func.func @keep(%s: tensor<4x4xf32>, %k: tensor<4x4xi1>, %dy: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %min = ds.constant dense<-3.40282347E+38> : tensor<1xf32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %w = ds.where %k, %s, %min : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<1xf32>) -> tensor<4x4xf32>
+  %p = ds.softmax %w {axis = 1 : i64} : tensor<4x4xf32>
+  %g = ds.softmax_grad %p, %dy {axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %d = ds.where %k, %g, %zero : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  return %p, %d : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// An additive mask (BERT's padding mask, broadcast over heads and rows).
+// CHECK-LABEL: func.func @additive
+// CHECK: %[[P:.+]] = ds.masked_softmax %arg0, %arg1 {axis = 3 : i64} : (tensor<2x2x3x5xf32>, tensor<2x1x1x5xf32>) -> tensor<2x2x3x5xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @additive(%s: tensor<2x2x3x5xf32>, %m: tensor<2x1x1x5xf32>) -> tensor<2x2x3x5xf32> {
+  %a = ds.add %m, %s : (tensor<2x1x1x5xf32>, tensor<2x2x3x5xf32>) -> tensor<2x2x3x5xf32>
+  %p = ds.softmax %a {axis = 3 : i64} : tensor<2x2x3x5xf32>
+  return %p : tensor<2x2x3x5xf32>
+}
+
+// -----
+
+// Kept: a softmax over another axis, a masked value also returned, a
+// fill that is not a known scalar, and a gradient read twice.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: ds.masked_softmax
+// CHECK-NOT: mask
+// CHECK: return
+func.func @kept(%s: tensor<4x4xf32>, %m: tensor<4x4xi1>, %f: tensor<f32>, %dy: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %ninf = ds.constant dense<0xFF800000> : tensor<f32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %w0 = ds.where %m, %ninf, %s : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %p0 = ds.softmax %w0 {axis = 0 : i64} : tensor<4x4xf32>
+  %w1 = ds.where %m, %ninf, %s : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %p1 = ds.softmax %w1 {axis = 1 : i64} : tensor<4x4xf32>
+  %w2 = ds.where %m, %f, %s : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %p2 = ds.softmax %w2 {axis = 1 : i64} : tensor<4x4xf32>
+  %g = ds.softmax_grad %p1, %dy {axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %d = ds.where %m, %zero, %g : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e = ds.add %d, %g : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %p0, %w1, %p1, %p2, %e : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}

@@ -40,7 +40,10 @@ def DS_ActivationAttr : EnumAttr<DS_Dialect, DS_Activation, "activation">;
 
 def DS_Combine : I32EnumAttr<"Combine",
     "how a fused product's result meets its addend", [
-      I32EnumAttrCase<"Add", 0, "add">, I32EnumAttrCase<"Mul", 1, "mul">
+      I32EnumAttrCase<"Add", 0, "add">, I32EnumAttrCase<"Mul", 1, "mul">,
+      // addend is a GELU's input x: result = product * gelu'(x) (gelu_grad)
+      I32EnumAttrCase<"GeluGrad", 2, "gelu_grad">,
+      I32EnumAttrCase<"GeluTanhGrad", 3, "gelu_tanh_grad">
     ]> {
   let cppNamespace = "::mlir::ds";
   let genSpecializedAttr = 0;

@@ -1146,9 +1146,11 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     [Pure, AttrSizedOperandSegments], DS_OwnStep> {
   let summary = "a matrix product with the elementwise epilogue that consumed it";
   let description = [{
-    `act(alpha * (lhs x rhs) + bias)`, then combined with `addend` (`+` or
-    `*`): what a `ds.matmul` and the scale, bias add, activation and
-    residual add or gating multiply after it computed, written by the
+    `act(alpha * (lhs x rhs) + bias)`, then combined with `addend` (`+`,
+    `*`, or with `gelu_grad`/`gelu_tanh_grad` times GELU's derivative at
+    `addend`: the backward's `ds.gelu_grad` of the product): what a
+    `ds.matmul` and the scale, bias add, activation and residual add,
+    gating multiply or GELU gradient after it computed, written by the
     product's kernel as it produces each block of the result instead of in
     passes over memory (ds-fuse-matmul-epilogues makes it; the importer
     never does). The product is `ds.matmul`'s, transposed operands

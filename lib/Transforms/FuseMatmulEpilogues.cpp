@@ -8,7 +8,8 @@
 // GEMM still has it in cache, or as oneDNN post-ops.
 //
 // The chain is followed step by step from the product, each step optional
-// and in the order the math allows: scale, bias, activation, addend. Every
+// and in the order the math allows: scale, bias, activation, addend (or
+// the GELU gradient whose dy the product is: the backward of an MLP). Every
 // value on the way must be read only by the next step, so nothing outside
 // needs an intermediate the fused op no longer produces.
 //
@@ -192,7 +193,18 @@ struct FuseMatmulEpiloguesPass
         return true;
       }
     }
-    // 4. a residual, gate or accumulator of the result's own shape, last.
+    // 4. a residual, gate or accumulator of the result's own shape, last;
+    // or, in a backward, the GELU gradient the product is the dy of.
+    if (auto gg = dyn_cast<GeluGradOp>(op); gg && !e.addend && gg.getDy() == x &&
+                                            gg.getOperand() != x &&
+                                            gg.getOperand().getType() == x.getType()) {
+      e.addend = gg.getOperand();
+      e.combine = gg.getApproximate() == GeluApproximation::Tanh ? Combine::GeluTanhGrad
+                                                                 : Combine::GeluGrad;
+      e.absorbed.push_back(op);
+      e.current = result;
+      return false;
+    }
     if (isa<AddOp, MulOp>(op) && other && !e.addend && other.getType() == x.getType()) {
       e.addend = other;
       e.combine = isa<MulOp>(op) ? Combine::Mul : Combine::Add;

@@ -109,18 +109,22 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
 }
 
 /// What fused_matmul does to each element of the product before storing
-/// it: y = act(alpha * p + bias[col]), then y (+|*) addend. Applied block
-/// by block right after the GEMM wrote the block, while it is in cache.
+/// it: y = act(alpha * p + bias[col]), then y + addend, y * addend or
+/// y * gelu'(addend). Applied block by block right after the GEMM wrote
+/// the block, while it is in cache.
 struct Epilogue {
   enum class Act { None, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh };
+  enum class Combine { Add, Mul, GeluGrad, GeluTanhGrad };
   float alpha = 1.0f;
   const float *bias = nullptr;   // [n]
   const float *addend = nullptr; // the result's shape
   Act act = Act::None;
-  bool multiply = false;         // the addend combines by * (else +)
+  Combine combine = Combine::Add;
 
   /// Only `alpha * p + addend`: a GEMM with beta = 1 over the addend.
-  bool accumulateOnly() const { return addend && !bias && act == Act::None && !multiply; }
+  bool accumulateOnly() const {
+    return addend && !bias && act == Act::None && combine == Combine::Add;
+  }
 
   /// Rows [r0, r1) x columns [c0, c1) of one [., ld] product `p`, written
   /// to `y` (which may be `p`); `add` is that product's addend.
@@ -146,8 +150,13 @@ private:
     for (int64_t r = r0; r < r1; ++r) {
       const float *pr = p + r * ld, *ar = add ? add + r * ld : nullptr;
       float *yr = y + r * ld;
+      const bool multiply = combine == Combine::Mul;
       // One loop per form, so each vectorizes without branches.
-      if (bi && ar && multiply) {
+      if (ar && combine == Combine::GeluGrad) {
+        gradRow(pr, yr, ar, bi, c0, c1, act, math::GeluDeriv());
+      } else if (ar && combine == Combine::GeluTanhGrad) {
+        gradRow(pr, yr, ar, bi, c0, c1, act, math::GeluTanhDeriv());
+      } else if (bi && ar && multiply) {
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j] + bi[j]) * ar[j];
       } else if (bi && ar) {
@@ -166,6 +175,20 @@ private:
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j]);
       }
+    }
+  }
+  /// y = act(alpha * p + bias) * deriv(x) over one row (a GELU's backward:
+  /// the product is the gradient of its output, x its input).
+  template <class F, class D>
+  void gradRow(const float *pr, float *yr, const float *xr, const float *bi, int64_t c0,
+               int64_t c1, F act, D deriv) const {
+    const float al = alpha;
+    if (bi) {
+#pragma omp simd
+      for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j] + bi[j]) * deriv(xr[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = c0; j < c1; ++j) yr[j] = act(al * pr[j]) * deriv(xr[j]);
     }
   }
 };
@@ -412,12 +435,15 @@ private:
       break;
     case Epilogue::Act::Tanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); break;
     }
+    if (e.combine == Epilogue::Combine::GeluGrad || e.combine == Epilogue::Combine::GeluTanhGrad)
+      return false; // no such post-op: the GEMM paths apply it
+    const bool multiply = e.combine == Epilogue::Combine::Mul;
     if (e.addend) {
       if (e.addend == out) {
-        if (e.multiply) return false; // the GEMM paths read it first
+        if (multiply) return false; // the GEMM paths read it first
         ops.append_sum(1.0f);
       } else {
-        binary(e.multiply ? algorithm::binary_mul : algorithm::binary_add, dst, e.addend);
+        binary(multiply ? algorithm::binary_mul : algorithm::binary_add, dst, e.addend);
       }
     }
     attr.set_post_ops(ops);
@@ -551,9 +577,15 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
     if (c.hasAttr("combine")) {
       DS_ASSIGN_OR_RETURN(combine, c.stringAttr("combine"));
     }
-    if (combine != "add" && combine != "mul")
-      return c.error("combine must be add or mul, got '" + combine + "'");
-    e->multiply = combine == "mul";
+    static const std::map<std::string, Epilogue::Combine> combines = {
+        {"add", Epilogue::Combine::Add},
+        {"mul", Epilogue::Combine::Mul},
+        {"gelu_grad", Epilogue::Combine::GeluGrad},
+        {"gelu_tanh_grad", Epilogue::Combine::GeluTanhGrad}};
+    auto it = combines.find(combine);
+    if (it == combines.end())
+      return c.error("combine must be add, mul, gelu_grad or gelu_tanh_grad, got '" + combine + "'");
+    e->combine = it->second;
   }
   if (c.hasAttr("activation")) {
     static const std::map<std::string, Epilogue::Act> acts = {

@@ -36,7 +36,17 @@ template <typename T, ReduceKind K> struct Reducer {
     else if constexpr (K == ReduceKind::Prod) return a * x;
     else return a + x;
   }
+  /// Two partial results (of consecutive blocks) as one.
+  static Acc combine(Acc a, Acc b) {
+    if constexpr (K == ReduceKind::Max) return (b > a || b != b) ? b : a;
+    else if constexpr (K == ReduceKind::Min) return (b < a || b != b) ? b : a;
+    else if constexpr (K == ReduceKind::Prod) return a * b;
+    else return a + b;
+  }
 };
+
+/// Rows per block when a reduction down many rows runs in parallel.
+constexpr int64_t kRowBlock = 128;
 
 // out[o, i] = reduce_r in[o, r, i]
 template <typename T, ReduceKind K>
@@ -48,6 +58,32 @@ void reduceBlock(const T *in, T *out, int64_t outer, int64_t r, int64_t inner) {
       acc = r ? acc / static_cast<Acc>(r) : std::numeric_limits<T>::quiet_NaN();
     return static_cast<T>(acc);
   };
+  if (inner >= 16 && outer * inner <= 4096 && r >= 2 * kRowBlock) {
+    // Few columns down many rows (a bias gradient [tokens, features] ->
+    // [features], a global average pool [1, H*W, C] -> [C]): blocks of
+    // rows reduced in parallel, then the blocks' partial results combined
+    // in order, so every thread count gives the same bits.
+    const int64_t blocks = (r + kRowBlock - 1) / kRowBlock;
+    std::vector<Acc> partial(static_cast<size_t>(outer * blocks * inner));
+    parallelFor(outer * blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t o = t / blocks, j0 = (t % blocks) * kRowBlock, j1 = std::min(r, j0 + kRowBlock);
+        Acc *acc = partial.data() + t * inner;
+        std::fill(acc, acc + inner, R::init());
+        for (int64_t j = j0; j < j1; ++j) {
+          const T *row = in + (o * r + j) * inner;
+          for (int64_t i = 0; i < inner; ++i) acc[i] = R::step(acc[i], row[i]);
+        }
+      }
+    });
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        Acc a = R::init();
+        for (int64_t b = 0; b < blocks; ++b) a = R::combine(a, partial[(o * blocks + b) * inner + i]);
+        out[o * inner + i] = finish(a);
+      }
+    return;
+  }
   if (inner >= 16) {
     // Column sums (a bias gradient: [rows, features] -> [features]): walk
     // the rows in order and update a run of contiguous columns, which

@@ -214,24 +214,16 @@ absl::StatusOr<PreparedStep> prepareGeluGrad(const KernelContext &c) {
   float *dx = c.out[0].as<float>();
   int64_t n = c.out[0].numel;
   return PreparedStep([=] {
+    // The derivatives fused_matmul's gelu_grad epilogue applies too.
     parallelFor(n, 8192, [&](int64_t lo, int64_t hi) {
       if (tanhForm) {
-        const float k = 0.79788456080286535588f, a = 0.044715f;
+        math::GeluTanhDeriv d;
 #pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) {
-          float v = x[i];
-          float t = std::tanh(k * (v + a * v * v * v));
-          float d = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * k * (1 + 3 * a * v * v);
-          dx[i] = dy[i] * d;
-        }
+        for (int64_t i = lo; i < hi; ++i) dx[i] = dy[i] * d(x[i]);
       } else {
+        math::GeluDeriv d;
 #pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) {
-          float v = x[i];
-          float cdf = 0.5f * (1 + std::erf(v * 0.70710678118654752440f));
-          float pdf = 0.39894228040143267794f * std::exp(-0.5f * v * v);
-          dx[i] = dy[i] * (cdf + v * pdf);
-        }
+        for (int64_t i = lo; i < hi; ++i) dx[i] = dy[i] * d(x[i]);
       }
     });
     return absl::OkStatus();

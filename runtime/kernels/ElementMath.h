@@ -161,6 +161,22 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
   }
 };
+/// GELU's derivative (erf form): Phi(x) + x phi(x); ds.gelu_grad is dy times it.
+struct GeluDeriv {
+  template <class T> DS_HOST_DEVICE T operator()(T v) const {
+    T cdf = T(0.5) * (T(1) + std::erf(v * T(0.70710678118654752440)));
+    T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * v * v);
+    return cdf + v * pdf;
+  }
+};
+/// GELU's derivative (tanh form).
+struct GeluTanhDeriv {
+  template <class T> DS_HOST_DEVICE T operator()(T v) const {
+    const T k = T(0.79788456080286535588), a = T(0.044715);
+    T t = std::tanh(k * (v + a * v * v * v));
+    return T(0.5) * (1 + t) + T(0.5) * v * (1 - t * t) * k * (1 + 3 * a * v * v);
+  }
+};
 struct Not { DS_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; } };
 struct Sin { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sin(x); } };
 struct Cos { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::cos(x); } };

@@ -135,3 +135,17 @@ func.func @operand_scale(%d: tensor<2x4x4xf32>, %k: tensor<2x4x8xf32>, %q: tenso
   %o = ds.matmul %t, %k : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %dq, %dk, %o, %t : tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// An MLP's backward: the product is the dy of a ds.gelu_grad (tanh form),
+// whose operand (the forward's pre-activation) becomes the addend.
+// CHECK-LABEL: func.func @gelu_grad
+// CHECK-SAME: (%[[G:.+]]: tensor<6x4xf32>, %[[W:.+]]: tensor<8x4xf32>, %[[H:.+]]: tensor<6x8xf32>)
+// CHECK: %[[Y:.+]] = ds.fused_matmul %[[G]], %[[W]] addend %[[H]] {combine = #ds<combine gelu_tanh_grad>, transpose_rhs = true}
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_grad(%g: tensor<6x4xf32>, %w: tensor<8x4xf32>, %h: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %dy = ds.matmul %g, %w {transpose_rhs = true} : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+  %dx = ds.gelu_grad %h, %dy {approximate = #ds<gelu_approximation tanh>} : tensor<6x8xf32>
+  return %dx : tensor<6x8xf32>
+}

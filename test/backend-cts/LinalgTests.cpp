@@ -223,6 +223,46 @@ CTS_TEST(FusedMatmulAddendInPlace, "fused_matmul") {
                    true);
 }
 
+// An MLP's backward: the product is dy of a GELU, the addend its input x;
+// the result is dy * gelu'(x) (erf and tanh forms), in place over x too.
+CTS_TEST(FusedMatmulGeluGrad, "fused_matmul") {
+  auto deriv = [](double v, bool tanhForm) {
+    if (!tanhForm) return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double k = std::sqrt(2 / M_PI), a = 0.044715, t = std::tanh(k * (v + a * v * v * v));
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * a * v * v);
+  };
+  for (const auto &[as, bs, tb] : std::vector<std::tuple<Shape, Shape, bool>>{
+           {{17, 33}, {33, 5}, false}, {{2, 64, 32}, {96, 32}, true}, {{40, 64}, {64, 48}, false}})
+    for (bool tanhForm : {false, true})
+      for (bool inPlace : {false, true})
+        for (bool bias : {false, true}) {
+          HostTensor a = f32(as, sample(numel(as), -1, 1, 34)), b = f32(bs, sample(numel(bs), -1, 1, 35));
+          Shape os;
+          std::vector<double> p = matmulRef(as, a.values(), bs, b.values(), false, tb, os);
+          const int64_t n = os.back();
+          HostTensor x = f32(os, sample(numel(os), -4, 4, 36)), bv = f32({n}, sample(n, -1, 1, 37));
+          std::vector<double> want(p.size());
+          for (size_t i = 0; i < p.size(); ++i)
+            want[i] = (0.5 * p[i] + (bias ? bv.values()[i % n] : 0)) * deriv(x.values()[i], tanhForm);
+          Step step("fused_matmul");
+          step.f("alpha", 0.5).i("addend", 1).s("combine", tanhForm ? "gelu_tanh_grad" : "gelu_grad");
+          if (tb) step.i("transpose_rhs", 1);
+          std::vector<HostTensor> ins{a, b};
+          if (bias) {
+            step.i("bias", 1);
+            ins.push_back(bv);
+          }
+          ins.push_back(x);
+          std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+          std::vector<int> alias;
+          if (inPlace) alias.push_back(static_cast<int>(ins.size()) - 1);
+          ASSERT_TRUE(run(step, ins, outs, alias).ok());
+          expectClose(outs[0].values(), want, 1e-4, 1e-5,
+                      "fused_matmul gelu grad " + shapeStr(as) + (tanhForm ? " tanh" : " erf") +
+                          (inPlace ? " in place" : "") + (bias ? " bias" : ""));
+        }
+}
+
 CTS_TEST(FusedMatmulErrors, "fused_matmul") {
   auto z = [](Shape s) { return HostTensor::of(plan::F32, s, std::vector<double>(numel(s), 1)); };
   auto expectFusedError = [&](std::vector<HostTensor> ins, const Step &step, const std::string &needle) {
@@ -235,7 +275,8 @@ CTS_TEST(FusedMatmulErrors, "fused_matmul") {
   expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").s("activation", "swish"),
                    "unknown activation 'swish'");
   expectFusedError({z({2, 3}), z({3, 4}), z({2, 4})},
-                   Step("fused_matmul").i("addend", 1).s("combine", "sub"), "combine must be add or mul");
+                   Step("fused_matmul").i("addend", 1).s("combine", "sub"),
+                   "combine must be add, mul, gelu_grad or gelu_tanh_grad");
   expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").f("alpha", INFINITY),
                    "alpha must be finite");
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};

@@ -69,6 +69,9 @@ CTS_TEST(Reductions, "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "r
       {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}},    {{2, 3, 4}, {-1}},  {{2, 3, 4}, {0, 1, 2}},
       {{2, 3, 4}, {}},     {{1023}, {0}},       {{17, 5}, {0}},     {{3, 0, 2}, {1}},
       {{0, 3}, {1}},       {{1, 1, 7}, {0, 1}}, {{2, 2, 3, 2}, {1, 3}},
+      // Few columns down many rows (blocks of rows in parallel): a bias
+      // gradient, and a global average pool over channels-last [1, H, W, C].
+      {{2, 700, 20}, {1}}, {{1, 30, 20, 24}, {1, 2}},
   };
   for (DType dt : {plan::F32, plan::F64, plan::I32, plan::I64})
     for (const auto &[kernel, kind] : kinds)
@@ -105,6 +108,17 @@ CTS_TEST(Reductions, "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "r
               {nan, 6}, 0, 0, "reduce_max NaN");
   expectClose(run1(Step("reduce_min").ints("axes", {0}), {f64({2, 2}, {nan, 1, 0, 2})}, plan::F64, {2}).values(),
               {nan, 1}, 0, 0, "reduce_min NaN");
+  // ... also when it sits in one block of many rows.
+  std::vector<double> tall = sample(600 * 16, -5, 5, 32);
+  tall[300 * 16 + 3] = nan;
+  std::vector<double> wantMax(16, -1e300);
+  for (int64_t j = 0; j < 600; ++j)
+    for (int64_t i = 0; i < 16; ++i)
+      wantMax[i] = std::isnan(wantMax[i]) ? wantMax[i]
+                   : (std::isnan(tall[j * 16 + i]) || tall[j * 16 + i] > wantMax[i]) ? tall[j * 16 + i]
+                                                                                        : wantMax[i];
+  expectClose(run1(Step("reduce_max").ints("axes", {0}), {f32({600, 16}, tall)}, plan::F32, {16}).values(),
+              roundTo(plan::F32, wantMax), 0, 0, "reduce_max NaN in a block of rows");
 }
 
 CTS_TEST(ReductionErrors, "reduce_sum") {

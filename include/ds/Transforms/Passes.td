@@ -379,7 +379,9 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
     dimension), an activation (`ds.relu`, `ds.gelu`, `ds.sigmoid`,
     `ds.tanh`, `max(x, 0)`, `x * sigmoid(x)`), and an add or multiply with
     a value of the result's shape (a residual, a gate, or in training the
-    gradient accumulator the product is added to). Reshapes that keep the
+    gradient accumulator the product is added to), or a `ds.gelu_grad`
+    whose `dy` is the product (an MLP's backward: the product times GELU's
+    derivative at the forward's pre-activation). Reshapes that keep the
     last dimension may sit between them. Every intermediate must be read
     only by the next step. The ops become one `ds.fused_matmul`, whose
     kernel applies the epilogue to each block of the product while it is in

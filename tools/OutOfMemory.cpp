@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <string>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -61,11 +62,24 @@ void reportOutOfMemory(const char *what) {
 
 void setOutOfMemoryTool(const char *tool) { gTool = tool; }
 
-bool limitMemory(unsigned long long bytes) {
+std::string limitMemory(unsigned long long bytes) {
+  // What is mapped already (the tool's libraries are most of it), plus room
+  // to read a model: below that, the first mmap of C code fails.
+  unsigned long long pages = 0;
+  if (std::FILE *f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  const unsigned long long mapped = pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE));
+  const unsigned long long least = mapped + (64ull << 20);
+  if (bytes < least)
+    return "the limit " + std::to_string(bytes) + " bytes is below the " + std::to_string(mapped) +
+           " bytes this process maps before reading anything; give at least " +
+           std::to_string((least + (1ull << 20) - 1) >> 20) + "MiB";
   struct rlimit r{bytes, bytes};
-  if (::setrlimit(RLIMIT_AS, &r) != 0) return false;
+  if (::setrlimit(RLIMIT_AS, &r) != 0) return std::string("setrlimit refused it: ") + std::strerror(errno);
   gLimit = bytes;
-  return true;
+  return "";
 }
 
 std::optional<unsigned long long> parseByteSize(std::string_view s) {

@@ -3,6 +3,7 @@
 #define DS_TOOLS_OUTOFMEMORY_H
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ds::tools {
@@ -13,7 +14,10 @@ void setOutOfMemoryTool(const char *tool);
 /// without allocating, and exits with status 1.
 [[noreturn]] void reportOutOfMemory(const char *what);
 /// Caps the process's address space (--max-memory); false if refused.
-bool limitMemory(unsigned long long bytes);
+/// Empty when the limit is set; else why not (a limit below the address
+/// space the process already maps, libraries included, would fail
+/// allocations outside operator new, in code that cannot report them).
+std::string limitMemory(unsigned long long bytes);
 /// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes (> 0); nullopt
 /// for anything else (--max-memory, --device-memory).
 std::optional<unsigned long long> parseByteSize(std::string_view text);

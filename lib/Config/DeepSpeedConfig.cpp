@@ -856,7 +856,14 @@ std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &pa
   }
   int64_t mp = 0;
   if (!check(r.integer("mp_size", mp, true))) return InferenceConfig{};
-  if (mp) c.tpSize = mp; // the older spelling
+  // The older spelling; DeepSpeed refuses both together, so does ds.
+  const json::Value *tp = r.get("tensor_parallel");
+  if (r.get("mp_size") && tp && tp->getAsObject() && tp->getAsObject()->get("tp_size")) {
+    error = path + ": mp_size (deprecated) and tensor_parallel.tp_size are both given; keep "
+                   "tensor_parallel.tp_size";
+    return InferenceConfig{};
+  }
+  if (mp) c.tpSize = mp;
   if (const json::Value *d = r.get("dtype")) {
     std::optional<llvm::StringRef> s = d->getAsString();
     std::optional<PrecisionConfig::Kind> k = s ? parseDtypeName(*s) : std::nullopt;

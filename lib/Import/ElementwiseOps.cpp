@@ -59,9 +59,24 @@ LogicalResult ElementwiseImporter::pow(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(e0, required(n, 1));
   DS_TRY(e, legacyBroadcast(n, x, e0));
-  // ONNX lets the exponent's type differ from the base's.
-  if (typeOf(e).getElementType() != typeOf(x).getElementType()) {
-    auto t = RankedTensorType::get(typeOf(e).getShape(), typeOf(x).getElementType());
+  // ONNX lets the exponent's type differ from the base's. An integer base
+  // with a float exponent is computed in f64 and truncated back (what
+  // onnxruntime does): the exponent cast to the base's integer type would
+  // turn x^0.5 into x^0.
+  Type base = typeOf(x).getElementType(), exponent = typeOf(e).getElementType();
+  if (isa<IntegerType>(base) && isa<FloatType>(exponent)) {
+    auto wide = [&](Value v) {
+      return buildTyped<CastOp>(RankedTensorType::get(typeOf(v).getShape(), b_.getF64Type()), v);
+    };
+    DS_TRY(xd, wide(x));
+    DS_TRY(ed, wide(e));
+    DS_TRY(yd, build<PowOp>({xd, ed}));
+    DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(typeOf(yd).getShape(), base), yd));
+    setOutput(n, 0, y);
+    return success();
+  }
+  if (exponent != base) {
+    auto t = RankedTensorType::get(typeOf(e).getShape(), base);
     DS_TRY(ce, buildTyped<CastOp>(t, e));
     e = ce;
   }

@@ -662,6 +662,12 @@ bool mlir::ds::parseInputShapeSpec(StringRef spec, ImportOptions &options,
     }
     shape.push_back(d);
   }
+  // Specs are parsed before --inputs/--data add their shapes: a name seen
+  // already was given twice, and the last would silently win.
+  if (options.inputShapes.count(name)) {
+    error = "--input-shape names '" + name.str() + "' twice";
+    return false;
+  }
   options.inputShapes[name] = shape;
   return true;
 }

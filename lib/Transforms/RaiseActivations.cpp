@@ -6,7 +6,8 @@
 // value (other operands known scalars, intermediates read only inside) and
 // compares it by value with GELU's two forms. The candidates are functions
 // of one variable built from smooth primitives, so agreement at 512 points
-// to f32 rounding identifies them; the two forms themselves differ by up to
+// to f32 rounding identifies them (plus points out to 2^100, where a clamp
+// or a ReLU branch would show); the two forms themselves differ by up to
 // 4.7e-4, far above the tolerance.
 //
 //===----------------------------------------------------------------------===//
@@ -178,8 +179,15 @@ struct RaiseActivationsPass
     llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
     bool erf = true, tanh = true;
     llvm::DenseMap<Value, double> value;
-    for (int i = 0; i < kProbes && (erf || tanh); ++i) {
-      double px = -kProbeRange + 2 * kProbeRange * i / (kProbes - 1);
+    // Dense probes where GELU bends, then magnitudes out to 2^100 of both
+    // signs: a clamp or a branch beyond the dense range (min(gelu(x), 15))
+    // is not GELU.
+    SmallVector<double> probes;
+    for (int i = 0; i < kProbes; ++i) probes.push_back(-kProbeRange + 2 * kProbeRange * i / (kProbes - 1));
+    for (double e = std::log2(kProbeRange); e <= 100; e += 0.25)
+      probes.append({std::exp2(e), -std::exp2(e)});
+    for (size_t i = 0; i < probes.size() && (erf || tanh); ++i) {
+      double px = probes[i];
       value.clear();
       value[x] = px;
       double result = NAN;

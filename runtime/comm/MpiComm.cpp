@@ -252,7 +252,7 @@ absl::StatusOr<std::unique_ptr<Comm>> createMpiComm(const CommOptions &opts) {
     return absl::UnavailableError("this MPI does not support MPI_THREAD_SERIALIZED");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  if (opts.timeout_seconds <= 0)
+  if (!(opts.timeout_seconds > 0)) // NaN too
     return absl::InvalidArgumentError("the collective timeout must be positive");
   return std::unique_ptr<Comm>(new MpiComm(MPI_COMM_WORLD, true, opts.timeout_seconds));
 }

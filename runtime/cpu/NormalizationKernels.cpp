@@ -331,6 +331,18 @@ struct MaskRows {
   }
 };
 
+/// Operand 0 as [outer, n, inner] around the step's `axis` (rank >= 1).
+struct AxisGeometry {
+  int64_t outer, n, inner;
+};
+absl::StatusOr<AxisGeometry> axisGeometry(const KernelContext &c) {
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  const auto &s = c.in[0].shape;
+  return AxisGeometry{product(s, 0, axis), s[axis], product(s, axis + 1, s.size())};
+}
+
 /// softmax_grad(y, dy) = y * (dy - sum(y * dy)) along `axis`: per row, the
 /// dot product in kLanes f32 lanes (added in f64), then one update pass;
 /// a strided axis (inner > 1) walks its columns with the same arithmetic.
@@ -342,11 +354,9 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
   DS_RETURN_IF_ERROR(c.expectShape(c.in[1], c.in[0].shape, "dy"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
-  const int64_t rank = c.in[0].rank();
-  if (rank == 0) return c.error("operand must have rank >= 1");
-  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  DS_ASSIGN_OR_RETURN(AxisGeometry geo, axisGeometry(c));
   const auto &s = c.in[0].shape;
-  const int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  const int64_t outer = geo.outer, n = geo.n, inner = geo.inner;
   const float *y = c.in[0].as<float>(), *dy = c.in[1].as<float>();
   float *dx = c.out[0].as<float>();
   if (c.in.size() == 3) {
@@ -391,18 +401,41 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
   });
 }
 
+/// softmax / log_softmax of f64 operands: the same three passes in double
+/// (the f32 kernel's lanes and inline exp are f32 arithmetic).
+template <bool kLog> absl::StatusOr<PreparedStep> prepareSoftmaxF64(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F64, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  DS_ASSIGN_OR_RETURN(AxisGeometry geo, axisGeometry(c));
+  const int64_t outer = geo.outer, n = geo.n, inner = geo.inner;
+  const double *x = c.in[0].as<double>();
+  double *y = c.out[0].as<double>();
+  return PreparedStep([=] {
+    parallelRows(outer * inner, n, [&](int64_t idx) {
+      const int64_t o = idx / inner, i = idx % inner;
+      const double *px = x + o * n * inner + i;
+      double *py = y + o * n * inner + i;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t j = 0; j < n; ++j) mx = px[j * inner] > mx ? px[j * inner] : mx;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(px[j * inner] - mx);
+      for (int64_t j = 0; j < n; ++j)
+        py[j * inner] = kLog ? px[j * inner] - mx - std::log(sum) : std::exp(px[j * inner] - mx) / sum;
+    });
+    return absl::OkStatus();
+  });
+}
+
 template <bool kLog>
 absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  // 16-bit operands compute in f32 (widened), f64 ones in double.
+  if (isHalf(c.in[0].dtype)) return prepareWidened(c, prepareSoftmax<kLog>);
+  if (c.in[0].dtype == plan::F64) return prepareSoftmaxF64<kLog>(c);
   DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
-  const int64_t rank = c.in[0].rank();
-  if (rank == 0)
-    return c.error("operand must have rank >= 1");
-  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
-  const auto &s = c.in[0].shape;
-  int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
+  DS_ASSIGN_OR_RETURN(AxisGeometry geo, axisGeometry(c));
+  const int64_t outer = geo.outer, n = geo.n, inner = geo.inner;
   const float *x = c.in[0].as<float>();
   float *y = c.out[0].as<float>();
   return PreparedStep([=] {
@@ -509,8 +542,13 @@ absl::StatusOr<PreparedStep> prepareMaskedSoftmax(const KernelContext &c) {
 }
 
 // layer_norm(x, scale[, bias]) over dims [axis, rank).
+absl::StatusOr<PreparedStep> prepareLayerNormF64(const KernelContext &c);
+
 absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(2, 3, 1));
+  // 16-bit operands compute in f32 (widened), f64 ones in double.
+  if (isHalf(c.in[0].dtype)) return prepareWidened(c, prepareLayerNorm);
+  if (c.in[0].dtype == plan::F64) return prepareLayerNormF64(c);
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
@@ -543,6 +581,37 @@ absl::StatusOr<PreparedStep> prepareLayerNorm(const KernelContext &c) {
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j];
       }
+    });
+    return absl::OkStatus();
+  });
+}
+
+/// layer_norm of f64 operands, in double.
+absl::StatusOr<PreparedStep> prepareLayerNormF64(const KernelContext &c) {
+  for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F64, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F64, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  const auto &s = c.in[0].shape;
+  const int64_t rank = c.in[0].rank();
+  if (rank == 0) return c.error("operand must have rank >= 1");
+  DS_ASSIGN_OR_RETURN(int64_t axis, c.axisAttr("axis", rank));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("epsilon"));
+  std::vector<int64_t> norm(s.begin() + axis, s.end());
+  DS_RETURN_IF_ERROR(c.expectShape(c.in[1], norm, "scale"));
+  if (c.in.size() == 3) DS_RETURN_IF_ERROR(c.expectShape(c.in[2], norm, "bias"));
+  const int64_t outer = product(s, 0, axis), n = product(s, axis, s.size());
+  const double *x = c.in[0].as<double>(), *g = c.in[1].as<double>();
+  const double *b = c.in.size() == 3 ? c.in[2].as<double>() : nullptr;
+  double *y = c.out[0].as<double>();
+  return PreparedStep([=] {
+    parallelRows(outer, n, [&](int64_t o) {
+      const double *px = x + o * n;
+      double *py = y + o * n, mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) mean += px[j];
+      mean /= n;
+      for (int64_t j = 0; j < n; ++j) var += (px[j] - mean) * (px[j] - mean);
+      const double rstd = 1.0 / std::sqrt(var / n + eps);
+      for (int64_t j = 0; j < n; ++j) py[j] = (px[j] - mean) * rstd * g[j] + (b ? b[j] : 0.0);
     });
     return absl::OkStatus();
   });

@@ -97,4 +97,39 @@ bool sameFile(const std::string &a, const std::string &b) {
          sa.st_ino == sb.st_ino;
 }
 
+absl::StatusOr<std::FILE *> openOutputStream(const std::string &path, bool append,
+                                             const std::string &what, bool streams) {
+  // O_NONBLOCK: opening a FIFO without a reader fails (ENXIO) at once.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0),
+                  0644);
+  if (fd < 0 && errno == ENXIO)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is a FIFO no process reads; ds would wait for one forever"));
+  if (fd < 0)
+    return absl::PermissionDeniedError(
+        absl::StrCat(what, ": cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  bool ok = ::fstat(fd, &st) == 0 &&
+            (S_ISREG(st.st_mode) || (streams && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))));
+  if (!ok) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", path, " exists and is not a regular file; ds writes regular files",
+        streams ? ", pipes and terminals" : "", " only"));
+  }
+  if (!append && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::PermissionDeniedError(
+        absl::StrCat(what, ": cannot truncate ", path, ": ", std::strerror(err)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE *f = ::fdopen(fd, append ? "a" : "w");
+  if (!f) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot open ", path));
+  }
+  return f;
+}
+
 } // namespace ds::rt

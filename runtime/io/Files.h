@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "runtime/plan/Status.h"
@@ -32,5 +33,13 @@ absl::Status replaceFile(const std::string &path, const void *bytes, size_t size
 
 /// Whether two paths name one file (same device and inode).
 bool sameFile(const std::string &a, const std::string &b);
+
+/// Opens `path` for writing as a stdio stream (appending, or truncated),
+/// never blocking: only a regular file, created if missing, or with
+/// `streams` a FIFO or terminal already being read (a FIFO nobody reads
+/// would make open() wait forever: an error instead). `what` names the
+/// flag or config key in errors.
+absl::StatusOr<std::FILE *> openOutputStream(const std::string &path, bool append,
+                                             const std::string &what, bool streams = false);
 
 } // namespace ds::rt

@@ -108,10 +108,19 @@ struct Max {
     return a < b ? b : a;
   }
 };
+/// x, or a zero of its sign when it is subnormal. ds-run computes with
+/// denormals as zero (FTZ/DAZ); the vector log and pow decode a subnormal's
+/// exponent bits themselves and would return neither the exact nor the
+/// flushed value (log(1e-40) = -103.97): they get the flushed input.
+template <class T> DS_HOST_DEVICE T flushSubnormal(T x) {
+  const T smallest = sizeof(T) == 4 ? T(1.17549435082228750797e-38) : T(2.2250738585072013831e-308);
+  return (x < smallest && x > -smallest) ? x * T(0) : x;
+}
+
 struct Pow {
   template <class T> DS_HOST_DEVICE T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
-      return std::pow(a, b);
+      return std::pow(flushSubnormal(a), b);
     } else {
       if constexpr (std::is_signed_v<T>)
         if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
@@ -140,7 +149,9 @@ struct Relu { template <class T> DS_HOST_DEVICE T operator()(T x) const { return
 struct Sqrt { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::sqrt(x); } };
 struct Reciprocal { template <class T> DS_HOST_DEVICE T operator()(T x) const { return T(1) / x; } };
 struct Exp { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::exp(x); } };
-struct Log { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::log(x); } };
+struct Log {
+  template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::log(flushSubnormal(x)); }
+};
 struct Erf { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::erf(x); } };
 struct Tanh { template <class T> DS_HOST_DEVICE T operator()(T x) const { return std::tanh(x); } };
 struct Sigmoid {

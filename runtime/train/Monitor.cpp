@@ -1,5 +1,7 @@
 #include "runtime/train/Monitor.h"
 
+#include "runtime/io/Files.h"
+
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -55,10 +57,7 @@ absl::Status CsvMonitor::write(const std::vector<MonitorEvent> &events) {
                                            ? 0
                                            : e.name.rfind('/') + 1);
     std::string path = dir_ + "/" + file + ".csv";
-    std::FILE *f = std::fopen(path.c_str(), "a");
-    if (!f)
-      return absl::PermissionDeniedError(
-          absl::StrCat("csv_monitor: cannot write ", path, ": ", std::strerror(errno)));
+    DS_ASSIGN_OR_RETURN(std::FILE * f, openOutputStream(path, /*append=*/true, "csv_monitor"));
     std::string text;
     if (started_.insert(file).second) absl::StrAppend(&text, "step,", header, "\r\n");
     // Python's csv writer ends rows with \r\n.
@@ -109,10 +108,7 @@ TensorBoardMonitor::open(const plan::CsvMonitor &config) {
   ::gethostname(host, sizeof host - 1);
   m->path_ = absl::StrCat(dir, "/events.out.tfevents.", static_cast<int64_t>(wallTime()), ".",
                           host, ".", ::getpid(), ".ds");
-  m->file_ = std::fopen(m->path_.c_str(), "wb");
-  if (!m->file_)
-    return absl::PermissionDeniedError(
-        absl::StrCat("tensorboard: cannot create ", m->path_, ": ", std::strerror(errno)));
+  DS_ASSIGN_OR_RETURN(m->file_, openOutputStream(m->path_, /*append=*/false, "tensorboard"));
   tensorboard::Event version;
   version.set_wall_time(wallTime());
   version.set_file_version("brain.Event:2");

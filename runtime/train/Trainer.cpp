@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/io/Files.h"
 #include "runtime/kernels/ElementMath.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Data.h"
@@ -146,11 +147,9 @@ absl::StatusOr<std::optional<ds::plan::CheckpointMeta>> resume(Session &session,
 /// The JSONL log, appended to when resuming; only rank 0 writes one.
 absl::StatusOr<LogFile> openLog(const TrainOptions &o, bool root) {
   if (o.logPath.empty() || !root) return LogFile();
-  LogFile log(std::fopen(o.logPath.c_str(), o.resume ? "a" : "w"));
-  if (!log)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot open ", o.logPath, ": ", std::strerror(errno)));
-  return log;
+  DS_ASSIGN_OR_RETURN(std::FILE * f,
+                      openOutputStream(o.logPath, o.resume, "--log", /*streams=*/true));
+  return LogFile(f);
 }
 
 /// One optimizer step as logged.
@@ -426,10 +425,8 @@ public:
       std::fflush(stdout);
       return absl::OkStatus();
     }
-    std::FILE *f = std::fopen(fp.output_file().c_str(), "w");
-    if (!f)
-      return absl::PermissionDeniedError(absl::StrCat("flops_profiler.output_file ",
-                                                      fp.output_file(), ": ", std::strerror(errno)));
+    DS_ASSIGN_OR_RETURN(std::FILE * f, openOutputStream(fp.output_file(), /*append=*/false,
+                                                        "flops_profiler.output_file"));
     bool ok = std::fputs(report.c_str(), f) >= 0;
     ok = std::fclose(f) == 0 && ok;
     return ok ? absl::OkStatus()

@@ -178,8 +178,21 @@ CTS_TEST(SoftmaxAndLogSoftmax, "softmax", "log_softmax") {
     }
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {})};
   expectError(run(Step("softmax").i("axis", 0), {f32({}, {1})}, outs), "rank >= 1");
-  outs = {HostTensor::result(plan::F64, {2})};
-  expectError(run(Step("log_softmax").i("axis", 0), {f64({2}, {1, 2})}, outs), "operand must be f32, got f64");
+  // f64 computes in double, bf16/f16 in f32 on widened copies.
+  for (bool log : {false, true}) {
+    const char *kernel = log ? "log_softmax" : "softmax";
+    const Shape shape{3, 5};
+    std::vector<double> xv = sample(15, -4, 4, 42);
+    std::vector<double> want = softmaxRef(shape, xv, 1, log);
+    expectClose(run1(Step(kernel).i("axis", 1), {f64(shape, xv)}, plan::F64, shape).values(), want,
+                1e-13, 1e-14, std::string(kernel) + " f64");
+    HostTensor h = HostTensor::of(plan::BF16, shape, xv);
+    expectClose(run1(Step(kernel).i("axis", 1), {h}, plan::BF16, shape).values(),
+                roundTo(plan::BF16, softmaxRef(shape, h.values(), 1, log)), 1e-2, 1e-3,
+                std::string(kernel) + " bf16");
+  }
+  outs = {HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("log_softmax").i("axis", 0), {f64({2}, {1, 2})}, outs), "result must be f64, got f32");
   outs = {HostTensor::result(plan::F32, {2})};
   expectError(run(Step("softmax"), {f32({2}, {1, 2})}, outs), "integer attribute 'axis'");
   expectError(run(Step("softmax").i("axis", 1), {f32({2}, {1, 2})}, outs), "axis 1 is out of range for rank 1");

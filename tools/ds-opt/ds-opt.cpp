@@ -32,6 +32,7 @@
 #include "llvm/Support/ErrorHandling.h"
 #include <cstdio>
 #include <optional>
+#include <tuple>
 #include <unistd.h>
 #include <sys/stat.h>
 #include "runtime/io/Files.h"
@@ -409,6 +410,14 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
       if (given)
         return fail(std::string(name) + " applies to training plans (--config/--loss); this "
                                         "compiles an inference plan");
+  // An empty name would become an unnamed plan input (refused only by the
+  // plan validator, without the flag).
+  if (training)
+    for (const auto &[name, value, given] :
+         std::vector<std::tuple<const char *, std::string, bool>>{
+             {"--labels", labelsName, labelsName.getNumOccurrences() > 0},
+             {"--loss-output", lossOutput, lossOutput.getNumOccurrences() > 0}})
+      if (given && value.empty()) return fail(std::string(name) + " needs a name, got ''");
   if (!training && worldSize != 1)
     return fail("--world-size applies to training plans (--config/--loss); an inference plan "
                 "over several ranks is --tensor-parallel N");
@@ -585,7 +594,8 @@ int main(int argc, char **argv) {
     if (!bytes)
       return fail("--max-memory: expected a size such as 8GiB, 512MiB or 2e9, got '" +
                   maxMemory + "'");
-    if (!::ds::tools::limitMemory(*bytes)) return fail("--max-memory: the limit was refused");
+    if (std::string why = ::ds::tools::limitMemory(*bytes); !why.empty())
+      return fail("--max-memory: " + why);
   }
   std::string emit = emitKind;
   if (emit.empty())

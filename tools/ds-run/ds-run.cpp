@@ -662,13 +662,30 @@ int main(int argc, char **argv) {
            {"--threads", absl::GetFlag(FLAGS_threads)}})
     if (v < 0)
       return fail(absl::InvalidArgumentError(absl::StrCat(flag, " must be >= 0, got ", v)));
+  // NaN would pass a `<= 0` check and never expire; a deadline past ~115
+  // days is no deadline either (and would overflow the clock's arithmetic).
+  if (double t = absl::GetFlag(FLAGS_collective_timeout); !(t > 0 && t <= 1e7))
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--collective-timeout must be a number of seconds in (0, 1e7], got ", t)));
   // Outputs replace their file: never a device or FIFO, never the plan.
-  for (const auto &[flag, path] : std::vector<std::pair<std::string, std::string>>{
-           {"--outputs", absl::GetFlag(FLAGS_outputs)}, {"--trace", absl::GetFlag(FLAGS_trace)},
-           {"--log", absl::GetFlag(FLAGS_log)}, {"--save-state", absl::GetFlag(FLAGS_save_state)},
-           {"--export-onnx", absl::GetFlag(FLAGS_export_onnx)},
-           {"--zero-to-fp32", absl::GetFlag(FLAGS_zero_to_fp32)}}) {
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--outputs", absl::GetFlag(FLAGS_outputs)}, {"--trace", absl::GetFlag(FLAGS_trace)},
+      {"--log", absl::GetFlag(FLAGS_log)}, {"--save-state", absl::GetFlag(FLAGS_save_state)},
+      {"--export-onnx", absl::GetFlag(FLAGS_export_onnx)},
+      {"--zero-to-fp32", absl::GetFlag(FLAGS_zero_to_fp32)}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[flag, path] = outputs[i];
     if (path.empty()) continue;
+    // Two outputs in one file: the second would silently replace the first.
+    for (size_t j = 0; j < i; ++j) {
+      const auto &[other, otherPath] = outputs[j];
+      if (!otherPath.empty() &&
+          (std::filesystem::absolute(path).lexically_normal() ==
+               std::filesystem::absolute(otherPath).lexically_normal() ||
+           ds::rt::sameFile(path, otherPath)))
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            flag, " ", path, " is the ", other, " file; each output needs its own file")));
+    }
     // --log is appended to in place (a terminal or pipe is fine); the
     // others are written aside and renamed over their path.
     if (absl::Status st = ds::rt::checkOutputFile(path, flag); !st.ok() && flag != "--log")

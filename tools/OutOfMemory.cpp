@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <csignal>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -61,6 +62,40 @@ void reportOutOfMemory(const char *what) {
 }
 
 void setOutOfMemoryTool(const char *tool) { gTool = tool; }
+
+namespace {
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+struct sigaction gPrevious[sizeof kCrashSignals / sizeof kCrashSignals[0]];
+unsigned gWatchdogSeconds = 10;
+
+void onCrash(int sig, siginfo_t *info, void *context) {
+  ::alarm(gWatchdogSeconds); // SIGALRM's default action ends the process
+  for (size_t i = 0; i < sizeof kCrashSignals / sizeof kCrashSignals[0]; ++i) {
+    if (kCrashSignals[i] != sig) continue;
+    const struct sigaction &prev = gPrevious[i];
+    if (prev.sa_flags & SA_SIGINFO) {
+      prev.sa_sigaction(sig, info, context);
+      return;
+    }
+    if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+      prev.sa_handler(sig);
+      return;
+    }
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+} // namespace
+
+void armCrashWatchdog(unsigned seconds) {
+  gWatchdogSeconds = seconds;
+  struct sigaction ours{};
+  ours.sa_sigaction = onCrash;
+  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESETHAND;
+  sigemptyset(&ours.sa_mask);
+  for (size_t i = 0; i < sizeof kCrashSignals / sizeof kCrashSignals[0]; ++i)
+    ::sigaction(kCrashSignals[i], &ours, &gPrevious[i]);
+}
 
 std::string limitMemory(unsigned long long bytes) {
   // What is mapped already (the tool's libraries are most of it), plus room

@@ -18,6 +18,12 @@ void setOutOfMemoryTool(const char *tool);
 /// space the process already maps, libraries included, would fail
 /// allocations outside operator new, in code that cannot report them).
 std::string limitMemory(unsigned long long bytes);
+/// A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) first arms a
+/// `seconds` alarm, then runs the handler installed before (LLVM's stack
+/// trace): a crash inside malloc would otherwise deadlock that handler,
+/// which allocates, and the crash would become a hang. Call after
+/// llvm::InitLLVM.
+void armCrashWatchdog(unsigned seconds);
 /// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes (> 0); nullopt
 /// for anything else (--max-memory, --device-memory).
 std::optional<unsigned long long> parseByteSize(std::string_view text);

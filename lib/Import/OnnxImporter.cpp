@@ -289,10 +289,15 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
     if (!inputNames.contains(kv.getKey()))
       return fileError() << "--bind-input names '" << kv.getKey()
                          << "', which is not an input of the graph";
-  for (const auto &kv : opts_.inputShapes)
+  for (const auto &kv : opts_.inputShapes) {
     if (!inputNames.contains(kv.getKey()))
       return fileError() << "--input-shape names '" << kv.getKey()
                          << "', which is not an input of the graph";
+    // A bound input takes its shape from its file: the other would be ignored.
+    if (opts_.boundInputs.count(kv.getKey()))
+      return fileError() << "--input-shape and --bind-input both name '" << kv.getKey()
+                         << "'; a bound input's shape is its file's";
+  }
   if (opts_.dataShapes.contains("") && inputNames.size() != 1)
     return fileError() << opts_.dataSource << " is one array but the graph has "
                        << inputNames.size() << " inputs; use an .npz keyed by input name";

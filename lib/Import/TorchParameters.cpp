@@ -171,6 +171,7 @@ private:
   void splitMergedNodes();
   std::vector<std::string> missingParameters();
   llvm::Error foldedTables();
+  void untieIdentityCopies();
   void untieByRole();
   void untieNamed();
   void splitPerUse(const std::string &init, const std::vector<Use> &uses, const std::string &why);
@@ -779,6 +780,42 @@ void Recovery::splitPerUse(const std::string &init, const std::vector<Use> &uses
                      llvm::join(made, ", ") + ")");
 }
 
+/// PyTorch 1.x's TorchScript exporter writes parameters with equal initial
+/// values (LayerNorm scales, zero biases, the layers of a deep-copied
+/// stack) as one initializer and Identity nodes named after the others:
+/// `lns.1.weight = Identity(lns.0.weight)`. Each such output is a
+/// parameter of its own: it becomes an initializer of that name (a copy),
+/// and the Identity goes.
+void Recovery::untieIdentityCopies() {
+  std::set<std::string> tie(options_.tie.begin(), options_.tie.end());
+  std::set<std::string> graphNames;
+  for (const auto &vi : g_.input()) graphNames.insert(vi.name());
+  for (const auto &vi : g_.output()) graphNames.insert(vi.name());
+  std::vector<std::string> made;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (const onnx::NodeProto &n : g_.node()) {
+    const onnx::TensorProto *t =
+        n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1
+            ? initializer(n.input(0))
+            : nullptr;
+    const std::string out = n.output_size() == 1 ? n.output(0) : "";
+    if (!t || !isFloatType(t->data_type()) || tie.count(n.input(0)) || inits_.count(out) ||
+        graphNames.count(out) || out.empty()) {
+      *kept.Add() = n;
+      continue;
+    }
+    addCopy(n.input(0), out);
+    made.push_back(out);
+  }
+  if (made.empty()) return;
+  g_.mutable_node()->Swap(&kept);
+  r_.notes.push_back(std::to_string(made.size()) +
+                     " parameters the exporter wrote as Identity copies of another (equal "
+                     "initial values) are tensors of their own: " +
+                     llvm::join(made, ", "));
+  indexGraph();
+}
+
 /// Without the exporter's records: an initializer read only as the scale
 /// or bias of several normalizations, or as the bias of several layers, is
 /// the exporter's merge of equal initial values; weights read as matrices
@@ -875,6 +912,7 @@ llvm::Expected<ParameterRecovery> Recovery::run() {
     splitMergedNodes();
     if (llvm::Error e = foldedTables()) return std::move(e);
   }
+  untieIdentityCopies();
   untieByRole();
   untieNamed();
   return std::move(r_);

@@ -167,6 +167,16 @@ private:
     Builder ab(module.getContext());
     SmallVector<Attribute> trained, constant;
     std::vector<Seen> seen;
+    // Frozen parameters' values: a copy of one (a tied head's transposed
+    // copy of a frozen embedding) is the same weight, frozen too.
+    std::vector<Seen> frozenSeen;
+    if (tieWeights)
+      for (ParameterOp p : params)
+        if (isa<FloatType>(p.getType().getElementType()) && named(p, frozenSet)) {
+          FailureOr<Seen> v = valuesOf(p);
+          if (failed(v)) return failure();
+          frozenSeen.push_back(std::move(*v));
+        }
     for (ParameterOp p : params) {
       std::string name = p.getSymName().str();
       bool train = selected(p, frozenSet, only);
@@ -178,15 +188,13 @@ private:
       // Untied copies (TorchParameters.h) hold equal values on purpose.
       bool tieable = tieWeights && isFloat && !named(p, frozenSet) && !p->hasAttr("ds.untied");
       if (tieable) {
-        if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
-          bytes = *view;
-        } else {
-          FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
-          if (failed(b)) return failure();
-          owned = std::make_shared<std::vector<uint8_t>>(std::move(*b));
-          bytes = *owned;
-        }
-        if (Value tied = findTie(p, bytes, seen)) {
+        FailureOr<Seen> v = valuesOf(p);
+        if (failed(v)) return failure();
+        bytes = v->bytes;
+        owned = v->owned;
+        bool transposed = false;
+        if (matchTie(p, bytes, frozenSeen, transposed)) train = false;
+        else if (Value tied = findTie(p, bytes, seen)) {
           auto load = tied.getDefiningOp<ml_program::GlobalLoadOp>();
           bool transposed = !load;
           if (!load)
@@ -296,14 +304,17 @@ private:
   /// transpose, is the same weight: returns the earlier one's load (or its
   /// transpose). Only tensors with varied values (random initializations)
   /// qualify, so equal zero- or one-initialized biases are never tied.
-  Value findTie(ParameterOp p, ArrayRef<uint8_t> bytes, std::vector<Seen> &seen) {
+  /// The entry of `seen` whose values are `bytes` (p's), or their
+  /// transpose (`transposed` set); null when none is.
+  static const Seen *matchTie(ParameterOp p, ArrayRef<uint8_t> bytes, ArrayRef<Seen> seen,
+                              bool &transposedMatch) {
     RankedTensorType t = p.getType();
     size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
-    if (t.getNumElements() < 64 || es == 0) return Value();
+    if (t.getNumElements() < 64 || es == 0) return nullptr;
     bool varied = false;
     for (size_t i = es; i < bytes.size() && !varied; i += es)
       varied = std::memcmp(bytes.data(), bytes.data() + i, es) != 0;
-    if (!varied) return Value();
+    if (!varied) return nullptr;
     std::vector<uint8_t> transposed;
     if (t.getRank() == 2) {
       int64_t r = t.getDimSize(0), c = t.getDimSize(1);
@@ -312,22 +323,45 @@ private:
         for (int64_t j = 0; j < c; ++j)
           std::memcpy(transposed.data() + (j * r + i) * es, bytes.data() + (i * c + j) * es, es);
     }
-    for (Seen &s : seen) {
+    for (const Seen &s : seen) {
       if (s.type.getElementType() != t.getElementType() || s.bytes.size() != bytes.size())
         continue;
-      OpBuilder b(p);
-      auto sym = SymbolRefAttr::get(s.global.getSymNameAttr());
-      if (s.type == t && s.bytes == bytes)
-        return ml_program::GlobalLoadOp::create(b, p.getLoc(), t, sym);
+      transposedMatch = false;
+      if (s.type == t && s.bytes == bytes) return &s;
+      transposedMatch = true;
       if (!transposed.empty() && s.type.getRank() == 2 &&
           s.type.getDimSize(0) == t.getDimSize(1) && s.type.getDimSize(1) == t.getDimSize(0) &&
-          s.bytes == ArrayRef<uint8_t>(transposed)) {
-        Value load = ml_program::GlobalLoadOp::create(b, p.getLoc(), s.type, sym);
-        return TransposeOp::create(b, p.getLoc(), ValueRange{load},
-                                   {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
-      }
+          s.bytes == ArrayRef<uint8_t>(transposed))
+        return &s;
     }
-    return Value();
+    return nullptr;
+  }
+
+  Value findTie(ParameterOp p, ArrayRef<uint8_t> bytes, std::vector<Seen> &seen) {
+    bool transposed = false;
+    const Seen *s = matchTie(p, bytes, seen, transposed);
+    if (!s) return Value();
+    OpBuilder b(p);
+    auto sym = SymbolRefAttr::get(ml_program::GlobalOp(s->global).getSymNameAttr());
+    Value load = ml_program::GlobalLoadOp::create(b, p.getLoc(), s->type, sym);
+    if (!transposed) return load;
+    return TransposeOp::create(b, p.getLoc(), ValueRange{load},
+                               {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
+  }
+
+  /// The bytes of a parameter's value: a view of the IR's where it has
+  /// them (weights are not copied: ds-opt's memory stays one model).
+  static FailureOr<Seen> valuesOf(ParameterOp p) {
+    Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr};
+    if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
+      s.bytes = *view;
+      return s;
+    }
+    FailureOr<std::vector<uint8_t>> b = constantBytes(p.getValue(), p.getLoc());
+    if (failed(b)) return failure();
+    s.owned = std::make_shared<std::vector<uint8_t>>(std::move(*b));
+    s.bytes = *s.owned;
+    return s;
   }
   ml_program::GlobalOp stateGlobal(ModuleOp module, const std::string &name, Type type) {
     OpBuilder mb(module.getBodyRegion());

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_FOLDBATCHNORMPASS
@@ -92,13 +93,67 @@ std::optional<std::vector<double>> perChannel(Value v, RankedTensorType result) 
   return values;
 }
 
-/// Erases `v`'s producer and what only it read, when nothing reads `v`.
-void eraseIfUnused(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!def || !v.use_empty() || !isMemoryEffectFree(def)) return;
-  SmallVector<Value> operands(def->getOperands());
-  def->erase();
-  for (Value o : operands) eraseIfUnused(o);
+/// Erases the producers of `values` that nothing reads any more, and what
+/// only they read. A value may be listed twice, or be read by another
+/// listed value's producer (statistics CSE'd into one constant): each op
+/// is looked at through the worklist, never through an erased value.
+void eraseUnused(ArrayRef<Value> values) {
+  SmallVector<Operation *> work;
+  for (Value v : values)
+    if (Operation *def = v.getDefiningOp()) work.push_back(def);
+  llvm::DenseSet<Operation *> erased;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (erased.contains(op) || !op->use_empty() || !isMemoryEffectFree(op)) continue;
+    for (Value o : op->getOperands())
+      if (Operation *def = o.getDefiningOp()) work.push_back(def);
+    erased.insert(op);
+    op->erase();
+  }
+}
+
+/// y = a * x + d per channel: the ops from `x` on, each its running
+/// value's only reader, that add, subtract, multiply or divide by
+/// per-channel constants (an inference normalization).
+struct AffineChain {
+  std::vector<double> a, d;
+  SmallVector<Operation *> chain;
+  SmallVector<Value> sideInputs; // the constants' values, per op
+  Value end;                     // the chain's result
+};
+
+AffineChain followAffine(Value x, Operation *first = nullptr) {
+  auto type = tensorType(x);
+  AffineChain f;
+  f.end = x;
+  if (type.getRank() < 2 || !type.getElementType().isF32()) return f;
+  const int64_t m = type.getShape()[1];
+  f.a.assign(m, 1.0);
+  f.d.assign(m, 0.0);
+  // `first` (one of x's readers) starts the chain even when x has others.
+  while (first || f.end.hasOneUse()) {
+    Operation *op = first ? first : *f.end.getUsers().begin();
+    first = nullptr;
+    if (!isa<AddOp, SubOp, MulOp, DivOp>(op) || op->getResult(0).getType() != type) break;
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    bool left = lhs == f.end;
+    if (left == (rhs == f.end)) break;
+    // Subtraction and division only with the running value on the left.
+    if (!left && isa<SubOp, DivOp>(op)) break;
+    std::optional<std::vector<double>> c = perChannel(left ? rhs : lhs, type);
+    if (!c) break;
+    for (int64_t k = 0; k < m; ++k) {
+      const double ck = (*c)[k];
+      if (isa<AddOp>(op)) f.d[k] += ck;
+      else if (isa<SubOp>(op)) f.d[k] -= ck;
+      else if (isa<MulOp>(op)) f.a[k] *= ck, f.d[k] *= ck;
+      else f.a[k] /= ck, f.d[k] /= ck;
+    }
+    f.chain.push_back(op);
+    f.sideInputs.push_back(left ? rhs : lhs);
+    f.end = op->getResult(0);
+  }
+  return f;
 }
 
 struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatchNormPass> {
@@ -106,6 +161,50 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
     SmallVector<ConvOp> convs;
     getOperation().walk([&](ConvOp c) { convs.push_back(c); });
     for (ConvOp conv : convs) fold(conv);
+    // What is left (a normalization before a convolution, with a ReLU
+    // between: DenseNet's pre-activation) becomes one multiply and one add
+    // by constants, instead of a subtract, a divide, a multiply and an add
+    // with the statistics' arithmetic at run time.
+    SmallVector<std::pair<Value, Operation *>> starts;
+    getOperation().walk([&](Operation *op) {
+      if (!isa<AddOp, SubOp, MulOp, DivOp>(op)) return;
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        // Data, not a constant computation (the statistics' reshapes are
+        // side inputs, erased with the chains they feed).
+        if (!isa_and_nonnull<AddOp, SubOp, MulOp, DivOp, ConstantOp, ParameterOp>(def) &&
+            tensorType(v) == tensorType(op->getResult(0)) && !evaluate(v))
+          starts.push_back({v, op});
+      }
+    });
+    for (auto [x, first] : starts) simplify(x, first);
+  }
+
+  void simplify(Value x, Operation *first) {
+    AffineChain f = followAffine(x, first);
+    if (f.chain.size() < 3) return; // already a multiply and an add at most
+    auto type = tensorType(x);
+    const int64_t m = type.getShape()[1];
+    std::vector<float> af(m), df(m);
+    for (int64_t k = 0; k < m; ++k) af[k] = static_cast<float>(f.a[k]), df[k] = static_cast<float>(f.d[k]);
+    // [1, M, 1, ...]: broadcast along channels (dimension 1).
+    SmallVector<int64_t> shape(type.getRank(), 1);
+    shape[1] = m;
+    Operation *last = f.chain.back();
+    OpBuilder b(last);
+    auto ct = RankedTensorType::get(shape, b.getF32Type());
+    auto bytes = [](const std::vector<float> &v) {
+      return ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(v.data()), v.size() * sizeof(float));
+    };
+    Value scale = ConstantOp::create(b, last->getLoc(), denseFromBytes(ct, bytes(af)));
+    Value shift = ConstantOp::create(b, last->getLoc(), denseFromBytes(ct, bytes(df)));
+    Value y = MulOp::create(b, last->getLoc(), type, x, scale);
+    y = AddOp::create(b, last->getLoc(), type, y, shift);
+    f.end.replaceAllUsesWith(y);
+    for (Operation *op : llvm::reverse(f.chain)) op->erase();
+    eraseUnused(f.sideInputs);
+    ++numSimplified;
+    numOpsFolded += f.chain.size();
   }
 
   void fold(ConvOp conv) {
@@ -122,33 +221,12 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
       if (!bv || static_cast<int64_t>(bv->size()) != m) return;
       bias = *bv;
     }
-    // y = a * conv + d per channel, extended op by op.
-    std::vector<double> a(m, 1.0), d(m, 0.0);
-    Value cur = conv.getResult();
-    SmallVector<Operation *> chain;
-    SmallVector<Value> sideInputs;
-    while (cur.hasOneUse()) {
-      Operation *op = *cur.getUsers().begin();
-      if (!isa<AddOp, SubOp, MulOp, DivOp>(op) || op->getResult(0).getType() != type) break;
-      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-      bool left = lhs == cur;
-      if (left == (rhs == cur)) break;
-      // Subtraction and division only with the running value on the left.
-      if (!left && isa<SubOp, DivOp>(op)) break;
-      std::optional<std::vector<double>> c = perChannel(left ? rhs : lhs, type);
-      if (!c) break;
-      for (int64_t k = 0; k < m; ++k) {
-        const double ck = (*c)[k];
-        if (isa<AddOp>(op)) d[k] += ck;
-        else if (isa<SubOp>(op)) d[k] -= ck;
-        else if (isa<MulOp>(op)) a[k] *= ck, d[k] *= ck;
-        else a[k] /= ck, d[k] /= ck;
-      }
-      chain.push_back(op);
-      sideInputs.push_back(left ? rhs : lhs);
-      cur = op->getResult(0);
-    }
-    if (chain.empty()) return;
+    AffineChain f = followAffine(conv.getResult());
+    if (f.chain.empty()) return;
+    const std::vector<double> &a = f.a, &d = f.d;
+    Value cur = f.end;
+    SmallVector<Operation *> &chain = f.chain;
+    SmallVector<Value> &sideInputs = f.sideInputs;
     // The folded weight and bias, rounded once to f32.
     const int64_t per = static_cast<int64_t>(w->size()) / m;
     std::vector<float> wf(w->size()), bf(m);
@@ -180,7 +258,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
     for (Value v : {oldWeight, oldBias})
       if (v && v.use_empty()) v.getDefiningOp()->erase();
     // The normalization's statistics and their arithmetic, now unread.
-    for (Value v : sideInputs) eraseIfUnused(v);
+    eraseUnused(sideInputs);
     ++numFolded;
     numOpsFolded += chain.size();
   }

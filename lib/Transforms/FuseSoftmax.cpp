@@ -47,12 +47,11 @@ Value maskWhere(OpBuilder &b, Location loc, Value cond, bool negate) {
 struct FuseSoftmaxPass : public mlir::ds::impl::FuseSoftmaxPassBase<FuseSoftmaxPass> {
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
-    SmallVector<WhereOp> wheres;
-    getOperation().walk([&](Operation *op) {
-      if (auto s = dyn_cast<SoftmaxOp>(op)) softmaxes.push_back(s);
-      else if (auto w = dyn_cast<WhereOp>(op)) wheres.push_back(w);
-    });
+    getOperation().walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
     for (SoftmaxOp s : softmaxes) fuseForward(s);
+    // Collected after the forward fusions, which erase the wheres they take.
+    SmallVector<WhereOp> wheres;
+    getOperation().walk([&](WhereOp w) { wheres.push_back(w); });
     for (WhereOp w : wheres) fuseBackward(w);
   }
 

@@ -167,6 +167,22 @@ void allocateSlots(Program &p, const std::vector<bool> &inputInPlace, bool resul
   }
 }
 
+/// Runs the program's instructions over one tile of `len` elements: `reg`
+/// holds the inputs' tiles and receives each result's; the result lands in
+/// `out` when it may (resultInPlace), else in a scratch slot.
+void runProgram(const Program &prog, std::vector<const float *> &reg, float *scratch, float *out,
+                int64_t len, bool resultInPlace) {
+  for (const Instr &in : prog.code) {
+    float *dst = (resultInPlace && in.dst == prog.result)
+                     ? out
+                     : scratch + static_cast<size_t>(prog.slot[in.dst]) * kTile;
+    if (in.fn.arity == 1) in.fn.unary(reg[in.src[0]], dst, len);
+    else if (in.fn.arity == 2) in.fn.binary(reg[in.src[0]], reg[in.src[1]], dst, len);
+    else select(reg[in.src[0]], reg[in.src[1]], reg[in.src[2]], dst, len);
+    reg[in.dst] = dst;
+  }
+}
+
 absl::StatusOr<Program> parseProgram(const KernelContext &c) {
   Program p;
   p.numInputs = static_cast<int>(c.in.size());
@@ -201,6 +217,72 @@ absl::StatusOr<Program> parseProgram(const KernelContext &c) {
   return p;
 }
 
+/// Short rows (a per-channel scale over channels-last activations: rows
+/// of C = 64 elements) would make every op of the program a call over a
+/// few dozen elements. When each f32 input is either the whole result's
+/// shape, one row repeated (a [C] vector) or a scalar, tiles run over the
+/// flattened result instead, across row boundaries: a repeated row is read
+/// from a buffer holding it end to end, at the tile's offset into it.
+PreparedStep prepareFlat(const Program &prog, const BroadcastIndexer &ix, const KernelContext &c,
+                         const TensorView &out) {
+  const int64_t inner = ix.inner(), total = out.numel;
+  if (out.dtype != plan::F32 || inner >= kTile || total < 2 * kTile) return PreparedStep();
+  const int n = prog.numInputs;
+  // Per input: its base (whole), or a periodic buffer (repeated row,
+  // scalar) refilled at every run from `rowOf` (inputs change per run).
+  auto periodic = std::make_shared<std::vector<std::vector<float>>>(n);
+  std::vector<const float *> whole(n, nullptr), rowOf(n, nullptr);
+  std::vector<int64_t> rowStep(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (c.in[i].dtype != plan::F32) return PreparedStep();
+    const std::vector<int64_t> &st = ix.strides[i];
+    bool outerZero = true, outerWhole = true;
+    int64_t expect = inner;
+    for (size_t d = st.size() - 1; d-- > 0;) {
+      outerZero &= st[d] == 0;
+      outerWhole &= st[d] == expect;
+      expect *= ix.dims[d];
+    }
+    const float *src = c.in[i].as<float>();
+    if (st.back() == 1 && outerWhole) {
+      whole[i] = src;
+    } else if (outerZero && (st.back() == 1 || st.back() == 0)) {
+      // The row (or the scalar) repeated over kTile + inner elements.
+      (*periodic)[i].resize(static_cast<size_t>(kTile + inner));
+      rowOf[i] = src;
+      rowStep[i] = st.back();
+    } else {
+      return PreparedStep();
+    }
+  }
+  const bool resultInPlace = prog.result >= n;
+  float *po = out.as<float>();
+  return PreparedStep([prog, periodic, whole, rowOf, rowStep, po, total, inner,
+                       resultInPlace]() -> absl::Status {
+    const int n = prog.numInputs;
+    for (int i = 0; i < n; ++i)
+      if (rowOf[i]) {
+        std::vector<float> &buf = (*periodic)[i];
+        for (size_t e = 0; e < buf.size(); ++e) buf[e] = rowOf[i][rowStep[i] ? e % inner : 0];
+      }
+    const int64_t tiles = (total + kTile - 1) / kTile;
+    parallelFor(tiles, std::max<int64_t>(1, 16384 / kTile), [&](int64_t lo, int64_t hi) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(static_cast<size_t>(std::max(prog.numSlots, 1)) * kTile);
+      std::vector<const float *> reg(n + prog.code.size());
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t from = t * kTile, len = std::min(kTile, total - from);
+        for (int i = 0; i < n; ++i)
+          reg[i] = whole[i] ? whole[i] + from : (*periodic)[i].data() + from % inner;
+        float *outTile = po + from;
+        runProgram(prog, reg, scratch.data(), outTile, len, resultInPlace);
+        if (reg[prog.result] != outTile) std::memcpy(outTile, reg[prog.result], len * sizeof(float));
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<PreparedStep> prepareFused(const KernelContext &c) {
   if (c.out.size() != 1) return c.error(absl::StrCat("produces 1 outputs, got ", c.out.size()));
   for (size_t i = 0; i < c.in.size(); ++i)
@@ -232,6 +314,7 @@ absl::StatusOr<PreparedStep> prepareFused(const KernelContext &c) {
     bases.push_back(t.data);
     isBool.push_back(t.dtype == plan::BOOL);
   }
+  if (PreparedStep flat = prepareFlat(prog, ix, c, out)) return flat;
   return PreparedStep([prog = std::move(prog), ix = std::move(ix), bases, isBool,
                        po = out.data, outBool = out.dtype == plan::BOOL,
                        resultInPlace]() -> absl::Status {
@@ -267,15 +350,7 @@ absl::StatusOr<PreparedStep> prepareFused(const KernelContext &c) {
           reg[i] = dst;
         }
         float *outRow = static_cast<float *>(po) + row * inner + from;
-        for (const Instr &in : prog.code) {
-          float *dst = (resultInPlace && in.dst == prog.result)
-                           ? outRow
-                           : scratch.data() + static_cast<size_t>(prog.slot[in.dst]) * kTile;
-          if (in.fn.arity == 1) in.fn.unary(reg[in.src[0]], dst, len);
-          else if (in.fn.arity == 2) in.fn.binary(reg[in.src[0]], reg[in.src[1]], dst, len);
-          else select(reg[in.src[0]], reg[in.src[1]], reg[in.src[2]], dst, len);
-          reg[in.dst] = dst;
-        }
+        runProgram(prog, reg, scratch.data(), outRow, len, resultInPlace);
         const float *res = reg[prog.result];
         if (outBool) {
           uint8_t *o = static_cast<uint8_t *>(po) + row * inner + from;

@@ -54,3 +54,34 @@ func.func @kept(%x: tensor<1x1x3x3xf32>, %wt: tensor<2x1x1x1xf32>) -> (tensor<1x
   %y3 = ds.div %two, %c3 : (tensor<f32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
   return %y1, %y2, %y3 : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>
 }
+
+// -----
+
+// A normalization before a convolution (DenseNet's pre-activation, its input
+// also read by a concatenation): the four ops and the statistics'
+// arithmetic become one multiply and one add by [1, C, 1, 1] constants,
+// a_c = g_c / sqrt(v_c + eps) = [0.5, 1] and d_c = b_c - m_c a_c = [0, -2].
+// CHECK-LABEL: func.func @pre_activation
+// CHECK-DAG: %[[A:.+]] = ds.constant dense<{{\[\[\[\[}}5.000000e-01]], {{\[\[}}1.000000e+00]]]]> : tensor<1x2x1x1xf32>
+// CHECK-DAG: %[[D:.+]] = ds.constant dense<{{\[\[\[\[}}0.000000e+00]], {{\[\[}}-2.000000e+00]]]]> : tensor<1x2x1x1xf32>
+// CHECK: %[[M:.+]] = ds.mul %arg0, %[[A]]
+// CHECK: %[[Y:.+]] = ds.add %[[M]], %[[D]]
+// CHECK-NOT: ds.div
+// CHECK-NOT: ds.sqrt
+// CHECK: ds.relu %[[Y]]
+func.func @pre_activation(%x: tensor<1x2x3x3xf32>) -> (tensor<1x2x3x3xf32>, tensor<1x4x3x3xf32>) {
+  %m = ds.parameter "m" = dense<[[[1.0]], [[2.0]]]> : tensor<2x1x1xf32>
+  %v = ds.parameter "v" = dense<[[[4.0]], [[1.0]]]> : tensor<2x1x1xf32>
+  %g = ds.parameter "g" = dense<[[[1.0]], [[1.0]]]> : tensor<2x1x1xf32>
+  %be = ds.parameter "b" = dense<[[[0.5]], [[0.0]]]> : tensor<2x1x1xf32>
+  %eps = ds.constant dense<0.0> : tensor<f32>
+  %ve = ds.add %v, %eps : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+  %sd = ds.sqrt %ve : tensor<2x1x1xf32>
+  %d = ds.sub %x, %m : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %n = ds.div %d, %sd : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %s = ds.mul %n, %g : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %y = ds.add %s, %be : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %r = ds.relu %y : tensor<1x2x3x3xf32>
+  %cat = ds.concat %x, %x {axis = 1 : i64} : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return %r, %cat : tensor<1x2x3x3xf32>, tensor<1x4x3x3xf32>
+}

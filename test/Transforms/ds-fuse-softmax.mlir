@@ -75,3 +75,29 @@ func.func @kept(%s: tensor<4x4xf32>, %m: tensor<4x4xi1>, %f: tensor<f32>, %dy: t
   %e = ds.add %d, %g : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %p0, %w1, %p1, %p2, %e : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Three layers: every forward and backward mask fused (the forward fusions
+// erase the wheres they take before the backward ones are looked for).
+// CHECK-LABEL: func.func @layers
+// CHECK-COUNT-3: ds.masked_softmax
+// CHECK-COUNT-3: ds.softmax_grad %{{.+}}, %{{.+}} mask
+// CHECK-NOT: ds.where
+func.func @layers(%s: tensor<2x4x4xf32>, %m: tensor<4x4xi1>, %dy: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %ninf = ds.constant dense<0xFF800000> : tensor<f32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %w1 = ds.where %m, %ninf, %s : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p1 = ds.softmax %w1 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %w2 = ds.where %m, %ninf, %p1 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = ds.softmax %w2 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %w3 = ds.where %m, %ninf, %p2 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p3 = ds.softmax %w3 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %g3 = ds.softmax_grad %p3, %dy {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %d3 = ds.where %m, %zero, %g3 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %g2 = ds.softmax_grad %p2, %d3 {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %d2 = ds.where %m, %zero, %g2 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %g1 = ds.softmax_grad %p1, %d2 {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %d1 = ds.where %m, %zero, %g1 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %p3, %d1 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}

@@ -30,6 +30,7 @@
 #include "ds/Support/TextLimits.h"
 #include "tools/OutOfMemory.h"
 #include "llvm/Support/ErrorHandling.h"
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <tuple>
@@ -558,6 +559,10 @@ int main(int argc, char **argv) {
   ::ds::tools::setOutOfMemoryTool("ds-opt");
   if (int rc = checkResponseFiles(argc, argv)) return rc;
   llvm::InitLLVM init(argc, argv);
+  ::ds::tools::armCrashWatchdog(10);
+  // ulimit -f: a write fails with EFBIG (reported naming the file) instead
+  // of SIGXFSZ killing the process.
+  ::signal(SIGXFSZ, SIG_IGN);
   // LLVM's own allocations (safe_malloc) report here rather than abort.
   llvm::install_bad_alloc_error_handler([](void *, const char *reason, bool) {
     ::ds::tools::reportOutOfMemory(reason ? reason : "an allocation failed");

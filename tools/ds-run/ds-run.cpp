@@ -446,6 +446,8 @@ absl::Status loadTrainedState(Session &session) {
     if (!absl::GetFlag(FLAGS_data).empty()) given.push_back("--data");
     if (absl::GetFlag(FLAGS_checkpoint_every) != 0) given.push_back("--checkpoint-every");
     if (absl::GetFlag(FLAGS_shuffle)) given.push_back("--shuffle");
+    if (absl::GetFlag(FLAGS_seed) != 0) given.push_back("--seed");
+    if (absl::GetFlag(FLAGS_progress) != "auto") given.push_back("--progress");
     if (!given.empty())
       return absl::InvalidArgumentError(absl::StrCat(
           absl::StrJoin(given, ", "), ": training flags, but ",
@@ -649,6 +651,10 @@ int main(int argc, char **argv) {
   absl::SetProgramUsageMessage(
       "ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n"
       "Executes a plan compiled by ds-opt.");
+  // A file size limit (ulimit -f) makes write(2) fail with EFBIG, which
+  // every writer reports naming its file; the default SIGXFSZ would kill
+  // the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   const std::vector<std::string> args = parseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "usage: ds-run PLAN.dsplan [--inputs in.npz --outputs out.npz] [--dump]\n");

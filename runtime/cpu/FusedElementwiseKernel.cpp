@@ -48,6 +48,13 @@ void toBool(const float *a, float *o, int64_t n) {
 void copy(const float *a, float *o, int64_t n) {
   if (a != o) std::memmove(o, a, n * sizeof(float));
 }
+/// x * sigmoid(x) (SiLU) in one loop: the program's sigmoid-then-multiply
+/// pair, with the same arithmetic, without a pass over the tile between.
+void silu(const float *a, float *o, int64_t n) {
+  math::Sigmoid sig;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] * sig(a[i]);
+}
 void select(const float *c, const float *a, const float *b, float *o, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? a[i] : b[i];
@@ -183,6 +190,39 @@ void runProgram(const Program &prog, std::vector<const float *> &reg, float *scr
   }
 }
 
+void nothing(const float *, float *, int64_t) {}
+
+/// s = sigmoid(x) read only by m = x * s (either order) becomes m =
+/// silu(x), and the sigmoid computes nothing.
+void fuseSilu(Program &p) {
+  const int numRegs = p.numInputs + static_cast<int>(p.code.size());
+  std::vector<int> uses(numRegs, 0);
+  for (const Instr &in : p.code)
+    for (int a = 0; a < in.fn.arity; ++a) ++uses[in.src[a]];
+  if (p.result < numRegs) ++uses[p.result];
+  const Unary sigmoidFn = elementFns().at("sigmoid").unary;
+  const Binary mulFn = elementFns().at("mul").binary;
+  std::vector<bool> dead(p.code.size(), false);
+  for (size_t k = 0; k < p.code.size(); ++k) {
+    const Instr &sg = p.code[k];
+    if (sg.fn.arity != 1 || sg.fn.unary != sigmoidFn || uses[sg.dst] != 1) continue;
+    for (size_t j = k + 1; j < p.code.size(); ++j) {
+      Instr &m = p.code[j];
+      if (m.fn.arity != 2 || m.fn.binary != mulFn) continue;
+      const int x = sg.src[0];
+      if (!((m.src[0] == x && m.src[1] == sg.dst) || (m.src[1] == x && m.src[0] == sg.dst))) continue;
+      m.fn = {1, silu, nullptr};
+      m.src[0] = x;
+      dead[k] = true;
+      break;
+    }
+  }
+  // Registers are numbered by position: a dropped sigmoid stays in place,
+  // as an instruction that computes nothing (nothing reads its register).
+  for (size_t k = 0; k < p.code.size(); ++k)
+    if (dead[k]) p.code[k].fn = {1, nothing, nullptr};
+}
+
 absl::StatusOr<Program> parseProgram(const KernelContext &c) {
   Program p;
   p.numInputs = static_cast<int>(c.in.size());
@@ -214,6 +254,7 @@ absl::StatusOr<Program> parseProgram(const KernelContext &c) {
   if (result < 0 || result >= p.numInputs + static_cast<int64_t>(p.code.size()))
     return c.error(absl::StrCat("'result' names register ", result, ", which does not exist"));
   p.result = static_cast<int>(result);
+  fuseSilu(p);
   return p;
 }
 

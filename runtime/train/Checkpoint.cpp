@@ -658,6 +658,15 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
     // fit (a recompiled plan of the same model, at another world size or
     // stage, resumes).
     DS_RETURN_IF_ERROR(checkSameModel(ck, meta, p));
+    // Across ranks a stage decides how state is split: another stage's
+    // checkpoint (stage 0's whole tensors included) does not fit.
+    if (p.has_training() && p.training().zero_stage() != meta.zero_stage() &&
+        (meta.world_size() > 1 || comm.size() > 1))
+      return absl::UnimplementedError(absl::StrCat(
+          ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
+          p.training().zero_stage(), " on ", comm.size(),
+          " ranks (convert between stages is not supported: resume with a plan of stage ",
+          meta.zero_stage(), ")"));
     if (meta.zero_stage() > 0 && (meta.world_size() > 1 || comm.size() > 1)) {
       if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
         return absl::UnimplementedError(absl::StrCat(
@@ -688,7 +697,14 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
         return absl::InvalidArgumentError(
             absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
       DS_RETURN_IF_ERROR(checkLoadedFinite(it->second, n, stateFile));
-      DS_RETURN_IF_ERROR(session.writeState(n, it->second));
+      absl::Status st = session.writeState(n, it->second);
+      if (!st.ok() && st.code() != absl::StatusCode::kInvalidArgument) return st;
+      if (!st.ok()) // a type or shape the plan's state does not have
+        return absl::Status(st.code(),
+                            absl::StrCat(stateFile, ": ", st.message(),
+                                         " (saved by a plan of other settings: the precision, "
+                                         "data_types.grad_accum_dtype or the ZeRO partitioning "
+                                         "decide a state's type and shape)"));
     }
     return meta;
   };

@@ -48,12 +48,23 @@ public:
     seen_.insert(key);
     return obj_->get(key);
   }
+  /// What a value should have been, with a word for Hugging Face's "auto"
+  /// (its Trainer fills those in before DeepSpeed reads the config).
+  static std::string expected(const json::Value *v, llvm::StringRef what) {
+    std::optional<llvm::StringRef> str = v ? v->getAsString() : std::nullopt;
+    if (str && *str == "auto")
+      return (what + ", got \"auto\": Hugging Face's Trainer fills that in from its own "
+                     "arguments before DeepSpeed reads the config; ds reads the file as it is, "
+                     "so write the value")
+          .str();
+    return what.str();
+  }
   llvm::Error number(llvm::StringRef key, double &out, bool positive = false,
                      bool nonNegative = false) {
     const json::Value *v = get(key);
     if (!v) return llvm::Error::success();
     std::optional<double> d = v->getAsNumber();
-    if (!d || !std::isfinite(*d)) return error(key, "expected a number");
+    if (!d || !std::isfinite(*d)) return error(key, expected(v, "expected a number"));
     if (positive && *d <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *d).str());
     if (nonNegative && *d < 0) return error(key, llvm::formatv("must be >= 0, got {0}", *d).str());
     out = *d;
@@ -70,7 +81,7 @@ public:
         return error(key, llvm::formatv("must be at most {0}, got {1:e}", kMaxCount, *d).str());
       if (d && std::isfinite(*d) && *d == std::floor(*d)) i = static_cast<int64_t>(*d);
     }
-    if (!i) return error(key, "expected an integer");
+    if (!i) return error(key, expected(v, "expected an integer"));
     if (*i >= kMaxCount || *i <= -kMaxCount)
       return error(key, llvm::formatv("must be at most {0}, got {1}", kMaxCount, *i).str());
     if (positive && *i <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *i).str());
@@ -81,7 +92,7 @@ public:
     const json::Value *v = get(key);
     if (!v) return llvm::Error::success();
     std::optional<bool> b = v->getAsBoolean();
-    if (!b) return error(key, "expected true or false");
+    if (!b) return error(key, expected(v, "expected true or false"));
     out = *b;
     return llvm::Error::success();
   }
@@ -515,7 +526,8 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     if (!v) return llvm::Error::success();
     std::optional<double> d = v->getAsNumber();
     if (!d || *d < 0 || *d != std::floor(*d))
-      return r.error(llvm::Twine("zero_optimization.") + key, "expected a non-negative integer");
+      return r.error(llvm::Twine("zero_optimization.") + key,
+                     Reader::expected(v, "expected a non-negative integer"));
     if (*d >= kMaxCount)
       return r.error(llvm::Twine("zero_optimization.") + key,
                      llvm::formatv("must be at most {0}, got {1:e}", kMaxCount, *d).str());
@@ -526,7 +538,8 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     const json::Value *v = zo->get(key);
     if (!v) return llvm::Error::success();
     std::optional<bool> b = v->getAsBoolean();
-    if (!b) return r.error(llvm::Twine("zero_optimization.") + key, "expected true or false");
+    if (!b)
+      return r.error(llvm::Twine("zero_optimization.") + key, Reader::expected(v, "expected true or false"));
     out = *b;
     return llvm::Error::success();
   };

@@ -22,7 +22,9 @@
 
 namespace {
 
-const char *gTool = "ds";
+// Until main names the tool (static constructors allocate too), the name it
+// was started by.
+const char *gTool = nullptr;
 unsigned long long gLimit = 0;
 
 [[noreturn]] void outOfMemory(std::size_t wanted) {
@@ -48,15 +50,16 @@ void *allocateAligned(std::size_t n, std::align_val_t a) {
 namespace ds::tools {
 
 void reportOutOfMemory(const char *what) {
+  const char *tool = gTool ? gTool : program_invocation_short_name;
   char msg[384];
   int n = gLimit ? std::snprintf(msg, sizeof msg,
                                  "%s: error: out of memory: %s under --max-memory %llu bytes; "
                                  "raise the limit or use a machine with more memory\n",
-                                 gTool, what, gLimit)
+                                 tool, what, gLimit)
                  : std::snprintf(msg, sizeof msg,
                                  "%s: error: out of memory: %s; use a machine with more memory "
                                  "(or a smaller model)\n",
-                                 gTool, what);
+                                 tool, what);
   if (n > 0) (void)!::write(2, msg, static_cast<size_t>(n) < sizeof msg ? n : sizeof msg - 1);
   std::_Exit(1);
 }
@@ -68,8 +71,23 @@ constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 struct sigaction gPrevious[sizeof kCrashSignals / sizeof kCrashSignals[0]];
 unsigned gWatchdogSeconds = 10;
 
+// Room for the handler when the crash is a stack overflow.
+alignas(16) char gAltStack[64 * 1024];
+
 void onCrash(int sig, siginfo_t *info, void *context) {
   ::alarm(gWatchdogSeconds); // SIGALRM's default action ends the process
+  // Under an address-space limit (ulimit -v, --max-memory) libraries do not
+  // all survive a failed mapping: oneDNN's JIT writes to the code buffer it
+  // could not map. That is running out of memory, said as such.
+  struct rlimit as{};
+  if (sig == SIGSEGV && ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    char what[160];
+    std::snprintf(what, sizeof what,
+                  "a library crashed (SIGSEGV) under the address-space limit of %llu MiB "
+                  "(ulimit -v or --max-memory), most likely on a mapping that failed",
+                  static_cast<unsigned long long>(as.rlim_cur >> 20));
+    ds::tools::reportOutOfMemory(what);
+  }
   for (size_t i = 0; i < sizeof kCrashSignals / sizeof kCrashSignals[0]; ++i) {
     if (kCrashSignals[i] != sig) continue;
     const struct sigaction &prev = gPrevious[i];
@@ -89,9 +107,16 @@ void onCrash(int sig, siginfo_t *info, void *context) {
 
 void armCrashWatchdog(unsigned seconds) {
   gWatchdogSeconds = seconds;
+  stack_t current{};
+  if (::sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+    stack_t alt{};
+    alt.ss_sp = gAltStack;
+    alt.ss_size = sizeof gAltStack;
+    ::sigaltstack(&alt, nullptr);
+  }
   struct sigaction ours{};
   ours.sa_sigaction = onCrash;
-  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESETHAND;
+  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESETHAND | SA_ONSTACK;
   sigemptyset(&ours.sa_mask);
   for (size_t i = 0; i < sizeof kCrashSignals / sizeof kCrashSignals[0]; ++i)
     ::sigaction(kCrashSignals[i], &ours, &gPrevious[i]);

@@ -21,8 +21,10 @@ std::string limitMemory(unsigned long long bytes);
 /// A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) first arms a
 /// `seconds` alarm, then runs the handler installed before (LLVM's stack
 /// trace): a crash inside malloc would otherwise deadlock that handler,
-/// which allocates, and the crash would become a hang. Call after
-/// llvm::InitLLVM.
+/// which allocates, and the crash would become a hang. A SIGSEGV under an
+/// address-space limit is reported as running out of memory (exit 1): it is
+/// a library's failed mapping. Call after llvm::InitLLVM and after the
+/// tool's own handlers, which it forwards to.
 void armCrashWatchdog(unsigned seconds);
 /// "8GiB", "512MiB", "64KiB", "3GB", "2e9", "1000": bytes (> 0); nullopt
 /// for anything else (--max-memory, --device-memory).

@@ -8,7 +8,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "runtime/plan/Status.h"
@@ -19,6 +21,17 @@ class CommWorker {
 public:
   using Task = std::function<absl::Status()>;
   CommWorker() : thread_([this] { loop(); }) {}
+  /// A started worker, or an error naming `what` when the thread cannot be
+  /// created (an address-space or thread limit: docs/security.md).
+  static absl::StatusOr<std::unique_ptr<CommWorker>> start(const char *what) {
+    try {
+      return std::make_unique<CommWorker>();
+    } catch (const std::system_error &e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory: cannot start the ", what, " thread (", e.what(),
+                       "); raise the memory or thread limit (ulimit -v / -u)"));
+    }
+  }
   ~CommWorker() {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -1,7 +1,9 @@
 #include "runtime/cpu/CpuBackend.h"
 
 #include <algorithm>
+#ifndef DS_GEMM_ONEDNN
 #include <cblas.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
@@ -32,9 +34,11 @@ CpuBackend::CpuBackend(const BackendOptions &opts) : deviceLimit_(opts.deviceMem
   flushDenormals();
   if (opts.threads > 0)
     omp_set_num_threads(opts.threads);
+#ifndef DS_GEMM_ONEDNN
   // Kernels parallelize on OpenMP, GEMM included (LinalgKernels.cpp splits
   // it); BLAS's own pthreads would spin against OpenMP's for the cores.
   openblas_set_num_threads(1);
+#endif
 }
 
 absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace space) {

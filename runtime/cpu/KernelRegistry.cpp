@@ -7,8 +7,9 @@
 #include <omp.h>
 #ifdef DS_GEMM_ONEDNN
 #include <dnnl.h>
-#endif
+#else
 #include <cblas.h>
+#endif
 
 #include <cstdlib>
 #include <string>

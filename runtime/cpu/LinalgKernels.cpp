@@ -1,10 +1,11 @@
 // matmul with numpy batch broadcasting. f32 GEMM runs on oneDNN's sgemm
 // when built with it (DS_GEMM_ONEDNN; bench/gemm_blas.sh measured it ~10%
-// faster than OpenBLAS per thread here), f64 and the fallback on OpenBLAS.
+// faster than OpenBLAS per thread here), the fallback build on OpenBLAS.
 // Shapes are checked here, so the library never sees a leading dimension or
-// a pointer the plan did not pay for. i32/i64 products (integer GEMMs) use a
-// plain loop: no BLAS has them, and they only serve quantized models here.
-#include <cblas.h>
+// a pointer the plan did not pay for. f64 and i32/i64 products (integer
+// GEMMs) use a plain loop: oneDNN has neither, they serve reference-precision
+// and quantized models, and linking OpenBLAS for f64 alone started its thread
+// pool in every process (see runtime/CMakeLists.txt).
 #include <omp.h>
 #ifdef DS_GEMM_ONEDNN
 #include <dnnl.h>
@@ -77,6 +78,14 @@ absl::StatusOr<MatmulGeometry> matmulGeometry(const KernelContext &c) {
   return g;
 }
 
+/// What the plain GEMM loop accumulates in: T itself, unsigned for integers.
+template <typename T, bool = std::is_integral_v<T>> struct GemmAccumulator {
+  using type = T;
+};
+template <typename T> struct GemmAccumulator<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 /// One single-threaded GEMM block, C = op(A) op(B) (C += ... with
 /// `accumulate`, f32 only: fused_matmul's in-place gradient accumulation).
 template <typename T>
@@ -86,21 +95,32 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
   if constexpr (std::is_same_v<T, float>) {
     // Inside our parallel regions oneDNN's OpenMP runtime runs one thread.
     sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
   } else {
-    // (transposed operands are refused for integers when the step is prepared)
-    // Integer GEMM (MatMulInteger's widened operands): i-k-j order keeps the
-    // inner loop contiguous and vectorizable; unsigned arithmetic wraps on
-    // overflow the way two's complement accumulators do, without UB.
-    using U = std::make_unsigned_t<T>;
+    // f64 and integers (transposed operands are refused for integers when the
+    // step is prepared). Integers accumulate unsigned, so overflow wraps the
+    // way two's complement accumulators do, without UB. With B not transposed
+    // the i-k-j order keeps the inner loop contiguous and vectorizable; with
+    // B transposed each element is a dot product along B's rows.
+    using U = typename GemmAccumulator<T>::type;
+    auto aAt = [&](int64_t i, int64_t p) {
+      return static_cast<U>(ta ? a[p * lda + i] : a[i * lda + p]);
+    };
+    const U *bu = reinterpret_cast<const U *>(b);
     for (int64_t i = 0; i < m; ++i) {
       U *ci = reinterpret_cast<U *>(c + i * ldc);
+      if (tb) {
+        for (int64_t j = 0; j < n; ++j) {
+          const U *bj = bu + j * ldb;
+          U sum = 0;
+          for (int64_t p = 0; p < k; ++p) sum += aAt(i, p) * bj[p];
+          ci[j] = sum;
+        }
+        continue;
+      }
       std::fill(ci, ci + n, U(0));
       for (int64_t p = 0; p < k; ++p) {
-        const U av = static_cast<U>(a[i * lda + p]);
-        const U *bp = reinterpret_cast<const U *>(b + p * ldb);
+        const U av = aAt(i, p);
+        const U *bp = bu + p * ldb;
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j];
       }

@@ -213,7 +213,9 @@ absl::Status Session::bind() {
                                                          prog.name(), "', step ", step.kernel(),
                                                          ": ", group.status().message()));
         ps = prepareCollective(step, ins, outs, **group, scratch_);
-        if (!worker_) worker_ = std::make_unique<CommWorker>();
+        if (!worker_) {
+          DS_ASSIGN_OR_RETURN(worker_, CommWorker::start("communication"));
+        }
       } else if (std::any_of(step.inputs().begin(), step.inputs().end(),
                              [&](uint32_t id) { return nvmeRegion_.count(id); }) ||
                  std::any_of(step.outputs().begin(), step.outputs().end(),
@@ -226,7 +228,9 @@ absl::Status Session::bind() {
         // Swaps wait on the drive, not the cores: they run on the I/O
         // thread, overlapping compute that does not touch their buffers.
         comm.back() = 2;
-        if (!ioWorker_) ioWorker_ = std::make_unique<CommWorker>();
+        if (!ioWorker_) {
+          DS_ASSIGN_OR_RETURN(ioWorker_, CommWorker::start("NVMe I/O"));
+        }
       } else {
         ps = backend_.prepare(step, ins, outs);
       }

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace ds::rt {
@@ -54,11 +55,17 @@ void installStopSignals() {
     sigset_t s = stopSet();
     pthread_sigmask(SIG_BLOCK, &s, nullptr);
     // The receiver: the one thread ds starts with the signals unblocked.
-    std::thread([] {
-      sigset_t u = stopSet();
-      pthread_sigmask(SIG_UNBLOCK, &u, nullptr);
-      for (;;) pause();
-    }).detach();
+    try {
+      std::thread([] {
+        sigset_t u = stopSet();
+        pthread_sigmask(SIG_UNBLOCK, &u, nullptr);
+        for (;;) pause();
+      }).detach();
+    } catch (const std::system_error &) {
+      // No thread to spare (an address-space limit): the calling thread
+      // takes the signals; any thread's handler only sets a flag.
+      pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+    }
   });
 }
 

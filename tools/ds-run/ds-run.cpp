@@ -639,6 +639,7 @@ int main(int argc, char **argv) {
   struct sigaction bus {};
   bus.sa_handler = onBusError;
   ::sigaction(SIGBUS, &bus, nullptr);
+  ::ds::tools::armCrashWatchdog(10);
   // Before any thread starts, so that compute threads never take SIGTERM/SIGINT.
   ds::rt::installStopSignals();
   absl::FlagsUsageConfig usage;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
 
+#include "runtime/plan/StridedViews.h"
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
@@ -239,16 +240,69 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+/// A strided view of `operand` (attention's and fused_matmul's operands):
+/// runtime/plan/StridedViews.h's rules, which the kernels apply too.
+static LogicalResult verifyView(Operation *op, StringRef name, Value operand,
+                                ArrayRef<int64_t> shape, ArrayRef<int64_t> strides) {
+  if (shape.size() != strides.size())
+    return op->emitOpError(name) << "_shape and " << name << "_strides differ in length";
+  const int64_t numel = cast<RankedTensorType>(operand.getType()).getNumElements();
+  if (const char *problem = ::ds::plan::viewProblem(shape.data(), strides.data(), shape.size(), numel))
+    return op->emitOpError(name) << " " << problem << " " << operand.getType();
+  return success();
+}
+
 LogicalResult FusedMatmulOp::verify() {
+  // Each operand as the product reads it: its view, or its type.
+  auto operand = [&](StringRef name, Value v, std::optional<ArrayRef<int64_t>> shape,
+                     std::optional<ArrayRef<int64_t>> strides,
+                     bool transposed) -> FailureOr<RankedTensorType> {
+    if (!shape && !strides) return cast<RankedTensorType>(v.getType());
+    if (!shape || !strides)
+      return emitOpError(name) << "_shape and " << name << "_strides come together";
+    if (shape->size() < 2) return emitOpError(name) << " view needs rank >= 2";
+    if (transposed)
+      return emitOpError(name) << " view is not also transposed by transpose_" << name;
+    if (failed(verifyView(*this, name, v, *shape, *strides))) return failure();
+    if (!::ds::plan::gemmReadable(shape->data(), strides->data(), shape->size()))
+      return emitOpError(name) << " view needs unit steps along its rows or columns, the other "
+                                  "dimension's steps clear of them";
+    return RankedTensorType::get(*shape, Float32Type::get(getContext()));
+  };
+  FailureOr<RankedTensorType> lhs =
+      operand("lhs", getLhs(), getLhsShape(), getLhsStrides(), getTransposeLhs());
+  FailureOr<RankedTensorType> rhs =
+      operand("rhs", getRhs(), getRhsShape(), getRhsStrides(), getTransposeRhs());
+  if (failed(lhs) || failed(rhs)) return failure();
+  bool lhsView = getLhsShape().has_value(), rhsView = getRhsShape().has_value();
   FailureOr<RankedTensorType> product =
-      matmulResultType(getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
-                       getTransposeRhs());
+      matmulResultType(getLoc(), *lhs, *rhs, getTransposeLhs() && !lhsView,
+                       getTransposeRhs() && !rhsView);
   if (failed(product)) return failure();
-  if (getRhs().getType().getRank() < 2)
+  if (rhs->getRank() < 2)
     return emitOpError("rhs must have rank >= 2, got ") << getRhs().getType();
-  if (*product != getResult().getType())
+  if (getResultShape() || getResultStrides()) {
+    if (!getResultShape() || !getResultStrides())
+      return emitOpError("result_shape and result_strides come together");
+    ArrayRef<int64_t> shape = *getResultShape(), strides = *getResultStrides();
+    if (shape != product->getShape())
+      return emitOpError("result_shape must be the product's shape ")
+             << shapeStr(product->getShape()) << ", got " << shapeStr(shape);
+    if (product->getNumElements() != getResult().getType().getNumElements())
+      return emitOpError("result_shape has ") << product->getNumElements()
+                                             << " elements, the result " << getResult().getType();
+    if (failed(verifyView(*this, "result", getResult(), shape, strides))) return failure();
+    size_t r = shape.size();
+    if (r < 2 || !::ds::plan::denseView(shape.data(), strides.data(), r) ||
+        !(shape[r - 1] == 1 || strides[r - 1] == 1 || shape[r - 2] == 1 || strides[r - 2] == 1))
+      return emitOpError("result view must write every element once, with unit steps along "
+                         "its rows or columns");
+    if (getBias() || getAddend())
+      return emitOpError("a result view comes with neither bias nor addend");
+  } else if (*product != getResult().getType()) {
     return emitOpError("result must be the product's type ") << *product << ", got "
                                                              << getResult().getType();
+  }
   int64_t n = product->getRank() ? product->getShape().back() : 1;
   if (Value bias = getBias())
     if (cast<RankedTensorType>(bias.getType()).getShape() != ArrayRef<int64_t>{n})
@@ -505,17 +559,7 @@ LogicalResult AttentionOp::verify() {
   for (const View &v : views) {
     if (v.shape.size() != 4 || v.strides.size() != 4)
       return emitOpError(v.name) << "_shape and " << v.name << "_strides must have 4 entries";
-    // The last element the view reaches, accumulated without overflow.
-    const int64_t numel = cast<RankedTensorType>(v.operand.getType()).getNumElements();
-    int64_t last = 0;
-    for (int i = 0; i < 4; ++i) {
-      if (v.shape[i] < 1 || v.strides[i] < 0)
-        return emitOpError(v.name) << " view sizes must be >= 1 and strides >= 0";
-      if (numel < 1 ||
-          (v.strides[i] > 0 && v.shape[i] - 1 > (numel - 1 - last) / v.strides[i]))
-        return emitOpError(v.name) << " view reaches past the operand " << v.operand.getType();
-      last += (v.shape[i] - 1) * v.strides[i];
-    }
+    if (failed(verifyView(*this, v.name, v.operand, v.shape, v.strides))) return failure();
     if (v.strides[2] != 1 && v.strides[3] != 1)
       return emitOpError(v.name) << " view needs stride 1 in one of its last two dimensions";
   }

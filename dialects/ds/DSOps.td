@@ -1167,6 +1167,23 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     buffer (a gradient accumulator updated in place) is read before it is
     overwritten.
 
+    Strided views (made by ds-fold-matmul-layouts): with `lhs_shape` and
+    `lhs_strides` the product's left operand is the `lhs_shape` tensor
+    whose element [i0, ..., in] is element `sum(i_d * lhs_strides[d])` of
+    `lhs` in row-major order, so a transposed or reshaped operand (attention
+    heads split out of [B, T, H*D]) is read where it is instead of copied;
+    likewise `rhs_*`. With `result_shape` and `result_strides` the product
+    (of that shape) is written element by element to those offsets of the
+    result: the transpose that merges heads back happens as it is stored.
+
+    ```mlir
+    // q [B, T, H, D] read as [B, H, T, D]
+    %s = ds.fused_matmul %q, %k {lhs_shape = array<i64: 8, 8, 128, 32>,
+        lhs_strides = array<i64: 32768, 32, 256, 1>, rhs_shape = array<i64: 8, 8, 32, 128>,
+        rhs_strides = array<i64: 32768, 32, 1, 256>, alpha = 0.17677669529663687}
+        : (tensor<8x128x8x32xf32>, tensor<8x128x8x32xf32>) -> tensor<8x8x128x128xf32>
+    ```
+
     **Constraints:**
     - `lhs` and `rhs` are f32 and satisfy `ds.matmul`'s constraints with
       the same transposes; the result has `ds.matmul`'s type.
@@ -1175,6 +1192,15 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     - `bias`, if present, is f32 [N] (N the result's last dimension).
     - `addend`, if present, has the result's type.
     - `alpha` is finite.
+    - A view's shape and strides come together, have the same length (>= 2),
+      sizes >= 1 and strides >= 0, and stay inside their tensor. An operand
+      view is not also transposed by its flag, and steps by 1 along one of
+      its last two dimensions and by at least the other's extent along the
+      other (rows or columns that do not overlap); the result view steps by
+      1 along one of its last two dimensions, visits every element of the
+      result exactly once, and comes with neither `bias` nor `addend`.
+      With views the product's shape is the views' (`result_shape`, or the
+      result's type).
   }];
   let arguments = (ins DS_F32Tensor:$lhs, DS_F32Tensor:$rhs, Optional<DS_F32Tensor>:$bias,
                    Optional<DS_F32Tensor>:$addend,
@@ -1182,7 +1208,13 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                    DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
-                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine);
+                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine,
+                   OptionalAttr<DenseI64ArrayAttr>:$lhs_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$lhs_strides,
+                   OptionalAttr<DenseI64ArrayAttr>:$rhs_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$rhs_strides,
+                   OptionalAttr<DenseI64ArrayAttr>:$result_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$result_strides);
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:` functional-type(operands, results)

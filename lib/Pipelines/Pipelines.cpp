@@ -41,6 +41,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
   if (enabled("softmax")) pm.addPass(createFuseSoftmaxPass());
   if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
+  if (enabled("layouts")) pm.addPass(createFoldMatmulLayoutsPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   // ZeRO-Offload (a no-op unless ds.training asks for it): after fusion,
@@ -52,7 +53,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 const std::vector<std::string> &mlir::ds::fusionNames() {
   static const std::vector<std::string> names = {"batch-norm", "channels-last", "epilogues",
                                                  "activations", "norms", "attention",
-                                                 "softmax", "matmul-epilogues", "optimizer",
+                                                 "softmax", "matmul-epilogues", "layouts", "optimizer",
                                                  "elementwise"};
   return names;
 }

@@ -199,22 +199,6 @@ std::optional<HeadView> headView(Value v, bool swap) {
   return h;
 }
 
-/// Erases `v`'s producer and, transitively, producers nothing reads any more
-/// (the layout ops that fed the fused operands).
-void eraseDeadProducers(Value v) {
-  SmallVector<Operation *> work;
-  if (Operation *d = v.getDefiningOp()) work.push_back(d);
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!op->use_empty() || !isa<DSDialect>(op->getDialect()) || !isMemoryEffectFree(op) ||
-        isa<ConstantOp, ParameterOp>(op))
-      continue;
-    for (Value in : op->getOperands())
-      if (Operation *d = in.getDefiningOp()) work.push_back(d);
-    op->erase();
-  }
-}
-
 struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAttentionPass> {
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
@@ -266,7 +250,7 @@ struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAtte
       for (Value in : o->getOperands())
         if (!replaced.contains(in.getDefiningOp())) inputs.push_back(in);
     for (Operation *o : m.ops) o->erase();
-    for (Value in : inputs) eraseDeadProducers(in);
+    eraseDeadProducers(inputs);
     ++numFused;
   }
 };

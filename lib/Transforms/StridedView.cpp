@@ -2,6 +2,8 @@
 #include "ds/Transforms/StridedView.h"
 
 #include "dialects/ds/DSOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -100,3 +102,20 @@ StridedView trace(Value v, int depth) {
 } // namespace
 
 StridedView mlir::ds::traceView(Value v) { return trace(v, 0); }
+
+void mlir::ds::eraseDeadProducers(ArrayRef<Value> values) {
+  // A set, seeded before anything is erased: one producer may feed several
+  // of the values (or one op twice) and must be erased once.
+  llvm::SetVector<Operation *> work;
+  for (Value v : values)
+    if (Operation *d = v.getDefiningOp()) work.insert(d);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!op->use_empty() || !isa<DSDialect>(op->getDialect()) || !isMemoryEffectFree(op) ||
+        isa<ConstantOp, ParameterOp>(op))
+      continue;
+    for (Value in : op->getOperands())
+      if (Operation *d = in.getDefiningOp()) work.insert(d);
+    op->erase();
+  }
+}

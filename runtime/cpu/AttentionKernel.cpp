@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cpu/KernelFamilies.h"
+#include "runtime/plan/StridedViews.h"
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
@@ -56,17 +57,10 @@ absl::StatusOr<HeadView> headView(const KernelContext &c, const TensorView &t, c
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.intsAttr(std::string(name) + "_strides"));
   if (shape.size() != 4 || stride.size() != 4)
     return c.error(std::string(name) + "_shape and _strides must have 4 entries");
-  // The last element the view reaches, accumulated without overflow.
-  int64_t last = 0;
-  for (int i = 0; i < 4; ++i) {
-    if (shape[i] < 1 || stride[i] < 0)
-      return c.error(std::string(name) + " view sizes must be >= 1 and strides >= 0");
-    v.shape[i] = shape[i];
-    v.stride[i] = stride[i];
-    if (t.numel < 1 || (stride[i] > 0 && shape[i] - 1 > (t.numel - 1 - last) / stride[i]))
-      return c.error(std::string(name) + " view does not fit its operand");
-    last += (shape[i] - 1) * stride[i];
-  }
+  if (const char *problem = plan::viewProblem(shape.data(), stride.data(), 4, t.numel))
+    return c.error(std::string(name) + " " + problem);
+  std::copy(shape.begin(), shape.end(), v.shape);
+  std::copy(stride.begin(), stride.end(), v.stride);
   if (stride[2] != 1 && stride[3] != 1)
     return c.error(std::string(name) + " view needs stride 1 in one of its last two dimensions");
   return v;

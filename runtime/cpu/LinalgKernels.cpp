@@ -18,12 +18,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <array>
+#include <optional>
 #include <map>
 #include <memory>
 #include <unordered_map>
 
 #include "runtime/cpu/KernelFamilies.h"
 #include "runtime/kernels/ElementMath.h"
+#include "runtime/plan/StridedViews.h"
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
@@ -213,41 +216,51 @@ private:
   }
 };
 
+/// Leading dimensions (elements between rows as stored) of a GEMM's
+/// operands and result; 0 is the dense default. Strided views
+/// (fused_matmul's) set them.
+struct LeadingDims {
+  int64_t a = 0, b = 0, c = 0;
+};
+
 /// C = A x B on the backend's OpenMP threads. BLAS itself runs one thread
 /// per call (CpuBackend sets it so): one thread pool for every kernel means
 /// no spinning BLAS workers stealing cores from the next elementwise step.
 /// Rows are split when there are enough, else columns. With an epilogue
 /// (f32), each thread applies it to the block it just computed; `add` is
-/// this product's addend (C itself when accumulating in place).
+/// this product's addend (C itself when accumulating in place), laid out
+/// like C.
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c, bool ta = false,
-          bool tb = false, const Epilogue *e = nullptr, const float *add = nullptr) {
+          bool tb = false, const Epilogue *e = nullptr, const float *add = nullptr,
+          LeadingDims ld = {}) {
   const int64_t work = m * n * k;
   // Called from a parallel region (one of many small products): one block.
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // A transposed operand is stored [k, m] (A) or [n, k] (B): its leading
   // dimension and where a block of rows/columns starts change with it.
-  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  const int64_t lda = ld.a ? ld.a : ta ? m : k, ldb = ld.b ? ld.b : tb ? k : n;
+  const int64_t ldc = ld.c ? ld.c : n;
   // In place over the addend (C is the addend): beta = 1, no pass after.
   const bool accumulate = e && e->accumulateOnly() && static_cast<const void *>(add) == c;
   const float alpha = e && accumulate ? e->alpha : 1.0f;
   auto finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     if constexpr (std::is_same_v<T, float>)
-      if (e && !accumulate) e->apply(c, c, add, n, r0, r1, c0, c1);
+      if (e && !accumulate) e->apply(c, c, add, ldc, r0, r1, c0, c1);
   };
   if (work < (1 << 16) || threads == 1) {
-    gemmBlock<T>(m, n, k, a, lda, b, ldb, c, n, ta, tb, alpha, accumulate);
+    gemmBlock<T>(m, n, k, a, lda, b, ldb, c, ldc, ta, tb, alpha, accumulate);
     finish(0, m, 0, n);
   } else if (m >= 8 * threads) {
     parallelFor(m, 8, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * k), lda, b, ldb, c + lo * n, n, ta, tb,
-                   alpha, accumulate);
+      gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * lda), lda, b, ldb, c + lo * ldc, ldc, ta,
+                   tb, alpha, accumulate);
       finish(lo, hi, 0, n);
     });
   } else {
     parallelFor(n, 16, [&](int64_t lo, int64_t hi) {
-      gemmBlock<T>(m, hi - lo, k, a, lda, b + (tb ? lo * k : lo), ldb, c + lo, n, ta, tb, alpha,
-                   accumulate);
+      gemmBlock<T>(m, hi - lo, k, a, lda, b + (tb ? lo * ldb : lo), ldb, c + lo, ldc, ta, tb,
+                   alpha, accumulate);
       finish(0, m, lo, hi);
     });
   }
@@ -319,6 +332,180 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
                 add ? add + b * oMat : nullptr);
       }
     }
+    return absl::OkStatus();
+  });
+}
+
+/// A fused_matmul operand or result as the product indexes it: sizes and
+/// element strides (a strided view, or the tensor's dense layout).
+struct ProductView {
+  std::vector<int64_t> shape, strides;
+};
+
+/// fused_matmul's views (lhs_*, rhs_*, result_*): each operand and the
+/// result as the product sees them; nullopt when the step has none.
+struct ProductViews {
+  ProductView lhs, rhs, result;
+  std::vector<int64_t> batch; // the product's batch shape
+};
+
+ProductView denseView(std::vector<int64_t> shape, bool transposed) {
+  ProductView v{std::move(shape), {}};
+  v.strides.assign(v.shape.size(), 1);
+  for (size_t i = v.shape.size(); i-- > 1;) v.strides[i - 1] = v.strides[i] * v.shape[i];
+  if (transposed) {
+    std::swap(v.shape[v.shape.size() - 1], v.shape[v.shape.size() - 2]);
+    std::swap(v.strides[v.strides.size() - 1], v.strides[v.strides.size() - 2]);
+  }
+  return v;
+}
+
+absl::StatusOr<std::optional<ProductViews>> productViews(const KernelContext &c) {
+  const char *names[] = {"lhs", "rhs", "result"};
+  bool any = false;
+  for (const char *name : names)
+    any = any || c.hasAttr(std::string(name) + "_shape") || c.hasAttr(std::string(name) + "_strides");
+  if (!any) return std::nullopt;
+  ProductViews pv;
+  ProductView *views[] = {&pv.lhs, &pv.rhs, &pv.result};
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = names[i];
+    const TensorView &t = i < 2 ? c.in[i] : c.out[0];
+    if (!c.hasAttr(name + "_shape") && !c.hasAttr(name + "_strides")) {
+      if (t.rank() < 2) return c.error("strided views need operands of rank >= 2");
+      bool transposed = false;
+      if (i < 2 && c.hasAttr(i == 0 ? "transpose_lhs" : "transpose_rhs")) {
+        DS_ASSIGN_OR_RETURN(int64_t on, c.intAttr(i == 0 ? "transpose_lhs" : "transpose_rhs"));
+        transposed = on != 0;
+      }
+      *views[i] = denseView(t.shape, transposed);
+      continue;
+    }
+    DS_ASSIGN_OR_RETURN(views[i]->shape, c.intsAttr(name + "_shape"));
+    DS_ASSIGN_OR_RETURN(views[i]->strides, c.intsAttr(name + "_strides"));
+    const ProductView &v = *views[i];
+    if (v.shape.size() != v.strides.size() || v.shape.size() < 2)
+      return c.error(name + "_shape and " + name + "_strides must have one length >= 2");
+    if (const char *problem = plan::viewProblem(v.shape.data(), v.strides.data(), v.shape.size(), t.numel))
+      return c.error(name + " " + problem);
+    if (i < 2 && !plan::gemmReadable(v.shape.data(), v.strides.data(), v.shape.size()))
+      return c.error(name + " view needs unit steps along its rows or columns, the other "
+                            "dimension's steps clear of them");
+    if (i < 2 && c.hasAttr(i == 0 ? "transpose_lhs" : "transpose_rhs")) {
+      DS_ASSIGN_OR_RETURN(int64_t on, c.intAttr(i == 0 ? "transpose_lhs" : "transpose_rhs"));
+      if (on) return c.error(name + " view is not also transposed by transpose_" + name);
+    }
+  }
+  const std::vector<int64_t> &a = pv.lhs.shape, &b = pv.rhs.shape;
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (b[b.size() - 2] != k)
+    return c.error(absl::StrCat("contraction dimensions differ: [", shapeToString(a), "] x [",
+                                shapeToString(b), "]"));
+  auto batch = broadcastShapes(std::vector<int64_t>(a.begin(), a.end() - 2),
+                               std::vector<int64_t>(b.begin(), b.end() - 2));
+  if (!batch)
+    return c.error(absl::StrCat("batch dimensions of [", shapeToString(a), "] and [",
+                                shapeToString(b), "] do not broadcast"));
+  pv.batch = *batch;
+  std::vector<int64_t> product = pv.batch;
+  product.push_back(m);
+  product.push_back(n);
+  const ProductView &r = pv.result;
+  if (r.shape != product)
+    return c.error(absl::StrCat("the result view must be the product's shape [",
+                                shapeToString(product), "], got [", shapeToString(r.shape), "]"));
+  int64_t numel = 1;
+  for (int64_t d : product) numel *= d;
+  if (numel != c.out[0].numel || !plan::denseView(r.shape.data(), r.strides.data(), r.shape.size()))
+    return c.error("the result view must write every element of the result once");
+  if (k == 0) return c.error("strided views need a contraction of length >= 1");
+  const size_t rr = r.shape.size();
+  if (!(r.shape[rr - 1] == 1 || r.strides[rr - 1] == 1 || r.shape[rr - 2] == 1 ||
+        r.strides[rr - 2] == 1))
+    return c.error("the result view needs unit steps along its rows or columns");
+  return pv;
+}
+
+/// One matrix of a view for BLAS: transposed or not, and its leading
+/// dimension. `rows` x `cols` with strides `sr`, `sc`; productViews made
+/// sure one of them steps by 1 (a dimension of size 1 steps by anything).
+std::pair<bool, int64_t> blasLayout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols))
+    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+  return {true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+}
+
+/// fused_matmul through strided views: one GEMM per batch element, each
+/// with its operands' own layout and leading dimensions, the result
+/// written where its view says (computed as C^T = B^T A^T when the view
+/// steps by 1 down the columns). No copies of transposed operands.
+absl::StatusOr<PreparedStep> makeViewedMatmul(const KernelContext &c, const ProductViews &pv,
+                                              float *po, std::shared_ptr<const Epilogue> e) {
+  const float *pa = c.in[0].as<float>(), *pb = c.in[1].as<float>();
+  const float *add = e ? e->addend : nullptr;
+  const std::vector<int64_t> &batch = pv.batch;
+  const size_t nb = batch.size();
+  int64_t batches = 1;
+  for (int64_t d : batch) batches *= d;
+  // Each operand's strides along the product's batch dimensions (0 where it
+  // broadcasts), then every batch element's offsets, in row-major order.
+  auto batchStrides = [&](const ProductView &v) {
+    std::vector<int64_t> s(nb, 0);
+    const size_t own = v.shape.size() - 2;
+    for (size_t i = 0; i < own; ++i)
+      if (v.shape[i] != 1) s[nb - own + i] = v.strides[i];
+    return s;
+  };
+  const std::vector<int64_t> strides[3] = {batchStrides(pv.lhs), batchStrides(pv.rhs),
+                                           batchStrides(pv.result)};
+  auto offsets = std::make_shared<std::vector<std::array<int64_t, 3>>>(batches);
+  std::vector<int64_t> index(nb, 0);
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int o = 0; o < 3; ++o) {
+      int64_t off = 0;
+      for (size_t d = 0; d < nb; ++d) off += index[d] * strides[o][d];
+      (*offsets)[b][o] = off;
+    }
+    for (size_t d = nb; d-- > 0;) {
+      if (++index[d] < batch[d]) break;
+      index[d] = 0;
+    }
+  }
+  auto last2 = [](const ProductView &v) {
+    size_t r = v.shape.size();
+    return std::array<int64_t, 4>{v.shape[r - 2], v.shape[r - 1], v.strides[r - 2], v.strides[r - 1]};
+  };
+  const auto [m, k, sam, sak] = last2(pv.lhs);
+  const auto [k2, n, sbk, sbn] = last2(pv.rhs);
+  (void)k2;
+  const auto [m2, n2, scm, scn] = last2(pv.result);
+  (void)m2, (void)n2;
+  // The result steps by 1 along its rows (or is one row): C as stored.
+  // Otherwise it steps by 1 down its columns: store C^T = B^T A^T.
+  const bool direct = n == 1 || scn == 1;
+  auto [ta, lda] = blasLayout(m, k, sam, sak);
+  auto [tb, ldb] = blasLayout(k, n, sbk, sbn);
+  const int64_t ldc = direct ? (m == 1 ? n : scm) : (n == 1 ? m : scn);
+  return PreparedStep([=] {
+    const Epilogue *ep = e.get();
+    auto one = [&](int64_t b) {
+      const auto &off = (*offsets)[b];
+      const float *a = pa + off[0], *bm = pb + off[1];
+      float *out = po + off[2];
+      const float *addend = add ? add + off[2] : nullptr;
+      if (direct)
+        gemm<float>(m, n, k, a, bm, out, ta, tb, ep, addend, {lda, ldb, ldc});
+      else
+        gemm<float>(n, m, k, bm, a, out, !tb, !ta, ep, addend, {ldb, lda, ldc});
+    };
+    // Many small products (attention heads) split over batches, one
+    // thread each; few big ones split inside gemm().
+    if (batches >= omp_get_max_threads())
+      parallelFor(batches, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) one(b);
+      });
+    else
+      for (int64_t b = 0; b < batches; ++b) one(b);
     return absl::OkStatus();
   });
 }
@@ -577,8 +764,17 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
   for (const TensorView &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
-  if (c.in[1].rank() < 2) return c.error("the right operand must have rank >= 2");
-  DS_ASSIGN_OR_RETURN(MatmulGeometry g, matmulGeometry(c));
+  DS_ASSIGN_OR_RETURN(std::optional<ProductViews> views, productViews(c));
+  if (!views && c.in[1].rank() < 2) return c.error("the right operand must have rank >= 2");
+  if (views && (hasBias || hasAddend) &&
+      (c.hasAttr("result_shape") || c.hasAttr("result_strides")))
+    return c.error("a result view comes with neither bias nor addend");
+  MatmulGeometry g;
+  if (!views) {
+    DS_ASSIGN_OR_RETURN(g, matmulGeometry(c));
+  } else {
+    g.n = views->rhs.shape.back();
+  }
   auto e = std::make_shared<Epilogue>();
   if (c.hasAttr("alpha")) {
     DS_ASSIGN_OR_RETURN(double alpha, c.floatAttr("alpha"));
@@ -626,12 +822,15 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
   // scratch first.
   const bool exact = addend && e->addend == out;
   const bool overlaps = addend && e->addend < out + numel && out < e->addend + numel;
-  if (!overlaps || exact)
+  auto compute = [&](float *po, std::shared_ptr<const Epilogue> ep) {
+    return views ? makeViewedMatmul(c, *views, po, std::move(ep))
+                 : makeMatmul<float>(c, g, po, std::move(ep));
+  };
+  if (!views && (!overlaps || exact))
     if (PreparedStep packed = packedProduct(c, g, e.get())) return packed;
-  if (!overlaps || (exact && e->accumulateOnly()))
-    return makeMatmul<float>(c, std::move(g), out, e);
+  if (!overlaps || (exact && e->accumulateOnly())) return compute(out, e);
   auto scratch = std::make_shared<std::vector<float>>(numel);
-  DS_ASSIGN_OR_RETURN(PreparedStep product, makeMatmul<float>(c, g, scratch->data()));
+  DS_ASSIGN_OR_RETURN(PreparedStep product, compute(scratch->data(), nullptr));
   const int64_t cols = g.n, rows = cols ? numel / cols : 0;
   return PreparedStep([=]() -> absl::Status {
     DS_RETURN_IF_ERROR(product());

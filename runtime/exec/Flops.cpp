@@ -15,6 +15,10 @@ double stepFlops(const plan::Step &s, const std::vector<TensorView> &ins,
     // Every result element is a dot product over the contraction length.
     const auto &a = ins[0].shape;
     int64_t k = a.size() >= 2 && attrInt(s, "transpose_lhs") ? a[a.size() - 2] : a.back();
+    // A strided view (fused_matmul's lhs_shape) is the product's own shape.
+    if (auto view = s.attrs().find("lhs_shape");
+        view != s.attrs().end() && view->second.ints().values_size() > 0)
+      k = view->second.ints().values(view->second.ints().values_size() - 1);
     return 2.0 * static_cast<double>(outs[0].numel) * static_cast<double>(k);
   }
   if (s.kernel() == "attention") {

@@ -25,6 +25,9 @@
 # Masked softmax: the same GPT trained 6 steps gets ds.masked_softmax and a
 # masked softmax_grad (no where left) and the losses of
 # --disable-fusion=softmax.
+# Matmul layouts: the GPT trained with its attention products reading and
+# writing through strided views (no transpose left) logs the losses of
+# --disable-fusion=layouts; grouped-query attention unfused agrees too.
 # RMSNorm as Hugging Face's Llama writes it (rsqrt of the mean square) and
 # with a division becomes ds.rms_norm, agreeing with --disable-fusion=norms
 # (1e-6) and PyTorch (1e-5).
@@ -235,7 +238,9 @@ with torch.no_grad():
     ref_e = epi(torch.from_numpy(xe)).numpy()
 epi_in = os.path.join(args.workdir, "epilogues_in.npz")
 np.savez(epi_in, x=xe)
-no_epilogues = ["--disable-fusion=matmul-epilogues", "--disable-fusion=activations"]
+# (layouts too: a product read through a view is a fused_matmul as well)
+no_epilogues = ["--disable-fusion=matmul-epilogues", "--disable-fusion=activations",
+                "--disable-fusion=layouts"]
 fe, fedump = compile_and_run("epi_fused", [], epi_path, epi_in)
 ue, uedump = compile_and_run("epi_unfused", no_epilogues, epi_path, epi_in)
 fe, ue = fe["y"], ue["y"]
@@ -323,6 +328,30 @@ attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x
 train_fused_and_unfused("sm_train", ["--disable-fusion=softmax"],
                         lambda dump: "masked_softmax(" in dump and not re.search(r"= where\(", dump),
                         "masked_softmax without a where", 1e-6)
+
+
+# ---- matmul layouts ----------------------------------------------------------
+# Training's attention products read the split heads where they are and
+# write the merged heads in place: ds-fold-matmul-layouts leaves no
+# transpose in the GPT's plan, and the losses equal --disable-fusion=layouts'.
+train_fused_and_unfused("layouts_train", ["--disable-fusion=layouts"],
+                        lambda dump: "= transpose(" not in dump and "lhs_strides" in dump,
+                        "strided product views and no transpose", 1e-6)
+# Inference with ds-fuse-attention off (its products take the views):
+# grouped-query heads (an expand read with stride 0), against the plan
+# without views.
+gqa_path = os.path.join(args.workdir, "att_gqa.onnx")
+gqa_in = os.path.join(args.workdir, "att_gqa_in.npz")
+lv, lvdump = compile_and_run("layouts_gqa", ["--disable-fusion=attention"], gqa_path, gqa_in)
+nv, nvdump = compile_and_run("layouts_gqa_off", ["--disable-fusion=attention",
+                                                 "--disable-fusion=layouts"], gqa_path, gqa_in)
+lv, nv = lv["y"], nv["y"]
+print("layouts: transposes with views %d, without %d; vs without %.3g"
+      % (lvdump.count("= transpose("), nvdump.count("= transpose("), relative_error(lv, nv)))
+if "lhs_strides" not in lvdump or lvdump.count("= transpose(") >= nvdump.count("= transpose("):
+    sys.exit("layouts: expected products with views and fewer transposes")
+if relative_error(lv, nv) > 1e-6:
+    sys.exit("layouts: products through views differ")
 
 
 # ---- RMSNorm ---------------------------------------------------------------

@@ -288,3 +288,121 @@ CTS_TEST(FusedMatmulErrors, "fused_matmul") {
               "f32");
   checkFusedMatmul(*this, {2, 3}, {3, 4}, Fused{});
 }
+
+namespace {
+
+/// A strided view for fused_matmul: sizes and element strides.
+struct View {
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+
+/// Offset of each element of `v` (row-major over its shape).
+std::vector<int64_t> viewOffsets(const View &v) {
+  std::vector<int64_t> offs(numel(v.shape)), idx(v.shape.size(), 0);
+  for (size_t e = 0; e < offs.size(); ++e) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * v.strides[d];
+    offs[e] = off;
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < v.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
+/// fused_matmul reading `lhs` / `rhs` (stored as `as` / `bs`) through the
+/// views given (else as stored), writing the result (stored `os`) through
+/// `res` if given, with alpha and an activation; against the product of
+/// the gathered operands scattered through the result view.
+void checkViewedMatmul(BackendCts &t, const Shape &as, const std::optional<View> &lv,
+                       const Shape &bs, const std::optional<View> &rv, const Shape &os,
+                       const std::optional<View> &res, double alpha = 1,
+                       const std::string &act = "none") {
+  auto av = sample(numel(as), -1, 1, 40), bv = sample(numel(bs), -1, 1, 41);
+  auto gather = [](const std::vector<double> &x, const std::optional<View> &v) {
+    if (!v) return x;
+    std::vector<double> g;
+    for (int64_t off : viewOffsets(*v)) g.push_back(x[off]);
+    return g;
+  };
+  Shape product;
+  std::vector<double> logical = matmulRef(lv ? lv->shape : as, gather(av, lv), rv ? rv->shape : bs,
+                                          gather(bv, rv), false, false, product);
+  for (double &x : logical) x = activate(act, alpha * x);
+  std::vector<double> want(numel(os), NAN);
+  if (res) {
+    std::vector<int64_t> offs = viewOffsets(*res);
+    for (size_t i = 0; i < offs.size(); ++i) want[offs[i]] = logical[i];
+  } else {
+    want = logical;
+  }
+  Step step("fused_matmul");
+  for (auto [name, v] : {std::pair{"lhs", lv}, std::pair{"rhs", rv}, std::pair{"result", res}})
+    if (v) step.ints(std::string(name) + "_shape", v->shape).ints(std::string(name) + "_strides", v->strides);
+  if (alpha != 1) step.f("alpha", alpha);
+  if (act != "none") step.s("activation", act);
+  HostTensor o = t.run1(step, {HostTensor::of(plan::F32, as, av), HostTensor::of(plan::F32, bs, bv)},
+                        plan::F32, os);
+  expectClose(o.values(), want, 1e-4, 1e-4,
+              "fused_matmul views " + shapeStr(as) + " x " + shapeStr(bs) + " -> " + shapeStr(os));
+}
+
+} // namespace
+
+CTS_TEST(FusedMatmulViews, "fused_matmul") {
+  // Attention's heads: q [B, T, H, D] read as [B, H, T, D], k as [B, H, D, T].
+  checkViewedMatmul(*this, {2, 5, 3, 4}, View{{2, 3, 5, 4}, {60, 4, 12, 1}}, {2, 5, 3, 4},
+                    View{{2, 3, 4, 5}, {60, 4, 1, 12}}, {2, 3, 5, 5}, std::nullopt, 0.5);
+  // Heads merged on the way out: [B, H, T, D] written as [B, T, H, D].
+  checkViewedMatmul(*this, {2, 3, 5, 6}, std::nullopt, {2, 3, 6, 4}, std::nullopt, {2, 5, 3, 4},
+                    View{{2, 3, 5, 4}, {60, 4, 12, 1}});
+  // A result stepping by 1 down its columns (written as C^T), with an
+  // activation.
+  checkViewedMatmul(*this, {2, 5, 6}, std::nullopt, {2, 6, 3}, std::nullopt, {2, 3, 5},
+                    View{{2, 5, 3}, {15, 1, 5}}, 1, "gelu");
+  // One key head shared by three query heads (stride 0), a 2-D left
+  // operand broadcast over the batch, read transposed through its view.
+  checkViewedMatmul(*this, {4, 5}, View{{5, 4}, {1, 5}}, {2, 5, 4}, View{{2, 3, 4, 5}, {20, 0, 1, 4}},
+                    {2, 3, 5, 5}, std::nullopt);
+  // A vector read as a column (rank 1 in memory).
+  checkViewedMatmul(*this, {3, 4}, View{{4, 3}, {1, 4}}, {3}, View{{3, 1}, {1, 0}}, {4, 1},
+                    std::nullopt);
+  // One big product split across threads inside the GEMM, every matrix
+  // strided: by rows, then by columns.
+  checkViewedMatmul(*this, {96, 300}, View{{300, 96}, {1, 300}}, {200, 96}, View{{96, 200}, {1, 96}},
+                    {200, 300}, View{{300, 200}, {1, 300}}, 1, "relu");
+  checkViewedMatmul(*this, {2, 8, 300}, View{{8, 300}, {300, 1}}, {500, 300},
+                    View{{300, 500}, {1, 300}}, {8, 500}, std::nullopt);
+}
+
+CTS_TEST(FusedMatmulViewErrors, "fused_matmul") {
+  auto z = [](Shape s) { return HostTensor::of(plan::F32, s, std::vector<double>(numel(s), 1)); };
+  auto expectViewError = [&](Step step, const std::vector<HostTensor> &ins, Shape os,
+                             const std::string &needle) {
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+    expectError(run(step, ins, outs), needle);
+  };
+  auto view = [](Step s, const std::string &name, std::vector<int64_t> shape,
+                 std::vector<int64_t> strides) {
+    return s.ints(name + "_shape", shape).ints(name + "_strides", strides);
+  };
+  expectViewError(view(Step("fused_matmul"), "lhs", {2, 3}, {4, 1}), {z({2, 3}), z({3, 5})}, {2, 5},
+                  "lhs view reaches past its operand");
+  expectViewError(view(Step("fused_matmul"), "lhs", {2, 3}, {1, 1}), {z({2, 3}), z({3, 5})}, {2, 5},
+                  "lhs view needs unit steps");
+  expectViewError(view(Step("fused_matmul"), "rhs", {3, 5}, {-1, 1}), {z({2, 3}), z({3, 5})}, {2, 5},
+                  "view sizes must be >= 1 and strides >= 0");
+  expectViewError(view(Step("fused_matmul").i("transpose_lhs", 1), "lhs", {2, 3}, {3, 1}),
+                  {z({2, 3}), z({3, 5})}, {2, 5}, "not also transposed");
+  expectViewError(view(Step("fused_matmul"), "result", {2, 2}, {1, 1}), {z({2, 3}), z({3, 2})}, {4},
+                  "write every element of the result once");
+  expectViewError(view(Step("fused_matmul"), "result", {2, 3}, {3, 1}), {z({2, 3}), z({3, 2})}, {6},
+                  "the result view must be the product's shape [2x2]");
+  expectViewError(view(Step("fused_matmul").i("bias", 1), "result", {2, 2}, {1, 2}),
+                  {z({2, 3}), z({3, 2}), z({2})}, {2, 2}, "neither bias nor addend");
+  expectViewError(view(Step("fused_matmul"), "lhs", {2, 3}, {3, 1}), {z({2, 3}), z({4, 2})}, {2, 2},
+                  "contraction dimensions differ");
+  checkViewedMatmul(*this, {2, 3}, View{{3, 2}, {1, 3}}, {2, 4}, std::nullopt, {3, 4}, std::nullopt);
+}

@@ -126,6 +126,13 @@ void FusedMatmulOp::describeKernelStep(KernelStep &s) {
   if (getAlpha().convertToDouble() != 1.0) s.setFloat("alpha", getAlpha().convertToDouble());
   if (getActivation() != Activation::None)
     s.setString("activation", stringifyActivation(getActivation()));
+  for (auto [name, shape, strides] :
+       {std::tuple{"lhs", getLhsShape(), getLhsStrides()}, std::tuple{"rhs", getRhsShape(), getRhsStrides()},
+        std::tuple{"result", getResultShape(), getResultStrides()}})
+    if (shape && strides) {
+      s.setInts(std::string(name) + "_shape", *shape);
+      s.setInts(std::string(name) + "_strides", *strides);
+    }
 }
 
 /// The views, the scale and the flags, as the kernel reads them.

@@ -417,6 +417,42 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
   ];
 }
 
+def FoldMatmulLayoutsPass : Pass<"ds-fold-matmul-layouts", "ModuleOp"> {
+  let summary = "reads transposed operands and writes transposed results of products in place";
+  let description = [{
+    Attention splits heads out of [B, T, H*D] activations with a reshape
+    and a transpose to [B, H, T, D] (or [B, H, D, T] for keys) before its
+    batched products, and merges them back with the inverse transpose
+    after; training's backward does the same for every gradient. Each of
+    those transposes copies a whole activation. This pass reads an f32
+    product's operand through the transposes and reshapes that make it (a
+    strided view, StridedView.h) and writes a product whose only reader is
+    a transpose straight into that transpose's layout, as a
+    `ds.fused_matmul` with `lhs_*` / `rhs_*` / `result_*` views. Transposes
+    nothing else reads disappear. A view the GEMM cannot read (no unit
+    stride in its last two dimensions, rows that overlap) leaves the
+    operand as it was.
+
+    ```mlir
+    %r = ds.reshape %x : (tensor<8x128x256xf32>) -> tensor<8x128x8x32xf32>
+    %q = ds.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : ... -> tensor<8x8x128x32xf32>
+    %s = ds.matmul %q, %k ...
+    ```
+    becomes
+    ```mlir
+    %r = ds.reshape %x : (tensor<8x128x256xf32>) -> tensor<8x128x8x32xf32>
+    %s = ds.fused_matmul %r, %k {lhs_shape = array<i64: 8, 8, 128, 32>,
+        lhs_strides = array<i64: 32768, 32, 256, 1>} ...
+    ```
+    Runs after ds-fuse-matmul-epilogues, so that products keep their
+    epilogues; disabled with `--disable-fusion=layouts`.
+  }];
+  let statistics = [
+    Statistic<"numOperands", "num-operands", "operands read through a view">,
+    Statistic<"numResults", "num-results", "results written through a view">
+  ];
+}
+
 def FuseOptimizerPass : Pass<"ds-fuse-optimizer", "ModuleOp"> {
   let summary = "one pass over the gradients for the norm, zero fills written in place";
   let description = [{

@@ -53,6 +53,11 @@ struct StridedView {
 /// of them).
 StridedView traceView(Value v);
 
+/// Erases the producers of `values` and, transitively, producers nothing
+/// reads any more (the layout ops that fed operands a fused op now reads
+/// through views). Constants and parameters stay.
+void eraseDeadProducers(ArrayRef<Value> values);
+
 } // namespace mlir::ds
 
 #endif // DS_TRANSFORMS_STRIDEDVIEW_H

@@ -688,6 +688,69 @@ func.func @fused_matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
 
 // -----
 
+// fused_matmul views: shape and strides come together.
+func.func @fused_matmul_view_pair(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{lhs_shape and lhs_strides come together}}
+  %0 = ds.fused_matmul %a, %b {lhs_shape = array<i64: 2, 3>} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: a view stays inside its tensor.
+func.func @fused_matmul_view_past(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{lhs view reaches past its operand}}
+  %0 = ds.fused_matmul %a, %b {lhs_shape = array<i64: 2, 3>, lhs_strides = array<i64: 4, 1>} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: an operand view steps by 1 along rows or columns.
+func.func @fused_matmul_view_unit(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error@+1 {{lhs view needs unit steps along its rows or columns}}
+  %0 = ds.fused_matmul %a, %b {lhs_shape = array<i64: 2, 3, 4>, lhs_strides = array<i64: 1, 8, 2>} : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: a view is not also transposed by the flag.
+func.func @fused_matmul_view_flag(%a: tensor<3x2xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{lhs view is not also transposed by transpose_lhs}}
+  %0 = ds.fused_matmul %a, %b {transpose_lhs = true, lhs_shape = array<i64: 2, 3>, lhs_strides = array<i64: 1, 2>} : (tensor<3x2xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: the result view writes every element once.
+func.func @fused_matmul_view_dense(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) {
+  // expected-error@+1 {{result view must write every element once}}
+  %0 = ds.fused_matmul %a, %b {result_shape = array<i64: 2, 2>, result_strides = array<i64: 1, 1>} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: the result view has the product's shape.
+func.func @fused_matmul_view_shape(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) {
+  // expected-error@+1 {{result_shape must be the product's shape [2x2], got [4x1]}}
+  %0 = ds.fused_matmul %a, %b {result_shape = array<i64: 4, 1>, result_strides = array<i64: 1, 1>} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: a result view has no bias (its columns would move).
+func.func @fused_matmul_view_bias(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>, %c: tensor<2xf32>) {
+  // expected-error@+1 {{a result view comes with neither bias nor addend}}
+  %0 = ds.fused_matmul %a, %b bias %c {result_shape = array<i64: 2, 2>, result_strides = array<i64: 1, 2>} : (tensor<2x3xf32>, tensor<3x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
 // fused_matmul: rhs has rank >= 2.
 func.func @fused_matmul_vector(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
   // expected-error@+1 {{rhs must have rank >= 2}}
@@ -744,7 +807,7 @@ func.func @attention_0(%t: tensor<1x2x3x4xf32>) {
 
 // attention: a view stays inside its operand.
 func.func @attention_561(%t: tensor<1x2x3x4xf32>) {
-  // expected-error@+1 {{key view reaches past the operand}}
+  // expected-error@+1 {{key view reaches past its operand}}
   %0 = ds.attention %t, %t, %t {query_shape = array<i64: 1, 2, 3, 4>, query_strides = array<i64: 24, 12, 4, 1>, key_shape = array<i64: 1, 2, 3, 4>, key_strides = array<i64: 24, 12, 4, 2>, value_shape = array<i64: 1, 2, 3, 4>, value_strides = array<i64: 24, 12, 4, 1>, scale = 1.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
   return
 }

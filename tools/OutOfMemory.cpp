@@ -66,6 +66,21 @@ void reportOutOfMemory(const char *what) {
 
 void setOutOfMemoryTool(const char *tool) { gTool = tool; }
 
+void reportFatalError(const char *reason, bool crashDiag) {
+  struct rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    char what[256];
+    std::snprintf(what, sizeof what, "%s (under the address-space limit of %llu MiB)",
+                  reason ? reason : "a fatal error", static_cast<unsigned long long>(as.rlim_cur >> 20));
+    reportOutOfMemory(what);
+  }
+  char msg[512];
+  int n = std::snprintf(msg, sizeof msg, "LLVM ERROR: %s\n", reason ? reason : "");
+  if (n > 0) (void)!::write(2, msg, static_cast<size_t>(n) < sizeof msg ? n : sizeof msg - 1);
+  if (crashDiag) std::abort();
+  std::_Exit(1);
+}
+
 namespace {
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 struct sigaction gPrevious[sizeof kCrashSignals / sizeof kCrashSignals[0]];

@@ -13,6 +13,10 @@ void setOutOfMemoryTool(const char *tool);
 /// Prints "TOOL: error: out of memory: WHAT" (with the --max-memory limit)
 /// without allocating, and exits with status 1.
 [[noreturn]] void reportOutOfMemory(const char *what);
+/// LLVM's fatal error handler: under an address-space limit, reported as
+/// running out of memory (exit 1); otherwise "LLVM ERROR: reason" and, as
+/// LLVM does, abort() when it asks for crash diagnostics, else exit 1.
+[[noreturn]] void reportFatalError(const char *reason, bool crashDiag);
 /// Caps the process's address space (--max-memory); false if refused.
 /// Empty when the limit is set; else why not (a limit below the address
 /// space the process already maps, libraries included, would fail

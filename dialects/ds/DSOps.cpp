@@ -42,11 +42,14 @@ mlir::ds::broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes) {
   return out;
 }
 
+// (A one-element parameter marked ds.trained, which ONNX training_info
+// names for training, is not known: it changes as it trains.)
 std::optional<double> mlir::ds::knownFloatSplat(Value v) {
   Attribute attr;
   if (auto c = v.getDefiningOp<ConstantOp>()) attr = c.getValue();
   else if (auto p = v.getDefiningOp<ParameterOp>();
-           p && cast<RankedTensorType>(p.getType()).getNumElements() == 1)
+           p && cast<RankedTensorType>(p.getType()).getNumElements() == 1 &&
+           !p->hasAttr("ds.trained"))
     attr = p.getValue();
   auto value = dyn_cast_or_null<DenseFPElementsAttr>(attr);
   if (!value || !value.isSplat()) return std::nullopt;

@@ -460,6 +460,7 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
       auto param = ParameterOp::create(b_, loc, t.name(), *value);
       if (recovered.heldConstant.contains(t.name())) param->setAttr("ds.buffer", b_.getUnitAttr());
       if (recovered.neverTie.contains(t.name())) param->setAttr("ds.untied", b_.getUnitAttr());
+      if (recovered.trained.contains(t.name())) param->setAttr("ds.trained", b_.getUnitAttr());
       values_[t.name()] = param.getResult();
     } else
       values_[t.name()] = ConstantOp::create(b_, loc, *value).getResult();

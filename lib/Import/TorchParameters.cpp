@@ -895,6 +895,7 @@ llvm::Expected<ParameterRecovery> Recovery::run() {
       if (!inits_.count(name))
         return llvm::createStringError("training_info's update_binding names '" + name +
                                        "', which is not an initializer of the model");
+    for (const std::string &name : exactTrained_) r_.trained.insert(name);
     r_.notes.push_back("training_info's update bindings name the " +
                        std::to_string(exactTrained_.size()) + " tensors trained");
   }

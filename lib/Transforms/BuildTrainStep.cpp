@@ -123,6 +123,9 @@ private:
                 const llvm::StringSet<> &only) const {
     if (!isa<FloatType>(p.getType().getElementType())) return false;
     if (!only.empty()) return named(p, only);
+    // ONNX training_info's update bindings name what is trained, literals'
+    // size or not (the importer marks them ds.trained).
+    if (p->hasAttr("ds.trained")) return !named(p, frozenSet);
     // PyTorch 2's exporter records which initializers are buffers (the
     // importer marks them ds.buffer).
     return !named(p, frozenSet) && p.getType().getNumElements() > 1 && !p->hasAttr("ds.buffer");

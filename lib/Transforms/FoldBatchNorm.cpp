@@ -16,6 +16,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cmath>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_FOLDBATCHNORMPASS
 #include "ds/Transforms/Passes.h.inc"
@@ -156,6 +158,17 @@ AffineChain followAffine(Value x, Operation *first = nullptr) {
   return f;
 }
 
+/// The folded map is finite: a zero variance with a zero epsilon (or any
+/// division by zero) makes the chain's own result inf or NaN per element,
+/// which x * a + d with infinite a and d would not reproduce.
+bool finite(const AffineChain &f) {
+  for (size_t k = 0; k < f.a.size(); ++k)
+    if (!std::isfinite(f.a[k]) || !std::isfinite(f.d[k]) ||
+        !std::isfinite(static_cast<float>(f.a[k])) || !std::isfinite(static_cast<float>(f.d[k])))
+      return false;
+  return true;
+}
+
 struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatchNormPass> {
   void runOnOperation() override {
     SmallVector<ConvOp> convs;
@@ -182,7 +195,13 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
 
   void simplify(Value x, Operation *first) {
     AffineChain f = followAffine(x, first);
-    if (f.chain.size() < 3) return; // already a multiply and an add at most
+    // Only a normalization as the importer writes it: folding reassociates
+    // (x - m) / s * g + b into x * a + d, which every framework accepts for
+    // BatchNormalization but which would change other chains' results where
+    // their intermediates cancel, overflow or divide by zero.
+    if (f.chain.size() != 4 || !isa<SubOp>(f.chain[0]) || !isa<DivOp>(f.chain[1]) ||
+        !isa<MulOp>(f.chain[2]) || !isa<AddOp>(f.chain[3]) || !finite(f))
+      return;
     auto type = tensorType(x);
     const int64_t m = type.getShape()[1];
     std::vector<float> af(m), df(m);
@@ -222,7 +241,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
       bias = *bv;
     }
     AffineChain f = followAffine(conv.getResult());
-    if (f.chain.empty()) return;
+    if (f.chain.empty() || !finite(f)) return;
     const std::vector<double> &a = f.a, &d = f.d;
     Value cur = f.end;
     SmallVector<Operation *> &chain = f.chain;
@@ -234,6 +253,10 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
       for (int64_t i = 0; i < per; ++i) wf[k * per + i] = static_cast<float>(a[k] * (*w)[k * per + i]);
       bf[k] = static_cast<float>(a[k] * bias[k] + d[k]);
     }
+    // A scale that overflows a weight changes the result, not just its rounding.
+    if (!llvm::all_of(wf, [](float v) { return std::isfinite(v); }) ||
+        !llvm::all_of(bf, [](float v) { return std::isfinite(v); }))
+      return;
     OpBuilder b(conv);
     auto wt = tensorType(conv.getWeight());
     auto bt = RankedTensorType::get({m}, b.getF32Type());

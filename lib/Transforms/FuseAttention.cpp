@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
 #include "ds/Transforms/Passes.h"
+#include "ds/Transforms/Scales.h"
 #include "ds/Transforms/StridedView.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -79,8 +80,9 @@ Value peelScale(Value v, double &scale, SmallVectorImpl<Operation *> &ops) {
     if (cb && tensorType(a) == tensorType(def->getResult(0))) x = a, c = *cb;
     else if (ca && tensorType(b) == tensorType(def->getResult(0))) x = b, c = *ca;
     else return v;
-    if (c == 0.0 || !std::isfinite(c)) return v;
-    scale = isa<MulOp>(def) ? scale * c : scale / c;
+    const double next = isa<MulOp>(def) ? scale * c : scale / c;
+    if (!movableScale(c) || !movableScale(next)) return v;
+    scale = next;
     ops.push_back(def);
     v = x;
   }

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
 #include "ds/Transforms/Passes.h"
+#include "ds/Transforms/Scales.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SetVector.h"
@@ -120,7 +121,7 @@ struct FuseMatmulEpiloguesPass
       if (mul->use_empty()) mul->erase();
   }
 
-  /// An operand `x * c` (c a known finite non-zero scalar) read only by
+  /// An operand `x * c` (c a known scalar, Scales.h's movableScale) read only by
   /// products: (c x) y = c (x y), so each product reads x and scales its
   /// alpha by c, and the multiply (a pass over x: the scaled gradient of
   /// attention scores, say) goes once no product reads it.
@@ -131,7 +132,7 @@ struct FuseMatmulEpiloguesPass
     for (auto [x, c] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}}) {
       if (x.getType() != operand.getType() || tensorType(c).getNumElements() != 1) continue;
       std::optional<double> k = knownFloatSplat(c);
-      if (!k || *k == 0.0 || !std::isfinite(*k)) continue;
+      if (!k || !movableScale(*k) || !movableScale(alpha * *k)) continue;
       alpha *= *k;
       operand = x;
       return mul;

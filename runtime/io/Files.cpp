@@ -1,4 +1,5 @@
 #include "runtime/io/Files.h"
+#include "runtime/plan/TempPath.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -63,7 +64,7 @@ absl::Status checkOutputFile(const std::string &path, const std::string &flag) {
 }
 
 absl::Status replaceFile(const std::string &path, const void *bytes, size_t size) {
-  std::string tmp = path + ".tmp.XXXXXX";
+  std::string tmp = tempPathFor(path, ".tmp.XXXXXX");
   int fd = ::mkstemp(tmp.data());
   if (fd < 0)
     return absl::PermissionDeniedError(

@@ -1,4 +1,5 @@
 #include "runtime/io/Npy.h"
+#include "runtime/plan/TempPath.h"
 #include "runtime/io/Files.h"
 
 #include <algorithm>
@@ -21,6 +22,17 @@
 #include "absl/strings/strip.h"
 
 namespace ds::rt {
+
+namespace {
+/// libzip's message for an error code (zip_open's).
+std::string zipErrorText(int code) {
+  zip_error_t ze;
+  zip_error_init_with_code(&ze, code);
+  std::string msg = zip_error_strerror(&ze);
+  zip_error_fini(&ze);
+  return msg;
+}
+} // namespace
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -200,10 +212,7 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
   int err = 0;
   zip_t *z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
   if (!z) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    std::string msg = zip_error_strerror(&ze);
-    zip_error_fini(&ze);
+    std::string msg = zipErrorText(err);
     // ZIP_CHECKCONS reports two entries of one name as "file exists".
     if (err == ZIP_ER_EXISTS) msg = "two entries have the same name (an array given twice)";
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, " as .npz: ", msg));
@@ -283,12 +292,11 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
 
 absl::Status writeNpz(const std::string &path,
                       const std::vector<std::pair<std::string, HostArray>> &arrays) {
-  std::string tmp = path + ".tmp";
+  std::string tmp = tempPathFor(path);
   std::remove(tmp.c_str());
   int err = 0;
   zip_t *z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  if (!z)
-    return absl::InvalidArgumentError(absl::StrCat("cannot create ", tmp));
+  if (!z) return absl::InvalidArgumentError(absl::StrCat("cannot create ", tmp, ": ", zipErrorText(err)));
   std::vector<std::vector<uint8_t>> keep; // libzip reads sources at close
   keep.reserve(arrays.size());
   for (const auto &[name, arr] : arrays) {

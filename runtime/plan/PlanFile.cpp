@@ -1,4 +1,5 @@
 #include "runtime/plan/PlanFile.h"
+#include "runtime/plan/TempPath.h"
 
 #include <cmath>
 
@@ -159,7 +160,7 @@ absl::Status PlanWriter::write(const std::string &path) {
     return absl::Status(st.code(), absl::StrCat("the plan would not load: ", st.message()));
   // Created afresh: whatever another user left at the temporary name (a
   // symlink, a FIFO) is removed, never followed or waited on.
-  std::string tmp = path + ".tmp";
+  std::string tmp = tempPathFor(path);
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)

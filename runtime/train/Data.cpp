@@ -58,6 +58,7 @@ absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::p
   d.shuffle_ = shuffle;
   d.seed_ = seed;
   d.samples_ = -1;
+  d.path_ = path;
   for (uint32_t id : program.inputs()) {
     const auto &b = plan.buffers(id);
     if (std::find(dataInputs.begin(), dataInputs.end(), b.io_name()) == dataInputs.end())
@@ -128,6 +129,8 @@ int64_t DataLoader::sampleAt(int64_t globalIndex) {
 std::map<std::string, HostArray> DataLoader::next() {
   std::map<std::string, HostArray> batch;
   int64_t first = cursor_ + rank_ * microBatch_;
+  last_.clear();
+  for (int64_t i = 0; i < microBatch_; ++i) last_.push_back(sampleAt(first + i));
   for (const Array &a : arrays_) {
     HostArray out;
     out.dtype = a.data.dtype;
@@ -135,7 +138,7 @@ std::map<std::string, HostArray> DataLoader::next() {
     out.shape[0] = microBatch_;
     out.data.resize(a.sampleBytes * microBatch_);
     for (int64_t i = 0; i < microBatch_; ++i) {
-      int64_t s = sampleAt(first + i);
+      int64_t s = last_[i];
       std::memcpy(out.data.data() + i * a.sampleBytes, a.data.data.data() + s * a.sampleBytes,
                   a.sampleBytes);
     }
@@ -143,6 +146,16 @@ std::map<std::string, HostArray> DataLoader::next() {
   }
   cursor_ += microBatch_ * worldSize_;
   return batch;
+}
+
+std::string DataLoader::describeLast() const {
+  if (last_.empty()) return path_;
+  bool run = true;
+  for (size_t i = 1; i < last_.size(); ++i) run = run && last_[i] == last_[i - 1] + 1;
+  if (run)
+    return last_.size() == 1 ? absl::StrCat("sample ", last_[0], " of ", path_)
+                             : absl::StrCat("samples ", last_.front(), "-", last_.back(), " of ", path_);
+  return absl::StrCat("samples ", absl::StrJoin(last_, ", "), " of ", path_);
 }
 
 } // namespace ds::rt

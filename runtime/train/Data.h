@@ -26,6 +26,10 @@ public:
   /// The next micro-batch for this rank, advancing the cursor.
   std::map<std::string, HostArray> next();
 
+  /// Where the last micro-batch came from, for errors: "samples 28-31 of
+  /// d.npz" (or the indices, shuffled).
+  std::string describeLast() const;
+
   /// Samples in the data file.
   int64_t samples() const { return samples_; }
   /// Position in the global sample stream (for checkpoints).
@@ -40,6 +44,8 @@ private:
     uint64_t sampleBytes = 0;
   };
   std::vector<Array> arrays_;
+  std::string path_;
+  std::vector<int64_t> last_; // the last micro-batch's sample indices
   int64_t samples_ = 0, microBatch_ = 1, rank_ = 0, worldSize_ = 1;
   bool shuffle_ = false;
   uint64_t seed_ = 0;

@@ -482,7 +482,14 @@ private:
       if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
       if (!t_.rng_input().empty())
         in[t_.rng_input()] = scalarI64(dropoutKey(o_.seed, comm_.rank(), step * gas + m));
-      DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.micro_step_program(), in));
+      absl::StatusOr<NamedArrays> ran = session_.run(t_.micro_step_program(), in);
+      // A kernel's complaint about the data (a label out of range) names
+      // the plan's step; say which training step and samples too.
+      if (!ran.ok())
+        return absl::Status(ran.status().code(),
+                            absl::StrCat("training step ", step + 1, ", micro-batch ", m + 1, " (",
+                                         data_.describeLast(), "): ", ran.status().message()));
+      NamedArrays out = std::move(*ran);
       clock_.microStep();
       if (profiling_)
         profiled_.insert(profiled_.end(), session_.lastProfile().begin(), session_.lastProfile().end());

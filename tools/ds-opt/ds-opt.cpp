@@ -512,6 +512,16 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
     if (!out) return fail(error);
     module.print(out->os());
     out->os() << "\n";
+    out->os().flush();
+    // Reported here, naming the file (raw_fd_ostream would otherwise end
+    // the process with LLVM's "IO failure on output stream"); the partial
+    // file is removed.
+    if (std::error_code ec = out->os().error()) {
+      out->os().clear_error();
+      return fail("writing " + (outputFilename == "-" ? std::string("standard output")
+                                                      : "-o " + outputFilename) +
+                  ": " + ec.message());
+    }
     out->keep();
     return 0;
   }
@@ -555,7 +565,23 @@ static int checkResponseFiles(int argc, char **argv) {
   return 0;
 }
 
+static int runMain(int argc, char **argv);
+
+// The --report table and --estimate-zero go to stdout: a full disk or a
+// file size limit there is an error naming it (LLVM's stream would end the
+// process with "IO failure on output stream" at exit).
 int main(int argc, char **argv) {
+  int rc = runMain(argc, argv);
+  llvm::outs().flush();
+  if (std::error_code ec = llvm::outs().error()) {
+    llvm::outs().clear_error();
+    llvm::errs() << "ds-opt: error: writing standard output: " << ec.message() << "\n";
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+
+static int runMain(int argc, char **argv) {
   ::ds::tools::setOutOfMemoryTool("ds-opt");
   if (int rc = checkResponseFiles(argc, argv)) return rc;
   llvm::InitLLVM init(argc, argv);
@@ -566,6 +592,12 @@ int main(int argc, char **argv) {
   // LLVM's own allocations (safe_malloc) report here rather than abort.
   llvm::install_bad_alloc_error_handler([](void *, const char *reason, bool) {
     ::ds::tools::reportOutOfMemory(reason ? reason : "an allocation failed");
+  });
+  // LLVM's fatal errors under an address-space limit (--max-memory, ulimit
+  // -v) are resources running out (its thread pool's "pthread_create
+  // failed"): said as such, exit 1. Otherwise LLVM's own behaviour.
+  llvm::install_fatal_error_handler([](void *, const char *reason, bool crashDiag) {
+    ::ds::tools::reportFatalError(reason, crashDiag);
   });
   // libLLVM's own options (code generation, profiling: hundreds) are
   // registered by now and mean nothing here; MLIR's (IR printing, pass
@@ -620,6 +652,9 @@ int main(int argc, char **argv) {
     return fail("a plan is binary: name the output with -o FILE.dsplan");
 
   MLIRContext context(registry);
+  // Under --max-memory no thread pool: its threads' stacks count against the
+  // limit, and a thread that cannot start is LLVM's fatal error.
+  if (!maxMemory.empty()) context.disableMultithreading();
   context.loadAllAvailableDialects();
   // Errors name ONNX nodes; a dump of the whole op would bury them.
   context.printOpOnDiagnostic(false);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <string>
@@ -634,7 +635,22 @@ extern "C" void onBusError(int) {
   ::_exit(1);
 }
 
+static int runMain(int argc, char **argv);
+
+// What ds-run prints on stdout (--dump, --benchmark, --rank-report, the
+// consolidation summary) is output like a file's: a full disk, a closed
+// pipe's end or a file size limit is an error, not a silent exit 0.
 int main(int argc, char **argv) {
+  int rc = runMain(argc, argv);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "ds-run: error: writing standard output: %s\n",
+                 errno ? std::strerror(errno) : "write failed");
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+
+static int runMain(int argc, char **argv) {
   ::ds::tools::setOutOfMemoryTool("ds-run");
   struct sigaction bus {};
   bus.sa_handler = onBusError;

@@ -48,6 +48,10 @@ struct ParameterRecovery {
   /// the exporter's signature, tables folded from them, and with ONNX
   /// training_info everything its update bindings do not name.
   llvm::StringSet<> heldConstant;
+  /// With ONNX training_info: the initializers its update bindings name,
+  /// trained whatever their size (a one-element logit scale included; the
+  /// importer marks them ds.trained).
+  llvm::StringSet<> trained;
   /// Initializers that must not be tied to another by value (untied
   /// copies: equal values, separate parameters).
   llvm::StringSet<> neverTie;

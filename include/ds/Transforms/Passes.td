@@ -208,11 +208,15 @@ def FoldBatchNormPass : Pass<"ds-fold-batch-norm", "ModuleOp"> {
     ```
     becomes `%y = ds.conv %x, %w_folded, %b_folded ...`.
 
-    A chain of three or more such ops that follows anything else (a
-    normalization before a convolution with a ReLU between: DenseNet's
-    pre-activation) becomes one multiply and one add by [1, C, 1, ...]
-    constants `a_c` and `d_c`: no division or statistics arithmetic at run
-    time.
+    A normalization as the importer writes it (subtract, divide, multiply,
+    add by per-channel constants) that follows anything else (before a
+    convolution with a ReLU between: DenseNet's pre-activation) becomes one
+    multiply and one add by [1, C, 1, ...] constants `a_c` and `d_c`: no
+    division or statistics arithmetic at run time. Other chains stay as
+    they are (reassociating them would change results where their
+    intermediates cancel or overflow), and so does any chain whose folded
+    map, or a weight it scales, is not finite in f32 (a zero variance with
+    a zero epsilon: the unfolded ops give inf per element).
   }];
   let statistics = [
     Statistic<"numFolded", "num-folded", "convolutions given a folded normalization">,

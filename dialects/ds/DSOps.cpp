@@ -246,11 +246,13 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 /// A strided view of `operand` (attention's and fused_matmul's operands):
 /// runtime/plan/StridedViews.h's rules, which the kernels apply too.
 static LogicalResult verifyView(Operation *op, StringRef name, Value operand,
-                                ArrayRef<int64_t> shape, ArrayRef<int64_t> strides) {
+                                ArrayRef<int64_t> shape, ArrayRef<int64_t> strides,
+                                int64_t offset = 0) {
   if (shape.size() != strides.size())
     return op->emitOpError(name) << "_shape and " << name << "_strides differ in length";
   const int64_t numel = cast<RankedTensorType>(operand.getType()).getNumElements();
-  if (const char *problem = ::ds::plan::viewProblem(shape.data(), strides.data(), shape.size(), numel))
+  if (const char *problem =
+          ::ds::plan::viewProblem(shape.data(), strides.data(), shape.size(), numel, offset))
     return op->emitOpError(name) << " " << problem << " " << operand.getType();
   return success();
 }
@@ -258,24 +260,27 @@ static LogicalResult verifyView(Operation *op, StringRef name, Value operand,
 LogicalResult FusedMatmulOp::verify() {
   // Each operand as the product reads it: its view, or its type.
   auto operand = [&](StringRef name, Value v, std::optional<ArrayRef<int64_t>> shape,
-                     std::optional<ArrayRef<int64_t>> strides,
+                     std::optional<ArrayRef<int64_t>> strides, std::optional<uint64_t> offset,
                      bool transposed) -> FailureOr<RankedTensorType> {
+    if (offset && !shape) return emitOpError(name) << "_offset needs a view";
     if (!shape && !strides) return cast<RankedTensorType>(v.getType());
     if (!shape || !strides)
       return emitOpError(name) << "_shape and " << name << "_strides come together";
     if (shape->size() < 2) return emitOpError(name) << " view needs rank >= 2";
     if (transposed)
       return emitOpError(name) << " view is not also transposed by transpose_" << name;
-    if (failed(verifyView(*this, name, v, *shape, *strides))) return failure();
+    if (failed(verifyView(*this, name, v, *shape, *strides,
+                          offset ? static_cast<int64_t>(*offset) : 0)))
+      return failure();
     if (!::ds::plan::gemmReadable(shape->data(), strides->data(), shape->size()))
       return emitOpError(name) << " view needs unit steps along its rows or columns, the other "
                                   "dimension's steps clear of them";
     return RankedTensorType::get(*shape, Float32Type::get(getContext()));
   };
-  FailureOr<RankedTensorType> lhs =
-      operand("lhs", getLhs(), getLhsShape(), getLhsStrides(), getTransposeLhs());
-  FailureOr<RankedTensorType> rhs =
-      operand("rhs", getRhs(), getRhsShape(), getRhsStrides(), getTransposeRhs());
+  FailureOr<RankedTensorType> lhs = operand("lhs", getLhs(), getLhsShape(), getLhsStrides(),
+                                            getLhsOffset(), getTransposeLhs());
+  FailureOr<RankedTensorType> rhs = operand("rhs", getRhs(), getRhsShape(), getRhsStrides(),
+                                            getRhsOffset(), getTransposeRhs());
   if (failed(lhs) || failed(rhs)) return failure();
   bool lhsView = getLhsShape().has_value(), rhsView = getRhsShape().has_value();
   FailureOr<RankedTensorType> product =

@@ -1172,7 +1172,10 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     whose element [i0, ..., in] is element `sum(i_d * lhs_strides[d])` of
     `lhs` in row-major order, so a transposed or reshaped operand (attention
     heads split out of [B, T, H*D]) is read where it is instead of copied;
-    likewise `rhs_*`. With `result_shape` and `result_strides` the product
+    likewise `rhs_*`. `lhs_offset` / `rhs_offset` start the view further
+    into its tensor (the query, key or value piece of a fused QKV
+    projection's output, read without the split's copies). With
+    `result_shape` and `result_strides` the product
     (of that shape) is written element by element to those offsets of the
     result: the transpose that merges heads back happens as it is stored.
 
@@ -1193,7 +1196,8 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     - `addend`, if present, has the result's type.
     - `alpha` is finite.
     - A view's shape and strides come together, have the same length (>= 2),
-      sizes >= 1 and strides >= 0, and stay inside their tensor. An operand
+      sizes >= 1 and strides >= 0, and stay inside their tensor from its
+      offset (>= 0, only with a view). An operand
       view is not also transposed by its flag, and steps by 1 along one of
       its last two dimensions and by at least the other's extent along the
       other (rows or columns that do not overlap); the result view steps by
@@ -1211,8 +1215,10 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
                    DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine,
                    OptionalAttr<DenseI64ArrayAttr>:$lhs_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$lhs_strides,
+                   OptionalAttr<I64Attr>:$lhs_offset,
                    OptionalAttr<DenseI64ArrayAttr>:$rhs_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$rhs_strides,
+                   OptionalAttr<I64Attr>:$rhs_offset,
                    OptionalAttr<DenseI64ArrayAttr>:$result_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$result_strides);
   let results = (outs DS_F32Tensor:$result);

@@ -507,13 +507,21 @@ private:
 
     // Accumulate parameter gradients into their globals. Parameters the
     // loss does not reach differentiably (buffers such as attention masks)
-    // get no gradient and no optimizer state, as in PyTorch.
+    // get no gradient and no optimizer state, as in PyTorch. Without
+    // accumulation (one micro-step per optimizer step) the micro-step's
+    // gradient is the step's: stored as it is, so the weight-gradient
+    // GEMMs write it instead of reading the zeroed accumulator back
+    // (beta = 1) and adding.
+    const bool accumulate = !gradientsOverwritten();
     for (size_t i = 0; i < numParamGrads; ++i) {
       if (!(*grads)[i]) continue;
       auto g = stateGlobal(module, "grad:" + wrtNames[i], (*grads)[i].getType());
       auto sym = SymbolRefAttr::get(g.getSymNameAttr());
-      Value acc = ml_program::GlobalLoadOp::create(b, loc, (*grads)[i].getType(), sym);
-      Value sum = AddOp::create(b, loc, acc, (*grads)[i]);
+      Value sum = (*grads)[i];
+      if (accumulate) {
+        Value acc = ml_program::GlobalLoadOp::create(b, loc, (*grads)[i].getType(), sym);
+        sum = AddOp::create(b, loc, acc, (*grads)[i]);
+      }
       ml_program::GlobalStoreOp::create(b, loc, sym, sum);
       gradGlobals_[wrtNames[i]] = g;
     }
@@ -534,6 +542,15 @@ private:
     step.setAllResultAttrs(resultAttrs);
     // The forward's other outputs are dead now.
     return success();
+  }
+
+  /// One micro-step per optimizer step on one rank, fp32, nothing
+  /// offloaded: each step's gradient replaces the last. (Data parallelism,
+  /// offload and 16-bit states rewrite the accumulation and keep it.)
+  bool gradientsOverwritten() const {
+    return config_.gradientAccumulationSteps == 1 && config_.worldSize == 1 &&
+           config_.offloadOptimizer == "none" && config_.offloadParam == "none" &&
+           config_.precision.kind == PrecisionConfig::Kind::FP32;
   }
 
   LogicalResult buildOptimizerStep(ModuleOp module) {
@@ -638,6 +655,9 @@ private:
       }
     }
     // Gradients restart from zero for the next accumulation window.
+    // (Also when the micro-step overwrites them: a checkpoint saved after
+    // the update holds zeros, which a plan that accumulates, resuming it on
+    // more ranks, starts from.)
     for (auto &[p, g] : grads) {
       Value zero = FillOp::create(b, loc, g.getType(), b.getF64FloatAttr(0.0));
       ml_program::GlobalStoreOp::create(

@@ -6,7 +6,9 @@
 // each matrix and a leading dimension: it can read the split heads where
 // they are, and write merged heads where they go. This pass gives f32
 // products strided views (fused_matmul's lhs_* / rhs_* / result_*) so that
-// those transposes are no longer computed.
+// those transposes are no longer computed. Pieces of a split (a fused QKV
+// projection's query, key and value) are read at their offset in the
+// split's operand, so the split's copies go too.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
@@ -40,6 +42,7 @@ SmallVector<int64_t> denseStrides(ArrayRef<int64_t> shape) {
 struct Layout {
   Value base;
   SmallVector<int64_t> shape, strides;
+  int64_t offset = 0;
 };
 
 /// Operand `v` of a product (its last two dimensions swapped when
@@ -51,9 +54,9 @@ std::optional<Layout> operandLayout(Value v, bool transposed) {
   if (t.getRank() < 2 || !t.getElementType().isF32() || !t.hasStaticShape() ||
       t.getNumElements() == 0)
     return std::nullopt;
-  StridedView view = traceView(v);
+  StridedView view = traceView(v, /*throughSplits=*/true);
   if (view.base == v || !tensorType(view.base).getElementType().isF32()) return std::nullopt;
-  Layout l{view.base, {}, {}};
+  Layout l{view.base, {}, {}, view.offset};
   for (const ViewDim &d : view.dims) {
     std::optional<int64_t> stride = d.stride();
     if (!stride) return std::nullopt;
@@ -65,7 +68,7 @@ std::optional<Layout> operandLayout(Value v, bool transposed) {
   SmallVector<int64_t> dense = denseStrides(t.getShape());
   bool moved = false;
   for (size_t i = 0; i < dense.size(); ++i) moved = moved || (l.shape[i] > 1 && l.strides[i] != dense[i]);
-  if (!moved) return std::nullopt;
+  if (!moved && view.offset == 0) return std::nullopt;
   if (transposed) {
     std::swap(l.shape[l.shape.size() - 1], l.shape[l.shape.size() - 2]);
     std::swap(l.strides[l.strides.size() - 1], l.strides[l.strides.size() - 2]);
@@ -86,7 +89,7 @@ std::optional<Layout> resultLayout(Value result) {
   // Result dimension d is the product's dimension perm[d].
   ArrayRef<int64_t> perm = t.getPermutation();
   SmallVector<int64_t> out = denseStrides(tensorType(t.getResult()).getShape());
-  Layout l{t.getResult(), SmallVector<int64_t>(type.getShape()), SmallVector<int64_t>(perm.size())};
+  Layout l{t.getResult(), SmallVector<int64_t>(type.getShape()), SmallVector<int64_t>(perm.size()), 0};
   for (size_t d = 0; d < perm.size(); ++d) l.strides[perm[d]] = out[d];
   size_t r = l.shape.size();
   if (l.strides[r - 1] != 1 && l.strides[r - 2] != 1 && l.shape[r - 1] != 1 && l.shape[r - 2] != 1)
@@ -124,6 +127,9 @@ struct FoldMatmulLayoutsPass
       if (!l) return DenseI64ArrayAttr();
       return builder.getDenseI64ArrayAttr(strides ? l->strides : l->shape);
     };
+    auto offset = [&](const std::optional<Layout> &l) {
+      return l && l->offset ? builder.getI64IntegerAttr(l->offset) : IntegerAttr();
+    };
     auto folded = FusedMatmulOp::create(
         builder, op->getLoc(), c ? c->base.getType() : result.getType(), a ? a->base : lhs,
         b ? b->base : rhs, fused ? fused.getBias() : Value(), fused ? fused.getAddend() : Value(),
@@ -132,8 +138,8 @@ struct FoldMatmulLayoutsPass
         ActivationAttr::get(builder.getContext(),
                             fused ? fused.getActivation() : Activation::None),
         CombineAttr::get(builder.getContext(), fused ? fused.getCombine() : Combine::Add),
-        array(a, false), array(a, true), array(b, false), array(b, true), array(c, false),
-        array(c, true));
+        array(a, false), array(a, true), offset(a), array(b, false), array(b, true), offset(b),
+        array(c, false), array(c, true));
     if (c) {
       Operation *transpose = c->base.getDefiningOp();
       c->base.replaceAllUsesWith(folded.getResult());

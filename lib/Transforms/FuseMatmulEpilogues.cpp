@@ -234,7 +234,8 @@ struct FuseMatmulEpiloguesPass
         m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
         ActivationAttr::get(b.getContext(), e.activation),
         CombineAttr::get(b.getContext(), e.combine), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr());
+        IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr());
     Value result = fused.getResult();
     if (result.getType() != e.current.getType())
       result = ReshapeOp::create(b, loc, e.current.getType(), result);

@@ -73,35 +73,52 @@ std::optional<SmallVector<ViewDim>> reshapeView(ArrayRef<ViewDim> in, ArrayRef<i
 
 constexpr int kMaxDepth = 32;
 
-StridedView trace(Value v, int depth) {
+StridedView trace(Value v, int depth, bool splits) {
   Operation *op = v.getDefiningOp();
   if (!op || depth > kMaxDepth || !isa<RankedTensorType>(v.getType())) return contiguous(v);
   ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
   if (auto t = dyn_cast<TransposeOp>(op)) {
-    StridedView x = trace(t.getOperand(), depth + 1);
-    StridedView out{x.base, {}};
+    StridedView x = trace(t.getOperand(), depth + 1, splits);
+    StridedView out{x.base, {}, x.offset};
     for (int64_t p : t.getPermutation()) out.dims.push_back(x.dims[p]);
     return out;
   }
   if (isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op)) {
-    StridedView x = trace(op->getOperand(0), depth + 1);
-    if (auto dims = reshapeView(x.dims, shape)) return StridedView{x.base, *dims};
+    StridedView x = trace(op->getOperand(0), depth + 1, splits);
+    if (auto dims = reshapeView(x.dims, shape)) return StridedView{x.base, *dims, x.offset};
     return contiguous(v);
   }
   if (auto e = dyn_cast<ExpandOp>(op)) {
-    StridedView x = trace(e.getOperand(), depth + 1);
+    StridedView x = trace(e.getOperand(), depth + 1, splits);
     SmallVector<ViewDim> dims(shape.size() - x.dims.size());
     dims.append(x.dims);
     for (size_t i = 0; i < shape.size(); ++i)
       if (dims[i].size != shape[i]) dims[i] = simplify(shape[i], {ViewPart{shape[i], 0}});
-    return StridedView{x.base, dims};
+    return StridedView{x.base, dims, x.offset};
+  }
+  if (auto s = dyn_cast<SplitOp>(op); s && splits) {
+    // Piece k starts where the pieces before it end along the axis, which
+    // must step by one stride in the operand's view.
+    StridedView x = trace(s.getOperand(), depth + 1, splits);
+    const int64_t axis = s.getAxis();
+    if (axis < 0 || axis >= static_cast<int64_t>(x.dims.size())) return contiguous(v);
+    std::optional<int64_t> stride = x.dims[axis].stride();
+    if (!stride) return contiguous(v);
+    int64_t start = 0;
+    for (Value piece : s.getResults()) {
+      if (piece == v) break;
+      start += cast<RankedTensorType>(piece.getType()).getShape()[axis];
+    }
+    StridedView out{x.base, x.dims, x.offset + start * *stride};
+    out.dims[axis] = simplify(shape[axis], {ViewPart{shape[axis], *stride}});
+    return out;
   }
   return contiguous(v);
 }
 
 } // namespace
 
-StridedView mlir::ds::traceView(Value v) { return trace(v, 0); }
+StridedView mlir::ds::traceView(Value v, bool throughSplits) { return trace(v, 0, throughSplits); }
 
 void mlir::ds::eraseDeadProducers(ArrayRef<Value> values) {
   // A set, seeded before anything is erased: one producer may feed several

@@ -340,6 +340,7 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
 /// element strides (a strided view, or the tensor's dense layout).
 struct ProductView {
   std::vector<int64_t> shape, strides;
+  int64_t offset = 0; // where the view starts in its tensor (lhs_offset, rhs_offset)
 };
 
 /// fused_matmul's views (lhs_*, rhs_*, result_*): each operand and the
@@ -372,6 +373,7 @@ absl::StatusOr<std::optional<ProductViews>> productViews(const KernelContext &c)
     const std::string name = names[i];
     const TensorView &t = i < 2 ? c.in[i] : c.out[0];
     if (!c.hasAttr(name + "_shape") && !c.hasAttr(name + "_strides")) {
+      if (c.hasAttr(name + "_offset")) return c.error(name + "_offset needs a view");
       if (t.rank() < 2) return c.error("strided views need operands of rank >= 2");
       bool transposed = false;
       if (i < 2 && c.hasAttr(i == 0 ? "transpose_lhs" : "transpose_rhs")) {
@@ -383,10 +385,14 @@ absl::StatusOr<std::optional<ProductViews>> productViews(const KernelContext &c)
     }
     DS_ASSIGN_OR_RETURN(views[i]->shape, c.intsAttr(name + "_shape"));
     DS_ASSIGN_OR_RETURN(views[i]->strides, c.intsAttr(name + "_strides"));
+    if (i < 2 && c.hasAttr(name + "_offset")) {
+      DS_ASSIGN_OR_RETURN(views[i]->offset, c.intAttr(name + "_offset"));
+    }
     const ProductView &v = *views[i];
     if (v.shape.size() != v.strides.size() || v.shape.size() < 2)
       return c.error(name + "_shape and " + name + "_strides must have one length >= 2");
-    if (const char *problem = plan::viewProblem(v.shape.data(), v.strides.data(), v.shape.size(), t.numel))
+    if (const char *problem = plan::viewProblem(v.shape.data(), v.strides.data(), v.shape.size(),
+                                                t.numel, v.offset))
       return c.error(name + " " + problem);
     if (i < 2 && !plan::gemmReadable(v.shape.data(), v.strides.data(), v.shape.size()))
       return c.error(name + " view needs unit steps along its rows or columns, the other "
@@ -460,9 +466,10 @@ absl::StatusOr<PreparedStep> makeViewedMatmul(const KernelContext &c, const Prod
                                            batchStrides(pv.result)};
   auto offsets = std::make_shared<std::vector<std::array<int64_t, 3>>>(batches);
   std::vector<int64_t> index(nb, 0);
+  const int64_t starts[3] = {pv.lhs.offset, pv.rhs.offset, 0};
   for (int64_t b = 0; b < batches; ++b) {
     for (int o = 0; o < 3; ++o) {
-      int64_t off = 0;
+      int64_t off = starts[o];
       for (size_t d = 0; d < nb; ++d) off += index[d] * strides[o][d];
       (*offsets)[b][o] = off;
     }

@@ -174,10 +174,25 @@ absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
         }) / n;
         const float rstd = static_cast<float>(1.0 / std::sqrt(var + epsf));
         // dx = rstd * (dyg - mean(dyg) - xhat * mean(dyg * xhat)), dyg = dy*g
-        const float meanDyg =
-            static_cast<float>(rowSum([&](int64_t j) { return pdy[j] * g[j]; }) / n);
-        const float meanDygX = static_cast<float>(
-            rowSum([&](int64_t j) { return pdy[j] * g[j] * ((px[j] - mean) * rstd); }) / n);
+        // Both sums of the gradient in one pass over the row (the same
+        // lanes and order as two passes).
+        float accA[kLanes] = {}, accB[kLanes] = {};
+        int64_t j0 = 0;
+        for (; j0 + kLanes <= n; j0 += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) {
+            const float dyg = pdy[j0 + l] * g[j0 + l];
+            accA[l] += dyg;
+            accB[l] += dyg * ((px[j0 + l] - mean) * rstd);
+          }
+        double sumA = 0, sumB = 0;
+        for (int64_t l = 0; l < kLanes; ++l) sumA += accA[l], sumB += accB[l];
+        for (; j0 < n; ++j0) {
+          const float dyg = pdy[j0] * g[j0];
+          sumA += dyg;
+          sumB += dyg * ((px[j0] - mean) * rstd);
+        }
+        const float meanDyg = static_cast<float>(sumA / n);
+        const float meanDygX = static_cast<float>(sumB / n);
         for (int64_t j = 0; j < n; ++j) {
           const float xhat = (px[j] - mean) * rstd;
           pg[j] += pdy[j] * xhat;

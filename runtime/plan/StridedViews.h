@@ -18,13 +18,14 @@
 
 namespace ds::plan {
 
-/// Why the view (`rank` sizes and element strides) of a tensor of `numel`
-/// elements is invalid, or nullptr: sizes >= 1, strides >= 0, and the
-/// furthest element it reaches inside the tensor (computed without
-/// overflow).
+/// Why the view (`rank` sizes and element strides, from element `offset`)
+/// of a tensor of `numel` elements is invalid, or nullptr: sizes >= 1,
+/// strides >= 0, and the furthest element it reaches inside the tensor
+/// (computed without overflow).
 inline const char *viewProblem(const int64_t *shape, const int64_t *strides, size_t rank,
-                               int64_t numel) {
-  int64_t last = 0;
+                               int64_t numel, int64_t offset = 0) {
+  if (offset < 0 || offset >= numel) return "view offset is outside its operand";
+  int64_t last = offset;
   for (size_t i = 0; i < rank; ++i) {
     if (shape[i] < 1 || strides[i] < 0) return "view sizes must be >= 1 and strides >= 0";
     if (numel < 1 || (strides[i] > 0 && shape[i] - 1 > (numel - 1 - last) / strides[i]))

@@ -14,7 +14,7 @@
 # into ds.fused_matmul (every activation recognized), and give the outputs
 # of the plan without ds-fuse-matmul-epilogues and ds-raise-activations
 # (1e-5) and PyTorch's (1e-4); inference weights take oneDNN's packed path,
-# a training plan the GEMM path whose weight gradients accumulate in place,
+# a training plan the GEMM path (bias and residual adds, the GELU backward),
 # with the losses of the unfused plan.
 # Attention: a GPT (masked_fill causal mask, TorchScript export), grouped-
 # query attention as Hugging Face's Llama writes it (repeat_kv by

@@ -1,7 +1,10 @@
 // ds-build-train-step: parameters become globals, @train_step adds the loss,
-// its gradients (accumulated into grad: globals, seeded with 1/gas) and
-// @optimizer_step the clipped fused update and the gradient reset.
+// its gradients (stored into grad: globals, or with gradient accumulation
+// added to them, seeded with 1/gas) and @optimizer_step the clipped fused
+// update and the gradient reset.
 // RUN: ds-opt %s --ds-build-train-step -split-input-file | FileCheck %s
+// RUN: echo '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}' > %t.json
+// RUN: ds-opt %s --ds-build-train-step="config=%t.json" -split-input-file | FileCheck %s --check-prefix=GAS
 // RUN: ds-opt %s --ds-build-train-step="loss=mse" -split-input-file | FileCheck %s --check-prefix=MSE
 // RUN: not ds-opt %s --ds-build-train-step="loss=hinge" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADLOSS
 // RUN: not ds-opt %s --ds-build-train-step="freeze=nope" -split-input-file 2>&1 | FileCheck %s --check-prefix=FREEZE
@@ -19,10 +22,20 @@
 // CHECK: %[[LOSS:.+]] = ds.softmax_cross_entropy %{{.+}}, %[[L]]
 // CHECK: %[[SEED:.+]] = ds.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: ds.softmax_cross_entropy_grad %{{.+}}, %[[L]], %[[SEED]]
-// CHECK: %[[ACC:.+]] = ml_program.global_load @"grad:w"
-// CHECK: %[[SUM:.+]] = ds.add %[[ACC]], %{{.+}}
-// CHECK: ml_program.global_store @"grad:w" = %[[SUM]]
+// One micro-step per optimizer step: the gradient is stored as it is (its
+// GEMM writes it rather than reading the zeroed accumulator back).
+// CHECK-NOT: ml_program.global_load @"grad:w"
+// CHECK: ml_program.global_store @"grad:w" = %{{.+}}
 // CHECK: return %[[LOSS]]
+// With two micro-steps it is added to the accumulator, seeded with 1/2.
+// GAS-LABEL: func.func @train_step
+// GAS: %[[SEED:.+]] = ds.constant dense<5.000000e-01> : tensor<f32>
+// GAS: %[[ACC:.+]] = ml_program.global_load @"grad:w"
+// GAS: %[[SUM:.+]] = ds.add %[[ACC]], %{{.+}}
+// GAS: ml_program.global_store @"grad:w" = %[[SUM]]
+// GAS-LABEL: func.func @optimizer_step
+// GAS: %[[Z:.+]] = ds.fill 0.000000e+00 : tensor<3x2xf32>
+// GAS: ml_program.global_store @"grad:w" = %[[Z]]
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-SAME: {ds.name = "lr"}, %{{.+}}: tensor<f32> {ds.name = "step_size"}, %{{.+}}: tensor<f32> {ds.name = "bias2_sqrt"}) -> (tensor<f32> {ds.name = "grad_norm"})
 // CHECK: %[[NORM:.+]] = ds.sqrt {{.*}}{ds.grad_norm}

@@ -82,3 +82,21 @@ func.func @kept(%x: tensor<2x3x4xf32>, %w: tensor<2x5xf32>, %w4: tensor<4x5xf32>
   %mv = ds.matmul %r, %col : (tensor<6x4xf32>, tensor<4x1xf32>) -> tensor<6x1xf32>
   return %p, %q, %e, %mv : tensor<4x3x5xf32>, tensor<6x5xf32>, tensor<3x2x5xf64>, tensor<6x1xf32>
 }
+
+// -----
+
+// The query and key pieces of a fused QKV projection's output are read at
+// their offsets in it: the split (nothing else reads it) goes too.
+// CHECK-LABEL: func.func @split
+// CHECK-NOT: ds.split
+// CHECK: ds.fused_matmul %arg0, %arg0 {lhs_offset = 4 : i64, lhs_shape = array<i64: 2, 2, 4, 2>, lhs_strides = array<i64: 48, 2, 12, 1>, rhs_offset = 8 : i64, rhs_shape = array<i64: 2, 2, 2, 4>, rhs_strides = array<i64: 48, 2, 1, 12>}
+// CHECK-NOT: ds.split
+func.func @split(%x: tensor<2x4x12xf32>) -> tensor<2x2x4x4xf32> {
+  %p:3 = ds.split %x {axis = 2 : i64} : (tensor<2x4x12xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  %q = ds.reshape %p#1 : (tensor<2x4x4xf32>) -> tensor<2x4x2x2xf32>
+  %qt = ds.transpose %q {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x2xf32>) -> tensor<2x2x4x2xf32>
+  %k = ds.reshape %p#2 : (tensor<2x4x4xf32>) -> tensor<2x4x2x2xf32>
+  %kt = ds.transpose %k {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x2xf32>) -> tensor<2x2x2x4xf32>
+  %s = ds.matmul %qt, %kt : (tensor<2x2x4x2xf32>, tensor<2x2x2x4xf32>) -> tensor<2x2x4x4xf32>
+  return %s : tensor<2x2x4x4xf32>
+}

@@ -295,13 +295,14 @@ namespace {
 struct View {
   Shape shape;
   std::vector<int64_t> strides;
+  int64_t offset = 0;
 };
 
 /// Offset of each element of `v` (row-major over its shape).
 std::vector<int64_t> viewOffsets(const View &v) {
   std::vector<int64_t> offs(numel(v.shape)), idx(v.shape.size(), 0);
   for (size_t e = 0; e < offs.size(); ++e) {
-    int64_t off = 0;
+    int64_t off = v.offset;
     for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * v.strides[d];
     offs[e] = off;
     for (size_t d = idx.size(); d-- > 0;) {
@@ -340,7 +341,10 @@ void checkViewedMatmul(BackendCts &t, const Shape &as, const std::optional<View>
   }
   Step step("fused_matmul");
   for (auto [name, v] : {std::pair{"lhs", lv}, std::pair{"rhs", rv}, std::pair{"result", res}})
-    if (v) step.ints(std::string(name) + "_shape", v->shape).ints(std::string(name) + "_strides", v->strides);
+    if (v) {
+      step.ints(std::string(name) + "_shape", v->shape).ints(std::string(name) + "_strides", v->strides);
+      if (v->offset) step.i(std::string(name) + "_offset", v->offset);
+    }
   if (alpha != 1) step.f("alpha", alpha);
   if (act != "none") step.s("activation", act);
   HostTensor o = t.run1(step, {HostTensor::of(plan::F32, as, av), HostTensor::of(plan::F32, bs, bv)},
@@ -366,6 +370,9 @@ CTS_TEST(FusedMatmulViews, "fused_matmul") {
   // operand broadcast over the batch, read transposed through its view.
   checkViewedMatmul(*this, {4, 5}, View{{5, 4}, {1, 5}}, {2, 5, 4}, View{{2, 3, 4, 5}, {20, 0, 1, 4}},
                     {2, 3, 5, 5}, std::nullopt);
+  // Query and key pieces of one [B, T, 3 * H * D] projection, at offsets.
+  checkViewedMatmul(*this, {2, 5, 36}, View{{2, 3, 5, 4}, {180, 4, 36, 1}, 0}, {2, 5, 36},
+                    View{{2, 3, 4, 5}, {180, 4, 1, 36}, 12}, {2, 3, 5, 5}, std::nullopt);
   // A vector read as a column (rank 1 in memory).
   checkViewedMatmul(*this, {3, 4}, View{{4, 3}, {1, 4}}, {3}, View{{3, 1}, {1, 0}}, {4, 1},
                     std::nullopt);
@@ -392,6 +399,12 @@ CTS_TEST(FusedMatmulViewErrors, "fused_matmul") {
                   "lhs view reaches past its operand");
   expectViewError(view(Step("fused_matmul"), "lhs", {2, 3}, {1, 1}), {z({2, 3}), z({3, 5})}, {2, 5},
                   "lhs view needs unit steps");
+  expectViewError(view(Step("fused_matmul").i("lhs_offset", 1), "lhs", {2, 3}, {3, 1}),
+                  {z({2, 3}), z({3, 5})}, {2, 5}, "lhs view reaches past its operand");
+  expectViewError(view(Step("fused_matmul").i("lhs_offset", -1), "lhs", {2, 3}, {3, 1}),
+                  {z({2, 3}), z({3, 5})}, {2, 5}, "view offset is outside its operand");
+  expectViewError(view(Step("fused_matmul").i("rhs_offset", 1), "lhs", {2, 3}, {3, 1}),
+                  {z({2, 3}), z({3, 5})}, {2, 5}, "rhs_offset needs a view");
   expectViewError(view(Step("fused_matmul"), "rhs", {3, 5}, {-1, 1}), {z({2, 3}), z({3, 5})}, {2, 5},
                   "view sizes must be >= 1 and strides >= 0");
   expectViewError(view(Step("fused_matmul").i("transpose_lhs", 1), "lhs", {2, 3}, {3, 1}),

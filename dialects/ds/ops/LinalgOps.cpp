@@ -133,6 +133,8 @@ void FusedMatmulOp::describeKernelStep(KernelStep &s) {
       s.setInts(std::string(name) + "_shape", *shape);
       s.setInts(std::string(name) + "_strides", *strides);
     }
+  if (getLhsOffset() && *getLhsOffset()) s.setInt("lhs_offset", static_cast<int64_t>(*getLhsOffset()));
+  if (getRhsOffset() && *getRhsOffset()) s.setInt("rhs_offset", static_cast<int64_t>(*getRhsOffset()));
 }
 
 /// The views, the scale and the flags, as the kernel reads them.

@@ -432,8 +432,10 @@ def FoldMatmulLayoutsPass : Pass<"ds-fold-matmul-layouts", "ModuleOp"> {
     product's operand through the transposes and reshapes that make it (a
     strided view, StridedView.h) and writes a product whose only reader is
     a transpose straight into that transpose's layout, as a
-    `ds.fused_matmul` with `lhs_*` / `rhs_*` / `result_*` views. Transposes
-    nothing else reads disappear. A view the GEMM cannot read (no unit
+    `ds.fused_matmul` with `lhs_*` / `rhs_*` / `result_*` views. Pieces of
+    a `ds.split` (a fused QKV projection's query, key and value) are read
+    at their offset in the split's operand. Transposes and splits nothing
+    else reads disappear. A view the GEMM cannot read (no unit
     stride in its last two dimensions, rows that overlap) leaves the
     operand as it was.
 

@@ -40,18 +40,19 @@ struct ViewDim {
   }
 };
 
-/// `value` element [i0, ..., in) is element sum_k offset_k(i_k) of the
-/// row-major `base`, offset_k being dims[k]'s mixed-radix strides.
+/// `value` element [i0, ..., in) is element offset + sum_k offset_k(i_k)
+/// of the row-major `base`, offset_k being dims[k]'s mixed-radix strides.
 struct StridedView {
   Value base;
   SmallVector<ViewDim> dims;
+  int64_t offset = 0; // non-zero only through a split
 };
 
 /// The view of `v` through the reshape, squeeze, unsqueeze, transpose and
-/// expand ops that produce it, down to the first value they cannot see
-/// through (which is then the base; `v` itself when its producer is none
-/// of them).
-StridedView traceView(Value v);
+/// expand ops that produce it (and `ds.split`'s pieces, at an offset, with
+/// `throughSplits`), down to the first value they cannot see through
+/// (which is then the base; `v` itself when its producer is none of them).
+StridedView traceView(Value v, bool throughSplits = false);
 
 /// Erases the producers of `values` and, transitively, producers nothing
 /// reads any more (the layout ops that fed operands a fused op now reads

@@ -706,6 +706,24 @@ func.func @fused_matmul_view_past(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
 
 // -----
 
+// fused_matmul views: an offset view stays inside its tensor too.
+func.func @fused_matmul_view_offset(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{lhs view reaches past its operand}}
+  %0 = ds.fused_matmul %a, %b {lhs_shape = array<i64: 2, 3>, lhs_strides = array<i64: 3, 1>, lhs_offset = 1 : i64} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_matmul views: an offset belongs to a view.
+func.func @fused_matmul_offset_alone(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{rhs_offset needs a view}}
+  %0 = ds.fused_matmul %a, %b {rhs_offset = 1 : i64} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
 // fused_matmul views: an operand view steps by 1 along rows or columns.
 func.func @fused_matmul_view_unit(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) {
   // expected-error@+1 {{lhs view needs unit steps along its rows or columns}}

@@ -146,11 +146,14 @@ std::string limitMemory(unsigned long long bytes) {
     std::fclose(f);
   }
   const unsigned long long mapped = pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE));
-  const unsigned long long least = mapped + (64ull << 20);
+  // Rounded up to 32 MiB, so that the least (which moves with what the
+  // loader mapped) reads the same from run to run.
+  const unsigned long long least = (mapped + (64ull << 20) + (32ull << 20) - 1) / (32ull << 20) * (32ull << 20);
   if (bytes < least)
-    return "the limit " + std::to_string(bytes) + " bytes is below the " + std::to_string(mapped) +
-           " bytes this process maps before reading anything; give at least " +
-           std::to_string((least + (1ull << 20) - 1) >> 20) + "MiB";
+    return "the limit " + std::to_string(bytes) + " bytes is below the " + std::to_string(least) +
+           " bytes this process needs: the " + std::to_string(mapped) +
+           " it maps before reading anything and 64 MiB to read a model; give at least " +
+           std::to_string(least >> 20) + "MiB";
   struct rlimit r{bytes, bytes};
   if (::setrlimit(RLIMIT_AS, &r) != 0) return std::string("setrlimit refused it: ") + std::strerror(errno);
   gLimit = bytes;

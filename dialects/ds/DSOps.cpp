@@ -283,6 +283,10 @@ LogicalResult FusedMatmulOp::verify() {
                                             getRhsOffset(), getTransposeRhs());
   if (failed(lhs) || failed(rhs)) return failure();
   bool lhsView = getLhsShape().has_value(), rhsView = getRhsShape().has_value();
+  if ((lhsView || rhsView || getResultShape() || getResultStrides()) &&
+      (lhs->getRank() < 2 || rhs->getRank() < 2))
+    return emitOpError("strided views need operands of rank >= 2 (a vector beside a view is not "
+                       "a matrix the kernel reads)");
   FailureOr<RankedTensorType> product =
       matmulResultType(getLoc(), *lhs, *rhs, getTransposeLhs() && !lhsView,
                        getTransposeRhs() && !rhsView);

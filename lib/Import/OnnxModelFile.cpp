@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+
+#include <set>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -316,6 +318,12 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
   return cur;
 }
 
+/// (device, inode) of every file read as external data.
+std::set<std::pair<dev_t, ino_t>> &externalFilesRead() {
+  static std::set<std::pair<dev_t, ino_t>> files;
+  return files;
+}
+
 llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
                                                const std::string &modelDir,
                                                uint64_t wantBytes) {
@@ -358,6 +366,7 @@ llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
   struct stat st;
   if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
     return err("external data '" + location + "' is not a regular file");
+  externalFilesRead().insert({st.st_dev, st.st_ino});
   if (st.st_nlink != 1)
     return err("external data '" + location + "' has " + std::to_string(st.st_nlink) +
                " hard links; only files with one link are read");
@@ -544,4 +553,9 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
                onnxTypeName(p.dataType));
   }
   return p;
+}
+
+bool mlir::ds::isExternalDataFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && externalFilesRead().count({st.st_dev, st.st_ino});
 }

@@ -158,6 +158,13 @@ AffineChain followAffine(Value x, Operation *first = nullptr) {
   return f;
 }
 
+/// The chain is a normalization as the importer writes BatchNormalization:
+/// (x - mean) / sqrt(var + eps) * scale + bias.
+bool isNormalization(const AffineChain &f) {
+  return f.chain.size() == 4 && isa<SubOp>(f.chain[0]) && isa<DivOp>(f.chain[1]) &&
+         isa<MulOp>(f.chain[2]) && isa<AddOp>(f.chain[3]);
+}
+
 /// The folded map is finite: a zero variance with a zero epsilon (or any
 /// division by zero) makes the chain's own result inf or NaN per element,
 /// which x * a + d with infinite a and d would not reproduce.
@@ -199,9 +206,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
     // (x - m) / s * g + b into x * a + d, which every framework accepts for
     // BatchNormalization but which would change other chains' results where
     // their intermediates cancel, overflow or divide by zero.
-    if (f.chain.size() != 4 || !isa<SubOp>(f.chain[0]) || !isa<DivOp>(f.chain[1]) ||
-        !isa<MulOp>(f.chain[2]) || !isa<AddOp>(f.chain[3]) || !finite(f))
-      return;
+    if (!isNormalization(f) || !finite(f)) return;
     auto type = tensorType(x);
     const int64_t m = type.getShape()[1];
     std::vector<float> af(m), df(m);
@@ -241,7 +246,11 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
       bias = *bv;
     }
     AffineChain f = followAffine(conv.getResult());
-    if (f.chain.empty() || !finite(f)) return;
+    // A normalization, or bias adds (a sum of constants changes rounding
+    // only); scales otherwise stay where they are: folded into the weights
+    // they would not overflow where the convolution's result times them does.
+    const bool adds = llvm::all_of(f.chain, [](Operation *op) { return isa<AddOp, SubOp>(op); });
+    if (f.chain.empty() || !(adds || isNormalization(f)) || !finite(f)) return;
     const std::vector<double> &a = f.a, &d = f.d;
     Value cur = f.end;
     SmallVector<Operation *> &chain = f.chain;

@@ -166,8 +166,10 @@ struct FuseMatmulEpiloguesPass
     }
     if (result.getType() != x.getType()) return false; // broadcasting to more: not ours
     Value other = isa<AddOp, MulOp, DivOp, MaxOp>(op) ? otherOperand(op, x) : Value();
-    // 1. scale, before anything else.
+    // 1. scale, before anything else; one: two multiplies by c1 and c2 are
+    // not one by c1 * c2 where p * c1 overflows or underflows.
     if (isa<MulOp, DivOp>(op) && other && !e.bias && !e.hasActivation() && !e.addend &&
+        e.alpha == 1.0 &&
         tensorType(other).getNumElements() == 1 && (isa<MulOp>(op) || op->getOperand(0) == x)) {
       if (std::optional<double> c = knownFloatSplat(other); c && *c != 0.0 && std::isfinite(*c)) {
         e.alpha = isa<MulOp>(op) ? e.alpha * *c : e.alpha / *c;

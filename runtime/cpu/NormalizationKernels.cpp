@@ -636,7 +636,13 @@ absl::StatusOr<PreparedStep> prepareRmsNorm(const KernelContext &c) {
     parallelRows(outer, n, [&](int64_t o) {
       const float *px = x + o * n;
       float *py = y + o * n;
-      const float ms = static_cast<float>(rowSum(px, n, 0.0f, true) / n);
+      float ms = static_cast<float>(rowSum(px, n, 0.0f, true) / n);
+      // The graph squares in f32: an element past sqrt(FLT_MAX) squares to
+      // inf there, and so does the mean (the row becomes x * 0).
+      float peak = 0.0f;
+#pragma omp simd reduction(max : peak)
+      for (int64_t j = 0; j < n; ++j) peak = std::max(peak, std::fabs(px[j]));
+      if (peak > 1.8446743e19f) ms = std::numeric_limits<float>::infinity();
       const float inv = 1.0f / std::sqrt(ms + epsf);
       if (g) {
 #pragma omp simd

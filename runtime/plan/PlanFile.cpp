@@ -559,6 +559,13 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
         it->second.second = s;
       }
     }
+    // A product packs its right operand once at load when the plan says it
+    // is constant: only the plan's own weights are (an input is not there
+    // yet, and an activation changes every run).
+    if (step.attrs().count("constant_weight") &&
+        (step.inputs_size() < 2 || p.buffers(step.inputs(1)).kind() != plan::Buffer::WEIGHT))
+      return absl::InvalidArgumentError(
+          absl::StrCat(sw, " marks operand 1 constant_weight, but it is not a weight buffer"));
     for (uint32_t id : step.outputs()) {
       DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
       auto kind = p.buffers(id).kind();

@@ -229,6 +229,19 @@ TEST(PlanStructure, BoundsAndKindsAreChecked) {
   auto *prog2 = u.add_programs();
   prog2->add_steps()->add_inputs(7); // no such buffer
   EXPECT_FALSE(validatePlanStructure(u, 0).ok());
+  // A product told its right operand is a constant weight (packed once at
+  // load) when it is a graph input: refused, naming the attribute.
+  plan::Plan v;
+  addBuffer(v, plan::Buffer::INPUT, {2, 2}, 0, "a");
+  addBuffer(v, plan::Buffer::INPUT, {2, 2}, 0, "b");
+  addBuffer(v, plan::Buffer::OUTPUT, {2, 2}, 0, "y");
+  auto *prog3 = v.add_programs();
+  prog3->set_name("forward");
+  addStep(*prog3, "matmul", {0, 1}, 2);
+  (*prog3->mutable_steps(0)->mutable_attrs())["constant_weight"].set_i(1);
+  absl::Status st = validatePlanStructure(v, 0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("constant_weight"), std::string::npos) << st.message();
 }
 
 // Sizes and settings a hostile plan could carry with a valid checksum: an

@@ -331,8 +331,10 @@ static int checkInputFiles(const std::string &inputFilename, const std::string &
     // device or FIFO, never the input.
     if (auto st = ::ds::rt::checkOutputFile(outputFilename, "-o"); !st.ok())
       return fail(std::string(st.message()));
-    if (inputFilename != "-" && ::ds::rt::sameFile(outputFilename, inputFilename))
-      return fail("-o " + outputFilename + " is the input; name another file");
+    // Nor any file the compilation reads (it would be gone for the next).
+    for (const auto &[what, path] : files)
+      if (!path.empty() && path != "-" && ::ds::rt::sameFile(outputFilename, path))
+        return fail("-o " + outputFilename + " is the " + what + " file; name another file");
   }
   if (onnx || inputFilename == "-") return 0;
   auto text = ::ds::rt::readRegularFile(inputFilename, uint64_t(1) << 32);
@@ -506,6 +508,9 @@ static int attachSourceModel(ModuleOp module, ::ds::rt::PlanWriter &writer,
 static int writeOutput(ModuleOp module, const std::string &emit, const std::string &inputFilename,
                        const std::string &outputFilename, bool onnx, uint64_t fingerprint,
                        uint64_t deviceBudget) {
+  if (outputFilename != "-" && mlir::ds::isExternalDataFile(outputFilename))
+    return fail("-o " + outputFilename + " is a file the model's external data was read from; "
+                "name another file");
   if (emit == "mlir") {
     std::string error;
     auto out = openOutputFile(outputFilename, &error);

@@ -57,6 +57,10 @@ std::string onnxTypeName(int32_t dataType);
 /// Decodes `t`, reading external data beneath `modelDir` under the
 /// containment rules (no absolute paths, no "..", no symlinks, regular file
 /// with one link, offset/length bounds, exact length).
+/// Whether `path` is a file this process read as a tensor's external data
+/// (an output must not replace it).
+bool isExternalDataFile(const std::string &path);
+
 llvm::Expected<TensorPayload> readTensorPayload(const onnx::TensorProto &t,
                                                 const std::string &modelDir);
 /// The same, but `t`'s raw_data moves into the payload (no copy: the

@@ -715,6 +715,15 @@ func.func @fused_matmul_view_offset(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
 
 // -----
 
+// fused_matmul views: the operand beside a view is a matrix too.
+func.func @fused_matmul_view_vector(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+1 {{strided views need operands of rank >= 2}}
+  %0 = ds.fused_matmul %b, %a {rhs_shape = array<i64: 3, 2>, rhs_strides = array<i64: 1, 3>} : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 // fused_matmul views: an offset belongs to a view.
 func.func @fused_matmul_offset_alone(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
   // expected-error@+1 {{rhs_offset needs a view}}

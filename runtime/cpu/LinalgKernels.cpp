@@ -478,20 +478,19 @@ absl::StatusOr<PreparedStep> makeViewedMatmul(const KernelContext &c, const Prod
       index[d] = 0;
     }
   }
-  auto last2 = [](const ProductView &v) {
-    size_t r = v.shape.size();
-    return std::array<int64_t, 4>{v.shape[r - 2], v.shape[r - 1], v.strides[r - 2], v.strides[r - 1]};
-  };
-  const auto [m, k, sam, sak] = last2(pv.lhs);
-  const auto [k2, n, sbk, sbn] = last2(pv.rhs);
-  (void)k2;
-  const auto [m2, n2, scm, scn] = last2(pv.result);
-  (void)m2, (void)n2;
+  // The last two dimensions' sizes and strides (plain variables, not
+  // structured bindings: the lambda below captures them).
+  auto at = [](const std::vector<int64_t> &v, size_t back) { return v[v.size() - back]; };
+  const int64_t m = at(pv.lhs.shape, 2), k = at(pv.lhs.shape, 1), n = at(pv.rhs.shape, 1);
+  const int64_t sam = at(pv.lhs.strides, 2), sak = at(pv.lhs.strides, 1);
+  const int64_t sbk = at(pv.rhs.strides, 2), sbn = at(pv.rhs.strides, 1);
+  const int64_t scm = at(pv.result.strides, 2), scn = at(pv.result.strides, 1);
   // The result steps by 1 along its rows (or is one row): C as stored.
   // Otherwise it steps by 1 down its columns: store C^T = B^T A^T.
   const bool direct = n == 1 || scn == 1;
-  auto [ta, lda] = blasLayout(m, k, sam, sak);
-  auto [tb, ldb] = blasLayout(k, n, sbk, sbn);
+  const std::pair<bool, int64_t> la = blasLayout(m, k, sam, sak), lb = blasLayout(k, n, sbk, sbn);
+  const bool ta = la.first, tb = lb.first;
+  const int64_t lda = la.second, ldb = lb.second;
   const int64_t ldc = direct ? (m == 1 ? n : scm) : (n == 1 ? m : scn);
   return PreparedStep([=] {
     const Epilogue *ep = e.get();

@@ -43,7 +43,9 @@ def DS_Combine : I32EnumAttr<"Combine",
       I32EnumAttrCase<"Add", 0, "add">, I32EnumAttrCase<"Mul", 1, "mul">,
       // addend is a GELU's input x: result = product * gelu'(x) (gelu_grad)
       I32EnumAttrCase<"GeluGrad", 2, "gelu_grad">,
-      I32EnumAttrCase<"GeluTanhGrad", 3, "gelu_tanh_grad">
+      I32EnumAttrCase<"GeluTanhGrad", 3, "gelu_tanh_grad">,
+      // addend is a softmax's result y: y * (product - sum(y * product)) per row
+      I32EnumAttrCase<"SoftmaxGrad", 4, "softmax_grad">
     ]> {
   let cppNamespace = "::mlir::ds";
   let genSpecializedAttr = 0;

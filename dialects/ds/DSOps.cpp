@@ -257,6 +257,8 @@ static LogicalResult verifyView(Operation *op, StringRef name, Value operand,
   return success();
 }
 
+static LogicalResult verifyMaskBroadcasts(Operation *op, Value mask, ArrayRef<int64_t> shape);
+
 LogicalResult FusedMatmulOp::verify() {
   // Each operand as the product reads it: its view, or its type.
   auto operand = [&](StringRef name, Value v, std::optional<ArrayRef<int64_t>> shape,
@@ -325,6 +327,32 @@ LogicalResult FusedMatmulOp::verify() {
                                                               << ", got " << addend.getType();
   if (!std::isfinite(getAlpha().convertToDouble()))
     return emitOpError("alpha must be finite");
+  // Row epilogues normalize whole rows of the product as it is stored.
+  const bool softmaxGrad = getCombine() == Combine::SoftmaxGrad;
+  const bool resultView = getResultShape() || getResultStrides();
+  const bool activation = getActivation() != Activation::None;
+  if (getSoftmax() && (getBias() || getAddend() || activation || resultView))
+    return emitOpError("softmax comes with neither bias, activation, addend nor a result view");
+  if (softmaxGrad && (!getAddend() || getBias() || activation || resultView))
+    return emitOpError("combine = softmax_grad needs an addend (the softmax's result) and neither "
+                       "bias, activation nor a result view");
+  if (Value mask = getMask()) {
+    Type e = cast<RankedTensorType>(mask.getType()).getElementType();
+    if (getSoftmax()) {
+      if (getMaskFillAttr() ? !e.isInteger(1) : !e.isF32())
+        return emitOpError("mask must be ") << (getMaskFillAttr() ? "i1 with mask_fill" : "f32")
+                                            << ", got " << mask.getType();
+    } else if (softmaxGrad) {
+      if (!e.isInteger(1) || getMaskFillAttr())
+        return emitOpError("a softmax_grad mask is i1 without mask_fill, got ") << mask.getType();
+    } else {
+      return emitOpError("mask comes only with softmax or combine = softmax_grad");
+    }
+    if (failed(verifyMaskBroadcasts(*this, mask, getResult().getType().getShape())))
+      return failure();
+  } else if (getMaskFillAttr()) {
+    return emitOpError("mask_fill needs a mask");
+  }
   return success();
 }
 

@@ -1148,7 +1148,10 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
   let description = [{
     `act(alpha * (lhs x rhs) + bias)`, then combined with `addend` (`+`,
     `*`, or with `gelu_grad`/`gelu_tanh_grad` times GELU's derivative at
-    `addend`: the backward's `ds.gelu_grad` of the product): what a
+    `addend`: the backward's `ds.gelu_grad` of the product; with
+    `softmax_grad`, `addend` is a softmax's result `y` and the product its
+    output gradient: `y * (p - sum(y * p))` per row, `ds.softmax_grad`):
+    what a
     `ds.matmul` and the scale, bias add, activation and residual add,
     gating multiply or GELU gradient after it computed, written by the
     product's kernel as it produces each block of the result instead of in
@@ -1166,6 +1169,24 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     (`x * sigmoid(x)`), sigmoid and tanh. An `addend` aliasing the result's
     buffer (a gradient accumulator updated in place) is read before it is
     overwritten.
+
+    Row epilogues (attention's scores and their gradient, made by
+    ds-fuse-matmul-epilogues from a `ds.masked_softmax`, `ds.softmax` or
+    `ds.softmax_grad` over the last axis that only reads the product): with
+    `softmax`, each row of `alpha * product` becomes
+    `ds.masked_softmax`'s (`mask` i1 with `mask_fill`, or an f32 additive
+    `mask`; plain `ds.softmax` without a mask); with `combine =
+    softmax_grad`, `ds.softmax_grad`'s with the product as `dy`, 0 where an
+    i1 `mask` is set. The row kernels are those ops' own, so the results
+    are the same bits; the scores are normalized while the GEMM's block is
+    in cache instead of in another pass over memory.
+
+    ```mlir
+    %p = ds.fused_matmul %q, %k mask %causal {softmax, mask_fill = 0xFFF0000000000000 : f64,
+        alpha = 0.17677669529663687, transpose_rhs = true}
+        : (tensor<8x8x128x32xf32>, tensor<8x8x128x32xf32>, tensor<1x1x128x128xi1>)
+        -> tensor<8x8x128x128xf32>
+    ```
 
     Strided views (made by ds-fold-matmul-layouts): with `lhs_shape` and
     `lhs_strides` the product's left operand is the `lhs_shape` tensor
@@ -1205,9 +1226,14 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
       result exactly once, and comes with neither `bias` nor `addend`.
       With views the product's shape is the views' (`result_shape`, or the
       result's type).
+    - `softmax` comes with neither `bias`, `activation`, `addend` nor a
+      result view; `combine = softmax_grad` with an `addend` and neither
+      `bias`, `activation` nor a result view.
+    - `mask` comes only with `softmax` (i1 with `mask_fill`, or f32) or
+      `softmax_grad` (i1, no `mask_fill`), and broadcasts to the result.
   }];
   let arguments = (ins DS_F32Tensor:$lhs, DS_F32Tensor:$rhs, Optional<DS_F32Tensor>:$bias,
-                   Optional<DS_F32Tensor>:$addend,
+                   Optional<DS_F32Tensor>:$addend, Optional<DS_Tensor>:$mask,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
@@ -1220,10 +1246,11 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
                    OptionalAttr<DenseI64ArrayAttr>:$rhs_strides,
                    OptionalAttr<I64Attr>:$rhs_offset,
                    OptionalAttr<DenseI64ArrayAttr>:$result_shape,
-                   OptionalAttr<DenseI64ArrayAttr>:$result_strides);
+                   OptionalAttr<DenseI64ArrayAttr>:$result_strides,
+                   UnitAttr:$softmax, OptionalAttr<F64Attr>:$mask_fill);
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? attr-dict `:` functional-type(operands, results)
+    $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

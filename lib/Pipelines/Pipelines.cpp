@@ -40,7 +40,11 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
   if (enabled("softmax")) pm.addPass(createFuseSoftmaxPass());
-  if (enabled("matmul-epilogues")) pm.addPass(createFuseMatmulEpiloguesPass());
+  if (enabled("matmul-epilogues")) {
+    FuseMatmulEpiloguesPassOptions epilogues;
+    epilogues.rowEpilogues = enabled("product-softmax");
+    pm.addPass(createFuseMatmulEpiloguesPass(epilogues));
+  }
   if (enabled("layouts")) pm.addPass(createFoldMatmulLayoutsPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
@@ -53,7 +57,8 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
 const std::vector<std::string> &mlir::ds::fusionNames() {
   static const std::vector<std::string> names = {"batch-norm", "channels-last", "epilogues",
                                                  "activations", "norms", "attention",
-                                                 "softmax", "matmul-epilogues", "layouts", "optimizer",
+                                                 "softmax", "matmul-epilogues", "product-softmax",
+                                                 "layouts", "optimizer",
                                                  "elementwise"};
   return names;
 }

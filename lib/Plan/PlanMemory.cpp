@@ -213,9 +213,12 @@ private:
     if (use.get().getType() != result.getType()) return false;
     if (isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp, FusedElementwiseOp>(def))
       return true;
+    // Not a softmax gradient's: its rows need the whole addend row after
+    // the product is stored.
     auto product = dyn_cast<FusedMatmulOp>(def);
-    return product && product.getAddend() &&
-           use.getOperandNumber() == product->getNumOperands() - 1;
+    if (!product || !product.getAddend() || product.getCombine() == Combine::SoftmaxGrad)
+      return false;
+    return use.getOperandNumber() == product.getODSOperandIndexAndLength(3).first;
   }
 
   /// Stored values an op can write straight into their global's state

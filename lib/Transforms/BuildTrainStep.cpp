@@ -654,15 +654,17 @@ private:
         ml_program::GlobalStoreOp::create(b, loc, vsym, upd.getNewV());
       }
     }
-    // Gradients restart from zero for the next accumulation window.
-    // (Also when the micro-step overwrites them: a checkpoint saved after
-    // the update holds zeros, which a plan that accumulates, resuming it on
-    // more ranks, starts from.)
-    for (auto &[p, g] : grads) {
-      Value zero = FillOp::create(b, loc, g.getType(), b.getF64FloatAttr(0.0));
-      ml_program::GlobalStoreOp::create(
-          b, loc, SymbolRefAttr::get(gradGlobals_[p.name].getSymNameAttr()), zero);
-    }
+    // Gradients restart from zero for the next accumulation window. Not
+    // when each micro-step overwrites them: nothing reads them before the
+    // next step's store. (Checkpoints hold gradient accumulators as zeros
+    // either way, Checkpoint.cpp, which a plan that accumulates, resuming
+    // one on more ranks, starts from.)
+    if (!gradientsOverwritten())
+      for (auto &[p, g] : grads) {
+        Value zero = FillOp::create(b, loc, g.getType(), b.getF64FloatAttr(0.0));
+        ml_program::GlobalStoreOp::create(
+            b, loc, SymbolRefAttr::get(gradGlobals_[p.name].getSymNameAttr()), zero);
+      }
     func::ReturnOp::create(b, loc, ValueRange{norm});
     return success();
   }

@@ -119,7 +119,9 @@ struct FoldMatmulLayoutsPass
     bool tb = matmul ? matmul.getTransposeRhs() : fused.getTransposeRhs();
     std::optional<Layout> a = operandLayout(lhs, ta), b = operandLayout(rhs, tb);
     std::optional<Layout> c;
-    if (!fused || (!fused.getBias() && !fused.getAddend())) c = resultLayout(result);
+    // Row epilogues (softmax) normalize the product's rows as stored: no result view.
+    if (!fused || (!fused.getBias() && !fused.getAddend() && !fused.getSoftmax() && !fused.getMask()))
+      c = resultLayout(result);
     if (!a && !b && !c) return;
 
     OpBuilder builder(op);
@@ -133,13 +135,14 @@ struct FoldMatmulLayoutsPass
     auto folded = FusedMatmulOp::create(
         builder, op->getLoc(), c ? c->base.getType() : result.getType(), a ? a->base : lhs,
         b ? b->base : rhs, fused ? fused.getBias() : Value(), fused ? fused.getAddend() : Value(),
-        builder.getBoolAttr(ta && !a), builder.getBoolAttr(tb && !b),
+        fused ? fused.getMask() : Value(), builder.getBoolAttr(ta && !a), builder.getBoolAttr(tb && !b),
         builder.getF64FloatAttr(fused ? fused.getAlpha().convertToDouble() : 1.0),
         ActivationAttr::get(builder.getContext(),
                             fused ? fused.getActivation() : Activation::None),
         CombineAttr::get(builder.getContext(), fused ? fused.getCombine() : Combine::Add),
         array(a, false), array(a, true), offset(a), array(b, false), array(b, true), offset(b),
-        array(c, false), array(c, true));
+        array(c, false), array(c, true), fused ? fused.getSoftmaxAttr() : UnitAttr(),
+        fused ? fused.getMaskFillAttr() : FloatAttr());
     if (c) {
       Operation *transpose = c->base.getDefiningOp();
       c->base.replaceAllUsesWith(folded.getResult());

@@ -9,7 +9,10 @@
 //
 // The chain is followed step by step from the product, each step optional
 // and in the order the math allows: scale, bias, activation, addend (or
-// the GELU gradient whose dy the product is: the backward of an MLP). Every
+// the GELU gradient whose dy the product is: the backward of an MLP). A
+// softmax over the product's rows (attention's scores), or the softmax
+// gradient whose dy the product is, ends a chain of only a scale: the
+// kernel normalizes each row block while it is in cache. Every
 // value on the way must be read only by the next step, so nothing outside
 // needs an intermediate the fused op no longer produces.
 //
@@ -43,6 +46,9 @@ struct Epilogue {
   Value bias, addend;                     // bias as [N]; addend in `current`'s type
   Activation activation = Activation::None;
   Combine combine = Combine::Add;
+  bool softmax = false; // rows normalized (ds.softmax / ds.masked_softmax)
+  Value mask;           // the softmax's or softmax gradient's mask
+  FloatAttr maskFill;
 
   int64_t columns() { return tensorType(product.getResult()).getShape().back(); }
   bool hasActivation() const { return activation != Activation::None; }
@@ -98,6 +104,7 @@ bool isSilu(Value x, Operation *&sigmoid, Operation *&mul) {
 
 struct FuseMatmulEpiloguesPass
     : public mlir::ds::impl::FuseMatmulEpiloguesPassBase<FuseMatmulEpiloguesPass> {
+  using FuseMatmulEpiloguesPassBase::FuseMatmulEpiloguesPassBase;
   void runOnOperation() override {
     SmallVector<MatmulOp> products;
     getOperation().walk([&](MatmulOp m) {
@@ -114,7 +121,7 @@ struct FuseMatmulEpiloguesPass
         if (Operation *mul = takeScale(*operand, e.alpha)) scales.insert(mul);
       while (step(e)) {
       }
-      if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0) continue;
+      if (!e.bias && !e.addend && !e.hasActivation() && !e.softmax && e.alpha == 1.0) continue;
       replace(e);
     }
     for (Operation *mul : scales)
@@ -196,7 +203,31 @@ struct FuseMatmulEpiloguesPass
         return true;
       }
     }
-    // 4. a residual, gate or accumulator of the result's own shape, last;
+    // 4. a softmax over the product's rows, or the gradient of one the
+    // product is the dy of: last, after nothing but a scale, on the
+    // product's own shape (a mask broadcasts to that).
+    if (rowEpilogues && !e.bias && !e.hasActivation() && !e.addend &&
+        x.getType() == e.product.getResult().getType()) {
+      const int64_t last = tensorType(x).getRank() - 1;
+      if (auto sm = dyn_cast<MaskedSoftmaxOp>(op); sm && sm.getAxis() == last) {
+        e.softmax = true;
+        e.mask = sm.getMask();
+        e.maskFill = sm.getMaskFillAttr();
+      } else if (auto plain = dyn_cast<SoftmaxOp>(op); plain && plain.getAxis() == last) {
+        e.softmax = true;
+      } else if (auto sg = dyn_cast<SoftmaxGradOp>(op);
+                 sg && sg.getDy() == x && sg.getSoftmax() != x && sg.getAxis() == last) {
+        e.addend = sg.getSoftmax();
+        e.combine = Combine::SoftmaxGrad;
+        e.mask = sg.getMask();
+      }
+      if (e.softmax || e.addend) {
+        e.absorbed.push_back(op);
+        e.current = result;
+        return false;
+      }
+    }
+    // 5. a residual, gate or accumulator of the result's own shape, last;
     // or, in a backward, the GELU gradient the product is the dy of.
     if (auto gg = dyn_cast<GeluGradOp>(op); gg && !e.addend && gg.getDy() == x &&
                                             gg.getOperand() != x &&
@@ -232,12 +263,12 @@ struct FuseMatmulEpiloguesPass
     if (addend && addend.getType() != productType)
       addend = ReshapeOp::create(b, loc, productType, addend);
     auto fused = FusedMatmulOp::create(
-        b, loc, productType, e.lhs, e.rhs, bias, addend, m.getTransposeLhsAttr(),
+        b, loc, productType, e.lhs, e.rhs, bias, addend, e.mask, m.getTransposeLhsAttr(),
         m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
         ActivationAttr::get(b.getContext(), e.activation),
         CombineAttr::get(b.getContext(), e.combine), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
         IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr());
+        DenseI64ArrayAttr(), e.softmax ? b.getUnitAttr() : UnitAttr(), e.maskFill);
     Value result = fused.getResult();
     if (result.getType() != e.current.getType())
       result = ReshapeOp::create(b, loc, e.current.getType(), result);

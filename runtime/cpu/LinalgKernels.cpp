@@ -30,6 +30,7 @@
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/SoftmaxRows.h"
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
@@ -134,25 +135,33 @@ void gemmBlock(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T
 /// What fused_matmul does to each element of the product before storing
 /// it: y = act(alpha * p + bias[col]), then y + addend, y * addend or
 /// y * gelu'(addend). Applied block by block right after the GEMM wrote
-/// the block, while it is in cache.
+/// the block, while it is in cache. Row epilogues (a softmax of
+/// alpha * p, or a softmax gradient with the addend as the softmax's
+/// result) need whole rows: blocks are never split by columns then.
 struct Epilogue {
   enum class Act { None, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh };
-  enum class Combine { Add, Mul, GeluGrad, GeluTanhGrad };
+  enum class Combine { Add, Mul, GeluGrad, GeluTanhGrad, SoftmaxGrad };
   float alpha = 1.0f;
   const float *bias = nullptr;   // [n]
   const float *addend = nullptr; // the result's shape
   Act act = Act::None;
   Combine combine = Combine::Add;
+  bool softmax = false;
+  SoftmaxRows rowOp; // the softmax's (or its gradient's) mask
 
   /// Only `alpha * p + addend`: a GEMM with beta = 1 over the addend.
   bool accumulateOnly() const {
     return addend && !bias && act == Act::None && combine == Combine::Add;
   }
+  bool wholeRows() const { return softmax || combine == Combine::SoftmaxGrad; }
 
   /// Rows [r0, r1) x columns [c0, c1) of one [., ld] product `p`, written
-  /// to `y` (which may be `p`); `add` is that product's addend.
+  /// to `y` (which may be `p`); `add` is that product's addend. `rowBase`
+  /// is the product's row 0 among all the result's rows (where masks are
+  /// read).
   void apply(const float *p, float *y, const float *add, int64_t ld, int64_t r0, int64_t r1,
-             int64_t c0, int64_t c1) const {
+             int64_t c0, int64_t c1, int64_t rowBase = 0) const {
+    if (wholeRows()) return rowsOf(p, y, add, ld, r0, r1, c1, rowBase);
     switch (act) {
     case Act::None: return run(p, y, add, ld, r0, r1, c0, c1, [](float v) { return v; });
     case Act::Relu: return run(p, y, add, ld, r0, r1, c0, c1, math::Relu());
@@ -166,6 +175,27 @@ struct Epilogue {
   }
 
 private:
+  /// Whole rows of n: softmax(alpha * p), or softmax_grad(add, alpha * p).
+  void rowsOf(const float *p, float *y, const float *add, int64_t ld, int64_t r0, int64_t r1,
+              int64_t n, int64_t rowBase) const {
+    const float al = alpha;
+    // A gradient written from scratch (p != y) may be written over its
+    // addend: the scaled product goes to a row of its own then.
+    std::vector<float> scaled(!softmax && p != y && al != 1.0f ? n : 0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *pr = p + r * ld;
+      float *yr = y + r * ld;
+      if (al != 1.0f) { // the scaled product, as the unfused product stored it
+        float *to = scaled.empty() ? yr : scaled.data();
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) to[j] = al * pr[j];
+        pr = to;
+      }
+      if (softmax) rowOp.row(pr, yr, rowBase + r, n);
+      else rowOp.gradRow(add + r * ld, pr, yr, rowBase + r, n);
+    }
+  }
+
   template <class F>
   void run(const float *p, float *y, const float *add, int64_t ld, int64_t r0, int64_t r1,
            int64_t c0, int64_t c1, F act) const {
@@ -233,7 +263,7 @@ struct LeadingDims {
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c, bool ta = false,
           bool tb = false, const Epilogue *e = nullptr, const float *add = nullptr,
-          LeadingDims ld = {}) {
+          LeadingDims ld = {}, int64_t rowBase = 0) {
   const int64_t work = m * n * k;
   // Called from a parallel region (one of many small products): one block.
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -246,13 +276,15 @@ void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c, bool ta
   const float alpha = e && accumulate ? e->alpha : 1.0f;
   auto finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     if constexpr (std::is_same_v<T, float>)
-      if (e && !accumulate) e->apply(c, c, add, ldc, r0, r1, c0, c1);
+      if (e && !accumulate) e->apply(c, c, add, ldc, r0, r1, c0, c1, rowBase);
   };
+  // A row epilogue (softmax) needs each block's rows whole.
+  const bool wholeRows = e && e->wholeRows();
   if (work < (1 << 16) || threads == 1) {
     gemmBlock<T>(m, n, k, a, lda, b, ldb, c, ldc, ta, tb, alpha, accumulate);
     finish(0, m, 0, n);
-  } else if (m >= 8 * threads) {
-    parallelFor(m, 8, [&](int64_t lo, int64_t hi) {
+  } else if (m >= 8 * threads || wholeRows) {
+    parallelFor(m, m >= 8 * threads ? 8 : 1, [&](int64_t lo, int64_t hi) {
       gemmBlock<T>(hi - lo, n, k, a + (ta ? lo : lo * lda), lda, b, ldb, c + lo * ldc, ldc, ta,
                    tb, alpha, accumulate);
       finish(lo, hi, 0, n);
@@ -322,14 +354,14 @@ absl::StatusOr<PreparedStep> makeMatmul(const KernelContext &c, MatmulGeometry g
           auto [a, bm] = operands(b);
           // gemm() on one thread: the block and its epilogue.
           gemm<T>(g.m, g.n, g.k, a, bm, po + b * oMat, g.ta, g.tb, ep,
-                  add ? add + b * oMat : nullptr);
+                  add ? add + b * oMat : nullptr, {}, b * g.m);
         }
       });
     } else {
       for (int64_t b = 0; b < batches; ++b) {
         auto [a, bm] = operands(b);
         gemm<T>(g.m, g.n, g.k, a, bm, po + b * oMat, g.ta, g.tb, ep,
-                add ? add + b * oMat : nullptr);
+                add ? add + b * oMat : nullptr, {}, b * g.m);
       }
     }
     return absl::OkStatus();
@@ -500,7 +532,7 @@ absl::StatusOr<PreparedStep> makeViewedMatmul(const KernelContext &c, const Prod
       float *out = po + off[2];
       const float *addend = add ? add + off[2] : nullptr;
       if (direct)
-        gemm<float>(m, n, k, a, bm, out, ta, tb, ep, addend, {lda, ldb, ldc});
+        gemm<float>(m, n, k, a, bm, out, ta, tb, ep, addend, {lda, ldb, ldc}, b * m);
       else
         gemm<float>(n, m, k, bm, a, out, !tb, !ta, ep, addend, {ldb, lda, ldc});
     };
@@ -648,7 +680,8 @@ private:
       break;
     case Epilogue::Act::Tanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); break;
     }
-    if (e.combine == Epilogue::Combine::GeluGrad || e.combine == Epilogue::Combine::GeluTanhGrad)
+    if (e.combine == Epilogue::Combine::GeluGrad || e.combine == Epilogue::Combine::GeluTanhGrad ||
+        e.wholeRows())
       return false; // no such post-op: the GEMM paths apply it
     const bool multiply = e.combine == Epilogue::Combine::Mul;
     if (e.addend) {
@@ -755,6 +788,40 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c) {
   }
 }
 
+/// fused_matmul's row epilogue, if any: `softmax` (after nothing but
+/// alpha) or combine = softmax_grad (with the addend, no bias or
+/// activation), with an optional last operand `mask` broadcast to the
+/// result (i1 with `mask_fill` or f32 for softmax; i1 for its gradient).
+absl::Status rowEpilogue(const KernelContext &c, bool softmax, bool hasMask, Epilogue &e) {
+  const bool grad = e.combine == Epilogue::Combine::SoftmaxGrad && e.addend;
+  if (softmax && (e.bias || e.addend || e.act != Epilogue::Act::None))
+    return c.error("softmax comes with neither bias, addend nor activation");
+  if (grad && (e.bias || e.act != Epilogue::Act::None))
+    return c.error("combine softmax_grad comes with neither bias nor activation");
+  if (!softmax && !grad) {
+    if (hasMask || c.hasAttr("mask_fill"))
+      return c.error("a mask comes only with softmax or combine softmax_grad");
+    return absl::OkStatus();
+  }
+  e.softmax = softmax;
+  if (!hasMask) {
+    if (c.hasAttr("mask_fill")) return c.error("mask_fill needs a mask");
+    return absl::OkStatus();
+  }
+  const TensorView &mask = c.in.back();
+  const bool selects = c.hasAttr("mask_fill");
+  if (grad && selects) return c.error("a softmax_grad mask has no mask_fill");
+  DS_RETURN_IF_ERROR(c.expectDType(mask, selects || grad ? plan::BOOL : plan::F32, "mask"));
+  DS_ASSIGN_OR_RETURN(MaskRows rows, MaskRows::make(c, mask, c.out[0].shape));
+  float fill = 0.0f;
+  if (selects) {
+    DS_ASSIGN_OR_RETURN(double f, c.floatAttr("mask_fill"));
+    fill = static_cast<float>(f);
+  }
+  e.rowOp = SoftmaxRows{mask.data, selects || grad, fill, std::move(rows)};
+  return absl::OkStatus();
+}
+
 /// fused_matmul: the product (operands 0, 1), then the epilogue with the
 /// optional `bias` and `addend` operands that follow, as the step's flags
 /// say. f32 only.
@@ -766,15 +833,18 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
   };
   DS_ASSIGN_OR_RETURN(bool hasBias, flag("bias"));
   DS_ASSIGN_OR_RETURN(bool hasAddend, flag("addend"));
-  const size_t arity = 2 + hasBias + hasAddend;
+  DS_ASSIGN_OR_RETURN(bool hasMask, flag("mask"));
+  DS_ASSIGN_OR_RETURN(bool softmax, flag("softmax"));
+  const size_t arity = 2 + hasBias + hasAddend + hasMask;
   DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
-  for (const TensorView &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
+  for (size_t i = 0; i < arity - hasMask; ++i)
+    DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
   DS_ASSIGN_OR_RETURN(std::optional<ProductViews> views, productViews(c));
   if (!views && c.in[1].rank() < 2) return c.error("the right operand must have rank >= 2");
-  if (views && (hasBias || hasAddend) &&
-      (c.hasAttr("result_shape") || c.hasAttr("result_strides")))
-    return c.error("a result view comes with neither bias nor addend");
+  const bool resultView = c.hasAttr("result_shape") || c.hasAttr("result_strides");
+  if (views && (hasBias || hasAddend || hasMask || softmax) && resultView)
+    return c.error("a result view comes with neither bias, addend, mask nor softmax");
   MatmulGeometry g;
   if (!views) {
     DS_ASSIGN_OR_RETURN(g, matmulGeometry(c));
@@ -791,7 +861,7 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
     DS_RETURN_IF_ERROR(c.expectShape(c.in[2], {g.n}, "bias"));
     e->bias = c.in[2].as<float>();
   }
-  const TensorView *addend = hasAddend ? &c.in[arity - 1] : nullptr;
+  const TensorView *addend = hasAddend ? &c.in[2 + hasBias] : nullptr;
   if (addend) {
     DS_RETURN_IF_ERROR(c.expectShape(*addend, c.out[0].shape, "addend"));
     e->addend = addend->as<float>();
@@ -803,10 +873,12 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
         {"add", Epilogue::Combine::Add},
         {"mul", Epilogue::Combine::Mul},
         {"gelu_grad", Epilogue::Combine::GeluGrad},
-        {"gelu_tanh_grad", Epilogue::Combine::GeluTanhGrad}};
+        {"gelu_tanh_grad", Epilogue::Combine::GeluTanhGrad},
+        {"softmax_grad", Epilogue::Combine::SoftmaxGrad}};
     auto it = combines.find(combine);
     if (it == combines.end())
-      return c.error("combine must be add, mul, gelu_grad or gelu_tanh_grad, got '" + combine + "'");
+      return c.error("combine must be add, mul, gelu_grad, gelu_tanh_grad or softmax_grad, got '" +
+                     combine + "'");
     e->combine = it->second;
   }
   if (c.hasAttr("activation")) {
@@ -820,6 +892,7 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
     if (it == acts.end()) return c.error("unknown activation '" + name + "'");
     e->act = it->second;
   }
+  DS_RETURN_IF_ERROR(rowEpilogue(c, softmax, hasMask, *e));
   float *out = c.out[0].as<float>();
   const int64_t numel = c.out[0].numel;
   // An addend sharing the result's bytes (a gradient accumulator updated in

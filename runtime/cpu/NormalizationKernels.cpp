@@ -11,6 +11,7 @@
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
 #include "runtime/cpu/RowMath.h"
+#include "runtime/cpu/SoftmaxRows.h"
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
@@ -293,43 +294,49 @@ inline void softmaxGradRow(const float *y, const float *dy, const uint8_t *mask,
   for (int64_t k = 0; k < n; ++k) dx[k] = mask[k] ? 0.0f : y[k] * (dy[k] - sum);
 }
 
-/// A mask broadcast to a [rows..., n] operand, read row by row: element
-/// offsets of each operand dimension in the mask (0 where it broadcasts).
-struct MaskRows {
-  std::vector<int64_t> rowShape, rowStrides; // the operand's leading dims
-  int64_t step = 0;                          // along a row: 0 or 1
-  static absl::StatusOr<MaskRows> make(const KernelContext &c, const TensorView &mask,
-                                       const std::vector<int64_t> &shape) {
-    if (mask.rank() > static_cast<int64_t>(shape.size()))
-      return c.error("mask [" + shapeToString(mask.shape) + "] has a higher rank than [" +
-                     shapeToString(shape) + "]");
-    std::vector<int64_t> padded(shape.size() - mask.rank(), 1);
-    padded.insert(padded.end(), mask.shape.begin(), mask.shape.end());
-    std::vector<int64_t> strides(shape.size());
-    int64_t stride = 1;
-    for (size_t i = shape.size(); i-- > 0;) {
-      if (padded[i] != shape[i] && padded[i] != 1)
-        return c.error("mask [" + shapeToString(mask.shape) + "] does not broadcast to [" +
-                       shapeToString(shape) + "]");
-      strides[i] = padded[i] == 1 ? 0 : stride;
-      stride *= padded[i];
+} // namespace
+
+// Out of line (and never inlined): fused_matmul's epilogues call these very
+// instructions, so a fused softmax gives the bits of the softmax kernels.
+__attribute__((noinline)) void SoftmaxRows::row(const float *px, float *py, int64_t o,
+                                                int64_t n) const {
+  const float *src = px;
+  if (mask) {
+    const int64_t mo = rows.offset(o);
+    // A mask row (step 1) or one value for the row (step 0): separate
+    // loops, so each vectorizes without a gather.
+    if (selects) {
+      const uint8_t *pm = static_cast<const uint8_t *>(mask) + mo;
+      if (rows.step) selectRow(px, pm, fill, py, n);
+      else if (*pm) std::fill(py, py + n, fill);
+      else if (px != py) std::copy(px, px + n, py);
+    } else {
+      const float *pm = static_cast<const float *>(mask) + mo;
+      if (rows.step) {
+        addRow(px, pm, py, n);
+      } else {
+        const float m0 = *pm;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) py[j] = px[j] + m0;
+      }
     }
-    MaskRows m;
-    m.step = strides.back();
-    m.rowShape.assign(shape.begin(), shape.end() - 1);
-    m.rowStrides.assign(strides.begin(), strides.end() - 1);
-    return m;
+    src = py; // the masked row, built in the result
   }
-  /// The mask's element offset at the start of row `row`.
-  int64_t offset(int64_t row) const {
-    int64_t off = 0;
-    for (size_t d = rowShape.size(); d-- > 0;) {
-      off += (row % rowShape[d]) * rowStrides[d];
-      row /= rowShape[d];
-    }
-    return off;
-  }
-};
+  const float mx = rowMax(src, n);
+  const float inv = 1.0f / rowExpSum<true>(src, py, mx, n);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) py[j] *= inv;
+}
+
+__attribute__((noinline)) void SoftmaxRows::gradRow(const float *py, const float *pg, float *pd,
+                                                    int64_t o, int64_t n) const {
+  const uint8_t *pm = mask ? static_cast<const uint8_t *>(mask) + rows.offset(o) : nullptr;
+  const float sum = static_cast<float>(rowDot(py, pg, n));
+  if (pm && rows.step == 0 && *pm) std::fill(pd, pd + n, 0.0f);
+  else softmaxGradRow(py, pg, pm && rows.step ? pm : nullptr, sum, pd, n);
+}
+
+namespace {
 
 /// Operand 0 as [outer, n, inner] around the step's `axis` (rank >= 1).
 struct AxisGeometry {
@@ -366,15 +373,9 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
     if (inner != 1) return c.error("a mask needs axis to be the last dimension");
     DS_ASSIGN_OR_RETURN(MaskRows rows, MaskRows::make(c, c.in[2], s));
     const uint8_t *mask = static_cast<const uint8_t *>(c.in[2].data);
+    const SoftmaxRows sm{mask, true, 0.0f, std::move(rows)};
     return PreparedStep([=] {
-      parallelRows(outer, n, [&](int64_t o) {
-        const float *py = y + o * n, *pg = dy + o * n;
-        float *pd = dx + o * n;
-        const uint8_t *pm = mask + rows.offset(o);
-        const float sum = static_cast<float>(rowDot(py, pg, n));
-        if (rows.step == 0 && *pm) std::fill(pd, pd + n, 0.0f);
-        else softmaxGradRow(py, pg, rows.step ? pm : nullptr, sum, pd, n);
-      });
+      parallelRows(outer, n, [&](int64_t o) { sm.gradRow(y + o * n, dy + o * n, dx + o * n, o, n); });
       return absl::OkStatus();
     });
   }
@@ -387,8 +388,7 @@ absl::StatusOr<PreparedStep> prepareSoftmaxGrad(const KernelContext &c) {
                     float *pd = dx + o * n * inner + i;
                     double dot = 0;
                     if (inner == 1) {
-                      const float sum = static_cast<float>(rowDot(py, pg, n));
-                      softmaxGradRow(py, pg, nullptr, sum, pd, n);
+                      SoftmaxRows().gradRow(py, pg, pd, o, n);
                     } else {
                       for (int64_t j = 0; j < n; ++j) dot += py[j * inner] * pg[j * inner];
                       const float sum = static_cast<float>(dot);
@@ -444,15 +444,13 @@ absl::StatusOr<PreparedStep> prepareSoftmax(const KernelContext &c) {
       parallelRows(outer, n, [&](int64_t o) {
         const float *px = x + o * n;
         float *py = y + o * n;
-        const float mx = rowMax(px, n);
         if (kLog) {
+          const float mx = rowMax(px, n);
           const float ls = std::log(rowExpSum<false>(px, nullptr, mx, n));
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) py[j] = px[j] - mx - ls;
         } else {
-          const float inv = 1.0f / rowExpSum<true>(px, py, mx, n);
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) py[j] *= inv;
+          SoftmaxRows().row(px, py, o, n);
         }
       });
       return absl::OkStatus();
@@ -508,35 +506,10 @@ absl::StatusOr<PreparedStep> prepareMaskedSoftmax(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(MaskRows rows, MaskRows::make(c, c.in[1], s));
   const int64_t n = s.back(), outer = product(s, 0, rank - 1);
   const float *x = c.in[0].as<float>();
-  const void *mask = c.in[1].data;
+  const SoftmaxRows sm{c.in[1].data, selects, fill, std::move(rows)};
   float *y = c.out[0].as<float>();
   return PreparedStep([=] {
-    parallelRows(outer, n, [&](int64_t o) {
-      const float *px = x + o * n;
-      float *py = y + o * n;
-      const int64_t mo = rows.offset(o);
-      // A mask row (step 1) or one value for the row (step 0):
-      // separate loops, so each vectorizes without a gather.
-      if (selects) {
-        const uint8_t *pm = static_cast<const uint8_t *>(mask) + mo;
-        if (rows.step) selectRow(px, pm, fill, py, n);
-        else if (*pm) std::fill(py, py + n, fill);
-        else std::copy(px, px + n, py);
-      } else {
-        const float *pm = static_cast<const float *>(mask) + mo;
-        if (rows.step) {
-          addRow(px, pm, py, n);
-        } else {
-          const float m0 = *pm;
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) py[j] = px[j] + m0;
-        }
-      }
-      const float mx = rowMax(py, n);
-      const float inv = 1.0f / rowExpSum<true>(py, py, mx, n);
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) py[j] *= inv;
-    });
+    parallelRows(outer, n, [&](int64_t o) { sm.row(x + o * n, y + o * n, o, n); });
     return absl::OkStatus();
   });
 }

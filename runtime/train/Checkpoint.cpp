@@ -22,6 +22,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -320,6 +321,11 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
   for (const std::string &n : session.stateNames()) {
     auto a = session.readState(n);
     if (!a.ok()) { st = a.status(); break; }
+    // Gradient accumulators are empty between optimizer steps: saved as
+    // zeros, which a plan that accumulates (more ranks, more micro-steps)
+    // resumes from. A plan whose micro-step overwrites its gradients
+    // leaves the last one there, unread.
+    if (absl::StartsWith(n, "grad:")) std::fill(a->data.begin(), a->data.end(), uint8_t{0});
     // A diverged run's state is not a checkpoint anyone can resume from.
     if (std::optional<int64_t> at = firstNonFinite(*a)) {
       st = absl::DataLossError(absl::StrCat(

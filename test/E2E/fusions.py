@@ -24,7 +24,9 @@
 # (1e-5) and PyTorch (1e-4).
 # Masked softmax: the same GPT trained 6 steps gets ds.masked_softmax and a
 # masked softmax_grad (no where left) and the losses of
-# --disable-fusion=softmax.
+# --disable-fusion=softmax. By default both go into the attention products
+# (fused_matmul's softmax and softmax_grad row epilogues), with the losses of
+# --disable-fusion=product-softmax, bit for bit.
 # Matmul layouts: the GPT trained with its attention products reading and
 # writing through strided views (no transpose left) logs the losses of
 # --disable-fusion=layouts; grouped-query attention unfused agrees too.
@@ -184,12 +186,12 @@ gcfg = {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4, "gradient_cl
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}}
 
 
-def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance):
+def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance, both=()):
     """The GPT trained 6 steps with the default pipeline and with
-    `unfused_flags`: is_fused(plan dump) holds for the first plan only, and
-    the losses agree within `tolerance`."""
+    `unfused_flags` (`both` added to each): is_fused(plan dump) holds for
+    the first plan only, and the losses agree within `tolerance`."""
     losses = []
-    for fused, extra in ((True, []), (False, unfused_flags)):
+    for fused, extra in ((True, list(both)), (False, list(both) + unfused_flags)):
         work = os.path.join(args.workdir, "%s_%s" % (tag, "fused" if fused else "unfused"))
         os.makedirs(work, exist_ok=True)
         losses.append(train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra))
@@ -325,9 +327,21 @@ attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x
 # the probabilities): ds-fuse-softmax makes the forward's where + softmax one
 # masked_softmax and the backward's where the softmax_grad's mask, and the
 # losses equal the unfused plan's.
+# (Fused into the scores product by default: --disable-fusion=product-softmax
+# keeps the masked_softmax step to look at.)
 train_fused_and_unfused("sm_train", ["--disable-fusion=softmax"],
                         lambda dump: "masked_softmax(" in dump and not re.search(r"= where\(", dump),
-                        "masked_softmax without a where", 1e-6)
+                        "masked_softmax without a where", 1e-6, ["--disable-fusion=product-softmax"])
+
+# ---- softmax in the product ------------------------------------------------
+# The scores product normalizes its rows as it stores them (softmax with the
+# causal mask), and the backward's product of dO and V applies the masked
+# softmax gradient: no masked_softmax or softmax_grad step is left, and the
+# losses are the very bits of --disable-fusion=product-softmax.
+train_fused_and_unfused("product_softmax_train", ["--disable-fusion=product-softmax"],
+                        lambda dump: "softmax=1" in dump and 'combine="softmax_grad"' in dump
+                        and "masked_softmax(" not in dump and "softmax_grad(" not in dump,
+                        "softmax and its gradient in the products", 0.0)
 
 
 # ---- matmul layouts ----------------------------------------------------------

@@ -1,6 +1,7 @@
 // ds-fuse-matmul-epilogues: scale, bias, activation and an addend that only
 // post-process a product become its ds.fused_matmul.
 // RUN: ds-opt %s --ds-fuse-matmul-epilogues -split-input-file | FileCheck %s
+// RUN: ds-opt %s --ds-fuse-matmul-epilogues="row-epilogues=false" -split-input-file | FileCheck %s --check-prefix=NOROW
 
 // The whole chain, in order: scale, bias, GELU, residual add.
 // CHECK-LABEL: func.func @chain
@@ -148,4 +149,72 @@ func.func @gelu_grad(%g: tensor<6x4xf32>, %w: tensor<8x4xf32>, %h: tensor<6x8xf3
   %dy = ds.matmul %g, %w {transpose_rhs = true} : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
   %dx = ds.gelu_grad %h, %dy {approximate = #ds<gelu_approximation tanh>} : tensor<6x8xf32>
   return %dx : tensor<6x8xf32>
+}
+
+// -----
+
+// Attention's scores: a scaled product read only by a masked softmax over
+// its last axis becomes one fused product that normalizes its rows (the
+// mask and fill carried over); a plain softmax likewise, without a mask.
+// CHECK-LABEL: func.func @scores_softmax
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8xf32>, %[[K:.+]]: tensor<2x4x8xf32>, %[[M:.+]]: tensor<1x4x4xi1>, %[[A:.+]]: tensor<4x4xf32>)
+// CHECK: %[[P:.+]] = ds.fused_matmul %[[Q]], %[[K]] mask %[[M]] {alpha = 1.250000e-01 : f64, mask_fill = 0xFFF0000000000000 : f64, softmax, transpose_rhs = true}
+// CHECK-NEXT: %[[R:.+]] = ds.fused_matmul %[[Q]], %[[K]] mask %[[A]] {softmax, transpose_rhs = true}
+// CHECK-NEXT: %[[S:.+]] = ds.fused_matmul %[[Q]], %[[K]] {softmax, transpose_rhs = true}
+// CHECK-NEXT: return %[[P]], %[[R]], %[[S]]
+// NOROW-LABEL: func.func @scores_softmax
+// NOROW-COUNT-2: ds.masked_softmax
+// NOROW: ds.softmax
+func.func @scores_softmax(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %m: tensor<1x4x4xi1>, %a: tensor<4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %c = ds.constant dense<0.125> : tensor<f32>
+  %s = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %t = ds.mul %s, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = ds.masked_softmax %t, %m {axis = 2 : i64, mask_fill = 0xFFF0000000000000 : f64} : (tensor<2x4x4xf32>, tensor<1x4x4xi1>) -> tensor<2x4x4xf32>
+  %s2 = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %r = ds.masked_softmax %s2, %a {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %s3 = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %sm = ds.softmax %s3 {axis = 2 : i64} : tensor<2x4x4xf32>
+  return %p, %r, %sm : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// Not fused: a softmax over another axis, a product read also elsewhere,
+// a softmax after a bias (the row epilogue follows only a scale), and a
+// softmax of a reshaped product (its mask broadcasts to the reshaped shape).
+// CHECK-LABEL: func.func @scores_softmax_kept
+// CHECK-COUNT-3: ds.softmax
+// CHECK: ds.masked_softmax
+func.func @scores_softmax_kept(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %b: tensor<4xf32>, %m: tensor<1x2x4x4xi1>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<1x2x4x4xf32>) {
+  %s = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p = ds.softmax %s {axis = 1 : i64} : tensor<2x4x4xf32>
+  %s2 = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p2 = ds.softmax %s2 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %s3 = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %t3 = ds.add %s3, %b : (tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %p3 = ds.softmax %t3 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %s4 = ds.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %r4 = ds.reshape %s4 : (tensor<2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p4 = ds.masked_softmax %r4, %m {axis = 3 : i64, mask_fill = -1.0e+04 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xi1>) -> tensor<1x2x4x4xf32>
+  return %p, %p2, %s2, %p3, %p4 : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Their backward: the product is the dy of a ds.softmax_grad (masked),
+// whose softmax result becomes the addend. Not when the product is the
+// softmax operand itself.
+// CHECK-LABEL: func.func @scores_softmax_grad
+// CHECK-SAME: (%[[G:.+]]: tensor<2x4x8xf32>, %[[V:.+]]: tensor<2x4x8xf32>, %[[Y:.+]]: tensor<2x4x4xf32>, %[[M:.+]]: tensor<4x4xi1>)
+// CHECK: %[[D:.+]] = ds.fused_matmul %[[G]], %[[V]] addend %[[Y]] mask %[[M]] {combine = #ds<combine softmax_grad>, transpose_rhs = true}
+// CHECK: ds.softmax_grad
+// CHECK: return %[[D]]
+// NOROW-LABEL: func.func @scores_softmax_grad
+// NOROW-COUNT-2: ds.softmax_grad
+func.func @scores_softmax_grad(%g: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>, %y: tensor<2x4x4xf32>, %m: tensor<4x4xi1>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %dy = ds.matmul %g, %v {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %dx = ds.softmax_grad %y, %dy mask %m {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x4xi1>) -> tensor<2x4x4xf32>
+  %p = ds.matmul %g, %v {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %dp = ds.softmax_grad %p, %y {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %dx, %dp : tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }

@@ -276,7 +276,7 @@ CTS_TEST(FusedMatmulErrors, "fused_matmul") {
                    "unknown activation 'swish'");
   expectFusedError({z({2, 3}), z({3, 4}), z({2, 4})},
                    Step("fused_matmul").i("addend", 1).s("combine", "sub"),
-                   "combine must be add, mul, gelu_grad or gelu_tanh_grad");
+                   "combine must be add, mul, gelu_grad, gelu_tanh_grad or softmax_grad");
   expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").f("alpha", INFINITY),
                    "alpha must be finite");
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
@@ -414,8 +414,122 @@ CTS_TEST(FusedMatmulViewErrors, "fused_matmul") {
   expectViewError(view(Step("fused_matmul"), "result", {2, 3}, {3, 1}), {z({2, 3}), z({3, 2})}, {6},
                   "the result view must be the product's shape [2x2]");
   expectViewError(view(Step("fused_matmul").i("bias", 1), "result", {2, 2}, {1, 2}),
-                  {z({2, 3}), z({3, 2}), z({2})}, {2, 2}, "neither bias nor addend");
+                  {z({2, 3}), z({3, 2}), z({2})}, {2, 2}, "neither bias, addend");
   expectViewError(view(Step("fused_matmul"), "lhs", {2, 3}, {3, 1}), {z({2, 3}), z({4, 2})}, {2, 2},
                   "contraction dimensions differ");
   checkViewedMatmul(*this, {2, 3}, View{{3, 2}, {1, 3}}, {2, 4}, std::nullopt, {3, 4}, std::nullopt);
+}
+
+// Attention's scores and their gradient: a softmax (masked or not) of
+// alpha * product, and a softmax gradient with the product as dy, fused
+// into the product. The same bits as the product followed by the softmax
+// kernels, and softmax's values (checked in double).
+CTS_TEST(FusedMatmulSoftmax, "fused_matmul", "masked_softmax", "softmax", "softmax_grad") {
+  struct Case {
+    Shape as, bs, mask;
+    const char *maskKind; // "none", "i1" (with a fill), "f32" (added)
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 5, 7}, {7, 9}, {1, 1, 5, 9}, "i1"},     // a causal-style mask per head
+      {{2, 3, 5, 7}, {2, 3, 7, 9}, {5, 1}, "i1"},     // one value per row (step 0)
+      {{64, 16, 8}, {64, 8, 16}, {16, 16}, "f32"},    // many heads: batches split over threads
+      {{96, 40}, {40, 300}, {96, 300}, "i1"},         // one product split by rows
+      {{3, 64}, {64, 600}, {}, "none"},               // few rows: never split by columns
+  };
+  auto bits = [](const HostTensor &t) { return t.as<uint32_t>(); };
+  for (const Case &k : cases) {
+    HostTensor a = f32(k.as, sample(numel(k.as), -2, 2, 40)), b = f32(k.bs, sample(numel(k.bs), -2, 2, 41));
+    Shape os;
+    std::vector<double> p = matmulRef(k.as, a.values(), k.bs, b.values(), false, false, os);
+    const std::string kind = k.maskKind;
+    std::vector<double> mv = sample(numel(k.mask), 0, 1, 42);
+    for (double &v : mv) v = kind == "i1" ? (v < 0.3 ? 1 : 0) : (v < 0.3 ? -1e4 : v);
+    HostTensor mask = kind == "i1" ? boolean(k.mask, mv) : f32(k.mask, mv);
+    const double fill = -1e9;
+    // Unfused: the scaled product, then the softmax kernel.
+    Step scaled("fused_matmul");
+    scaled.f("alpha", 0.25);
+    HostTensor s = run1(scaled, {a, b}, plan::F32, os);
+    Step sm(kind == "none" ? "softmax" : "masked_softmax");
+    sm.i("axis", static_cast<int64_t>(os.size()) - 1);
+    if (kind == "i1") sm.f("mask_fill", fill);
+    std::vector<HostTensor> smIns{s};
+    if (kind != "none") smIns.push_back(mask);
+    HostTensor want = run1(sm, smIns, plan::F32, os);
+    // Fused.
+    Step fused("fused_matmul");
+    fused.f("alpha", 0.25).i("softmax", 1);
+    std::vector<HostTensor> ins{a, b};
+    if (kind != "none") {
+      fused.i("mask", 1);
+      ins.push_back(mask);
+    }
+    if (kind == "i1") fused.f("mask_fill", fill);
+    HostTensor got = run1(fused, ins, plan::F32, os);
+    const std::string what = "fused softmax " + shapeStr(k.as) + " x " + shapeStr(k.bs) + " mask " + kind;
+    EXPECT_EQ(bits(got), bits(want)) << what;
+    // softmax itself, in double.
+    const int64_t n = os.back(), rows = numel(os) / n;
+    Shape padded(os.size() - k.mask.size(), 1);
+    padded.insert(padded.end(), k.mask.begin(), k.mask.end());
+    std::vector<double> ref(p.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      std::vector<double> row(n);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = 0.25 * p[r * n + j];
+        if (kind != "none") {
+          double m = mv[broadcastSource(os, padded, r * n + j)];
+          v = kind == "i1" ? (m ? fill : v) : v + m;
+        }
+        row[j] = v;
+        mx = std::max(mx, v);
+      }
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(row[j] - mx);
+      for (int64_t j = 0; j < n; ++j) ref[r * n + j] = std::exp(row[j] - mx) / sum;
+    }
+    expectClose(got.values(), ref, 1e-4, 1e-6, what);
+
+    // The gradient: the product is dy, `want` (a softmax's result) the addend,
+    // the i1 mask zeroing; in place over the addend too.
+    if (kind == "f32") continue;
+    Step grad("softmax_grad");
+    grad.i("axis", static_cast<int64_t>(os.size()) - 1);
+    std::vector<HostTensor> gIns{want, s};
+    if (kind == "i1") gIns.push_back(mask);
+    HostTensor gWant = run1(grad, gIns, plan::F32, os);
+    for (bool inPlace : {false, true}) {
+      Step fg("fused_matmul");
+      fg.f("alpha", 0.25).i("addend", 1).s("combine", "softmax_grad");
+      std::vector<HostTensor> fIns{a, b, want};
+      if (kind == "i1") {
+        fg.i("mask", 1);
+        fIns.push_back(mask);
+      }
+      std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+      std::vector<int> alias;
+      if (inPlace) alias.push_back(2);
+      ASSERT_TRUE(run(fg, fIns, outs, alias).ok()) << what;
+      EXPECT_EQ(bits(outs[0]), bits(gWant)) << what << " gradient" << (inPlace ? " in place" : "");
+    }
+  }
+  // What the kernel refuses.
+  auto z = [](Shape sh) { return HostTensor::of(plan::F32, sh, std::vector<double>(numel(sh), 1)); };
+  auto expectFusedError = [&](std::vector<HostTensor> ins, const Step &step, const std::string &needle) {
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 4})};
+    expectError(run(step, ins, outs), needle);
+  };
+  expectFusedError({z({2, 3}), z({3, 4}), z({4})}, Step("fused_matmul").i("softmax", 1).i("bias", 1),
+                   "softmax comes with neither bias");
+  expectFusedError({z({2, 3}), z({3, 4}), z({2, 4})}, Step("fused_matmul").i("mask", 1),
+                   "a mask comes only with softmax");
+  expectFusedError({z({2, 3}), z({3, 4}), z({3, 4})}, Step("fused_matmul").i("softmax", 1).i("mask", 1),
+                   "does not broadcast");
+  expectFusedError({z({2, 3}), z({3, 4}), z({2, 4})},
+                   Step("fused_matmul").i("softmax", 1).i("mask", 1).f("mask_fill", 0), "bool");
+  expectFusedError({z({2, 3}), z({3, 4})}, Step("fused_matmul").i("softmax", 1).f("mask_fill", 0),
+                   "mask_fill needs a mask");
+  expectFusedError({z({2, 3}), z({3, 4}), z({2, 4}), boolean({2, 4}, std::vector<double>(8, 0))},
+                   Step("fused_matmul").i("addend", 1).s("combine", "softmax_grad").i("mask", 1).f("mask_fill", 0),
+                   "softmax_grad mask has no mask_fill");
 }

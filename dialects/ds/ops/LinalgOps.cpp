@@ -135,6 +135,9 @@ void FusedMatmulOp::describeKernelStep(KernelStep &s) {
     }
   if (getLhsOffset() && *getLhsOffset()) s.setInt("lhs_offset", static_cast<int64_t>(*getLhsOffset()));
   if (getRhsOffset() && *getRhsOffset()) s.setInt("rhs_offset", static_cast<int64_t>(*getRhsOffset()));
+  if (getSoftmax()) s.setInt("softmax", 1);
+  if (getMask()) s.setInt("mask", 1);
+  if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());
 }
 
 /// The views, the scale and the flags, as the kernel reads them.

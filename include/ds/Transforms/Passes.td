@@ -414,7 +414,19 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
     Runs after autodiff: a training forward's pre-activation is also read
     by the backward, so there the activation stays outside while the bias
     and residual adds and the gradient accumulation are folded.
+
+    Row epilogues (`row-epilogues`, on by default; `--disable-fusion=
+    product-softmax` in ds-opt): a `ds.masked_softmax` or `ds.softmax` over
+    the last axis of a product that is only scaled (attention's scores),
+    or a `ds.softmax_grad` whose `dy` is the product (their backward), ends
+    the chain: the fused product normalizes each block of rows as the GEMM
+    stores it, with the same row kernels, so attention-sized scores make
+    one trip through memory instead of three.
   }];
+  let options = [
+    Option<"rowEpilogues", "row-epilogues", "bool", /*default=*/"true",
+           "fold softmaxes and softmax gradients over a product's rows into it">
+  ];
   let statistics = [
     Statistic<"numFused", "num-fused", "products given an epilogue">,
     Statistic<"numOpsFused", "num-ops-fused", "ops folded into products">

@@ -955,3 +955,66 @@ func.func @conv_addend(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: ten
   %0 = ds.conv %x, %w addend %r {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<1x3x4x3xf32>) -> tensor<1x3x4x4xf32>
   return
 }
+
+// -----
+
+// fused_matmul: a softmax epilogue follows nothing but the scale.
+func.func @fused_matmul_softmax_bias(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>, %c: tensor<4xf32>) {
+  // expected-error@+1 {{softmax comes with neither bias, activation, addend nor a result view}}
+  %0 = ds.fused_matmul %a, %b bias %c {softmax} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: softmax_grad needs the softmax's result as its addend.
+func.func @fused_matmul_softmax_grad_no_addend(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error@+1 {{combine = softmax_grad needs an addend}}
+  %0 = ds.fused_matmul %a, %b {combine = #ds<combine softmax_grad>} : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: a mask only with a row epilogue.
+func.func @fused_matmul_mask_alone(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>, %m: tensor<4x4xi1>) {
+  // expected-error@+1 {{mask comes only with softmax or combine = softmax_grad}}
+  %0 = ds.fused_matmul %a, %b mask %m {mask_fill = -1.0 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: an i1 softmax mask selects its mask_fill.
+func.func @fused_matmul_mask_no_fill(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>, %m: tensor<4x4xi1>) {
+  // expected-error@+1 {{mask must be f32}}
+  %0 = ds.fused_matmul %a, %b mask %m {softmax} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: the mask broadcasts to the result.
+func.func @fused_matmul_mask_shape(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>, %m: tensor<3x4xf32>) {
+  // expected-error@+1 {{does not broadcast}}
+  %0 = ds.fused_matmul %a, %b mask %m {softmax} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: a softmax_grad mask is i1 without a fill.
+func.func @fused_matmul_grad_mask_fill(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>, %y: tensor<4x4xf32>, %m: tensor<4x4xi1>) {
+  // expected-error@+1 {{a softmax_grad mask is i1 without mask_fill}}
+  %0 = ds.fused_matmul %a, %b addend %y mask %m {combine = #ds<combine softmax_grad>, mask_fill = 0.0 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: mask_fill without a mask.
+func.func @fused_matmul_fill_alone(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error@+1 {{mask_fill needs a mask}}
+  %0 = ds.fused_matmul %a, %b {softmax, mask_fill = 0.0 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
+  return
+}

@@ -91,12 +91,7 @@ LogicalResult ConstantImporter::constantOfShape(const onnx::NodeProto &n) {
 LogicalResult ConstantImporter::range(const onnx::NodeProto &n) {
   SmallVector<DenseElementsAttr> c;
   for (int i = 0; i < 3; ++i) {
-    // A one-element float initializer is a literal (never trained), as
-    // good as a Constant node here.
-    DenseElementsAttr a = constantOf(input(n, i));
-    if (auto p = input(n, i) ? input(n, i).getDefiningOp<ParameterOp>() : ParameterOp();
-        !a && p && p.getType().getNumElements() == 1)
-      a = dyn_cast<DenseElementsAttr>(p.getValue());
+    DenseElementsAttr a = literalOf(input(n, i));
     if (!a || a.getNumElements() != 1)
       return nodeError(n) << "start, limit and delta must be scalars known at compile time";
     c.push_back(a);

@@ -139,6 +139,16 @@ protected:
     if (auto c = v.getDefiningOp<ConstantOp>()) return dyn_cast<DenseElementsAttr>(c.getValue());
     return nullptr;
   }
+  /// constantOf, or the value of a one-element float initializer (which
+  /// imports as a parameter but is a literal wherever a node needs a value
+  /// known at compile time: OneHot's depth, Range's bounds, Pad's fill).
+  DenseElementsAttr literalOf(Value v) {
+    if (DenseElementsAttr c = constantOf(v)) return c;
+    if (auto p = v ? v.getDefiningOp<ParameterOp>() : ParameterOp();
+        p && p.getType().getNumElements() == 1)
+      return dyn_cast<DenseElementsAttr>(p.getValue());
+    return nullptr;
+  }
   /// Integer values of an input that must be known at compile time.
   FailureOr<SmallVector<int64_t>> constantInts(const onnx::NodeProto &n, int i,
                                                StringRef what) {

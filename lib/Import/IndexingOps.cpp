@@ -192,7 +192,7 @@ LogicalResult IndexingImporter::scatterND(const onnx::NodeProto &n) {
 LogicalResult IndexingImporter::oneHot(const onnx::NodeProto &n) {
   DS_TRY(idx, required(n, 0));
   // depth may be of any numeric type (ONNX allows float depths).
-  DenseElementsAttr depthAttr = constantOf(input(n, 1));
+  DenseElementsAttr depthAttr = literalOf(input(n, 1));
   if (!depthAttr || depthAttr.getNumElements() != 1)
     return nodeError(n) << "depth must be a scalar known at compile time";
   SmallVector<int64_t> depthV{

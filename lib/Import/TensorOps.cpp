@@ -367,10 +367,7 @@ LogicalResult TensorImporter::pad(const onnx::NodeProto &n) {
     DS_TRY(p, constantInts(n, 1, "pads"));
     given = p;
     if (input(n, 2)) {
-      // A float initializer imports as a parameter; the fill takes its value.
-      DenseElementsAttr c = constantOf(input(n, 2));
-      if (auto p = input(n, 2).getDefiningOp<ParameterOp>())
-        c = dyn_cast<DenseElementsAttr>(p.getValue());
+      DenseElementsAttr c = literalOf(input(n, 2));
       if (!c || c.getNumElements() != 1 || c.getElementType() != xt.getElementType())
         return nodeError(n) << "constant_value must be one element of the data's type, known "
                                "at compile time";

@@ -22,6 +22,23 @@
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
+/// a / b rounded up and down, for b > 0 and any a.
+inline int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+inline int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/// The taps k of [0, kernel) whose coordinate first + k * dilation lies in
+/// [0, extent): [lo, hi), empty when none does. Loops over these, not over
+/// the whole kernel, so a window far larger than its input (a hostile or
+/// odd plan's 2^62-tap kernel) costs only the taps that land.
+inline std::pair<int64_t, int64_t> tapRange(int64_t first, int64_t dilation, int64_t kernel,
+                                            int64_t extent) {
+  int64_t lo = first >= 0 ? 0 : ceilDiv(-first, dilation);
+  int64_t hi = first > extent - 1 ? 0 : floorDiv(extent - 1 - first, dilation) + 1;
+  lo = std::min(lo, kernel);
+  hi = std::max(lo, std::min(hi, kernel));
+  return {lo, hi};
+}
+
 /// The geometry of a sliding-window op, checked against the buffers.
 struct Window {
   int64_t n = 0, c = 0;                       // batch, channels (of the input)
@@ -70,13 +87,23 @@ absl::StatusOr<Window> window(const KernelContext &c, const TensorView &x,
     w.padBegin.push_back(pads[d]);
     w.inSize *= x.shape[d + 2];
     w.outSize *= y.shape[d + 2];
-    w.kernelSize *= kernel[d];
+    // (Convolutions' taps are their weight's, so this fits; a pool's
+    // window may be any size, and its loops visit only the taps inside.)
+    if (__builtin_mul_overflow(w.kernelSize, kernel[d], &w.kernelSize))
+      w.kernelSize = std::numeric_limits<int64_t>::max();
   }
   // Every window must start inside the padded input (inputOffset then
   // only ever yields in-bounds offsets or -1).
-  for (size_t d = 0; d < k; ++d)
-    if (w.out[d] > 0 && (w.out[d] - 1) * w.strides[d] >= w.in[d] + pads[d] + pads[d + k])
+  for (size_t d = 0; d < k; ++d) {
+    int64_t last, padded;
+    if (w.out[d] > 0 &&
+        (__builtin_mul_overflow(w.out[d] - 1, w.strides[d], &last) ||
+         __builtin_add_overflow(w.in[d], pads[d], &padded) ||
+         __builtin_add_overflow(padded, pads[d + k], &padded) || last >= padded ||
+         (w.dilations[d] > 1 && kernel[d] > 1 &&
+          (w.dilations[d] - 1) > std::numeric_limits<int64_t>::max() / (kernel[d] - 1))))
       return c.error("result extent does not fit the windows");
+  }
   return w;
 }
 
@@ -498,14 +525,43 @@ absl::StatusOr<Window> poolWindow(const KernelContext &c, const TensorView &x, c
   return w;
 }
 
-/// Visits the in-bounds offsets of window p; returns the window's full
-/// (padded) size for count_include_pad.
-template <typename F> int64_t forWindow(const Window &w, int64_t p, F f) {
-  for (int64_t k = 0; k < w.kernelSize; ++k) {
-    int64_t off = w.inputOffset(p, k);
-    if (off >= 0) f(off);
+/// Visits the in-bounds offsets of window p, in the kernel's row-major tap
+/// order (the first maximum wins), only over the taps that land inside.
+template <typename F> void forWindow(const Window &w, int64_t p, F f) {
+  const size_t k = w.in.size();
+  // Per dimension: the first in-bounds coordinate, its step, and how many.
+  int64_t first[8], step[8], count[8], idx[8], stride[8];
+  std::vector<int64_t> big; // more than 8 spatial dimensions: rare
+  int64_t *fst = first, *stp = step, *cnt = count, *ix = idx, *str = stride;
+  if (k > 8) {
+    big.resize(5 * k);
+    fst = big.data(), stp = fst + k, cnt = stp + k, ix = cnt + k, str = ix + k;
   }
-  return w.kernelSize;
+  int64_t st = 1;
+  for (size_t d = k; d-- > 0;) {
+    const int64_t pd = p % w.out[d];
+    p /= w.out[d];
+    const int64_t base = pd * w.strides[d] - w.padBegin[d];
+    auto [lo, hi] = tapRange(base, w.dilations[d], w.kernel[d], w.in[d]);
+    if (lo == hi) return;
+    fst[d] = base + lo * w.dilations[d];
+    stp[d] = w.dilations[d];
+    cnt[d] = hi - lo;
+    ix[d] = 0;
+    str[d] = st;
+    st *= w.in[d];
+  }
+  while (true) {
+    int64_t off = 0;
+    for (size_t d = 0; d < k; ++d) off += (fst[d] + ix[d] * stp[d]) * str[d];
+    f(off);
+    size_t d = k;
+    while (d-- > 0) {
+      if (++ix[d] < cnt[d]) break;
+      ix[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) return;
+  }
 }
 
 /// The padded window size ONNX divides by with count_include_pad: the part
@@ -515,12 +571,9 @@ int64_t paddedCount(const Window &w, int64_t p, const std::vector<int64_t> &padE
   for (size_t d = w.in.size(); d-- > 0;) {
     int64_t pd = p % w.out[d];
     p /= w.out[d];
-    int64_t n = 0;
-    for (int64_t k = 0; k < w.kernel[d]; ++k) {
-      int64_t x = pd * w.strides[d] - w.padBegin[d] + k * w.dilations[d];
-      if (x >= -w.padBegin[d] && x < w.in[d] + padEnd[d]) ++n;
-    }
-    count *= n;
+    auto [lo, hi] = tapRange(pd * w.strides[d], w.dilations[d], w.kernel[d],
+                             w.in[d] + w.padBegin[d] + padEnd[d]);
+    count *= hi - lo;
   }
   return count;
 }
@@ -549,16 +602,17 @@ template <typename T> void maxPool2d(const Window &w, const T *xc, T *yc) {
   const int64_t sy = w.strides[0], sx = w.strides[1], py0 = w.padBegin[0], px0 = w.padBegin[1];
   const T empty = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                       : std::numeric_limits<T>::lowest();
-  auto ceilDiv = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  // Taps that land in some column of the input, for any output column.
+  auto [kxLo, kxHi] =
+      tapRange((ow - 1) * sx - px0, w.dilations[1], w.kernel[1], iw + (ow - 1) * sx);
   for (int64_t py = 0; py < oh; ++py) {
     T *yrow = yc + py * ow;
     std::fill(yrow, yrow + ow, empty);
-    for (int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+    auto [kyLo, kyHi] = tapRange(py * sy - py0, w.dilations[0], w.kernel[0], ih);
+    for (int64_t ky = kyLo; ky < kyHi; ++ky) {
       int64_t y = py * sy - py0 + ky * w.dilations[0];
-      if (y < 0 || y >= ih) continue;
       const T *row = xc + y * iw;
-      for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+      for (int64_t kx = kxLo; kx < kxHi; ++kx) {
         int64_t off = kx * w.dilations[1] - px0; // input column of output column px: px*sx + off
         int64_t lo = std::max<int64_t>(0, ceilDiv(-off, sx));
         int64_t hi = std::min<int64_t>(ow - 1, floorDiv(iw - 1 - off, sx));
@@ -669,12 +723,14 @@ absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
             float *y = yp + ((n * oh + r) * ow + q) * ch;
             std::fill(y, y + ch, -std::numeric_limits<float>::infinity());
             bool first = true;
-            for (int64_t a = 0; a < w.kernel[0]; ++a) {
+            auto [aLo, aHi] = tapRange(r * w.strides[0] - w.padBegin[0], w.dilations[0],
+                                       w.kernel[0], ih);
+            auto [bLo, bHi] = tapRange(q * w.strides[1] - w.padBegin[1], w.dilations[1],
+                                       w.kernel[1], iw);
+            for (int64_t a = aLo; a < aHi; ++a) {
               const int64_t yy = r * w.strides[0] - w.padBegin[0] + a * w.dilations[0];
-              if (yy < 0 || yy >= ih) continue;
-              for (int64_t b = 0; b < w.kernel[1]; ++b) {
+              for (int64_t b = bLo; b < bHi; ++b) {
                 const int64_t xx = q * w.strides[1] - w.padBegin[1] + b * w.dilations[1];
-                if (xx < 0 || xx >= iw) continue;
                 const float *x = xn + (yy * iw + xx) * ch;
                 if (first) {
                   std::copy(x, x + ch, y);

@@ -427,38 +427,88 @@ absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
     return castLoop<float, uint16_t, math::floatToHalf>(x, o);
   if (x.dtype == plan::F16 && o.dtype == plan::F32)
     return castLoop<uint16_t, float, math::halfToFloat>(x, o);
-  auto toFloat = [&]() -> std::function<float(int64_t)> {
+  // The rest (16-bit floats with f64, integers or bools) through double,
+  // where every source value is exact (integers beyond 2^53 round once).
+  auto toDouble = [&]() -> std::function<double(int64_t)> {
     switch (x.dtype) {
     case plan::F16: return [p = x.as<uint16_t>()](int64_t i) { return math::halfToFloat(p[i]); };
     case plan::BF16: return [p = x.as<uint16_t>()](int64_t i) { return math::bf16ToFloat(p[i]); };
     case plan::F32: return [p = x.as<float>()](int64_t i) { return p[i]; };
-    case plan::F64: return [p = x.as<double>()](int64_t i) { return static_cast<float>(p[i]); };
+    case plan::F64: return [p = x.as<double>()](int64_t i) { return p[i]; };
+    case plan::I8: return [p = x.as<int8_t>()](int64_t i) { return p[i]; };
+    case plan::I16: return [p = x.as<int16_t>()](int64_t i) { return p[i]; };
+    case plan::I32: return [p = x.as<int32_t>()](int64_t i) { return p[i]; };
+    case plan::I64: return [p = x.as<int64_t>()](int64_t i) { return static_cast<double>(p[i]); };
+    case plan::U8:
+    case plan::BOOL: return [p = x.as<uint8_t>()](int64_t i) { return p[i]; };
+    case plan::U16: return [p = x.as<uint16_t>()](int64_t i) { return p[i]; };
+    case plan::U32: return [p = x.as<uint32_t>()](int64_t i) { return p[i]; };
+    case plan::U64: return [p = x.as<uint64_t>()](int64_t i) { return static_cast<double>(p[i]); };
     default: return nullptr;
     }
   }();
-  if (!toFloat) return c.error(absl::StrCat("cannot cast from ", dtypeName(x.dtype)));
+  if (!toDouble) return c.error(absl::StrCat("cannot cast from ", dtypeName(x.dtype)));
+  // double -> f32 rounded to odd, then to 16 bits to nearest even: one
+  // rounding, as a direct conversion (f32 keeps more than 2 extra bits).
+  auto narrow = [](double d) {
+    float f = static_cast<float>(d);
+    if (std::isfinite(f) && static_cast<double>(f) != d) {
+      if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+      uint32_t bits;
+      std::memcpy(&bits, &f, sizeof(bits));
+      bits |= 1u;
+      std::memcpy(&f, &bits, sizeof(bits));
+    }
+    return f;
+  };
+  // To an integer: NaN is 0, out-of-range values saturate (as makeCast).
+  auto integral = [&](auto *p) {
+    using To = std::remove_pointer_t<decltype(p)>;
+    return PreparedStep([=] {
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = toDouble(i);
+        if (!(v == v)) p[i] = 0;
+        else if (v >= static_cast<double>(std::numeric_limits<To>::max())) p[i] = std::numeric_limits<To>::max();
+        else if (v <= static_cast<double>(std::numeric_limits<To>::min())) p[i] = std::numeric_limits<To>::min();
+        else p[i] = static_cast<To>(v);
+      }
+      return absl::OkStatus();
+    });
+  };
   switch (o.dtype) {
   case plan::F16:
     return PreparedStep([=, p = o.as<uint16_t>()] {
-      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToHalf(toFloat(i));
+      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToHalf(narrow(toDouble(i)));
       return absl::OkStatus();
     });
   case plan::BF16:
     return PreparedStep([=, p = o.as<uint16_t>()] {
-      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToBf16(toFloat(i));
+      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToBf16(narrow(toDouble(i)));
       return absl::OkStatus();
     });
   case plan::F32:
     return PreparedStep([=, p = o.as<float>()] {
-      for (int64_t i = 0; i < n; ++i) p[i] = toFloat(i);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(toDouble(i));
       return absl::OkStatus();
     });
   case plan::F64:
-    // f16 and bf16 values are exact in f32, so f64 loses nothing.
     return PreparedStep([=, p = o.as<double>()] {
-      for (int64_t i = 0; i < n; ++i) p[i] = toFloat(i);
+      for (int64_t i = 0; i < n; ++i) p[i] = toDouble(i);
       return absl::OkStatus();
     });
+  case plan::BOOL:
+    return PreparedStep([=, p = o.as<uint8_t>()] {
+      for (int64_t i = 0; i < n; ++i) p[i] = toDouble(i) != 0.0;
+      return absl::OkStatus();
+    });
+  case plan::I8: return integral(o.as<int8_t>());
+  case plan::I16: return integral(o.as<int16_t>());
+  case plan::I32: return integral(o.as<int32_t>());
+  case plan::I64: return integral(o.as<int64_t>());
+  case plan::U8: return integral(o.as<uint8_t>());
+  case plan::U16: return integral(o.as<uint16_t>());
+  case plan::U32: return integral(o.as<uint32_t>());
+  case plan::U64: return integral(o.as<uint64_t>());
   default:
     return c.error(absl::StrCat("cannot cast ", dtypeName(x.dtype), " to ", dtypeName(o.dtype)));
   }

@@ -1,5 +1,6 @@
 #include "runtime/io/Npy.h"
 #include "runtime/plan/TempPath.h"
+#include "runtime/plan/NpzNames.h"
 #include "runtime/io/Files.h"
 
 #include <algorithm>
@@ -302,15 +303,14 @@ absl::Status writeNpz(const std::string &path,
   for (const auto &[name, arr] : arrays) {
     // A member name an extractor could turn into a path outside its
     // directory (a hostile model names its outputs): refused, not written.
-    if (name.empty() || name.front() == '/' || name.find('\\') != std::string::npos ||
-        name.find('\0') != std::string::npos || name == ".." || name.rfind("../", 0) == 0 ||
-        name.find("/../") != std::string::npos ||
-        (name.size() >= 3 && name.compare(name.size() - 3, 3, "/..") == 0)) {
+    // Too long for a zip member name, it would be written truncated.
+    if (const char *problem = ds::plan::npzNameProblem(name)) {
       zip_discard(z);
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot write '", absl::CHexEscape(name), "' into ", path,
-          ": an .npz member name must be relative, without '..' components or backslashes "
-          "(an extractor could write it outside its directory)"));
+          "cannot write '", absl::CHexEscape(name.substr(0, 200)), name.size() > 200 ? "..." : "",
+          "' into ", path, ": the name ", problem,
+          " (an .npz member name must be relative, without '..' components or backslashes, "
+          "which an extractor could write outside its directory)"));
     }
     keep.push_back(serializeNpy(arr));
     zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);

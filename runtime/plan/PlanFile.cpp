@@ -1,5 +1,7 @@
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/TempPath.h"
+#include "runtime/plan/NpzNames.h"
+#include "absl/strings/escaping.h"
 
 #include <cmath>
 
@@ -448,6 +450,14 @@ absl::Status checkBufferKind(const plan::Buffer &b, const std::string &what, uin
     if (!stateNames.insert(b.io_name()).second)
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": two state buffers are named '", b.io_name(), "'"));
+    // Saved in checkpoints under this name, and its parameter under the
+    // part after the prefix ("param:w" -> "w") by --zero-to-fp32.
+    for (std::string_view name : {std::string_view(b.io_name()),
+                                  std::string_view(b.io_name()).substr(b.io_name().find(':') + 1)})
+      if (const char *problem = plan::npzNameProblem(name))
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": the state's name '", absl::CHexEscape(absl::string_view(name.data(), std::min<size_t>(name.size(), 200))), "' ", problem,
+            ", so no checkpoint could hold it"));
     return absl::OkStatus();
   case plan::Buffer::INPUT:
   case plan::Buffer::OUTPUT:
@@ -487,7 +497,9 @@ absl::Status checkBuffers(const plan::Plan &p, uint32_t world, uint64_t weightBy
   std::set<std::string> stateNames;
   for (int i = 0; i < p.buffers_size(); ++i) {
     const plan::Buffer &b = p.buffers(i);
-    std::string what = absl::StrCat("buffer ", i, " (", b.debug_name().empty() ? b.io_name() : b.debug_name(), ")");
+    const std::string &label = b.debug_name().empty() ? b.io_name() : b.debug_name();
+    std::string what = absl::StrCat("buffer ", i, " (", label.substr(0, 200),
+                                    label.size() > 200 ? "..." : "", ")");
     // Type first: the placement checks divide by its element size.
     DS_RETURN_IF_ERROR(checkBufferType(b, i, what));
     DS_RETURN_IF_ERROR(checkRankShards(b, what, world, weightBytes));
@@ -755,13 +767,23 @@ absl::Status checkTraining(const plan::Plan &p) {
        !(o.eps() >= 0) || !finite(o.eps())))
     return bad("optimizer betas or eps", "are outside [0, 1) or eps is negative");
   if (!finite(o.weight_decay()) || o.weight_decay() < 0 || !finite(o.momentum()) ||
-      o.momentum() < 0 || !finite(o.dampening()))
+      o.momentum() < 0 || !finite(o.dampening()) || o.dampening() < 0)
     return bad("optimizer weight_decay, momentum or dampening", "must be finite and >= 0");
+  // The config reader's rules (lib/Config/DeepSpeedConfig.cpp): rates and
+  // ratios >= 0, and a cosine schedule's decay phase of at least one step
+  // (its formula divides by total - warmup).
   const plan::Schedule &sc = t.schedule();
   if (!plan::Schedule::Kind_IsValid(sc.kind())) return bad("schedule kind", "is unknown");
-  if (!finite(sc.warmup_min_lr()) || !finite(sc.warmup_max_lr()) || sc.warmup_num_steps() < 0 ||
-      sc.total_num_steps() < 0 || !finite(sc.warmup_min_ratio()) || !finite(sc.cos_min_ratio()))
-    return bad("schedule", "has a non-finite rate or a negative step count");
+  auto rate = [&](double v) { return finite(v) && v >= 0; };
+  if (!rate(sc.warmup_min_lr()) || !rate(sc.warmup_max_lr()) || !rate(sc.warmup_min_ratio()) ||
+      !rate(sc.cos_min_ratio()) || sc.warmup_num_steps() < 0 || sc.total_num_steps() < 0)
+    return bad("schedule", "has a negative or non-finite rate, or a negative step count");
+  if (sc.kind() == plan::Schedule::WARMUP_COSINE_LR && sc.total_num_steps() <= sc.warmup_num_steps())
+    return bad("schedule total_num_steps",
+               absl::StrCat(sc.total_num_steps(), " must be greater than warmup_num_steps (",
+                            sc.warmup_num_steps(), ") for WarmupCosineLR"));
+  if (sc.kind() == plan::Schedule::WARMUP_DECAY_LR && sc.total_num_steps() < 1)
+    return bad("schedule total_num_steps", "must be > 0 for WarmupDecayLR");
   if (!t.precision().empty() && t.precision() != "fp32" && t.precision() != "bf16" &&
       t.precision() != "fp16")
     return bad("precision", absl::StrCat("'", t.precision(), "' is not fp32, bf16 or fp16"));

@@ -42,8 +42,13 @@ absl::Status fsyncPath(const std::string &path, bool directory) {
   return absl::OkStatus();
 }
 
+/// Writes `path` afresh: whatever stands at the name (a stale temporary, or
+/// a symlink or FIFO planted there) is removed, never followed or written
+/// through, and the file is created exclusively.
 absl::Status writeFileSynced(const std::string &path, const std::string &bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return absl::InternalError(absl::StrCat("cannot replace ", path, ": ", std::strerror(errno)));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat("create ", path, ": ", std::strerror(errno)));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -218,9 +223,18 @@ absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const st
     if (ec) {
       st = absl::PermissionDeniedError(
           absl::StrCat("--checkpoint-dir ", dir, ": cannot create it: ", ec.message()));
-    } else if ((lock->fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-      st = absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
-                                                    " is not writable: ", std::strerror(errno)));
+    } else if ((lock->fd_ = ::open(path.c_str(),
+                                   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                                   0644)) < 0) {
+      st = errno == ELOOP
+               ? absl::FailedPreconditionError(absl::StrCat(
+                     path, " is a symbolic link: ds-run writes its lock record there and never "
+                           "through a link; remove it"))
+               : absl::PermissionDeniedError(absl::StrCat("--checkpoint-dir ", dir,
+                                                          " is not writable: ", std::strerror(errno)));
+    } else if (struct stat sb; ::fstat(lock->fd_, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+      st = absl::FailedPreconditionError(
+          absl::StrCat(path, " is not a regular file: remove it (ds-run keeps its lock there)"));
     } else if (::flock(lock->fd_, LOCK_EX | LOCK_NB) != 0) {
       char pid[32] = {0};
       ssize_t n = ::pread(lock->fd_, pid, sizeof(pid) - 1, 0);

@@ -32,6 +32,9 @@ public:
 
   /// Samples in the data file.
   int64_t samples() const { return samples_; }
+  /// A checksum of the arrays (names, types, shapes and bytes): ranks
+  /// compare it, so one given another file of the same size is caught.
+  uint64_t contentHash() const;
   /// Position in the global sample stream (for checkpoints).
   int64_t cursor() const { return cursor_; }
   void setCursor(int64_t c) { cursor_ = c; }

@@ -604,6 +604,12 @@ absl::Status train(Session &session, const TrainOptions &o) {
       session.comm(), dataId, "different data (sample counts, --shuffle or --seed)",
       absl::StrCat(o.dataPath, ": ", samples, " samples, --seed ", o.seed,
                    o.shuffle ? ", --shuffle" : "")));
+  if (session.comm().size() > 1) {
+    const uint64_t content = data.contentHash();
+    DS_RETURN_IF_ERROR(agreeAcrossRanks(
+        session.comm(), content, "different data (the arrays' contents differ)",
+        absl::StrFormat("%s: checksum %016x", o.dataPath, content)));
+  }
   TrainingRun run(session, o, std::move(data));
   // The checkpoint directory is this run's (and writable) before anything
   // is read from it.

@@ -236,6 +236,23 @@ CTS_TEST(Pooling, "pool", "pool_grad") {
   for (DType dt : {plan::I32, plan::I64, plan::F64, plan::U8})
     expectEqualValues(run1(maxStep, {HostTensor::of(dt, {1, 2, 4}, {1, 7, 3, 2, 0, 0, 9, 9})}, dt, {1, 2, 2}).values(),
                       {7, 3, 0, 9}, std::string("max pool ") + ds::rt::dtypeName(dt));
+  // A window far longer than its input (a hostile plan's 2^62 taps) costs
+  // only the taps inside: rows py..3 of a 4x4 input, max and average.
+  const int64_t huge = int64_t{1} << 62;
+  std::vector<double> grid(16);
+  for (int i = 0; i < 16; ++i) grid[i] = i;
+  Geometry tall{{4, 4}, {huge, 2}, {1, 2}, {1, 1}, {0, 0, 0, 0}, {2, 2}};
+  expectEqualValues(run1(tall.attrs("pool").s("kind", "max").ints("kernel", {huge, 2}),
+                         {f32({1, 1, 4, 4}, grid)}, plan::F32, {1, 1, 2, 2}).values(),
+                    {13, 15, 13, 15}, "max pool, 2^62-row window");
+  for (int includePad : {0, 1})
+    expectClose(run1(tall.attrs("pool").s("kind", "avg").ints("kernel", {huge, 2}).i("count_include_pad", includePad),
+                     {f32({1, 1, 4, 4}, grid)}, plan::F32, {1, 1, 2, 2}).values(),
+                {6.5, 8.5, 8.5, 10.5}, 0, 0, "avg pool, 2^62-row window");
+  Geometry longRow{{4}, {huge}, {1}, {1}, {0, 0}, {2}};
+  expectEqualValues(run1(longRow.attrs("pool").s("kind", "max").ints("kernel", {huge}),
+                         {f32({1, 1, 4}, {1, 5, 2, 3})}, plan::F32, {1, 1, 2}).values(),
+                    {5, 5}, "max pool, 2^62-tap window");
   // avg without count_include_pad: the attribute is optional (excludes pad).
   expectClose(run1(g.attrs("pool").s("kind", "avg").ints("kernel", {2}), {f32({1, 1, 4}, {1, 2, 3, 5})}, plan::F32, {1, 1, 2}).values(),
               {1.5, 4}, 0, 0, "avg default");

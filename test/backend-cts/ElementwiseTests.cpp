@@ -446,8 +446,27 @@ CTS_TEST(Cast, "cast") {
             (std::vector<uint16_t>{0x4974, 0x3F80, 0x3F82}));
   expectEqualValues(run1(Step("cast"), {HostTensor::bits16(plan::BF16, {2}, {0x4040, 0xC000})}, plan::F64, {2}).values(),
                     {3, -2}, "bf16 -> f64");
-  std::vector<HostTensor> outs{HostTensor::result(plan::F16, {2})};
-  expectError(run(Step("cast"), {i32({2}, {1, 2})}, outs), "cannot cast from i32");
-  outs = {HostTensor::result(plan::I32, {3})};
+  // Integers and bools to and from 16-bit floats (ONNX Cast allows every
+  // pair): one rounding to nearest even (2049 -> 2048 in f16), and to
+  // integers NaN is 0, out of range saturates, fractions truncate.
+  EXPECT_EQ(run1(Step("cast"), {i32({4}, {1, -2, 2049, 70000})}, plan::F16, {4}).as<uint16_t>(),
+            (std::vector<uint16_t>{0x3C00, 0xC000, 0x6800, 0x7C00}));
+  // 2^24 + 2^16 + 1 is just above halfway between bf16's 2^24 and
+  // 2^24 + 2^17; rounded to f32 first (to even: 2^24 + 2^16) it would tie
+  // down to 2^24.
+  EXPECT_EQ(run1(Step("cast"), {i64({2}, {16777217, 16777216 + 65537})}, plan::BF16, {2})
+                .as<uint16_t>(),
+            (std::vector<uint16_t>{0x4B80, 0x4B81}));
+  EXPECT_EQ(run1(Step("cast"), {boolean({3}, {1, 0, 1})}, plan::BF16, {3}).as<uint16_t>(),
+            (std::vector<uint16_t>{0x3F80, 0x0000, 0x3F80}));
+  expectEqualValues(run1(Step("cast"), {HostTensor::bits16(plan::F16, {5}, {0x3E00, 0xC100, 0x7C00, 0x7E00, 0x0000})},
+                         plan::I32, {5}).values(),
+                    {1, -2, 2147483647, 0, 0}, "f16 -> i32");
+  expectEqualValues(run1(Step("cast"), {HostTensor::bits16(plan::BF16, {3}, {0x3F80, 0x0000, 0xC000})},
+                         plan::BOOL, {3}).values(),
+                    {1, 0, 1}, "bf16 -> bool");
+  expectEqualValues(run1(Step("cast"), {HostTensor::bits16(plan::F16, {2}, {0x5640, 0xD640})}, plan::U8, {2}).values(),
+                    {100, 0}, "f16 -> u8 (saturating)");
+  std::vector<HostTensor> outs{HostTensor::result(plan::I32, {3})};
   expectError(run(Step("cast"), {f32({2}, {1, 2})}, outs), "result must have shape [2], got [3]");
 }

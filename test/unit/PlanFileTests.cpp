@@ -283,6 +283,39 @@ TEST(PlanStructure, HugeArenaAndTrainingSettingsAreChecked) {
   expectRefused([](plan::Training &t) { t.set_gradient_accumulation_steps(int64_t(1) << 62); },
                 "gradient_accumulation_steps");
   expectRefused([](plan::Training &t) { t.set_micro_batch_size(0); }, "micro_batch_size");
+  // What the config reader refuses (a negative rate trains by gradient
+  // ascent; a cosine schedule without a decay phase divides by zero).
+  expectRefused([](plan::Training &t) { t.mutable_schedule()->set_warmup_min_lr(-1); }, "schedule");
+  expectRefused([](plan::Training &t) { t.mutable_schedule()->set_warmup_min_ratio(-1); }, "schedule");
+  expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_dampening(-3); }, "dampening");
+  expectRefused(
+      [](plan::Training &t) {
+        t.mutable_schedule()->set_kind(plan::Schedule::WARMUP_COSINE_LR);
+        t.mutable_schedule()->set_warmup_num_steps(2);
+        t.mutable_schedule()->set_total_num_steps(0);
+      },
+      "greater than warmup_num_steps");
+}
+
+// State and outputs are saved to .npz files under their names: a name no
+// zip member can be (absolute, a backslash, '..', over 65000 bytes) is
+// refused when the plan is written, not at the first checkpoint.
+TEST(PlanStructure, NamesNoNpzCanHoldAreRefused) {
+  for (const std::string &name : {std::string("momentum:a\\b"), std::string("param:/w"),
+                                  std::string("param:x/../../y"),
+                                  "param:" + std::string(70000, 'w')}) {
+    plan::Plan p;
+    plan::Buffer *b = p.add_buffers();
+    b->set_id(0);
+    b->set_kind(plan::Buffer::STATE);
+    b->set_dtype(plan::F32);
+    b->set_size_bytes(4);
+    b->set_io_name(name);
+    auto st = validatePlanStructure(p, 0);
+    ASSERT_FALSE(st.ok()) << name.substr(0, 40);
+    EXPECT_NE(st.message().find("so no checkpoint could hold it"), std::string::npos) << st.message();
+    EXPECT_LT(st.message().size(), 1000u); // names are cut in messages
+  }
 }
 
 // An out-of-range operand id names the program once, then where in it.

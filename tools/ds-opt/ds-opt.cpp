@@ -234,6 +234,13 @@ static int runEstimateZero() {
       (estimateZero == 3 && estimateLargest <= 0))
     return fail("--estimate-zero needs --params > 0, --gpus-per-node and --nodes > 0"
                 " (and --largest-layer > 0 for stage 3)");
+  // The GPU count (and the byte counts made from it) must not wrap.
+  int64_t gpus = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(estimateGpus), static_cast<int64_t>(estimateNodes),
+                             &gpus) ||
+      gpus > (int64_t{1} << 40))
+    return fail("--estimate-zero: --gpus-per-node " + std::to_string(estimateGpus) + " x --nodes " +
+                std::to_string(estimateNodes) + " is more than 2^40 GPUs");
   mlir::ds::printZeroEstimate(estimateZero, estimateParams, estimateLargest, estimateGpus,
                               estimateNodes, llvm::outs());
   return 0;

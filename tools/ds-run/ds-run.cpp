@@ -22,6 +22,8 @@
 #include "ds/BuildInfo.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/AllBackends.h"
 #include "runtime/backend/BackendRegistry.h"
@@ -685,6 +687,22 @@ static int runMain(int argc, char **argv) {
            {"--threads", absl::GetFlag(FLAGS_threads)}})
     if (v < 0)
       return fail(absl::InvalidArgumentError(absl::StrCat(flag, " must be >= 0, got ", v)));
+  // Thread counts past any machine's cores: libgomp and oneDNN crashed on
+  // tens of thousands (per-thread stacks and arrays), docs/security.md.
+  constexpr int64_t kMaxThreads = 1024;
+  if (int64_t t = absl::GetFlag(FLAGS_threads); t > kMaxThreads)
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--threads ", t, " is more than ", kMaxThreads, " threads")));
+  if (absl::GetFlag(FLAGS_threads) == 0)
+    if (const char *env = std::getenv("OMP_NUM_THREADS")) {
+      // The first level of a list ("8,2") is what the kernels use.
+      int64_t n = 0;
+      absl::string_view first = absl::string_view(env).substr(0, absl::string_view(env).find(','));
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(first), &n) && n > kMaxThreads)
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("OMP_NUM_THREADS=", env, " asks for more than ", kMaxThreads,
+                         " threads (or give --threads)")));
+    }
   // NaN would pass a `<= 0` check and never expire; a deadline past ~115
   // days is no deadline either (and would overflow the clock's arithmetic).
   if (double t = absl::GetFlag(FLAGS_collective_timeout); !(t > 0 && t <= 1e7))

@@ -22,6 +22,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -70,6 +71,33 @@ absl::Status writeFileSynced(const std::string &path, const std::string &bytes) 
 }
 
 std::string stepName(int64_t step) { return absl::StrFormat("step_%08d", step); }
+
+/// The step of a checkpoint directory's name, if it is one ds writes
+/// (stepName's: "step_" and at least 8 digits, nothing else).
+std::optional<int64_t> stepOfName(const std::string &name) {
+  int64_t step = 0;
+  if (name.size() < 13 || name.size() > 24 || name.rfind("step_", 0) != 0 ||
+      !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(name.substr(5), &step) || stepName(step) != name)
+    return std::nullopt;
+  return step;
+}
+
+/// ds's checkpoint directories in `dir` (by stepOfName), oldest first:
+/// what pruning removes and fallback searches. Other entries, "step_1" or
+/// "step_notes" included, are the user's and left alone.
+std::vector<std::pair<int64_t, std::string>> checkpointDirs(const std::string &dir) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    std::error_code kind;
+    if (!e.is_symlink(kind) && e.is_directory(kind))
+      if (std::optional<int64_t> step = stepOfName(n)) steps.emplace_back(*step, n);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
 
 /// The first element of a float state that is NaN or infinite, if any.
 std::optional<int64_t> firstNonFinite(const HostArray &a) {
@@ -415,15 +443,12 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
     DS_RETURN_IF_ERROR(fsyncPath(dir, true));
     fs::remove_all(final + ".old", ec);
 
-    // Retire old checkpoints, newest kept.
-    std::vector<std::string> steps;
-    for (const auto &e : fs::directory_iterator(dir, ec))
-      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
-          e.path().filename().string().find('.') == std::string::npos)
-        steps.push_back(e.path().filename().string());
-    std::sort(steps.begin(), steps.end());
+    // Retire old checkpoints, newest kept (by step number; only ds's own:
+    // a directory of ds's name that holds no metadata is not removed).
+    std::vector<std::pair<int64_t, std::string>> steps = checkpointDirs(dir);
     for (size_t i = 0; i + opts.keep < steps.size(); ++i)
-      if (steps[i] != name) fs::remove_all(dir + "/" + steps[i], ec);
+      if (steps[i].second != name && fs::is_regular_file(dir + "/" + steps[i].second + "/meta.txtpb", ec))
+        fs::remove_all(dir + "/" + steps[i].second, ec);
     return absl::OkStatus();
   };
   return agree(comm, commit(), "committing the checkpoint");
@@ -473,13 +498,9 @@ readCheckpoint(const std::string &dir, const std::string &name) {
 static absl::StatusOr<std::pair<std::string, ds::plan::CheckpointMeta>>
 readLatest(const std::string &dir, bool fallback) {
   std::error_code exists;
-  std::vector<std::string> steps; // step_* directories, newest first
-  for (const auto &e : fs::directory_iterator(dir, exists)) {
-    std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos)
-      steps.push_back(n);
-  }
-  std::sort(steps.rbegin(), steps.rend());
+  std::vector<std::string> steps; // checkpoint directories, newest first
+  std::vector<std::pair<int64_t, std::string>> found = checkpointDirs(dir);
+  for (auto it = found.rbegin(); it != found.rend(); ++it) steps.push_back(it->second);
   if (!fs::exists(dir + "/latest", exists) && !fs::is_symlink(dir + "/latest", exists)) {
     if (steps.empty())
       return absl::NotFoundError(absl::StrCat("no committed checkpoint in ", dir));
@@ -504,9 +525,9 @@ readLatest(const std::string &dir, bool fallback) {
   if (!latest.ok())
     return absl::DataLossError(latest.status().message());
   std::string name(absl::StripAsciiWhitespace(latest->substr(0, latest->find('\n'))));
-  if (name.rfind("step_", 0) != 0 || name.find('/') != std::string::npos ||
-      name.find("..") != std::string::npos)
-    return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", name, "'"));
+  const std::optional<int64_t> latestStep = stepOfName(name);
+  if (!latestStep)
+    return absl::DataLossError(absl::StrCat(dir, "/latest is corrupt: '", absl::CHexEscape(name), "'"));
   auto got = readCheckpoint(dir, name);
   if (got.ok() || !fallback) {
     if (!got.ok())
@@ -517,7 +538,7 @@ readLatest(const std::string &dir, bool fallback) {
     return got;
   }
   for (const std::string &n : steps) {
-    if (n >= name) continue; // older ones only
+    if (*stepOfName(n) >= *latestStep) continue; // older ones only
     auto prev = readCheckpoint(dir, n);
     if (!prev.ok()) continue;
     std::fprintf(stderr, "ds-run: %s\nds-run: falling back to %s/%s (step %lld)\n",

@@ -742,7 +742,19 @@ static int runMain(int argc, char **argv) {
             absl::StrCat(flag, " ", path, " is the ", inFlag, " file; name another file")));
     const std::string &ckpt = absl::GetFlag(FLAGS_checkpoint_dir);
     std::string parent = std::filesystem::path(path).parent_path().string();
-    if (!ckpt.empty() && ds::rt::sameFile(parent.empty() ? "." : parent, ckpt))
+    // Inside it, whether or not it exists yet (a first run creates it):
+    // the paths with what exists of them resolved, compared by component.
+    auto inside = [](const std::string &file, const std::string &dir) {
+      std::error_code ec;
+      auto f = std::filesystem::weakly_canonical(std::filesystem::absolute(file), ec);
+      if (ec) return false;
+      auto d = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+      if (ec) return false;
+      auto [di, fi] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
+      return di == d.end() || (std::next(di) == d.end() && di->empty());
+    };
+    if (!ckpt.empty() &&
+        (ds::rt::sameFile(parent.empty() ? "." : parent, ckpt) || inside(path, ckpt)))
       return fail(absl::InvalidArgumentError(absl::StrCat(
           flag, " ", path, " is inside --checkpoint-dir ", ckpt,
           ", whose files checkpoints own; name a file elsewhere")));

@@ -224,15 +224,15 @@ LogicalResult ElementwiseImporter::gelu(const onnx::NodeProto &n) {
 }
 
 LogicalResult ElementwiseImporter::leakyRelu(const onnx::NodeProto &n) {
-  // max(x, 0) + alpha * min(x, 0): exact on both sides of zero.
+  // x > 0 ? x : alpha * x: one branch's derivative at 0 (alpha, as
+  // PyTorch), where max(x, 0) + alpha * min(x, 0) counted both.
   DS_TRY(x, required(n, 0));
   DS_TRY(alpha, floatAttr(n, "alpha", 0.01f));
   Type elem = typeOf(x).getElementType();
   Value zero = scalar(elem, 0.0);
-  DS_TRY(pos, build<MaxOp>({x, zero}));
-  DS_TRY(neg, build<MinOp>({x, zero}));
-  DS_TRY(scaled, build<MulOp>({neg, scalar(elem, alpha)}));
-  DS_TRY(y, build<AddOp>({pos, scaled}));
+  DS_TRY(pos, build<GreaterOp>({x, zero}));
+  DS_TRY(scaled, build<MulOp>({x, scalar(elem, alpha)}));
+  DS_TRY(y, build<WhereOp>({pos, x, scaled}));
   setOutput(n, 0, y);
   return success();
 }
@@ -267,10 +267,12 @@ LogicalResult ElementwiseImporter::activation(const onnx::NodeProto &n) {
   Type t = x.getType();
   Value zero = scalar(elem, 0.0), one = scalar(elem, 1.0);
   auto expm1Scaled = [&](double alpha, double inScale) -> FailureOr<Value> {
-    // alpha * (exp(x * inScale) - 1)
-    Value in = x;
+    // alpha * (exp(min(x, 0) * inScale) - 1): the negative branch, read only
+    // where x <= 0; min keeps exp finite where x is large, so its unselected
+    // gradient is 0, not 0 * inf = NaN.
+    DS_TRY(in, build<MinOp>({x, zero}));
     if (inScale != 1.0) {
-      DS_TRY(s, build<MulOp>({x, scalar(elem, inScale)}));
+      DS_TRY(s, build<MulOp>({in, scalar(elem, inScale)}));
       in = s;
     }
     DS_TRY(e, buildTyped<ExpOp>(t, in));
@@ -296,10 +298,10 @@ LogicalResult ElementwiseImporter::activation(const onnx::NodeProto &n) {
     }
   } else if (op == "Celu") {
     DS_TRY(alpha, floatAttr(n, "alpha", 1.0f));
+    // x > 0 ? x : alpha * expm1(x / alpha): derivative 1 at 0, as PyTorch.
     DS_TRY(neg, expm1Scaled(alpha, 1.0 / alpha));
-    DS_TRY(lo, build<MinOp>({neg, zero}));
-    DS_TRY(hi, build<MaxOp>({x, zero}));
-    y = build<AddOp>({hi, lo});
+    DS_TRY(pos, build<GreaterOp>({x, zero}));
+    y = build<WhereOp>({pos, x, neg});
   } else if (op == "HardSigmoid") {
     DS_TRY(alpha, floatAttr(n, "alpha", 0.2f));
     DS_TRY(beta, floatAttr(n, "beta", 0.5f));

@@ -72,8 +72,15 @@ LogicalResult ReductionImporter::reduceComposite(const onnx::NodeProto &n) {
     DS_TRY(r, reduceWith<ReduceSumOp>(sq, axes, keepdims));
     y = r;
     if (op == "ReduceL2") {
-      DS_TRY(s, buildTyped<SqrtOp>(r.getType(), r));
-      y = s;
+      // sqrt(s) where s > 0, else 0, with sqrt reading 1 where s is 0: the
+      // same values, and at an all-zero slice the gradient is 0 (PyTorch's
+      // vector_norm) instead of 0 * (1 / sqrt(0)) = NaN.
+      Type elem = typeOf(r).getElementType();
+      DS_TRY(isZero, build<EqualOp>({r, scalar(elem, 0.0)}));
+      DS_TRY(safe, build<WhereOp>({isZero, scalar(elem, 1.0), r}));
+      DS_TRY(s, buildTyped<SqrtOp>(r.getType(), safe));
+      DS_TRY(norm, build<WhereOp>({isZero, scalar(elem, 0.0), s}));
+      y = norm;
     }
   } else if (op == "ReduceLogSum") {
     DS_TRY(r, reduceWith<ReduceSumOp>(x, axes, keepdims));

@@ -108,8 +108,14 @@ LogicalResult PowOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
   // is negative, though a^e itself is finite there for integer e.
   if (Operation *def = getRhs().getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
     return success();
+  // At a = 0 with e >= 0, a^e is 0 (or 1) whatever e is: 0, as PyTorch's
+  // pow_backward_exponent, not 0 * ln(0) = NaN.
   Value lna = LogOp::create(gb.b(), gb.loc(), getLhs().getType(), getLhs());
-  d[1] = gb.unbroadcast(gb.mul(gb.mul(g, getResult()), lna), typeOf(getRhs()));
+  Value zero = gb.scalar(elem, 0.0);
+  Value flat = AndOp::create(gb.b(), gb.loc(), EqualOp::create(gb.b(), gb.loc(), getLhs(), zero),
+                             GreaterEqualOp::create(gb.b(), gb.loc(), getRhs(), zero));
+  Value de = gb.where(flat, zero, gb.mul(gb.mul(g, getResult()), lna));
+  d[1] = gb.unbroadcast(de, typeOf(getRhs()));
   return success();
 }
 

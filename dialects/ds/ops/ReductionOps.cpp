@@ -36,23 +36,48 @@ LogicalResult ReduceMeanOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> 
   return success();
 }
 
+/// How many elements of each reduced slice `mask` (i1, the operand's
+/// shape) holds, as the operand's element type, spread back to its shape.
+template <typename ReduceLike>
+static Value countBack(GradientBuilder &gb, ReduceLike o, Value mask) {
+  RankedTensorType in = typeOf(o.getOperand());
+  Value ones = CastOp::create(gb.b(), gb.loc(), in, mask);
+  return gb.expand(gb.reduceSum(ones, o.getAxes(), /*keepdims=*/true), in);
+}
+
 LogicalResult ReduceProdOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                            MutableArrayRef<Value> d) {
-  // d prod / d x_i = prod / x_i (defined where x_i != 0).
+  // d prod / d x_i is the product of the other elements, as PyTorch's
+  // prod_backward: prod / x_i without zeros; with one zero, the product of
+  // the nonzero elements at the zero and 0 elsewhere; with more, 0.
   RankedTensorType in = typeOf(getOperand());
+  Type elem = in.getElementType();
+  Value x = getOperand(), zero = gb.scalar(elem, 0.0);
+  Value g = spreadBack(gb, *this, dres[0]);
   Value y = gb.expand(gb.reshape(getResult(), keptShape(*this)), in);
-  d[0] = gb.div(gb.mul(spreadBack(gb, *this, dres[0]), y), getOperand());
+  Value isZero = EqualOp::create(gb.b(), gb.loc(), x, zero);
+  Value zeros = countBack(gb, *this, isZero);
+  Value nonzero = gb.where(isZero, gb.scalar(elem, 1.0), x);
+  Value others = ReduceProdOp::create(gb.b(), gb.loc(), RankedTensorType::get(keptShape(*this), elem),
+                                      nonzero, getAxesAttr(), gb.b().getBoolAttr(true));
+  Value atZero = gb.where(isZero, gb.expand(others, in), zero);
+  Value none = EqualOp::create(gb.b(), gb.loc(), zeros, zero);
+  Value one = EqualOp::create(gb.b(), gb.loc(), zeros, gb.scalar(elem, 1.0));
+  // (g y / x as before where nothing is zero; a zero divides by 1, unselected.)
+  Value plain = gb.div(gb.mul(g, y), nonzero);
+  d[0] = gb.where(none, plain, gb.where(one, gb.mul(g, atZero), zero));
   return success();
 }
 
-/// Max and min: every element equal to the extremum gets the gradient.
+/// Max and min: the gradient split evenly among the elements equal to the
+/// extremum (PyTorch's amax/amin): a subgradient however many tie.
 template <typename ReduceLike>
 static LogicalResult extremumGradient(GradientBuilder &gb, ReduceLike o, Value g,
                                       MutableArrayRef<Value> d) {
   RankedTensorType in = typeOf(o.getOperand());
   Value y = gb.reshape(o.getResult(), keptShape(o));
   Value hit = EqualOp::create(gb.b(), gb.loc(), o.getOperand(), y);
-  Value gk = spreadBack(gb, o, g);
+  Value gk = gb.div(spreadBack(gb, o, g), countBack(gb, o, hit));
   d[0] = gb.where(hit, gk, gb.scalar(in.getElementType(), 0.0));
   return success();
 }

@@ -42,17 +42,26 @@ struct MaskRows {
     m.step = strides.back();
     m.rowShape.assign(shape.begin(), shape.end() - 1);
     m.rowStrides.assign(strides.begin(), strides.end() - 1);
+    // Only the row dimensions the mask does not broadcast move it: a causal
+    // [1, 1, T, T] mask over [B, H, T, T] is one division per row.
+    int64_t inner = 1;
+    for (size_t d = m.rowShape.size(); d-- > 0;) {
+      if (m.rowStrides[d] != 0 && m.rowShape[d] > 1)
+        m.terms.push_back({inner, m.rowShape[d], m.rowStrides[d]});
+      inner *= m.rowShape[d];
+    }
     return m;
   }
   /// The mask's element offset at the start of row `row`.
   int64_t offset(int64_t row) const {
     int64_t off = 0;
-    for (size_t d = rowShape.size(); d-- > 0;) {
-      off += (row % rowShape[d]) * rowStrides[d];
-      row /= rowShape[d];
-    }
+    for (const Term &t : terms) off += (row / t.inner) % t.size * t.stride;
     return off;
   }
+  struct Term {
+    int64_t inner, size, stride; // rows per step of the dimension, its size, its mask stride
+  };
+  std::vector<Term> terms;
 };
 
 /// Softmax over rows of n elements, after an optional mask: an i1 mask

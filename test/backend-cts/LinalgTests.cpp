@@ -427,25 +427,35 @@ CTS_TEST(FusedMatmulViewErrors, "fused_matmul") {
 CTS_TEST(FusedMatmulSoftmax, "fused_matmul", "masked_softmax", "softmax", "softmax_grad") {
   struct Case {
     Shape as, bs, mask;
-    const char *maskKind; // "none", "i1" (with a fill), "f32" (added)
+    const char *maskKind; // "none", "i1" (with a fill), "f32" (added), "causal" (i1, j > i)
+    double fill = -1e9;
   };
+  const double inf = std::numeric_limits<double>::infinity();
   const std::vector<Case> cases = {
-      {{2, 3, 5, 7}, {7, 9}, {1, 1, 5, 9}, "i1"},     // a causal-style mask per head
+      {{2, 3, 5, 7}, {7, 9}, {1, 1, 5, 9}, "i1"},     // a random mask per head
       {{2, 3, 5, 7}, {2, 3, 7, 9}, {5, 1}, "i1"},     // one value per row (step 0)
       {{64, 16, 8}, {64, 8, 16}, {16, 16}, "f32"},    // many heads: batches split over threads
       {{96, 40}, {40, 300}, {96, 300}, "i1"},         // one product split by rows
       {{3, 64}, {64, 600}, {}, "none"},               // few rows: never split by columns
+      // Causal: the masked columns of each block of rows are not computed,
+      // and with -inf the softmax's masked tail is not read (many heads,
+      // and one product split by rows across the threads).
+      {{8, 70, 16}, {8, 16, 70}, {70, 70}, "causal", -inf},
+      {{8, 70, 16}, {8, 16, 70}, {70, 70}, "causal"},
+      {{200, 24}, {24, 200}, {200, 200}, "causal", -inf},
   };
   auto bits = [](const HostTensor &t) { return t.as<uint32_t>(); };
   for (const Case &k : cases) {
     HostTensor a = f32(k.as, sample(numel(k.as), -2, 2, 40)), b = f32(k.bs, sample(numel(k.bs), -2, 2, 41));
     Shape os;
     std::vector<double> p = matmulRef(k.as, a.values(), k.bs, b.values(), false, false, os);
-    const std::string kind = k.maskKind;
+    const std::string kind = k.maskKind == std::string("causal") ? "i1" : k.maskKind;
     std::vector<double> mv = sample(numel(k.mask), 0, 1, 42);
     for (double &v : mv) v = kind == "i1" ? (v < 0.3 ? 1 : 0) : (v < 0.3 ? -1e4 : v);
+    if (k.maskKind == std::string("causal"))
+      for (size_t i = 0; i < mv.size(); ++i) mv[i] = i % k.mask.back() > i / k.mask.back();
     HostTensor mask = kind == "i1" ? boolean(k.mask, mv) : f32(k.mask, mv);
-    const double fill = -1e9;
+    const double fill = k.fill;
     // Unfused: the scaled product, then the softmax kernel.
     Step scaled("fused_matmul");
     scaled.f("alpha", 0.25);
@@ -466,7 +476,8 @@ CTS_TEST(FusedMatmulSoftmax, "fused_matmul", "masked_softmax", "softmax", "softm
     }
     if (kind == "i1") fused.f("mask_fill", fill);
     HostTensor got = run1(fused, ins, plan::F32, os);
-    const std::string what = "fused softmax " + shapeStr(k.as) + " x " + shapeStr(k.bs) + " mask " + kind;
+    const std::string what = "fused softmax " + shapeStr(k.as) + " x " + shapeStr(k.bs) + " mask " +
+                             k.maskKind + " fill " + std::to_string(fill);
     EXPECT_EQ(bits(got), bits(want)) << what;
     // softmax itself, in double.
     const int64_t n = os.back(), rows = numel(os) / n;
@@ -512,6 +523,21 @@ CTS_TEST(FusedMatmulSoftmax, "fused_matmul", "masked_softmax", "softmax", "softm
       ASSERT_TRUE(run(fg, fIns, outs, alias).ok()) << what;
       EXPECT_EQ(bits(outs[0]), bits(gWant)) << what << " gradient" << (inPlace ? " in place" : "");
     }
+  }
+  {
+    // A causal row whose live scores are all -inf (a -inf query row): the
+    // full row is NaN, skipped tail or not.
+    Shape as{40, 4}, bs{4, 40}, ms{40, 40};
+    std::vector<double> av = sample(numel(as), -1, 1, 43);
+    for (int j = 0; j < 4; ++j) av[j] = -inf; // row 0 of the product: -inf (or NaN)
+    std::vector<double> mv(numel(ms));
+    for (size_t i = 0; i < mv.size(); ++i) mv[i] = i % 40 > i / 40;
+    HostTensor a = f32(as, av), b = f32(bs, sample(numel(bs), 0.5, 1, 44)), mask = boolean(ms, mv);
+    HostTensor s = run1(Step("fused_matmul"), {a, b}, plan::F32, {40, 40});
+    HostTensor want = run1(Step("masked_softmax").i("axis", 1).f("mask_fill", -inf), {s, mask}, plan::F32, {40, 40});
+    HostTensor got = run1(Step("fused_matmul").i("softmax", 1).i("mask", 1).f("mask_fill", -inf),
+                          {a, b, mask}, plan::F32, {40, 40});
+    EXPECT_EQ(bits(got), bits(want)) << "causal softmax with a -inf row";
   }
   // What the kernel refuses.
   auto z = [](Shape sh) { return HostTensor::of(plan::F32, sh, std::vector<double>(numel(sh), 1)); };

@@ -353,6 +353,13 @@ LogicalResult FusedMatmulOp::verify() {
   } else if (getMaskFillAttr()) {
     return emitOpError("mask_fill needs a mask");
   }
+  if (Value pre = getPreActivation()) {
+    if (pre.getType() != getResult().getType())
+      return emitOpError("pre_activation must have the result's type ") << getResult().getType();
+    if (!activation || getAddend() || getSoftmax() || softmaxGrad || resultView)
+      return emitOpError("pre_activation comes with an activation, and with neither addend, row "
+                         "epilogue nor result view");
+  }
   return success();
 }
 

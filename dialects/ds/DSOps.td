@@ -1168,7 +1168,10 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
     `activation` is one of relu, gelu (erf form), gelu_tanh, silu
     (`x * sigmoid(x)`), sigmoid and tanh. An `addend` aliasing the result's
     buffer (a gradient accumulator updated in place) is read before it is
-    overwritten.
+    overwritten. With a second result, `pre_activation`, the product also
+    stores `alpha * (lhs x rhs) + bias`, the activation's input: what a
+    training backward reads (GELU's gradient), so the activation still
+    runs on the block in cache instead of in a pass of its own.
 
     Row epilogues (attention's scores and their gradient, made by
     ds-fuse-matmul-epilogues from a `ds.masked_softmax`, `ds.softmax` or
@@ -1231,6 +1234,8 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
       `bias`, `activation` nor a result view.
     - `mask` comes only with `softmax` (i1 with `mask_fill`, or f32) or
       `softmax_grad` (i1, no `mask_fill`), and broadcasts to the result.
+    - `pre_activation` has the result's type and comes with an
+      `activation`, and with neither `addend`, row epilogue nor result view.
   }];
   let arguments = (ins DS_F32Tensor:$lhs, DS_F32Tensor:$rhs, Optional<DS_F32Tensor>:$bias,
                    Optional<DS_F32Tensor>:$addend, Optional<DS_Tensor>:$mask,
@@ -1248,7 +1253,7 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
                    OptionalAttr<DenseI64ArrayAttr>:$result_shape,
                    OptionalAttr<DenseI64ArrayAttr>:$result_strides,
                    UnitAttr:$softmax, OptionalAttr<F64Attr>:$mask_fill);
-  let results = (outs DS_F32Tensor:$result);
+  let results = (outs DS_F32Tensor:$result, Optional<DS_F32Tensor>:$pre_activation);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? (`addend` $addend^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
   }];

@@ -109,7 +109,9 @@ struct FoldMatmulLayoutsPass
 
   void fold(Operation *op) {
     auto fused = dyn_cast<FusedMatmulOp>(op);
-    if (fused && (fused.getLhsShape() || fused.getRhsShape() || fused.getResultShape())) return;
+    if (fused && (fused.getLhsShape() || fused.getRhsShape() || fused.getResultShape() ||
+                  fused.getPreActivation()))
+      return;
     Value lhs = op->getOperand(0), rhs = op->getOperand(1), result = op->getResult(0);
     if (!tensorType(result).getElementType().isF32() || tensorType(lhs).getRank() < 2 ||
         tensorType(rhs).getRank() < 2)
@@ -133,7 +135,7 @@ struct FoldMatmulLayoutsPass
       return l && l->offset ? builder.getI64IntegerAttr(l->offset) : IntegerAttr();
     };
     auto folded = FusedMatmulOp::create(
-        builder, op->getLoc(), c ? c->base.getType() : result.getType(), a ? a->base : lhs,
+        builder, op->getLoc(), c ? c->base.getType() : result.getType(), Type(), a ? a->base : lhs,
         b ? b->base : rhs, fused ? fused.getBias() : Value(), fused ? fused.getAddend() : Value(),
         fused ? fused.getMask() : Value(), builder.getBoolAttr(ta && !a), builder.getBoolAttr(tb && !b),
         builder.getF64FloatAttr(fused ? fused.getAlpha().convertToDouble() : 1.0),

@@ -46,6 +46,7 @@ struct Epilogue {
   Value bias, addend;                     // bias as [N]; addend in `current`'s type
   Activation activation = Activation::None;
   Combine combine = Combine::Add;
+  Value pre;            // the activation's input, read elsewhere too (pre_activation)
   bool softmax = false; // rows normalized (ds.softmax / ds.masked_softmax)
   Value mask;           // the softmax's or softmax gradient's mask
   FloatAttr maskFill;
@@ -158,7 +159,7 @@ struct FuseMatmulEpiloguesPass
       e.current = mul->getResult(0);
       return true;
     }
-    if (!x.hasOneUse()) return false;
+    if (!x.hasOneUse()) return keepPreActivation(e);
     Operation *op = *x.getUsers().begin();
     if (op->getNumResults() != 1 || op->getBlock() != e.product->getBlock()) return false;
     Value result = op->getResult(0);
@@ -249,6 +250,36 @@ struct FuseMatmulEpiloguesPass
     return false;
   }
 
+  /// A training forward's activation of the product (+ bias), whose input
+  /// the backward reads too: the activation is folded all the same, and
+  /// the product also stores its input (pre_activation) for the others.
+  /// They must come after the activation (the fused op's place).
+  bool keepPreActivation(Epilogue &e) {
+    Value x = e.current;
+    if (e.hasActivation() || e.addend || e.softmax || x.getType() != e.product.getResult().getType())
+      return false;
+    Operation *act = nullptr;
+    std::optional<Activation> found;
+    for (Operation *u : x.getUsers()) {
+      SmallVector<Operation *> ops;
+      if (u->getBlock() != e.product->getBlock()) continue;
+      if (std::optional<Activation> a = activationOf(u, x, ops)) {
+        if (act) return false; // two activations of it: leave them
+        act = u;
+        found = a;
+      }
+    }
+    if (!act || !llvm::all_of(x.getUsers(), [&](Operation *u) {
+          return u == act || (u->getBlock() == act->getBlock() && act->isBeforeInBlock(u));
+        }))
+      return false;
+    e.activation = *found;
+    e.pre = x;
+    e.absorbed.push_back(act);
+    e.current = act->getResult(0);
+    return false;
+  }
+
   void replace(Epilogue &e) {
     MatmulOp m = e.product;
     // After the last absorbed op (the product itself when only operand
@@ -263,7 +294,8 @@ struct FuseMatmulEpiloguesPass
     if (addend && addend.getType() != productType)
       addend = ReshapeOp::create(b, loc, productType, addend);
     auto fused = FusedMatmulOp::create(
-        b, loc, productType, e.lhs, e.rhs, bias, addend, e.mask, m.getTransposeLhsAttr(),
+        b, loc, productType, e.pre ? Type(productType) : Type(), e.lhs, e.rhs, bias, addend, e.mask,
+        m.getTransposeLhsAttr(),
         m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
         ActivationAttr::get(b.getContext(), e.activation),
         CombineAttr::get(b.getContext(), e.combine), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
@@ -272,6 +304,7 @@ struct FuseMatmulEpiloguesPass
     Value result = fused.getResult();
     if (result.getType() != e.current.getType())
       result = ReshapeOp::create(b, loc, e.current.getType(), result);
+    if (e.pre) e.pre.replaceAllUsesWith(fused.getPreActivation());
     e.current.replaceAllUsesWith(result);
     for (Operation *op : llvm::reverse(e.absorbed)) op->erase();
     m->erase();

@@ -147,7 +147,8 @@ struct Epilogue {
   Act act = Act::None;
   Combine combine = Combine::Add;
   bool softmax = false;
-  SoftmaxRows rowOp; // the softmax's (or its gradient's) mask
+  SoftmaxRows rowOp;    // the softmax's (or its gradient's) mask
+  float *pre = nullptr; // the activation's input, stored too (pre_activation), laid out like y
 
   /// Only `alpha * p + addend`: a GEMM with beta = 1 over the addend.
   bool accumulateOnly() const {
@@ -204,6 +205,24 @@ private:
       const float *pr = p + r * ld, *ar = add ? add + r * ld : nullptr;
       float *yr = y + r * ld;
       const bool multiply = combine == Combine::Mul;
+      if (float *qr = pre ? pre + r * ld : nullptr) { // (no addend with it)
+        if (bi) {
+#pragma omp simd
+          for (int64_t j = c0; j < c1; ++j) {
+            const float v = al * pr[j] + bi[j];
+            qr[j] = v;
+            yr[j] = act(v);
+          }
+        } else {
+#pragma omp simd
+          for (int64_t j = c0; j < c1; ++j) {
+            const float v = al * pr[j];
+            qr[j] = v;
+            yr[j] = act(v);
+          }
+        }
+        continue;
+      }
       // One loop per form, so each vectorizes without branches.
       if (ar && combine == Combine::GeluGrad) {
         gradRow(pr, yr, ar, bi, c0, c1, act, math::GeluDeriv());
@@ -681,7 +700,7 @@ private:
     case Epilogue::Act::Tanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); break;
     }
     if (e.combine == Epilogue::Combine::GeluGrad || e.combine == Epilogue::Combine::GeluTanhGrad ||
-        e.wholeRows())
+        e.wholeRows() || e.pre)
       return false; // no such post-op: the GEMM paths apply it
     const bool multiply = e.combine == Epilogue::Combine::Mul;
     if (e.addend) {
@@ -836,7 +855,9 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(bool hasMask, flag("mask"));
   DS_ASSIGN_OR_RETURN(bool softmax, flag("softmax"));
   const size_t arity = 2 + hasBias + hasAddend + hasMask;
-  DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
+  // A second result: the activation's input (pre_activation).
+  const bool hasPre = c.out.size() == 2;
+  DS_RETURN_IF_ERROR(c.expectArity(arity, arity, hasPre ? 2 : 1));
   for (size_t i = 0; i < arity - hasMask; ++i)
     DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
@@ -893,6 +914,15 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
     e->act = it->second;
   }
   DS_RETURN_IF_ERROR(rowEpilogue(c, softmax, hasMask, *e));
+  if (hasPre) {
+    DS_RETURN_IF_ERROR(c.expectDType(c.out[1], plan::F32, "pre_activation"));
+    DS_RETURN_IF_ERROR(c.expectShape(c.out[1], c.out[0].shape, "pre_activation"));
+    if (e->act == Epilogue::Act::None || addend || e->wholeRows() || c.hasAttr("result_shape") ||
+        c.hasAttr("result_strides"))
+      return c.error("pre_activation comes with an activation, and with neither addend, row "
+                     "epilogue nor result view");
+    e->pre = c.out[1].as<float>();
+  }
   float *out = c.out[0].as<float>();
   const int64_t numel = c.out[0].numel;
   // An addend sharing the result's bytes (a gradient accumulator updated in

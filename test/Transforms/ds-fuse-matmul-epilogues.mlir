@@ -78,13 +78,12 @@ func.func @accumulate(%x: tensor<4x8xf32>, %dy: tensor<4x16xf32>) {
 
 // -----
 
-// Not fused: a product read twice (the backward needs it), a bias after the
-// activation and an add that broadcasts the result larger (the activation
-// before them is), a scale that is not a known constant, a matrix-vector
-// product, and f64.
+// Not fused: a bias after the activation and an add that broadcasts the
+// result larger (the activation before them is), a scale that is not a
+// known constant, a matrix-vector product, and f64. A product read twice
+// (the backward needs it) keeps its activation's input as a second result.
 // CHECK-LABEL: func.func @kept
-// CHECK: %[[P1:.+]] = ds.matmul %arg0, %arg1
-// CHECK-NEXT: ds.relu %[[P1]]
+// CHECK: %{{.+}}, %{{.+}} = ds.fused_matmul %arg0, %arg1 {activation = #ds<activation relu>} : (tensor<4x8xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
 // CHECK-NEXT: %[[F2:.+]] = ds.fused_matmul %arg0, %arg1 {activation = #ds<activation relu>}
 // CHECK-NEXT: ds.add %[[F2]], %arg2
 // CHECK-NEXT: %[[F3:.+]] = ds.fused_matmul %arg0, %arg1 {activation = #ds<activation relu>}
@@ -217,4 +216,38 @@ func.func @scores_softmax_grad(%g: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>, %y:
   %p = ds.matmul %g, %v {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
   %dp = ds.softmax_grad %p, %y {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %dx, %dp : tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// A training forward: the activation's input is also read by the backward
+// (GELU's gradient). The activation is folded anyway and the product stores
+// its input too (pre_activation), which the later reader takes. Not when a
+// reader of the input comes before the activation.
+// CHECK-LABEL: func.func @keep_pre_activation
+// CHECK-SAME: (%[[X:.+]]: tensor<6x4xf32>, %[[W:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<8xf32>, %[[G:.+]]: tensor<6x8xf32>)
+// CHECK: %[[Y:.+]], %[[PRE:.+]] = ds.fused_matmul %[[X]], %[[W]] bias %[[B]] {activation = #ds<activation gelu>}
+// CHECK-SAME: -> (tensor<6x8xf32>, tensor<6x8xf32>)
+// CHECK: ds.gelu_grad %[[PRE]], %[[G]]
+// CHECK: return %[[Y]]
+func.func @keep_pre_activation(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>, %g: tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
+  %p = ds.matmul %x, %w : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %h = ds.add %p, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %a = ds.gelu %h : tensor<6x8xf32>
+  %d = ds.gelu_grad %h, %g : tensor<6x8xf32>
+  return %a, %d : tensor<6x8xf32>, tensor<6x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @pre_activation_read_first
+// CHECK: ds.fused_matmul %{{.+}}, %{{.+}} bias %{{.+}} :
+// CHECK: ds.gelu_grad
+// CHECK: ds.gelu
+func.func @pre_activation_read_first(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>, %g: tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
+  %p = ds.matmul %x, %w : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %h = ds.add %p, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %d = ds.gelu_grad %h, %g : tensor<6x8xf32>
+  %a = ds.gelu %h : tensor<6x8xf32>
+  return %a, %d : tensor<6x8xf32>, tensor<6x8xf32>
 }

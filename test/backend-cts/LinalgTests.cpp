@@ -559,3 +559,47 @@ CTS_TEST(FusedMatmulSoftmax, "fused_matmul", "masked_softmax", "softmax", "softm
                    Step("fused_matmul").i("addend", 1).s("combine", "softmax_grad").i("mask", 1).f("mask_fill", 0),
                    "softmax_grad mask has no mask_fill");
 }
+
+// A training forward's product with its activation and the activation's
+// input (pre_activation) as a second result: the input is the bits of the
+// product without the activation, the result the activation of it.
+CTS_TEST(FusedMatmulPreActivation, "fused_matmul") {
+  auto bits = [](const HostTensor &t) { return t.as<uint32_t>(); };
+  for (const auto &[as, bs] : std::vector<std::pair<Shape, Shape>>{
+           {{17, 33}, {33, 5}}, {{2, 64, 32}, {32, 96}}, {{96, 300}, {300, 200}}, {{3, 40}, {40, 700}}})
+    for (const char *act : {"gelu", "relu", "silu"})
+      for (bool bias : {false, true}) {
+        HostTensor a = f32(as, sample(numel(as), -1, 1, 50)), b = f32(bs, sample(numel(bs), -1, 1, 51));
+        Shape os;
+        std::vector<double> p = matmulRef(as, a.values(), bs, b.values(), false, false, os);
+        const int64_t n = os.back();
+        HostTensor bv = f32({n}, sample(n, -1, 1, 52));
+        std::vector<HostTensor> ins{a, b};
+        Step plain("fused_matmul");
+        plain.f("alpha", 0.5);
+        if (bias) {
+          plain.i("bias", 1);
+          ins.push_back(bv);
+        }
+        HostTensor pre = run1(plain, ins, plan::F32, os);
+        Step both = plain;
+        both.s("activation", act);
+        std::vector<HostTensor> outs{HostTensor::result(plan::F32, os), HostTensor::result(plan::F32, os)};
+        ASSERT_TRUE(run(both, ins, outs).ok());
+        const std::string what = std::string("pre_activation ") + act + " " + shapeStr(as) + (bias ? " bias" : "");
+        EXPECT_EQ(bits(outs[1]), bits(pre)) << what;
+        std::vector<double> want = pre.values();
+        for (double &v : want) {
+          if (act == std::string("relu")) v = v > 0 ? v : 0;
+          else if (act == std::string("silu")) v = v / (1 + std::exp(-v));
+          else v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        }
+        expectClose(outs[0].values(), want, 1e-5, 1e-6, what);
+      }
+  // Only beside an activation, and without an addend.
+  auto z = [](Shape s) { return HostTensor::of(plan::F32, s, std::vector<double>(numel(s), 1)); };
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 4}), HostTensor::result(plan::F32, {2, 4})};
+  expectError(run(Step("fused_matmul"), {z({2, 3}), z({3, 4})}, outs), "pre_activation comes with an activation");
+  expectError(run(Step("fused_matmul").s("activation", "relu").i("addend", 1), {z({2, 3}), z({3, 4}), z({2, 4})}, outs),
+              "pre_activation comes with an activation");
+}

@@ -412,8 +412,10 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
         : (tensor<256x512xf32>, tensor<512x2048xf32>, tensor<2048xf32>) -> tensor<256x2048xf32>
     ```
     Runs after autodiff: a training forward's pre-activation is also read
-    by the backward, so there the activation stays outside while the bias
-    and residual adds and the gradient accumulation are folded.
+    by the backward, so there the product stores it as a second result
+    (`pre_activation`) beside the activation it applies, when every other
+    reader comes after the activation; the bias and residual adds and the
+    gradient accumulation are folded too.
 
     Row epilogues (`row-epilogues`, on by default; `--disable-fusion=
     product-softmax` in ds-opt): a `ds.masked_softmax` or `ds.softmax` over

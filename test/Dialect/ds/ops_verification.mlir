@@ -1018,3 +1018,12 @@ func.func @fused_matmul_fill_alone(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
   %0 = ds.fused_matmul %a, %b {softmax, mask_fill = 0.0 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
   return
 }
+
+// -----
+
+// fused_matmul: pre_activation comes with an activation.
+func.func @fused_matmul_pre_no_activation(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error@+1 {{pre_activation comes with an activation}}
+  %0:2 = ds.fused_matmul %a, %b : (tensor<4x3xf32>, tensor<3x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}

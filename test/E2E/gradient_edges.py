@@ -2,7 +2,8 @@
 # PyTorch's autograd (a held-out adversarial round found each, docs/security.md):
 # ReduceMax / ReduceMin at ties split the gradient among the tied elements
 # (each got all of it); Pow's exponent gradient at base 0 is 0 (was
-# 0 * ln 0 = NaN); ReduceProd with one or two zeros gives the product of the
+# 0 * ln 0 = NaN), and the base's is 0 for exponent 0 (was 0 * 0^-1);
+# ReduceProd with one or two zeros gives the product of the
 # others (was prod / x = NaN); ReduceL2 of an all-zero slice gives 0 (was
 # NaN); LeakyRelu and Celu at exactly 0 take one branch's derivative (both
 # were counted); Elu's and Celu's negative branch stays finite for large x
@@ -54,6 +55,9 @@ CASES = [
     ("celu_at_zero", [oh.make_node("Celu", ["h"], ["a"], alpha=2.0),
                       oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
      lambda h: F.celu(h, 2.0).sum(1), [[0, 1, -1]], [[1, 1, 1], [1, 1, 1]]),
+    ("pow_zero_exponent", [oh.make_node("Pow", ["h", "z"], ["p"]),
+                           oh.make_node("ReduceSum", ["p"], ["r"], axes=[1], keepdims=0)],
+     lambda h: torch.pow(h, 0.0).sum(1), [[0, 1, -2]], [[1, 1, 1], [0, 2, 1]]),
     ("elu_large", [oh.make_node("Elu", ["h"], ["a"], alpha=1.0),
                    oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
      lambda h: F.elu(h).sum(1), [[100, 0, -1]], [[1, 1, 1], [1, 1, 1]]),
@@ -68,6 +72,8 @@ for name, nodes, reference, w, x in CASES:
     inits = [nh.from_array(w, "W")]
     if name == "pow_zero_base":
         inits.append(nh.from_array(np.array([[0, 2, 3]], np.float32), "b"))
+    if name == "pow_zero_exponent":
+        inits.append(nh.from_array(np.array(0, np.float32), "z"))
     graph = oh.make_graph([oh.make_node("Mul", ["x", "W"], ["h"])] + nodes +
                           [oh.make_node("ReduceSum", ["r"], ["loss"], keepdims=0)], name,
                           [oh.make_tensor_value_info("x", TP.FLOAT, list(x.shape))],

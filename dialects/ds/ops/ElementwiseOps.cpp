@@ -102,6 +102,12 @@ LogicalResult PowOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
   Type elem = typeOf(getLhs()).getElementType();
   Value em1 = gb.sub(getRhs(), gb.scalar(elem, 1.0));
   Value da = gb.mul(gb.mul(g, getRhs()), PowOp::create(gb.b(), gb.loc(), getLhs(), em1));
+  // x^0 is the constant 1: its gradient is 0 (PyTorch's), not 0 * 0^-1 =
+  // 0 * inf = NaN at x = 0.
+  if (std::optional<double> e = knownFloatSplat(getRhs()); !e || *e == 0.0) {
+    Value zeroExp = EqualOp::create(gb.b(), gb.loc(), getRhs(), gb.scalar(elem, 0.0));
+    da = gb.where(zeroExp, gb.scalar(elem, 0.0), da);
+  }
   d[0] = gb.unbroadcast(da, typeOf(getLhs()));
   // A constant exponent (PyTorch 2 writes x**3's 3 as an initializer) has
   // no gradient; building a^e ln(a) for it anyway would be NaN wherever a

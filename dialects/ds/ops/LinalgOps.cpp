@@ -41,7 +41,8 @@ LogicalResult MatmulOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres
     // A shared weight: one GEMM over all batch rows, [K, rows] x [rows, N],
     // not a batch of products then a sum.
     int64_t k = at.getShape().back(), n = bt.getShape().back();
-    int64_t rows = at.getNumElements() / k;
+    int64_t rows = 1; // (not numel / k: k may be 0)
+    for (int64_t dim : at.getShape().drop_back()) rows *= dim;
     Value a2 = gb.reshape(getLhs(), {rows, k});
     Value g2 = gb.reshape(g, {rows, n});
     d[1] = MatmulOp::create(gb.b(), gb.loc(), gb.transpose(a2, {1, 0}), g2);

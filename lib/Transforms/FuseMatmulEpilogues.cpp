@@ -258,6 +258,9 @@ struct FuseMatmulEpiloguesPass
     Value x = e.current;
     if (e.hasActivation() || e.addend || e.softmax || x.getType() != e.product.getResult().getType())
       return false;
+    // An inference weight (a constant) is packed once for oneDNN's matmul,
+    // which has no second result: that and a separate activation is faster.
+    if (Operation *w = e.rhs.getDefiningOp(); w && isa<ConstantOp, ParameterOp>(w)) return false;
     Operation *act = nullptr;
     std::optional<Activation> found;
     for (Operation *u : x.getUsers()) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterCore.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cctype>
 #include <map>
@@ -90,7 +91,22 @@ LogicalResult MatMulImporter::gemm(const onnx::NodeProto &n) {
           evaluateOnHost(tr, {p.getValue()});
       tr->erase();
       if (failed(folded)) return failure();
-      auto np = ParameterOp::create(b_, loc_, (p.getSymName() + ".T").str(), (*folded)[0]);
+      // Its name must not be another initializer's (a module's `W` and its
+      // `W.T` attribute both exist): W.T, else W.T1, W.T2, ...
+      // Another Gemm's transposed copy of the same weight is that one.
+      Operation *scope = b_.getInsertionBlock()->getParentOp();
+      llvm::StringSet<> taken;
+      ParameterOp same;
+      scope->walk([&](ParameterOp q) {
+        taken.insert(q.getSymName());
+        if (auto of = q->getAttrOfType<StringAttr>("ds.transpose_of");
+            of && of.getValue() == p.getSymName() && q->getBlock() == b_.getInsertionBlock())
+          same = q;
+      });
+      if (same) return same.getResult();
+      std::string name = (p.getSymName() + ".T").str();
+      for (int i = 1; taken.contains(name); ++i) name = (p.getSymName() + ".T" + Twine(i)).str();
+      auto np = ParameterOp::create(b_, loc_, name, (*folded)[0]);
       np->setAttr("ds.transpose_of", b_.getStringAttr(p.getSymName()));
       return np.getResult();
     }

@@ -37,10 +37,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const plan::Plan &p = (*loaded)->plan();
   // Keep each input cheap: plans asking for more than 64 MiB are valid but
   // not interesting to run here.
+  // (Everything binding allocates: both arenas, inputs, outputs and state;
+  // each at most 2^62 by the validator, so a running sum checked at every
+  // step cannot wrap.)
+  constexpr uint64_t kMax = 64u << 20;
   uint64_t bytes = p.arena_bytes();
+  if (bytes > kMax || (bytes += p.host_arena_bytes()) > kMax) return 0;
   for (const auto &b : p.buffers())
-    if (b.kind() == plan::Buffer::INPUT || b.kind() == plan::Buffer::OUTPUT) bytes += b.size_bytes();
-  if (bytes > (64u << 20)) return 0;
+    if ((b.kind() == plan::Buffer::INPUT || b.kind() == plan::Buffer::OUTPUT ||
+         b.kind() == plan::Buffer::STATE) &&
+        (bytes += b.size_bytes()) > kMax)
+      return 0;
   BackendOptions opts;
   opts.threads = 1;
   if (!registerAllBackends().ok()) return 0;

@@ -38,6 +38,9 @@
 #include <sys/stat.h>
 #include "runtime/io/Files.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/exec/DryPrepare.h"
+#include "runtime/backend/AllBackends.h"
+#include "runtime/backend/BackendRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -224,6 +227,15 @@ static void printDiagnostic(Diagnostic &diag) {
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "ds-opt: error: " << msg << "\n";
   return 1;
+}
+
+/// ds-run's load-time kernel checks (runtime/exec/DryPrepare.h) on the
+/// CPU backend.
+static absl::Status dryPrepareOnHost(const ::ds::plan::Plan &plan) {
+  DS_RETURN_IF_ERROR(::ds::rt::registerAllBackends());
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<::ds::rt::Backend> backend,
+                      ::ds::rt::createBackend("cpu", ::ds::rt::BackendOptions{}));
+  return ::ds::rt::dryPrepare(plan, *backend);
 }
 
 /// --estimate-zero: DeepSpeed's model-state estimators, no model needed.
@@ -549,6 +561,9 @@ static int writeOutput(ModuleOp module, const std::string &emit, const std::stri
           ::ds::rt::checkDeviceBudget(::ds::rt::spaceBytes(writer.plan()), deviceBudget);
       !st.ok())
     return fail("--device-memory: " + std::string(st.message()));
+  // And every kernel's own checks, on the CPU backend ds-run's are those of.
+  if (absl::Status st = dryPrepareOnHost(writer.plan()); !st.ok())
+    return fail("the plan would not load: " + std::string(st.message()));
   if (onnx && writer.plan().has_training())
     if (int rc = attachSourceModel(module, writer, inputFilename)) return rc;
   absl::Status st = writer.write(outputFilename);

@@ -249,10 +249,11 @@ LogicalResult ElementwiseImporter::prelu(const onnx::NodeProto &n) {
     DS_TRY(r, reshape(slope, shape));
     slope = r;
   }
+  // x > 0 ? x : slope * x: the slope's derivative at 0, as PyTorch.
   Value zero = scalar(typeOf(x).getElementType(), 0.0);
-  DS_TRY(neg, build<LessOp>({x, zero}));
+  DS_TRY(pos, build<GreaterOp>({x, zero}));
   DS_TRY(scaled, build<MulOp>({x, slope}));
-  DS_TRY(y, build<WhereOp>({neg, scaled, x}));
+  DS_TRY(y, build<WhereOp>({pos, x, scaled}));
   if (typeOf(y).getShape() != typeOf(x).getShape())
     return nodeError(n) << "slope must broadcast to the input";
   setOutput(n, 0, y);
@@ -280,10 +281,14 @@ LogicalResult ElementwiseImporter::activation(const onnx::NodeProto &n) {
     return build<MulOp>({em1, scalar(elem, alpha)});
   };
   auto hardSigmoid = [&](double alpha, double beta) -> FailureOr<Value> {
+    // t <= 0 ? 0 : t >= 1 ? 1 : t for t = alpha x + beta: derivative 0 at
+    // the bounds, as PyTorch's hardsigmoid (max and min would pass alpha).
     DS_TRY(ax, build<MulOp>({x, scalar(elem, alpha)}));
     DS_TRY(axb, build<AddOp>({ax, scalar(elem, beta)}));
-    DS_TRY(lo, build<MaxOp>({axb, zero}));
-    return build<MinOp>({lo, one});
+    DS_TRY(low, build<LessEqualOp>({axb, zero}));
+    DS_TRY(high, build<GreaterEqualOp>({axb, one}));
+    DS_TRY(upper, build<WhereOp>({high, one, axb}));
+    return build<WhereOp>({low, zero, upper});
   };
   FailureOr<Value> y = failure();
   if (op == "Elu" || op == "Selu") {

@@ -421,6 +421,11 @@ template <typename OpTy> LogicalResult NodeImporter::variadic(const onnx::NodePr
   for (int i = 1; i < n.input_size(); ++i) {
     DS_TRY(x, required(n, i));
     DS_TRY(next, build<OpTy>({acc, x}));
+    // ONNX Max and Min split their gradient at ties, as torch.maximum /
+    // torch.minimum do (the max and min the importer composes, Clip's, do
+    // not: PyTorch's clamp passes all of it at its bounds).
+    if constexpr (std::is_same_v<OpTy, MaxOp> || std::is_same_v<OpTy, MinOp>)
+      next.getDefiningOp()->setAttr("ds.split_ties", b_.getUnitAttr());
     acc = next;
   }
   setOutput(n, 0, acc);

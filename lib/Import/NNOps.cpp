@@ -535,7 +535,8 @@ LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
       return nodeError(n) << "training_mode must be one bool, got " << mode.getType();
     training = mode.getSplatValue<bool>();
     if (input(n, 1)) {
-      DenseElementsAttr r = constantOf(input(n, 1));
+      // (A one-element float initializer is a literal: literalOf.)
+      DenseElementsAttr r = literalOf(input(n, 1));
       if (!r || !isa<FloatType>(r.getElementType()) || r.getNumElements() != 1)
         return nodeError(n) << "ratio must be one float known at compile time";
       ratio = (*r.getValues<APFloat>().begin()).convertToDouble();

@@ -6,7 +6,8 @@
 # ReduceProd with one or two zeros gives the product of the
 # others (was prod / x = NaN); ReduceL2 of an all-zero slice gives 0 (was
 # NaN); LeakyRelu and Celu at exactly 0 take one branch's derivative (both
-# were counted); Elu's and Celu's negative branch stays finite for large x
+# were counted), PRelu the slope's, HardSigmoid 0 at its bounds; Max and Min
+# split the gradient at ties (Clip's bounds pass all of it, as clamp); Elu's and Celu's negative branch stays finite for large x
 # (its unselected gradient was 0 * inf = NaN).
 # Each model is loss = sum(op(x * W)) for trained W; ds-run's train_step
 # stores dloss/dW (--save-state), compared with torch's.
@@ -58,6 +59,23 @@ CASES = [
     ("pow_zero_exponent", [oh.make_node("Pow", ["h", "z"], ["p"]),
                            oh.make_node("ReduceSum", ["p"], ["r"], axes=[1], keepdims=0)],
      lambda h: torch.pow(h, 0.0).sum(1), [[0, 1, -2]], [[1, 1, 1], [0, 2, 1]]),
+    ("max_ties", [oh.make_node("Max", ["h", "c"], ["a"]),
+                  oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
+     lambda h: torch.maximum(h, torch.tensor([[1.0, 0.0, 3.0]])).sum(1), [[1, 1, 1]], [[1, 1, 1], [1, 0, 3]]),
+    ("min_ties", [oh.make_node("Min", ["h", "c"], ["a"]),
+                  oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
+     lambda h: torch.minimum(h, torch.tensor([[1.0, 0.0, 3.0]])).sum(1), [[1, 1, 1]], [[1, 1, 1], [1, 0, 3]]),
+    ("clip_at_bounds", [oh.make_node("Constant", [], ["lo"], value=nh.from_array(np.array(-1, np.float32))),
+                        oh.make_node("Constant", [], ["hi"], value=nh.from_array(np.array(1, np.float32))),
+                        oh.make_node("Clip", ["h", "lo", "hi"], ["a"]),
+                        oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
+     lambda h: torch.clamp(h, -1.0, 1.0).sum(1), [[1, -1, 0.5]], [[1, 1, 1], [1, 1, 4]]),
+    ("prelu_at_zero", [oh.make_node("PRelu", ["h", "s"], ["a"]),
+                       oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
+     lambda h: F.prelu(h, torch.tensor([0.25])).sum(1), [[0, 1, -1]], [[1, 1, 1], [1, 1, 1]]),
+    ("hard_sigmoid_at_bounds", [oh.make_node("HardSigmoid", ["h"], ["a"], alpha=1.0 / 6, beta=0.5),
+                                oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
+     lambda h: F.hardsigmoid(h).sum(1), [[-3, 3, 0]], [[1, 1, 1], [1, 1, 1]]),
     ("elu_large", [oh.make_node("Elu", ["h"], ["a"], alpha=1.0),
                    oh.make_node("ReduceSum", ["a"], ["r"], axes=[1], keepdims=0)],
      lambda h: F.elu(h).sum(1), [[100, 0, -1]], [[1, 1, 1], [1, 1, 1]]),
@@ -74,6 +92,10 @@ for name, nodes, reference, w, x in CASES:
         inits.append(nh.from_array(np.array([[0, 2, 3]], np.float32), "b"))
     if name == "pow_zero_exponent":
         inits.append(nh.from_array(np.array(0, np.float32), "z"))
+    if name in ("max_ties", "min_ties"):
+        inits.append(nh.from_array(np.array([[1, 0, 3]], np.float32), "c"))
+    if name == "prelu_at_zero":
+        inits.append(nh.from_array(np.array([0.25], np.float32), "s"))
     graph = oh.make_graph([oh.make_node("Mul", ["x", "W"], ["h"])] + nodes +
                           [oh.make_node("ReduceSum", ["r"], ["loss"], keepdims=0)], name,
                           [oh.make_tensor_value_info("x", TP.FLOAT, list(x.shape))],

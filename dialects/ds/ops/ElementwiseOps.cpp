@@ -125,25 +125,34 @@ LogicalResult PowOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
   return success();
 }
 
-/// Min and max: the selected operand gets the gradient; ties go to the left.
-static void selectGradients(GradientBuilder &gb, Value g, Value pick, Value lhs, Value rhs,
-                            MutableArrayRef<Value> d) {
+/// Min and max: the selected operand gets the gradient; ties go to the
+/// left, or with `ds.split_ties` (ONNX's Max and Min) half to each, as
+/// torch.maximum and torch.minimum.
+static void selectGradients(GradientBuilder &gb, Operation *op, Value g, Value pick, Value lhs,
+                            Value rhs, MutableArrayRef<Value> d) {
   Value zero = gb.scalar(typeOf(g).getElementType(), 0.0);
-  d[0] = gb.unbroadcast(gb.where(pick, g, zero), typeOf(lhs));
-  d[1] = gb.unbroadcast(gb.where(pick, zero, g), typeOf(rhs));
+  Value toLhs = gb.where(pick, g, zero), toRhs = gb.where(pick, zero, g);
+  if (op->hasAttr("ds.split_ties")) {
+    Value tie = EqualOp::create(gb.b(), gb.loc(), lhs, rhs);
+    Value half = gb.mulScalar(g, 0.5);
+    toLhs = gb.where(tie, half, toLhs);
+    toRhs = gb.where(tie, half, toRhs);
+  }
+  d[0] = gb.unbroadcast(toLhs, typeOf(lhs));
+  d[1] = gb.unbroadcast(toRhs, typeOf(rhs));
 }
 
 LogicalResult MinOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                     MutableArrayRef<Value> d) {
   Value pick = LessEqualOp::create(gb.b(), gb.loc(), getLhs(), getRhs());
-  selectGradients(gb, dres[0], pick, getLhs(), getRhs(), d);
+  selectGradients(gb, *this, dres[0], pick, getLhs(), getRhs(), d);
   return success();
 }
 
 LogicalResult MaxOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                     MutableArrayRef<Value> d) {
   Value pick = GreaterEqualOp::create(gb.b(), gb.loc(), getLhs(), getRhs());
-  selectGradients(gb, dres[0], pick, getLhs(), getRhs(), d);
+  selectGradients(gb, *this, dres[0], pick, getLhs(), getRhs(), d);
   return success();
 }
 

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include <onnx/onnx_pb.h>
+#include <filesystem>
+#include <set>
 
 namespace ds::rt {
 namespace {
@@ -105,6 +107,33 @@ absl::Status exportOnnx(const ds::plan::Plan &p, const StateReader &state, const
   if (!model.SerializeToString(&out))
     return absl::InternalError("the exported model does not serialize (over 2 GiB?)");
   return replaceFile(path, out.data(), out.size());
+}
+
+std::vector<std::string> sourceModelFiles(const ds::plan::Plan &p) {
+  std::vector<std::string> files;
+  if (p.source().empty()) return files;
+  std::error_code ec;
+  if (std::filesystem::exists(p.source(), ec)) files.push_back(p.source());
+  // The locations as the source file names them (the plan's own copy of
+  // the graph holds the values inline); a binary model only, read as
+  // protobuf without its external data.
+  const std::filesystem::path dir = std::filesystem::path(p.source()).parent_path();
+  std::set<std::string> seen;
+  auto collect = [&](const onnx::ModelProto &model) {
+    for (const auto &init : model.graph().initializer())
+      for (const auto &kv : init.external_data())
+        if (kv.key() == "location" && seen.insert(kv.value()).second &&
+            std::filesystem::exists(dir / kv.value(), ec))
+          files.push_back((dir / kv.value()).string());
+  };
+  onnx::ModelProto model;
+  if (!p.onnx_graph().empty() && model.ParseFromString(p.onnx_graph())) collect(model);
+  if (!files.empty() && std::filesystem::is_regular_file(p.source(), ec)) {
+    std::ifstream in(p.source(), std::ios::binary);
+    onnx::ModelProto source;
+    if (in && source.ParseFromIstream(&in)) collect(source);
+  }
+  return files;
 }
 
 absl::Status exportOnnx(Session &session, const std::string &path) {

@@ -28,4 +28,9 @@ absl::Status exportOnnx(const ds::plan::Plan &plan, const StateReader &state,
 /// export those from a checkpoint instead (consolidateLatestCheckpoint).
 absl::Status exportOnnx(Session &session, const std::string &path);
 
+/// The files the plan's source model is made of: the .onnx it was compiled
+/// from and the external-data files its initializers name (relative to
+/// it), those that exist. No output of a run may replace them.
+std::vector<std::string> sourceModelFiles(const ds::plan::Plan &plan);
+
 } // namespace ds::rt

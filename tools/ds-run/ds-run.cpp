@@ -399,8 +399,67 @@ TrainOptions trainOptionsFromFlags() {
 /// --data: trains. Returns the exit code.
 absl::Status saveState(Session &session, const std::string &path);
 
+/// An output of the run (a flag's, or a config's file) is none of the
+/// files the run reads or keeps: the plan, --data, --inputs, the plan's
+/// source model and its external data, or anything in --checkpoint-dir
+/// (whether or not it exists yet). Replacing one would lose it.
+static absl::Status notAnInput(const std::string &what, const std::string &path,
+                               const std::string &planPath,
+                               const std::vector<std::string> &sourceFiles) {
+  if (ds::rt::sameFile(path, planPath))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is the plan being run; name another file"));
+  for (const auto &[inFlag, in] : std::vector<std::pair<std::string, std::string>>{
+           {"--data", absl::GetFlag(FLAGS_data)}, {"--inputs", absl::GetFlag(FLAGS_inputs)}})
+    if (!in.empty() && ds::rt::sameFile(path, in))
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, " is the ", inFlag, " file; name another file"));
+  for (const std::string &source : sourceFiles)
+    if (ds::rt::sameFile(path, source))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", path, " is a file of the plan's source model (", source,
+          "); name another file"));
+  const std::string &ckpt = absl::GetFlag(FLAGS_checkpoint_dir);
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  // Inside it, whether or not it exists yet (a first run creates it):
+  // the paths with what exists of them resolved, compared by component.
+  auto inside = [](const std::string &file, const std::string &dir) {
+    std::error_code ec;
+    auto f = std::filesystem::weakly_canonical(std::filesystem::absolute(file), ec);
+    if (ec) return false;
+    auto d = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+    if (ec) return false;
+    auto [di, fi] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
+    return di == d.end() || (std::next(di) == d.end() && di->empty());
+  };
+  if (!ckpt.empty() &&
+      (ds::rt::sameFile(parent.empty() ? "." : parent, ckpt) || inside(path, ckpt)))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", path, " is inside --checkpoint-dir ", ckpt,
+        ", whose files checkpoints own; name a file elsewhere"));
+  return absl::OkStatus();
+}
+
 int trainCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
   TrainOptions t = trainOptionsFromFlags();
+  // The config's own outputs (the flops profile, the monitors' files) are
+  // held to what the flags' are.
+  {
+    const ds::plan::Training &tr = loaded.plan().training();
+    const std::vector<std::string> sources = ds::rt::sourceModelFiles(loaded.plan());
+    std::vector<std::pair<std::string, std::string>> configured;
+    if (tr.flops_profiler().enabled() && !tr.flops_profiler().output_file().empty())
+      configured.push_back({"flops_profiler.output_file", tr.flops_profiler().output_file()});
+    for (const auto &[key, m] : {std::pair{"csv_monitor", &tr.csv_monitor()},
+                                 std::pair{"tensorboard", &tr.tensorboard()}})
+      if (m->enabled()) // a file in its directory (os.path.join(output_path, job_name))
+        configured.push_back({std::string(key) + " directory",
+                              (m->output_path().empty() ? m->job_name()
+                                                        : m->output_path() + "/" + m->job_name()) +
+                                  "/events"});
+    for (const auto &[key, path] : configured)
+      if (absl::Status st = notAnInput(key, path, loaded.path(), sources); !st.ok()) return fail(st);
+  }
   if (t.steps <= 0) return fail(absl::InvalidArgumentError("training needs --steps N (N > 0)"));
   if (t.resumeFallback && !t.resume)
     return fail(absl::InvalidArgumentError("--resume-fallback needs --resume"));
@@ -714,9 +773,16 @@ static int runMain(int argc, char **argv) {
       {"--log", absl::GetFlag(FLAGS_log)}, {"--save-state", absl::GetFlag(FLAGS_save_state)},
       {"--export-onnx", absl::GetFlag(FLAGS_export_onnx)},
       {"--zero-to-fp32", absl::GetFlag(FLAGS_zero_to_fp32)}};
+  // The plan's source model and its external data: an export or any other
+  // output over them would lose the weights they hold (ds-opt -o refuses
+  // them too).
+  std::vector<std::string> sourceFiles;
+  if (auto peek = LoadedPlan::open(planPath); peek.ok())
+    sourceFiles = ds::rt::sourceModelFiles((*peek)->plan());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto &[flag, path] = outputs[i];
     if (path.empty()) continue;
+
     // Two outputs in one file: the second would silently replace the first.
     for (size_t j = 0; j < i; ++j) {
       const auto &[other, otherPath] = outputs[j];
@@ -731,33 +797,7 @@ static int runMain(int argc, char **argv) {
     // others are written aside and renamed over their path.
     if (absl::Status st = ds::rt::checkOutputFile(path, flag); !st.ok() && flag != "--log")
       return fail(st);
-    if (ds::rt::sameFile(path, planPath))
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat(flag, " ", path, " is the plan being run; name another file")));
-    // Nor a file the run reads: it would be gone for the next run.
-    for (const auto &[inFlag, in] : std::vector<std::pair<std::string, std::string>>{
-             {"--data", absl::GetFlag(FLAGS_data)}, {"--inputs", absl::GetFlag(FLAGS_inputs)}})
-      if (!in.empty() && ds::rt::sameFile(path, in))
-        return fail(absl::InvalidArgumentError(
-            absl::StrCat(flag, " ", path, " is the ", inFlag, " file; name another file")));
-    const std::string &ckpt = absl::GetFlag(FLAGS_checkpoint_dir);
-    std::string parent = std::filesystem::path(path).parent_path().string();
-    // Inside it, whether or not it exists yet (a first run creates it):
-    // the paths with what exists of them resolved, compared by component.
-    auto inside = [](const std::string &file, const std::string &dir) {
-      std::error_code ec;
-      auto f = std::filesystem::weakly_canonical(std::filesystem::absolute(file), ec);
-      if (ec) return false;
-      auto d = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
-      if (ec) return false;
-      auto [di, fi] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
-      return di == d.end() || (std::next(di) == d.end() && di->empty());
-    };
-    if (!ckpt.empty() &&
-        (ds::rt::sameFile(parent.empty() ? "." : parent, ckpt) || inside(path, ckpt)))
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          flag, " ", path, " is inside --checkpoint-dir ", ckpt,
-          ", whose files checkpoints own; name a file elsewhere")));
+    if (absl::Status st = notAnInput(flag, path, planPath, sourceFiles); !st.ok()) return fail(st);
   }
   if (absl::GetFlag(FLAGS_dump)) {
     // --dump prints the plan and runs nothing: flags of a run would be ignored.

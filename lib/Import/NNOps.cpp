@@ -485,6 +485,12 @@ LogicalResult NNImporter::hardmax(const onnx::NodeProto &n) {
   int64_t rank = typeOf(x).getRank();
   DS_TRY(axis, intAttr(n, "axis", opset_ >= 13 ? -1 : 1));
   if (failed(normalizeAxis(n, axis, rank))) return failure();
+  // An empty input (an empty axis included) has an empty result of its own
+  // type: there is no maximum to find, and nothing to write.
+  if (typeOf(x).getNumElements() == 0) {
+    setOutput(n, 0, x);
+    return success();
+  }
   Value in = x;
   ArrayRef<int64_t> shape = typeOf(x).getShape();
   if (opset_ < 13 && axis != rank - 1) { // coerced to 2-D before opset 13

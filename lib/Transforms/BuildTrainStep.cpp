@@ -150,6 +150,31 @@ private:
     mb.setInsertionPointToStart(module.getBody());
     SmallVector<ParameterOp> params;
     main.walk([&](ParameterOp p) { params.push_back(p); });
+    // A Gemm's transB weight the importer stored transposed (a copy marked
+    // ds.transpose_of) is its original, transposed: one parameter, whose
+    // gradient sums every reader's (a tied embedding read by a Gather and
+    // by the head's Gemm), not two trained apart.
+    {
+      llvm::StringMap<ParameterOp> byName;
+      for (ParameterOp p : params) byName[p.getSymName()] = p;
+      SmallVector<ParameterOp> keep;
+      for (ParameterOp p : params) {
+        auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
+        ParameterOp original = of ? byName.lookup(of.getValue()) : ParameterOp();
+        if (!original || original->getBlock() != p->getBlock() ||
+            !original->isBeforeInBlock(p) || original.getType().getRank() != 2) {
+          keep.push_back(p);
+          continue;
+        }
+        OpBuilder b(p);
+        Value t = TransposeOp::create(b, p.getLoc(), TypeRange{p.getType()},
+                                      ValueRange{original.getResult()},
+                                      {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
+        p.replaceAllUsesWith(t);
+        p.erase();
+      }
+      params = std::move(keep);
+    }
     llvm::StringSet<> names;
     for (ParameterOp p : params) {
       names.insert(p.getSymName());

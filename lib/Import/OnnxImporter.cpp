@@ -207,6 +207,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(FileLineColLoc::get(ctx_, path_, 0, 0));
   (*module)->setAttr("ds.source", b_.getStringAttr(llvm::sys::path::filename(path_)));
   (*module)->setAttr("ds.opset", b_.getI64IntegerAttr(opset_));
+  // Every initializer's name, read or not: --parameters and --freeze may
+  // name one no node reads (as named_parameters() lists an unused one).
+  SmallVector<Attribute> initializers;
+  for (const auto &t : model.graph().initializer()) initializers.push_back(b_.getStringAttr(t.name()));
+  (*module)->setAttr("ds.initializer_names", b_.getArrayAttr(initializers));
   b_.setInsertionPointToEnd(module->getBody());
   func::FuncOp func;
   if (failed(importGraph(model.graph(), func)))

@@ -180,13 +180,24 @@ private:
       names.insert(p.getSymName());
       if (auto of = p->getAttrOfType<StringAttr>("ds.transpose_of")) names.insert(of.getValue());
     }
+    // An initializer no node reads is gone from the IR: named, it gets a
+    // note (no gradient reaches it), not an error.
+    llvm::StringSet<> unread;
+    if (auto all = module->getAttrOfType<ArrayAttr>("ds.initializer_names"))
+      for (auto n : all.getAsRange<StringAttr>())
+        if (!names.contains(n.getValue())) unread.insert(n.getValue());
     for (const std::string &f : frozen)
-      if (!names.contains(f))
+      if (!names.contains(f) && !unread.contains(f))
         return module.emitError("--freeze names '") << f << "', which is not a parameter";
     for (const std::string &f : trainOnly)
-      if (!names.contains(f))
+      if (!names.contains(f) && !unread.contains(f))
         return module.emitError("--parameters names '")
                << f << "', which is not an initializer of the model";
+    for (const auto *list : {&trainOnly, &frozen})
+      for (const std::string &f : *list)
+        if (unread.contains(f))
+          module.emitRemark("'") << f << "' is an initializer no node of the graph reads: "
+                                 << "no gradient reaches it, so it is not trained";
     // Selected parameters first, so a copy met before its original (a
     // folded transpose) still finds it.
     std::stable_partition(params.begin(), params.end(),

@@ -1,5 +1,6 @@
 //===- DeepSpeedConfig.cpp - reading ds_config.json -----------------------===//
 #include "ds/Config/DeepSpeedConfig.h"
+#include <limits>
 
 #include <cctype>
 #include <set>
@@ -184,6 +185,14 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         opt.beta2 = *b2;
       }
       DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
+      // Below f32's smallest normal it is a subnormal the kernels flush to
+      // 0 (FTZ/DAZ, docs/security.md): a zero gradient would divide 0 by 0.
+      if (opt.eps < static_cast<double>(std::numeric_limits<float>::min()))
+        return p.error("eps", llvm::formatv("must be at least {0:e} (the smallest normal float: "
+                                            "ds flushes smaller values to 0), got {1:e}",
+                                            static_cast<double>(std::numeric_limits<float>::min()),
+                                            opt.eps)
+                                  .str());
       DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
       if (opt.kind == OptimizerConfig::Kind::Adam)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
@@ -390,8 +399,8 @@ llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
   DS_CHECK(r.boolean("enabled", m.enabled));
   DS_CHECK(r.string("output_path", m.outputPath));
   DS_CHECK(r.string("job_name", m.jobName));
-  if (m.jobName.empty() || m.jobName.find('/') != std::string::npos || m.jobName == "." ||
-      m.jobName == "..")
+  if (m.jobName.empty() || m.jobName.find('/') != std::string::npos ||
+      m.jobName.find('\0') != std::string::npos || m.jobName == "." || m.jobName == "..")
     return r.error("job_name", "must be a plain directory name");
   return r.finish();
 }

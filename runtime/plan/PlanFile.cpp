@@ -764,8 +764,10 @@ absl::Status checkTraining(const plan::Plan &p) {
   if (!finite(o.lr()) || o.lr() < 0) return bad("optimizer lr", "must be finite and >= 0");
   if (o.kind() != plan::Optimizer::SGD &&
       (!(o.beta1() >= 0 && o.beta1() < 1) || !(o.beta2() >= 0 && o.beta2() < 1) ||
-       !(o.eps() >= 0) || !finite(o.eps())))
-    return bad("optimizer betas or eps", "are outside [0, 1) or eps is negative");
+       !(o.eps() >= 0) || !finite(o.eps()) ||
+       (o.eps() > 0 && o.eps() < static_cast<double>(std::numeric_limits<float>::min()))))
+    return bad("optimizer betas or eps",
+               "are outside [0, 1), or eps is negative or below the smallest normal float");
   if (!finite(o.weight_decay()) || o.weight_decay() < 0 || !finite(o.momentum()) ||
       o.momentum() < 0 || !finite(o.dampening()) || o.dampening() < 0)
     return bad("optimizer weight_decay, momentum or dampening", "must be finite and >= 0");

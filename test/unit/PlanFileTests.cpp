@@ -288,6 +288,8 @@ TEST(PlanStructure, HugeArenaAndTrainingSettingsAreChecked) {
   expectRefused([](plan::Training &t) { t.mutable_schedule()->set_warmup_min_lr(-1); }, "schedule");
   expectRefused([](plan::Training &t) { t.mutable_schedule()->set_warmup_min_ratio(-1); }, "schedule");
   expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_dampening(-3); }, "dampening");
+  // A subnormal eps is flushed to 0 by the kernels: 0 / 0 for a zero gradient.
+  expectRefused([](plan::Training &t) { t.mutable_optimizer()->set_eps(1e-40); }, "smallest normal");
   expectRefused(
       [](plan::Training &t) {
         t.mutable_schedule()->set_kind(plan::Schedule::WARMUP_COSINE_LR);

@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -14,7 +15,13 @@ import torch
 
 
 def run(cmd):
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    env = None
+    if cmd and cmd[0] == "mpirun":
+        # Its own TMPDIR per launch: Open MPI 4.1 creates its session
+        # directory there and fails ("mkdir ... File exists") when another
+        # test's mpirun creates the same one at the same moment.
+        env = dict(os.environ, TMPDIR=tempfile.mkdtemp(prefix="ds-mpirun-"))
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         sys.stderr.write("command failed: %s\n%s%s" % (" ".join(cmd), res.stdout, res.stderr))
         sys.exit(1)

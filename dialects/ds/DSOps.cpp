@@ -1153,6 +1153,8 @@ LogicalResult LayerNormGradOp::verify() {
     return emitOpError("scale must have shape ") << shapeStr(t.getShape().drop_front(getAxis()));
   if (getDy().getType() != t || getDOperand().getType() != t)
     return emitOpError("dy and d_operand must have the operand's type");
+  if (getAddend() && getAddend().getType() != t)
+    return emitOpError("addend must have the operand's type");
   if (getDScale().getType() != getScale().getType() ||
       getDBias().getType() != getScale().getType())
     return emitOpError("d_scale and d_bias must have the scale's type");

@@ -907,18 +907,24 @@ def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure], DS_OwnStep> {
   let summary = "gradients of layer_norm: input, scale and bias";
   let description = [{
     Recomputes the statistics of `operand` and returns `d operand`,
-    `d scale` and `d bias` for the output gradient `dy`.
+    `d scale` and `d bias` for the output gradient `dy`. With an `addend`,
+    `d operand` is `addend + d operand`: the residual stream's gradient a
+    pre-norm transformer adds the norm's input gradient to, summed as the
+    kernel writes it (folded in by ds-fuse-epilogues).
 
     **Constraints:**
     - the operand has rank >= 1 and `axis` is in [0, rank).
-    - `scale` has shape `operand.shape[axis:]`; `dy` has the operand's type.
+    - `scale` has shape `operand.shape[axis:]`; `dy` and `addend` have the
+      operand's type.
     - results: the operand's type, then the scale's type twice.
   }];
   let arguments = (ins DS_FloatTensor:$operand, DS_FloatTensor:$scale, DS_FloatTensor:$dy,
-                   I64Attr:$axis, F32Attr:$epsilon);
+                   Optional<DS_FloatTensor>:$addend, I64Attr:$axis, F32Attr:$epsilon);
   let results = (outs DS_FloatTensor:$d_operand, DS_FloatTensor:$d_scale,
                   DS_FloatTensor:$d_bias);
-  let assemblyFormat = "$operand `,` $scale `,` $dy attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $operand `,` $scale `,` $dy (`addend` $addend^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

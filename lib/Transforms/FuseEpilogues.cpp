@@ -2,7 +2,8 @@
 //
 // An activation, and before it a residual add, that only post-process one
 // convolution's result are done by the convolution's kernel as it writes
-// (ds.conv's `addend`, `clip_min` / `clip_max`: oneDNN post-ops). Matching asks traits and values, so the
+// (ds.conv's `addend`, `clip_min` / `clip_max`: oneDNN post-ops); so is
+// the residual add after a layer norm's input gradient (its `addend`). Matching asks traits and values, so the
 // pass stays correct as ops are added: the candidate must be the only user
 // of the result, and the bound a constant scalar that broadcasts to
 // nothing larger than the result.
@@ -77,8 +78,47 @@ bool fuseInto(ConvOp conv, Operation *user) {
   return true;
 }
 
+/// Folds `add` (the only user of `grad`'s input gradient) into a new
+/// layer_norm_grad with the add's other operand as its addend: the
+/// residual stream's gradient plus the norm's, summed as the kernel writes.
+/// The new op goes where all its operands are defined and before every
+/// user of its results; false when no such place exists.
+bool fuseResidual(LayerNormGradOp grad, AddOp add) {
+  Value dx = grad.getDOperand();
+  Value other = add.getLhs() == dx ? add.getRhs() : add.getLhs();
+  if (other == dx || other.getType() != dx.getType() || add.getType() != dx.getType() ||
+      grad.getAddend())
+    return false;
+  Operation *at = grad;
+  if (Operation *def = other.getDefiningOp(); def && !def->isBeforeInBlock(grad)) {
+    // Later, at the add: only if d_scale / d_bias are read after it.
+    if (def->getBlock() != grad->getBlock() || add->getBlock() != grad->getBlock())
+      return false;
+    for (Value r : {grad.getDScale(), grad.getDBias()})
+      for (Operation *user : r.getUsers())
+        if (user->getBlock() != add->getBlock() || !add->isBeforeInBlock(user)) return false;
+    at = add;
+  }
+  OpBuilder b(at);
+  auto fused = LayerNormGradOp::create(b, grad.getLoc(), grad->getResultTypes(),
+                                       grad.getOperand(), grad.getScale(), grad.getDy(), other,
+                                       grad.getAxisAttr(), grad.getEpsilonAttr());
+  add.getResult().replaceAllUsesWith(fused.getDOperand());
+  grad.getDScale().replaceAllUsesWith(fused.getDScale());
+  grad.getDBias().replaceAllUsesWith(fused.getDBias());
+  add->erase();
+  grad->erase();
+  return true;
+}
+
 struct FuseEpiloguesPass : public mlir::ds::impl::FuseEpiloguesPassBase<FuseEpiloguesPass> {
   void runOnOperation() override {
+    SmallVector<LayerNormGradOp> norms;
+    getOperation().walk([&](LayerNormGradOp g) { norms.push_back(g); });
+    for (LayerNormGradOp grad : norms)
+      if (grad.getDOperand().hasOneUse())
+        if (auto add = dyn_cast<AddOp>(*grad.getDOperand().getUsers().begin()))
+          if (fuseResidual(grad, add)) ++numNormResiduals;
     SmallVector<ConvOp> convs;
     getOperation().walk([&](ConvOp c) { convs.push_back(c); });
     for (ConvOp conv : convs) {

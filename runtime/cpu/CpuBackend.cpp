@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
+#include <sys/mman.h>
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
@@ -29,6 +30,9 @@ void flushDenormals() {
   _mm_setcsr(_mm_getcsr() | 0x8040);
 #endif
 }
+
+/// The size of a transparent huge page on x86-64 and AArch64 (4K granule).
+constexpr uint64_t kHugePage = uint64_t(2) << 20;
 
 CpuBackend::CpuBackend(const BackendOptions &opts) : deviceLimit_(opts.deviceMemoryLimit) {
   flushDenormals();
@@ -55,7 +59,15 @@ absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace sp
     return absl::ResourceExhaustedError(absl::StrCat(
         "device memory budget of ", deviceLimit_, " bytes exceeded: allocating ", bytes,
         " bytes with ", u.current, " in use"));
-  void *p = std::aligned_alloc(64, rounded);
+  // Big buffers (the arena, weights, optimizer state) go on 2 MiB pages:
+  // GEMMs pack panels from rows 4+ KiB apart, and with 4 KiB pages every
+  // row was a TLB miss (transparent huge pages are often opt-in, "madvise").
+  const bool huge = rounded >= kHugePage;
+  if (huge) rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
+  void *p = std::aligned_alloc(huge ? kHugePage : 64, rounded);
+#ifdef MADV_HUGEPAGE
+  if (p && huge) ::madvise(p, rounded, MADV_HUGEPAGE); // advice only: failure is harmless
+#endif
   if (!p)
     return absl::ResourceExhaustedError(
         absl::StrCat("out of host memory allocating ", bytes, " bytes"));

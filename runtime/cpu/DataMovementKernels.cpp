@@ -204,13 +204,19 @@ absl::StatusOr<PreparedStep> prepareSlice(const KernelContext &c) {
   std::vector<int64_t> strides(s.size());
   for (size_t d = 0; d < s.size(); ++d) {
     if (o[d] == 0) continue;
-    int64_t last = starts[d] + (o[d] - 1) * steps[d];
-    if (starts[d] < 0 || starts[d] >= s[d] || last < 0 || last >= s[d] || steps[d] == 0)
+    // Checked arithmetic: a wrapped product (a step of 2^62 + 1) would
+    // land "inside" the extent.
+    int64_t span = 0, last = 0;
+    const bool wraps = __builtin_mul_overflow(o[d] - 1, steps[d], &span) ||
+                       __builtin_add_overflow(starts[d], span, &last);
+    if (wraps || starts[d] < 0 || starts[d] >= s[d] || last < 0 || last >= s[d] ||
+        steps[d] == 0)
       return c.error(absl::StrCat("slice of dimension ", d, " (start ", starts[d],
                                   ", step ", steps[d], ", count ", o[d],
                                   ") leaves the operand's extent ", s[d]));
     base += starts[d] * inStrides[d];
-    strides[d] = steps[d] * inStrides[d];
+    // One element taken: the step never moves (and may be any size).
+    strides[d] = o[d] == 1 ? 0 : steps[d] * inStrides[d];
   }
   if (c.out[0].numel == 0)
     return PreparedStep([] { return absl::OkStatus(); });

@@ -122,9 +122,13 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext 
   });
 }
 
-// layer_norm_grad(x, scale, dy) -> (dx, dscale, dbias) over dims [axis, rank).
+// layer_norm_grad(x, scale, dy[, addend]) -> (dx [+ addend], dscale, dbias)
+// over dims [axis, rank).
+/// Rows whose dscale/dbias terms are summed in f32 before the f64 sums.
+constexpr int64_t kBlockRows = 8;
+
 absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 3));
+  DS_RETURN_IF_ERROR(c.expectArity(3, 4, 3));
   for (const auto &t : c.in) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "operand"));
   for (const auto &t : c.out) DS_RETURN_IF_ERROR(c.expectDType(t, plan::F32, "result"));
   const auto &s = c.in[0].shape;
@@ -134,12 +138,15 @@ absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
   std::vector<int64_t> norm(s.begin() + axis, s.end());
   DS_RETURN_IF_ERROR(c.expectShape(c.in[1], norm, "scale"));
   DS_RETURN_IF_ERROR(c.expectShape(c.in[2], s, "dy"));
+  if (c.in.size() == 4) DS_RETURN_IF_ERROR(c.expectShape(c.in[3], s, "addend"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], s, "d_operand"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[1], norm, "d_scale"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[2], norm, "d_bias"));
   int64_t outer = product(s, 0, axis), n = product(s, axis, s.size());
   const float *x = c.in[0].as<float>(), *g = c.in[1].as<float>(), *dy = c.in[2].as<float>();
   float *dx = c.out[0].as<float>(), *dg = c.out[1].as<float>(), *db = c.out[2].as<float>();
+  // The addend is read where dx is written (it may be dx's own bytes).
+  const float *add = c.in.size() == 4 ? c.in[3].as<float>() : nullptr;
   float epsf = static_cast<float>(eps);
   return PreparedStep([=] {
     // dscale/dbias are sums over rows: each thread accumulates its own
@@ -151,6 +158,18 @@ absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
       int64_t lo = outer * t / threads, hi = outer * (t + 1) / threads;
       double *pg = partG.data() + static_cast<size_t>(t) * n;
       double *pb = partB.data() + static_cast<size_t>(t) * n;
+      // The column sums gather kBlockRows rows in f32 (vectorized), then
+      // go to the f64 partial sums: f64 for every element halved the
+      // vector width and was most of this kernel's time.
+      std::vector<float> blockG(n, 0.0f), blockB(n, 0.0f);
+      auto flushBlock = [&] {
+        for (int64_t j = 0; j < n; ++j) {
+          pg[j] += blockG[j];
+          pb[j] += blockB[j];
+        }
+        std::fill(blockG.begin(), blockG.end(), 0.0f);
+        std::fill(blockB.begin(), blockB.end(), 0.0f);
+      };
       for (int64_t o = lo; o < hi; ++o) {
         const float *px = x + o * n, *pdy = dy + o * n;
         float *pdx = dx + o * n;
@@ -193,12 +212,25 @@ absl::StatusOr<PreparedStep> prepareLayerNormGrad(const KernelContext &c) {
         }
         const float meanDyg = static_cast<float>(sumA / n);
         const float meanDygX = static_cast<float>(sumB / n);
-        for (int64_t j = 0; j < n; ++j) {
-          const float xhat = (px[j] - mean) * rstd;
-          pg[j] += pdy[j] * xhat;
-          pb[j] += pdy[j];
-          pdx[j] = rstd * (pdy[j] * g[j] - meanDyg - xhat * meanDygX);
+        float *bg = blockG.data(), *bb = blockB.data();
+        if (const float *pa = add ? add + o * n : nullptr) {
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const float xhat = (px[j] - mean) * rstd;
+            bg[j] += pdy[j] * xhat;
+            bb[j] += pdy[j];
+            pdx[j] = pa[j] + rstd * (pdy[j] * g[j] - meanDyg - xhat * meanDygX);
+          }
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const float xhat = (px[j] - mean) * rstd;
+            bg[j] += pdy[j] * xhat;
+            bb[j] += pdy[j];
+            pdx[j] = rstd * (pdy[j] * g[j] - meanDyg - xhat * meanDygX);
+          }
         }
+        if ((o - lo + 1) % kBlockRows == 0 || o + 1 == hi) flushBlock();
       }
     }
     for (int64_t j = 0; j < n; ++j) {

@@ -56,7 +56,14 @@ absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t ma
 
 absl::Status checkOutputFile(const std::string &path, const std::string &flag) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus(); // to be created
+  if (::lstat(path.c_str(), &st) != 0) return absl::OkStatus(); // to be created
+  // The rename would replace the link itself (/dev/stdout as root, or a
+  // link to a file elsewhere, left stale), not write where it points.
+  if (S_ISLNK(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path,
+        " is a symbolic link; ds replaces output files and would replace the link: name the "
+        "file it points to"));
   if (!S_ISREG(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat(
         flag, " ", path, " exists and is not a regular file; ds writes regular files only"));

@@ -22,7 +22,8 @@ absl::StatusOr<std::string> readRegularFile(const std::string &path, uint64_t ma
 
 /// An output path is written by replacing it (a temporary file renamed
 /// over it): a device or FIFO at that path would be destroyed, so only a
-/// missing or regular file is accepted; `flag` names the option in errors.
+/// missing or regular file is accepted (not a symbolic link, which the
+/// rename would replace); `flag` names the option in errors.
 absl::Status checkOutputFile(const std::string &path, const std::string &flag);
 
 /// Writes `bytes` to `path` by replacing it: a temporary file created

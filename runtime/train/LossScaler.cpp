@@ -54,16 +54,19 @@ absl::StatusOr<std::string> LossScaler::update(bool overflow) {
   return what;
 }
 
-absl::Status LossScaler::restore(const plan::LossScalerState &s) {
+absl::Status LossScaler::restore(const plan::LossScalerState &s, int64_t step) {
   // last_overflow_iter is the iteration an overflow happened in, so it is
-  // below cur_iter (or -1 before any).
+  // below cur_iter (or -1 before any); the scaler counts one iteration per
+  // optimizer step, so cur_iter is at most the checkpoint's step (less
+  // when the scaler started later, from an fp32 checkpoint).
   if (!(s.cur_scale() > 0) || !std::isfinite(s.cur_scale()) || s.cur_iter() < 0 ||
+      s.cur_iter() > step ||
       s.last_overflow_iter() < -1 || s.last_overflow_iter() >= s.cur_iter() ||
       s.cur_hysteresis() < 1)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "the checkpoint's loss scaler state is inconsistent (scale %g, iteration %d, last "
-        "overflow %d, hysteresis %d)",
-        s.cur_scale(), s.cur_iter(), s.last_overflow_iter(), s.cur_hysteresis()));
+        "the checkpoint's loss scaler state is inconsistent (scale %g, iteration %d at step %d, "
+        "last overflow %d, hysteresis %d)",
+        s.cur_scale(), s.cur_iter(), step, s.last_overflow_iter(), s.cur_hysteresis()));
   state_ = s;
   return absl::OkStatus();
 }

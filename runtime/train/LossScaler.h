@@ -30,7 +30,7 @@ public:
 
   const plan::LossScalerState &state() const { return state_; }
   /// Restores a checkpointed state; checks it is one this scaler can be in.
-  absl::Status restore(const plan::LossScalerState &s);
+  absl::Status restore(const plan::LossScalerState &s, int64_t step);
 
 private:
   plan::LossScaler config_;

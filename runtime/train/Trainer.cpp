@@ -354,7 +354,7 @@ public:
     if (applied_ < 0 || applied_ > meta.step())
       return absl::InvalidArgumentError(absl::StrFormat(
           "the checkpoint says %d of its %d steps were applied", applied_, meta.step()));
-    if (scaler_ && meta.has_loss_scaler()) return scaler_->restore(meta.loss_scaler());
+    if (scaler_ && meta.has_loss_scaler()) return scaler_->restore(meta.loss_scaler(), meta.step());
     if (scaler_)
       std::fprintf(stderr, "ds-run: the checkpoint has no loss scaler state; starting from "
                            "the configured initial loss scale\n");

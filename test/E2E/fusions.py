@@ -8,7 +8,9 @@
 # Elementwise chains: a block with the tanh and erf GELU forms, SiLU and a
 # masked softmax whose NaN rows become zeros gives the same outputs fused
 # and with --disable-fusion=elementwise (and PyTorch's to 1e-4); a GPT
-# trained 6 steps fused and unfused logs the same losses.
+# trained 6 steps fused and unfused logs the same losses, as it does with
+# and without the residual stream's gradient added by its layer norm
+# gradients (--disable-fusion=epilogues).
 # Matmul epilogues: a transformer MLP (bias, tanh GELU spelled out, residual),
 # an erf-GELU projection, Llama's SiLU-gated MLP and a scaled product fold
 # into ds.fused_matmul (every activation recognized), and give the outputs
@@ -186,15 +188,15 @@ gcfg = {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4, "gradient_cl
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}}
 
 
-def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance, both=()):
-    """The GPT trained 6 steps with the default pipeline and with
-    `unfused_flags` (`both` added to each): is_fused(plan dump) holds for
-    the first plan only, and the losses agree within `tolerance`."""
+def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance, both=(), model=None):
+    """The GPT (or `model`) trained 6 steps with the default pipeline and
+    with `unfused_flags` (`both` added to each): is_fused(plan dump) holds
+    for the first plan only, and the losses agree within `tolerance`."""
     losses = []
     for fused, extra in ((True, list(both)), (False, list(both) + unfused_flags)):
         work = os.path.join(args.workdir, "%s_%s" % (tag, "fused" if fused else "unfused"))
         os.makedirs(work, exist_ok=True)
-        losses.append(train_ds(gpt_path, gcfg, gdata, 6, work, extra=extra))
+        losses.append(train_ds(model or gpt_path, gcfg, gdata, 6, work, extra=extra))
         dump = subprocess.run(["ds-run", os.path.join(work, "train.dsplan"), "--dump"],
                               check=True, capture_output=True, text=True).stdout
         if fused != is_fused(dump):
@@ -208,6 +210,15 @@ def train_fused_and_unfused(tag, unfused_flags, is_fused, what, tolerance, both=
 
 train_fused_and_unfused("train", ["--disable-fusion=elementwise"],
                         lambda dump: "fused_elementwise(" in dump, "fused_elementwise steps", 1e-6)
+# The residual stream's gradient added by the layer norm gradient's kernel
+# (its fourth operand, the addend): the same sums, up to FMA rounding.
+# Opset 17, where LayerNormalization is one op.
+gpt17_path = os.path.join(args.workdir, "gpt17.onnx")
+torch.onnx.export(gpt, (torch.zeros(4, 8, dtype=torch.long),), gpt17_path, input_names=["idx"],
+                  output_names=["logits"], opset_version=17)
+train_fused_and_unfused("train_norm_residual", ["--disable-fusion=epilogues"],
+                        lambda dump: re.search(r"layer_norm_grad\(%\d+, %\d+, %\d+, %\d+\)", dump)
+                        is not None, "layer norm gradients with an addend", 1e-6, model=gpt17_path)
 
 
 # ---- matmul epilogues ----------------------------------------------------

@@ -97,3 +97,42 @@ func.func @relu_then_add(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: t
   %s = ds.add %a, %r : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
   return %s : tensor<1x3x4x4xf32>
 }
+
+// Training's pre-norm residual stream: the add of a layer norm's input
+// gradient to the stream's becomes the norm gradient's addend, in place
+// (the addend defined before it) or at the add (the addend later, and
+// d_scale / d_bias read only after the add).
+// CHECK-LABEL: func.func @norm_residual
+// CHECK: %[[G:[a-z_0-9]+]], %[[GS:[a-z_0-9]+]], %{{.+}} = ds.layer_norm_grad %arg0, %arg1, %arg2 addend %arg3 {axis = 1 : i64
+// CHECK: %[[L:.+]] = ds.matmul %arg0, %arg4
+// CHECK-NEXT: %[[H:[a-z_0-9]+]], %{{.+}}, %[[HB:[a-z_0-9]+]] = ds.layer_norm_grad %arg0, %arg1, %arg2 addend %[[L]] {axis = 1 : i64
+// CHECK-NOT: ds.add
+// CHECK: return %[[G]], %[[GS]], %[[H]], %[[HB]]
+func.func @norm_residual(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dy: tensor<4x8xf32>, %r: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %a:3 = ds.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %s = ds.add %r, %a#0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b:3 = ds.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %l = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %t = ds.add %b#0, %l : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %a#1, %t, %b#2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}
+
+// Not fused: the input gradient read twice, an addend of another shape
+// (broadcast), and d_scale read between the norm gradient and a later
+// addend.
+// CHECK-LABEL: func.func @norm_kept
+// CHECK-NOT: addend
+// CHECK-COUNT-4: ds.add
+// CHECK-NOT: addend
+func.func @norm_kept(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dy: tensor<4x8xf32>, %r: tensor<1x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %a:3 = ds.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %s = ds.add %dy, %a#0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b:3 = ds.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %t = ds.add %b#0, %r : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %c:3 = ds.layer_norm_grad %x, %g, %dy {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %e = ds.exp %c#1 : tensor<8xf32>
+  %l = ds.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %u = ds.add %c#0, %l : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e2 = ds.add %u, %l : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %a#0, %t, %e2, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}

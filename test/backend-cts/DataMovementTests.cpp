@@ -202,6 +202,7 @@ CTS_TEST(Slice, "slice") {
       {{1023}, {1}, {3}, {341}},
       {{2, 3}, {0, 0}, {1, 1}, {2, 3}},
       {{40, 40}, {39, 0}, {-1, 1}, {40, 33}},
+      {{6}, {2}, {int64_t(1) << 62}, {1}}, // one element taken: any step
   };
   for (DType dt : kMovedTypes)
     for (const Case &c : cases) {
@@ -222,6 +223,16 @@ CTS_TEST(Slice, "slice") {
   expectError(run(Step("slice").ints("starts", {3}).ints("steps", {1}), {x}, outs), "leaves the operand's extent 5");
   expectError(run(Step("slice").ints("starts", {0}).ints("steps", {0}), {x}, outs), "leaves the operand's extent");
   expectError(run(Step("slice").ints("starts", {1}).ints("steps", {-1}), {x}, outs), "leaves the operand's extent");
+  // Steps whose product with the count wraps 64 bits back "into" the
+  // extent: 2 * (2^62 + 1) = 2 mod 2^64, and 7 * (7^-1 mod 2^64) = 1.
+  expectError(run(Step("slice").ints("starts", {0}).ints("steps", {(int64_t(1) << 62) + 1}), {x}, outs),
+              "leaves the operand's extent");
+  {
+    std::vector<HostTensor> eight{HostTensor::result(plan::F32, {8})};
+    HostTensor y = f32({24}, iota(plan::F32, 24));
+    expectError(run(Step("slice").ints("starts", {0}).ints("steps", {int64_t(0x6DB6DB6DB6DB6DB7)}), {y}, eight),
+                "leaves the operand's extent");
+  }
   expectError(run(Step("slice").ints("starts", {0, 0}).ints("steps", {1, 1}), {x}, outs), "match the operand's rank");
   expectError(run(Step("slice").ints("starts", {0}), {x}, outs), "integer-list attribute 'steps'");
 }

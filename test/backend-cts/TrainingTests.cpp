@@ -208,6 +208,43 @@ CTS_TEST(LayerNormGrad, "layer_norm_grad") {
     expectClose(outs[0].values(), wantDx, 1e-3, 1e-4, what + " d_operand");
     expectClose(outs[1].values(), wantDg, 1e-3, 1e-4, what + " d_scale");
     expectClose(outs[2].values(), wantDb, 1e-3, 1e-4, what + " d_bias");
+    // With an addend (the residual stream's gradient): d_operand + addend,
+    // the other results unchanged; the addend may be d_operand's own bytes.
+    std::vector<double> add = f32(c.shape, sample(numel(c.shape), -3, 3, 68)).values();
+    std::vector<double> wantSum(wantDx.size());
+    for (size_t i = 0; i < wantDx.size(); ++i) wantSum[i] = wantDx[i] + add[i];
+    std::vector<HostTensor> withAdd{HostTensor::result(plan::F32, c.shape), HostTensor::result(plan::F32, norm),
+                                    HostTensor::result(plan::F32, norm)};
+    st = run(Step("layer_norm_grad").i("axis", c.axis).f("epsilon", eps),
+             {f32(c.shape, x), f32(norm, g), f32(c.shape, dy), f32(c.shape, add)}, withAdd);
+    ASSERT_TRUE(st.ok()) << st.message();
+    expectClose(withAdd[0].values(), wantSum, 1e-3, 1e-4, what + " d_operand + addend");
+    expectEqualValues(withAdd[1].values(), outs[1].values(), what + " d_scale with an addend");
+    expectEqualValues(withAdd[2].values(), outs[2].values(), what + " d_bias with an addend");
+  }
+  {
+    // Many rows (several f32 blocks of the column sums per thread): the
+    // column sums stay within f32 rounding of the f64 reference.
+    const int64_t rows = 1000, n = 16;
+    std::vector<double> x = f32({rows, n}, sample(rows * n, -2, 3, 69)).values();
+    std::vector<double> dy = f32({rows, n}, sample(rows * n, -1, 1, 70)).values();
+    std::vector<double> wantDg(n, 0.0), wantDb(n, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) mean += x[r * n + j] / n;
+      for (int64_t j = 0; j < n; ++j) var += (x[r * n + j] - mean) * (x[r * n + j] - mean) / n;
+      for (int64_t j = 0; j < n; ++j) {
+        wantDg[j] += dy[r * n + j] * (x[r * n + j] - mean) / std::sqrt(var + eps);
+        wantDb[j] += dy[r * n + j];
+      }
+    }
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {rows, n}), HostTensor::result(plan::F32, {n}),
+                                 HostTensor::result(plan::F32, {n})};
+    absl::Status st = run(Step("layer_norm_grad").i("axis", 1).f("epsilon", eps),
+                          {f32({rows, n}, x), f32({n}, std::vector<double>(n, 1.0)), f32({rows, n}, dy)}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    expectClose(outs[1].values(), wantDg, 1e-5, 1e-4, "layer_norm_grad [1000, 16] d_scale");
+    expectClose(outs[2].values(), wantDb, 1e-5, 1e-4, "layer_norm_grad [1000, 16] d_bias");
   }
   HostTensor x = f32({2, 3}, sample(6, -1, 1, 66)), dy = f32({2, 3}, sample(6, -1, 1, 67));
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 3}), HostTensor::result(plan::F32, {3}),
@@ -215,6 +252,8 @@ CTS_TEST(LayerNormGrad, "layer_norm_grad") {
   expectError(run(Step("layer_norm_grad").i("axis", 1).f("epsilon", 1e-5), {x, f32({2}, {1, 1}), dy}, outs),
               "scale must have shape");
   expectError(run(Step("layer_norm_grad").i("axis", 1), {x, f32({3}, {1, 1, 1}), dy}, outs), "float attribute 'epsilon'");
+  expectError(run(Step("layer_norm_grad").i("axis", 1).f("epsilon", 1e-5), {x, f32({3}, {1, 1, 1}), dy, f32({3}, {1, 1, 1})}, outs),
+              "addend must have shape");
   outs.pop_back();
   expectError(run(Step("layer_norm_grad").i("axis", 1).f("epsilon", 1e-5), {x, f32({3}, {1, 1, 1}), dy}, outs),
               "produces 3 outputs, got 2");

@@ -63,7 +63,7 @@ LogicalResult LayerNormOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> d
                                           MutableArrayRef<Value> d) {
   auto lg = LayerNormGradOp::create(
       gb.b(), gb.loc(), TypeRange{getType(), getScale().getType(), getScale().getType()},
-      getOperand(), getScale(), dres[0], getAxisAttr(), getEpsilonAttr());
+      getOperand(), getScale(), dres[0], Value(), getAxisAttr(), getEpsilonAttr());
   d[0] = lg.getDOperand();
   d[1] = lg.getDScale();
   if (getBias()) d[2] = lg.getDBias();

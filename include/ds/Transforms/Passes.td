@@ -226,7 +226,7 @@ def FoldBatchNormPass : Pass<"ds-fold-batch-norm", "ModuleOp"> {
 }
 
 def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
-  let summary = "folds residual adds and activations into the convolution that produces them";
+  let summary = "folds residual adds and activations into the convolution (or norm gradient) that produces them";
   let description = [{
     A `ds.add` of a value of the result's type (a residual) that is the
     only user of a `ds.conv` becomes the convolution's `addend`; then a
@@ -240,6 +240,11 @@ def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
     training forward's convolution result is also read by the backward, so
     it has other users and stays.
 
+    In training, a `ds.add` that is the only user of a
+    `ds.layer_norm_grad`'s input gradient becomes that op's `addend`: a
+    pre-norm transformer's backward adds each norm's input gradient to the
+    residual stream's, one pass over memory fewer per norm.
+
     ```mlir
     %c = ds.conv %x, %w {...} : (...) -> tensor<1x4x8x8xf32>
     %y = ds.relu %c : tensor<1x4x8x8xf32>
@@ -251,7 +256,9 @@ def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
   }];
   let statistics = [
     Statistic<"numResiduals", "num-residuals", "residual adds folded into convolutions">,
-    Statistic<"numFused", "num-fused", "activations folded into convolutions">
+    Statistic<"numFused", "num-fused", "activations folded into convolutions">,
+    Statistic<"numNormResiduals", "num-norm-residuals",
+              "residual adds folded into layer norm gradients">
   ];
 }
 

@@ -156,6 +156,15 @@ func.func @layer_norm_axis(%a: tensor<2x3xf32>, %g: tensor<3xf32>) {
 
 // -----
 
+// layer_norm_grad's addend has the operand's type.
+func.func @layer_norm_grad_addend(%a: tensor<2x3xf32>, %g: tensor<3xf32>, %r: tensor<1x3xf32>) {
+  // expected-error@+1 {{addend must have the operand's type}}
+  %0:3 = ds.layer_norm_grad %a, %g, %a addend %r {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<2x3xf32>, tensor<1x3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
 // layer_norm's scale has the normalized shape.
 func.func @layer_norm_scale(%a: tensor<2x3xf32>, %g: tensor<2xf32>) {
   // expected-error@+1 {{scale must be [3] of 'f32'}}

@@ -186,14 +186,17 @@ private:
     for (int64_t r = r0; r < r1; ++r) {
       const float *pr = p + r * ld;
       float *yr = y + r * ld;
+      if (softmax) { // scaled as it is masked (the unfused product's values)
+        rowOp.row(pr, yr, rowBase + r, n, al);
+        continue;
+      }
       if (al != 1.0f) { // the scaled product, as the unfused product stored it
         float *to = scaled.empty() ? yr : scaled.data();
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) to[j] = al * pr[j];
         pr = to;
       }
-      if (softmax) rowOp.row(pr, yr, rowBase + r, n);
-      else rowOp.gradRow(add + r * ld, pr, yr, rowBase + r, n);
+      rowOp.gradRow(add + r * ld, pr, yr, rowBase + r, n);
     }
   }
 

@@ -282,6 +282,32 @@ inline void addRow(const float *x, const float *mask, float *y, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] + mask[j];
 }
+/// y = mask ? fill : alpha * x (no mask: alpha * x) and the maximum of y:
+/// rowMax's value (max is exact in any order; an element only replaces a
+/// smaller maximum, so NaNs never win). One simd loop with a max
+/// reduction: in rowMax's lane form GCC left the byte-mask select scalar.
+inline float selectMaxRow(const float *x, float alpha, const uint8_t *mask, float fill, float *y,
+                          int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (mask) {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      const float s = alpha * x[j]; // unconditional: a masked load does not vectorize
+      const float v = mask[j] ? fill : s;
+      y[j] = v;
+      m = v > m ? v : m;
+    }
+  } else {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = alpha * x[j];
+      y[j] = v;
+      m = v > m ? v : m;
+    }
+  }
+  return m;
+}
+
 /// y * (dy - sum), 0 where the mask is set (none with a null mask).
 inline void softmaxGradRow(const float *y, const float *dy, const uint8_t *mask, float sum,
                            float *dx, int64_t n) {
@@ -299,16 +325,29 @@ inline void softmaxGradRow(const float *y, const float *dy, const uint8_t *mask,
 // Out of line (and never inlined): fused_matmul's epilogues call these very
 // instructions, so a fused softmax gives the bits of the softmax kernels.
 __attribute__((noinline)) void SoftmaxRows::row(const float *px, float *py, int64_t o,
-                                                int64_t n) const {
-  const float *src = px;
-  if (mask) {
+                                                int64_t n, float alpha) const {
+  // The scaled, masked row and its maximum in one pass where the mask
+  // selects per element (attention's causal mask) or there is none: the
+  // values and the maximum rowMax finds, with one pass over the row fewer.
+  const float *src = py; // the masked row, built in the result
+  float mx;
+  if (!mask && alpha == 1.0f) {
+    src = px;
+    mx = rowMax(px, n);
+  } else if (!mask || (selects && rows.step)) {
+    const uint8_t *pm = mask ? static_cast<const uint8_t *>(mask) + rows.offset(o) : nullptr;
+    mx = selectMaxRow(px, alpha, pm, fill, py, n);
+  } else {
+    if (alpha != 1.0f) { // the scaled product, as the unfused product stored it
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) py[j] = alpha * px[j];
+      px = py;
+    }
+    // One mask value for the row (step 0), or an additive mask row: loops
+    // of their own, so each vectorizes without a gather.
     const int64_t mo = rows.offset(o);
-    // A mask row (step 1) or one value for the row (step 0): separate
-    // loops, so each vectorizes without a gather.
     if (selects) {
-      const uint8_t *pm = static_cast<const uint8_t *>(mask) + mo;
-      if (rows.step) selectRow(px, pm, fill, py, n);
-      else if (*pm) std::fill(py, py + n, fill);
+      if (*(static_cast<const uint8_t *>(mask) + mo)) std::fill(py, py + n, fill);
       else if (px != py) std::copy(px, px + n, py);
     } else {
       const float *pm = static_cast<const float *>(mask) + mo;
@@ -320,9 +359,8 @@ __attribute__((noinline)) void SoftmaxRows::row(const float *px, float *py, int6
         for (int64_t j = 0; j < n; ++j) py[j] = px[j] + m0;
       }
     }
-    src = py; // the masked row, built in the result
+    mx = rowMax(py, n);
   }
-  const float mx = rowMax(src, n);
   const float inv = 1.0f / rowExpSum<true>(src, py, mx, n);
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) py[j] *= inv;

@@ -72,8 +72,8 @@ struct SoftmaxRows {
   float fill = 0.0f;
   MaskRows rows; // where row o's mask starts
 
-  /// py = softmax(mask(px)) for row `o` (py may be px).
-  void row(const float *px, float *py, int64_t o, int64_t n) const;
+  /// py = softmax(mask(alpha * px)) for row `o` (py may be px).
+  void row(const float *px, float *py, int64_t o, int64_t n, float alpha = 1.0f) const;
   /// pd = py * (pg - sum(py * pg)) for row `o` of a softmax's result py and
   /// its output gradient pg, 0 where an (i1) mask is set (pd may be pg).
   void gradRow(const float *py, const float *pg, float *pd, int64_t o, int64_t n) const;

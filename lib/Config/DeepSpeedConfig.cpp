@@ -320,6 +320,18 @@ llvm::Error readPrecision(Reader &top, TrainingConfig &c) {
     DS_CHECK(r.integer("hysteresis", p.hysteresis, /*positive=*/true));
     DS_CHECK(r.boolean("consecutive_hysteresis", p.consecutiveHysteresis));
     DS_CHECK(r.number("min_loss_scale", p.minLossScale, /*positive=*/true));
+    // The scale multiplies the f32 loss: beyond f32's range it is inf (every
+    // step skipped), below its smallest normal a value flushed to 0.
+    for (auto [key, v] : {std::pair<const char *, double>{"loss_scale", p.lossScale},
+                          {"min_loss_scale", p.minLossScale}})
+      if (v != 0 && (v < static_cast<double>(std::numeric_limits<float>::min()) ||
+                     v > static_cast<double>(std::numeric_limits<float>::max())))
+        return r.error(key, llvm::formatv("must be within the range of normal floats "
+                                          "[{0:e}, {1:e}], got {2:e}",
+                                          static_cast<double>(std::numeric_limits<float>::min()),
+                                          static_cast<double>(std::numeric_limits<float>::max()),
+                                          v)
+                                .str());
     DS_CHECK(onlyValue(r, "fp16_master_weights_and_grads", false,
                        "ds keeps fp32 master weights and gradients"));
     DS_CHECK(r.finish());

@@ -794,6 +794,14 @@ absl::Status checkTraining(const plan::Plan &p) {
       ls.initial_scale() < 0 || ls.scale_window() < 0 || ls.hysteresis() < 0 ||
       !finite(ls.min_scale()) || ls.min_scale() < 0)
     return bad("loss_scaler", "has a negative or non-finite setting");
+  // Scales outside f32's normal range are inf or flushed to 0 in the kernels.
+  auto normalF32 = [](double v) {
+    return v == 0 || (v >= static_cast<double>(std::numeric_limits<float>::min()) &&
+                      v <= static_cast<double>(std::numeric_limits<float>::max()));
+  };
+  if (!normalF32(ls.static_scale()) || !normalF32(ls.initial_scale()) ||
+      !normalF32(ls.min_scale()))
+    return bad("loss_scaler", "has a scale outside the range of normal floats");
   if (t.steps_per_print() < 0) return bad("steps_per_print", "is negative");
   return absl::OkStatus();
 }

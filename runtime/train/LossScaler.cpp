@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 
@@ -59,7 +60,8 @@ absl::Status LossScaler::restore(const plan::LossScalerState &s, int64_t step) {
   // below cur_iter (or -1 before any); the scaler counts one iteration per
   // optimizer step, so cur_iter is at most the checkpoint's step (less
   // when the scaler started later, from an fp32 checkpoint).
-  if (!(s.cur_scale() > 0) || !std::isfinite(s.cur_scale()) || s.cur_iter() < 0 ||
+  if (!(s.cur_scale() >= std::numeric_limits<float>::min()) ||
+      !(s.cur_scale() <= std::numeric_limits<float>::max()) || s.cur_iter() < 0 ||
       s.cur_iter() > step ||
       s.last_overflow_iter() < -1 || s.last_overflow_iter() >= s.cur_iter() ||
       s.cur_hysteresis() < 1)

@@ -1139,8 +1139,12 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
     return failure();
   if (getDloss().getType().getRank() != 0)
     return emitOpError("dloss must be a scalar");
-  if (getType() != getLogits().getType())
+  if (getResult().getType() != getLogits().getType())
     return emitOpError("result must have the logits' type");
+  if (getLoss() && (getLoss().getType().getRank() != 0 ||
+                    getLoss().getType().getElementType() !=
+                        getLogits().getType().getElementType()))
+    return emitOpError("loss must be a scalar of the logits' element type");
   return success();
 }
 

@@ -890,15 +890,19 @@ def DS_SoftmaxCrossEntropyGradOp : DS_Op<"softmax_cross_entropy_grad", [Pure], D
   let summary = "gradient of softmax_cross_entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(labels)) * dloss / count` on rows whose
-    label is not ignored, zero on ignored rows.
+    label is not ignored, zero on ignored rows. With a second result,
+    `loss`, it is also `softmax_cross_entropy(logits, labels)` (the same
+    value): the loss and its gradient from one pass over the logits,
+    folded together by ds-fuse-softmax.
 
     **Constraints:**
     - `labels` has shape `logits.shape[:-1]`; `dloss` is a scalar.
-    - the result has the logits' type.
+    - the result has the logits' type; `loss` is a scalar of their element
+      type.
   }];
   let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$labels,
                    DS_FloatTensor:$dloss, DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
-  let results = (outs DS_FloatTensor:$result);
+  let results = (outs DS_FloatTensor:$result, Optional<DS_FloatTensor>:$loss);
   let assemblyFormat = "$logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -53,6 +53,43 @@ struct FuseSoftmaxPass : public mlir::ds::impl::FuseSoftmaxPassBase<FuseSoftmaxP
     SmallVector<WhereOp> wheres;
     getOperation().walk([&](WhereOp w) { wheres.push_back(w); });
     for (WhereOp w : wheres) fuseBackward(w);
+    SmallVector<SoftmaxCrossEntropyGradOp> grads;
+    getOperation().walk([&](SoftmaxCrossEntropyGradOp g) { grads.push_back(g); });
+    for (SoftmaxCrossEntropyGradOp g : grads) fuseLoss(g);
+  }
+
+  /// softmax_cross_entropy(x, l) and its gradient softmax_cross_entropy_grad
+  /// (x, l, dloss): one op with both results, placed where dloss is defined
+  /// and before every reader of the loss.
+  void fuseLoss(SoftmaxCrossEntropyGradOp grad) {
+    if (grad.getLoss()) return;
+    SoftmaxCrossEntropyOp loss;
+    for (Operation *user : grad.getLogits().getUsers())
+      if (auto l = dyn_cast<SoftmaxCrossEntropyOp>(user))
+        if (l.getLabels() == grad.getLabels() && l.getIgnoreIndex() == grad.getIgnoreIndex() &&
+            l->getBlock() == grad->getBlock())
+          loss = l;
+    if (!loss) return;
+    Operation *at = loss;
+    Value dloss = grad.getDloss();
+    if (Operation *def = dloss.getDefiningOp(); def && !def->isBeforeInBlock(loss)) {
+      // Later, at the gradient: only if the loss is read after it.
+      if (def->getBlock() != grad->getBlock()) return;
+      for (Operation *user : loss.getLoss().getUsers())
+        if (user->getBlock() != grad->getBlock() || !grad->isBeforeInBlock(user)) return;
+      at = grad;
+    }
+    OpBuilder b(at);
+    auto fused = SoftmaxCrossEntropyGradOp::create(
+        b, grad.getLoc(), grad.getResult().getType(), loss.getLoss().getType(),
+        grad.getLogits(), grad.getLabels(), dloss, grad.getIgnoreIndexAttr());
+    // The op marking where the forward ends (wall_clock_breakdown).
+    if (loss->hasAttr("ds.loss")) fused->setAttr("ds.loss", loss->getAttr("ds.loss"));
+    loss.getLoss().replaceAllUsesWith(fused.getLoss());
+    grad.getResult().replaceAllUsesWith(fused.getResult());
+    loss->erase();
+    grad->erase();
+    ++numLoss;
   }
 
   /// softmax(where(m, fill, x)), softmax(where(m, x, fill)) or

@@ -84,21 +84,32 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropy(const KernelContext &c) 
 }
 
 absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext &c) {
-  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
+  // One output, or two with the loss.
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, c.out.size() == 2 ? 2 : 1));
   DS_RETURN_IF_ERROR(checkLabels(c, c.in[0], c.in[1]));
   DS_RETURN_IF_ERROR(c.expectShape(c.in[2], {}, "dloss"));
   DS_RETURN_IF_ERROR(c.expectDType(c.in[2], plan::F32, "dloss"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  // The loss too (ds-fuse-softmax): softmax_cross_entropy's value.
+  const bool withLoss = c.out.size() == 2;
+  if (withLoss) {
+    DS_RETURN_IF_ERROR(c.expectShape(c.out[1], {}, "loss"));
+    DS_RETURN_IF_ERROR(c.expectDType(c.out[1], plan::F32, "loss"));
+  }
   DS_ASSIGN_OR_RETURN(int64_t ignore, c.intAttr("ignore_index"));
   const TensorView logits = c.in[0], labels = c.in[1], dloss = c.in[2];
   int64_t classes = logits.shape.back(), rows = labels.numel;
   float *out = c.out[0].as<float>();
+  float *lossOut = withLoss ? c.out[1].as<float>() : nullptr;
   std::string where(c.error("").message());
   return PreparedStep([=]() -> absl::Status {
     DS_ASSIGN_OR_RETURN(int64_t count, countLabels(labels, rows, classes, ignore, where));
     const float scale = count ? *dloss.as<float>() / static_cast<float>(count) : 0.0f;
     const float *x = logits.as<float>();
+    // Each row's loss term, summed in row order afterwards: the bits of
+    // softmax_cross_entropy, whose log-sum-exp adds the same f32 sum.
+    std::vector<double> terms(withLoss ? rows : 0, 0.0);
     // softmax(row) * scale, one exp pass: e^(p - max) stored while summed,
     // then scaled by scale / sum (the log-sum-exp pass and a second exp
     // pass were half of this kernel).
@@ -112,12 +123,20 @@ absl::StatusOr<PreparedStep> prepareSoftmaxCrossEntropyGrad(const KernelContext 
         }
         const float *p = x + r * classes;
         const float mx = rowMax(p, classes);
-        const float f = scale / rowExpSum<true>(p, o, mx, classes);
+        const float sum = rowExpSum<true>(p, o, mx, classes);
+        if (withLoss) terms[r] = mx + std::log(static_cast<double>(sum)) - p[y];
+        const float f = scale / sum;
 #pragma omp simd
         for (int64_t j = 0; j < classes; ++j) o[j] *= f;
         o[y] -= scale;
       }
     });
+    if (withLoss) {
+      double total = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        if (labelAt(labels, r) != ignore) total += terms[r];
+      *lossOut = count ? static_cast<float>(total / count) : std::numeric_limits<float>::quiet_NaN();
+    }
     return absl::OkStatus();
   });
 }

@@ -8,9 +8,11 @@
 
 namespace ds::rt {
 
-/// The learning rate used by optimizer step `step` (0-based): the schedule
-/// at DeepSpeed's last_batch_iteration = step.
-double learningRateAt(const ds::plan::Training &t, int64_t step);
+/// The learning rate of the optimizer step after `applied` applied steps
+/// (steps an fp16 overflow skipped do not count): the schedule at
+/// DeepSpeed's last_batch_iteration = applied - 1 (-1: the rate its
+/// constructor set), as DeepSpeed 0.19's engine runs it.
+double learningRateAt(const ds::plan::Training &t, int64_t applied);
 
 /// Adam's step-dependent scalars for the 1-based step count `t`, in double
 /// like torch.optim.AdamW: step_size = lr / (1 - beta1^t) and

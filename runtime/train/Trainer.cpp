@@ -518,8 +518,10 @@ private:
     if (!micro) return "";
     for (const ds::plan::Step &st : micro->steps()) {
       auto ignore = st.attrs().find("ignore_index");
-      if (st.kernel() != "softmax_cross_entropy" || st.inputs_size() < 2 ||
-          ignore == st.attrs().end())
+      // The loss alone, or with its gradient (ds-fuse-softmax's form).
+      const bool loss = st.kernel() == "softmax_cross_entropy" ||
+                        (st.kernel() == "softmax_cross_entropy_grad" && st.outputs_size() == 2);
+      if (!loss || st.inputs_size() < 2 || ignore == st.attrs().end())
         continue;
       const std::string &name = p_.buffers(st.inputs(1)).io_name();
       auto it = in.find(name);

@@ -25,8 +25,8 @@
 # softmax or layout op left, and agree with --disable-fusion=attention
 # (1e-5) and PyTorch (1e-4).
 # Masked softmax: the same GPT trained 6 steps gets ds.masked_softmax and a
-# masked softmax_grad (no where left) and the losses of
-# --disable-fusion=softmax. By default both go into the attention products
+# masked softmax_grad (no where left), its cross-entropy loss computed by
+# the loss's gradient, and the losses of --disable-fusion=softmax. By default both go into the attention products
 # (fused_matmul's softmax and softmax_grad row epilogues), with the losses of
 # --disable-fusion=product-softmax, bit for bit.
 # Matmul layouts: the GPT trained with its attention products reading and
@@ -341,7 +341,8 @@ attention_case("att_long", GQA(heads=4, kv_heads=4).eval(), [xl, long_mask], ["x
 # (Fused into the scores product by default: --disable-fusion=product-softmax
 # keeps the masked_softmax step to look at.)
 train_fused_and_unfused("sm_train", ["--disable-fusion=softmax"],
-                        lambda dump: "masked_softmax(" in dump and not re.search(r"= where\(", dump),
+                        lambda dump: "masked_softmax(" in dump and not re.search(r"= where\(", dump)
+                        and "softmax_cross_entropy(" not in dump,
                         "masked_softmax without a where", 1e-6, ["--disable-fusion=product-softmax"])
 
 # ---- softmax in the product ------------------------------------------------

@@ -101,3 +101,26 @@ func.func @layers(%s: tensor<2x4x4xf32>, %m: tensor<4x4xi1>, %dy: tensor<2x4x4xf
   %d1 = ds.where %m, %zero, %g1 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %p3, %d1 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }
+
+// A training step's cross-entropy loss and its gradient become one op with
+// both results (one pass over the logits), at the loss when dloss is
+// defined before it, else at the gradient; other labels stay apart.
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK: %[[G:[a-z_0-9]+]], %[[L:[a-z_0-9]+]] = ds.softmax_cross_entropy_grad %arg0, %arg1, %arg2 {ds.loss, ignore_index = -1 : i64} : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<f32>)
+// CHECK: %[[S:.+]] = ds.mul %[[L]], %[[L]]
+// CHECK: %[[C:.+]] = ds.mul %arg2, %arg2
+// CHECK: %[[H:[a-z_0-9]+]], %[[M:[a-z_0-9]+]] = ds.softmax_cross_entropy_grad %arg0, %arg1, %[[C]] : {{.+}} -> (tensor<4x8xf32>, tensor<f32>)
+// CHECK: ds.softmax_cross_entropy %arg0, %arg3
+// CHECK: ds.softmax_cross_entropy_grad %arg0, %arg1, %arg2 {ignore_index = 5
+// CHECK: return %[[S]], %[[G]], %[[M]], %[[H]]
+func.func @cross_entropy(%x: tensor<4x8xf32>, %l: tensor<4xi64>, %d: tensor<f32>, %l2: tensor<4xi64>) -> (tensor<f32>, tensor<4x8xf32>, tensor<f32>, tensor<4x8xf32>, tensor<f32>, tensor<4x8xf32>) {
+  %loss = ds.softmax_cross_entropy %x, %l {ds.loss, ignore_index = -1 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  %sq = ds.mul %loss, %loss : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g = ds.softmax_cross_entropy_grad %x, %l, %d {ignore_index = -1 : i64} : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  %loss2 = ds.softmax_cross_entropy %x, %l : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  %c = ds.mul %d, %d : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g2 = ds.softmax_cross_entropy_grad %x, %l, %c : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  %loss3 = ds.softmax_cross_entropy %x, %l2 : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  %g3 = ds.softmax_cross_entropy_grad %x, %l, %d {ignore_index = 5 : i64} : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+  return %sq, %g, %loss2, %g2, %loss3, %g3 : tensor<f32>, tensor<4x8xf32>, tensor<f32>, tensor<4x8xf32>, tensor<f32>, tensor<4x8xf32>
+}

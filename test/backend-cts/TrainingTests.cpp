@@ -69,6 +69,14 @@ CTS_TEST(SoftmaxCrossEntropy, "softmax_cross_entropy", "softmax_cross_entropy_gr
       expectClose(loss.values(), {count ? total / count : std::nan("")}, 1e-5, 0, what);
       HostTensor dx = run1(Step("softmax_cross_entropy_grad").i("ignore_index", c.ignore), {x, y, dloss}, plan::F32, c.logits);
       expectClose(dx.values(), grad, 1e-4, 1e-7, what + " grad");
+      // The gradient with the loss as a second result (ds-fuse-softmax):
+      // the bits of both kernels run apart.
+      std::vector<HostTensor> both{HostTensor::result(plan::F32, c.logits), HostTensor::result(plan::F32, {})};
+      absl::Status st = run(Step("softmax_cross_entropy_grad").i("ignore_index", c.ignore), {x, y, dloss}, both);
+      ASSERT_TRUE(st.ok()) << st.message();
+      expectEqualValues(both[0].values(), dx.values(), what + " grad with the loss");
+      if (count) expectEqualValues(both[1].values(), loss.values(), what + " loss with the grad");
+      else EXPECT_TRUE(std::isnan(both[1].values()[0])) << what;
     }
   HostTensor x = f32({2, 5}, sample(10, -1, 1, 62));
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {})};

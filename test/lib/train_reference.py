@@ -14,29 +14,41 @@ from e2e import run
 
 
 def deepspeed_lr(cfg, step):
-    """DeepSpeed lr_schedules.py at last_batch_iteration = step."""
+    """The rate of the optimizer step after `step` applied steps, as
+    DeepSpeed 0.19's engine runs lr_schedules.py: the constructor sets the
+    rate at last_batch_iteration -1, and each applied step advances it, so
+    step k (from 1) runs at i = k - 2. Checked against DeepSpeed 0.19.8's
+    WarmupLR, WarmupDecayLR and WarmupCosineLR."""
     base = cfg.get("optimizer", {}).get("params", {}).get("lr", 1e-3)
     sched = cfg.get("scheduler")
     if not sched:
         return base
+    i = step - 1
     p = sched.get("params", {})
     warm = max(2, p.get("warmup_num_steps", 1000))
     linear = p.get("warmup_type", "log") == "linear"
-    gamma_w = step / warm if linear else math.log(step + 1) / math.log(warm)
+    gamma_w = i / warm if linear else (math.log(i + 1) / math.log(warm) if i >= 0 else 0.0)
     if sched["type"] == "WarmupLR":
         lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
-        return lo + (hi - lo) * (gamma_w if step < warm else 1.0)
+        if i < 0:
+            return lo
+        return lo + (hi - lo) * (gamma_w if i < warm else 1.0)
     if sched["type"] == "WarmupDecayLR":
         lo, hi, total = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001), p["total_num_steps"]
-        g = gamma_w if step < warm else max(0.0, (total - step) / max(1.0, total - warm))
+        if i < 0:
+            return lo
+        g = gamma_w if i < warm else max(0.0, (total - i) / max(1.0, total - warm))
         return lo + (hi - lo) * g
     if sched["type"] == "WarmupCosineLR":
         total = p["total_num_steps"]
         wmin, cmin = p.get("warmup_min_ratio", 0.0), p.get("cos_min_ratio", 0.0001)
-        if step < warm:
+        if i < 0:
+            return 0.0
+        if i < warm:
             ratio = wmin + gamma_w * (1 - wmin)
         else:
-            ratio = (1 + math.cos(math.pi * (step - warm + 1) / (total - warm))) / 2
+            progress = min(1.0, (i - warm + 1) / max(1, total - warm))
+            ratio = (1 + math.cos(math.pi * progress)) / 2
             ratio = max(0.0, cmin + (1 - cmin) * ratio)
         return base * ratio
     raise ValueError(sched["type"])

@@ -7,8 +7,10 @@ using namespace mlir::ds::facts;
 
 LogicalResult SoftmaxCrossEntropyOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                                     MutableArrayRef<Value> d) {
-  d[0] = SoftmaxCrossEntropyGradOp::create(gb.b(), gb.loc(), typeOf(getLogits()), getLogits(),
-                                           getLabels(), dres[0], getIgnoreIndexAttr());
+  d[0] = SoftmaxCrossEntropyGradOp::create(gb.b(), gb.loc(), typeOf(getLogits()), Type(),
+                                           getLogits(), getLabels(), dres[0],
+                                           getIgnoreIndexAttr())
+             .getResult();
   return success();
 }
 

@@ -360,7 +360,7 @@ def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
 }
 
 def FuseSoftmaxPass : Pass<"ds-fuse-softmax", "ModuleOp"> {
-  let summary = "folds a softmax's mask (masked_fill or additive) into it, and the mask of its gradient";
+  let summary = "folds a softmax's mask (masked_fill or additive) into it, the mask of its gradient, and a cross-entropy loss into its gradient";
   let description = [{
     A softmax over the last axis of `where(mask, fill, x)` (a known scalar
     fill: `masked_fill`; with the branches swapped, the mask negated) or of
@@ -372,6 +372,11 @@ def FuseSoftmaxPass : Pass<"ds-fuse-softmax", "ModuleOp"> {
     mask. Both are exact: the row kernels do the same arithmetic.
     ds-fuse-attention, before it, takes whole inference attentions; this
     pass matters for training, whose backward reads the probabilities.
+    A training step's `ds.softmax_cross_entropy` and its gradient (the same
+    logits, labels and ignore_index) become one
+    `ds.softmax_cross_entropy_grad` with the loss as a second result: one
+    pass over the logits (the vocabulary-wide ones of a language model)
+    instead of two.
 
     ```mlir
     %m = ds.where %causal, %ninf, %s : (tensor<1x1x128x128xi1>, tensor<f32>, tensor<8x8x128x128xf32>) -> tensor<8x8x128x128xf32>
@@ -384,7 +389,8 @@ def FuseSoftmaxPass : Pass<"ds-fuse-softmax", "ModuleOp"> {
   }];
   let statistics = [
     Statistic<"numForward", "num-forward", "masks folded into softmaxes">,
-    Statistic<"numBackward", "num-backward", "masks folded into softmax gradients">
+    Statistic<"numBackward", "num-backward", "masks folded into softmax gradients">,
+    Statistic<"numLoss", "num-loss", "cross-entropy losses computed by their gradient">
   ];
 }
 

@@ -156,6 +156,15 @@ func.func @layer_norm_axis(%a: tensor<2x3xf32>, %g: tensor<3xf32>) {
 
 // -----
 
+// softmax_cross_entropy_grad's loss result is a scalar.
+func.func @cross_entropy_grad_loss(%x: tensor<4x8xf32>, %l: tensor<4xi64>, %d: tensor<f32>) {
+  // expected-error@+1 {{loss must be a scalar of the logits' element type}}
+  %0:2 = ds.softmax_cross_entropy_grad %x, %l, %d : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 // layer_norm_grad's addend has the operand's type.
 func.func @layer_norm_grad_addend(%a: tensor<2x3xf32>, %g: tensor<3xf32>, %r: tensor<1x3xf32>) {
   // expected-error@+1 {{addend must have the operand's type}}

@@ -2,7 +2,11 @@
 that test/E2E/hf_exports.py trains ds against (CI has no PyTorch 2.x).
 
     bash bench/peers.sh --models gpt2   # once: makes bench/.venv (torch 2.x, transformers)
-    bench/.venv/bin/python test/E2E/hf_exports/make_hf_exports.py
+    bench/.venv/bin/python test/E2E/hf_exports/make_hf_exports.py [--losses-only]
+
+(--losses-only keeps the committed ONNX files and data and re-records
+PyTorch's losses and trained logits, e.g. after a change to the reference
+trainer's schedule.)
 
 For each of GPT-2, Llama (GQA, RoPE) and BERT-MLM, tiny and randomly
 initialized: exports it with PyTorch 2's exporter both ways a user would
@@ -98,6 +102,7 @@ def export_both(wrapped, out_dir, name):
 
 
 def main():
+    losses_only = "--losses-only" in sys.argv[1:]
     for i, (name, model, kwargs, causal) in enumerate(models()):
         torch.manual_seed(10 + i)
         model.init_weights() if hasattr(model, "init_weights") else None
@@ -106,8 +111,14 @@ def main():
         tokens = rng.integers(0, VOCAB, (BATCH * STEPS, SEQ + 1)).astype(np.int64)
         data = {"ids": tokens[:, :-1].copy(),
                 "labels": tokens[:, 1:].copy() if causal else tokens[:, :-1].copy()}
-        export_both(wrapped, HERE, name)
-        np.savez(os.path.join(HERE, name + ".npz"), **data)
+        if losses_only:
+            kept = dict(np.load(os.path.join(HERE, name + ".npz")))
+            if any(not np.array_equal(kept[k], data[k]) for k in data):
+                sys.exit("%s.npz is not the data this script makes; run it without --losses-only"
+                         % name)
+        else:
+            export_both(wrapped, HERE, name)
+            np.savez(os.path.join(HERE, name + ".npz"), **data)
         losses = train_torch(wrapped.train(), CONFIG, data, STEPS, lm_loss)
         # The trained model's logits on the first batch: what the ONNX file
         # ds exports after the same 20 steps must compute.

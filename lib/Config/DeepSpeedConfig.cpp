@@ -241,8 +241,16 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
   s.warmupLinear = warmupType == "linear";
   DS_CHECK(p.integer("warmup_num_steps", s.warmupNumSteps));
   if (s.warmupNumSteps < 0) return p.error("warmup_num_steps", "must be >= 0");
+  // DeepSpeed's constructor argument for continuing a schedule by hand;
+  // ds continues from a checkpoint's step instead (--resume).
   int64_t lastBatchIteration = -1;
   DS_CHECK(p.integer("last_batch_iteration", lastBatchIteration));
+  if (lastBatchIteration != -1)
+    return p.error("last_batch_iteration",
+                   llvm::formatv("only -1 (the schedule starts at step 1; --resume continues "
+                                 "it from the checkpoint's step), got {0}",
+                                 lastBatchIteration)
+                       .str());
   if (s.kind == SchedulerConfig::Kind::WarmupCosineLR) {
     DS_CHECK(p.number("warmup_min_ratio", s.warmupMinRatio, false, true));
     DS_CHECK(p.number("cos_min_ratio", s.cosMinRatio, false, true));

@@ -886,6 +886,22 @@ llvm::Expected<ParameterRecovery> Recovery::run() {
     if ((p.kind == "BUFFER" || p.kind == "CONSTANT_TENSOR") && inits_.count(p.target))
       r_.heldConstant.insert(p.target);
   }
+  // An inference BatchNormalization's mean and variance are running
+  // statistics (PyTorch's running_mean / running_var buffers), never
+  // trained by gradients; TorchScript exports them as plain initializers.
+  llvm::SmallVector<std::string> stats;
+  for (const auto &n : g_.node())
+    if (n.op_type() == "BatchNormalization" && n.domain().empty())
+      for (int i : {3, 4})
+        if (n.input_size() > i && inits_.count(n.input(i)) && !r_.heldConstant.count(n.input(i))) {
+          r_.heldConstant.insert(n.input(i));
+          stats.push_back(n.input(i));
+        }
+  if (!stats.empty() && options_.edit) // training: say what is left out
+    r_.notes.push_back(std::to_string(stats.size()) +
+                       " BatchNormalization running statistics are buffers, not trained "
+                       "(--parameters names them to train them anyway): " +
+                       llvm::join(stats, ", "));
   readTrainingInfo();
   if (exact_) {
     for (const auto &t : g_.initializer())

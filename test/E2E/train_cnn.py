@@ -3,7 +3,9 @@
 # per-step losses (relative error <= 1e-4 over 12 steps, AdamW): conv and
 # pooling gradients hold end to end, not only against finite differences.
 # With "bf16" the convolutions and their gradients run in bf16 (fp32 sums)
-# and the losses track torch.autocast("cpu", bfloat16) within 2e-3.
+# and the losses track torch.autocast("cpu", bfloat16) within 2e-3. An
+# eval-mode BatchNorm trains its scale and bias, never its running
+# statistics (buffers), as PyTorch does.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import copy
@@ -49,3 +51,24 @@ far = max(abs(a - b) / abs(b) for a, b in zip(ds_bf16, torch_losses))
 print("cnn bf16 vs fp32: worst relative difference %.2e" % far)
 if far < 1e-4:
     sys.exit("bf16 CNN training equals fp32 training: the convolutions did not run in bf16")
+
+# An eval-mode BatchNorm (TorchScript export; after a Linear, which the
+# exporter does not fold it into as it does a Conv's, so the running
+# statistics are plain initializers): its running mean and variance are
+# buffers, not trained (as in PyTorch); its scale and bias are.
+torch.manual_seed(2)
+bn_model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                         nn.Linear(16, 10))
+with torch.no_grad():
+    bn_model[5].running_mean.uniform_(-0.5, 0.5)
+    bn_model[5].running_var.uniform_(0.5, 2.0)
+bn_model.eval()
+bn_path = os.path.join(args.workdir, "cnn_bn.onnx")
+torch.onnx.export(copy.deepcopy(bn_model), (torch.zeros(mbs, 3, 16, 16),), bn_path, input_names=["x"],
+                  output_names=["logits"], opset_version=13)
+bn_dir = os.path.join(args.workdir, "bn")
+os.makedirs(bn_dir, exist_ok=True)
+ds_bn = train_ds(bn_path, cfg, data, 6, bn_dir)
+torch_bn = train_torch(bn_model, cfg, data, 6, F.cross_entropy)
+compare("cnn batchnorm (eval) adamw", ds_bn, torch_bn)

@@ -119,20 +119,31 @@ struct Attention {
       sgemm(false, true, rows, n, d, scale, qb, d, kb, d, 0.0f, scores, n);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = scores + r * n;
+        float blockMax;
         if (mask) {
           const int64_t at = b * maskStride[0] + h * maskStride[1] + (r0 + r) * maskStride[2] +
                              j0 * maskStride[3], step = maskStride[3];
-          if (maskSelects) {
+          if (maskSelects && step == 1) {
+            // A mask row (a causal mask): selected and the maximum taken
+            // in one vectorized pass.
+            blockMax = selectMaxRow(s, 1.0f, static_cast<const uint8_t *>(mask) + at, fill, s, n);
+          } else if (maskSelects) {
             const uint8_t *mr = static_cast<const uint8_t *>(mask) + at;
             for (int64_t j = 0; j < n; ++j) s[j] = mr[j * step] ? fill : s[j];
+            blockMax = rowMax(s, n);
+          } else if (step == 1) { // an additive mask row
+            blockMax = addMaxRow(s, static_cast<const float *>(mask) + at, s, n);
           } else {
             const float *mr = static_cast<const float *>(mask) + at;
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) s[j] += mr[j * step];
+            blockMax = rowMax(s, n);
           }
+        } else {
+          blockMax = rowMax(s, n);
         }
         // Online softmax: rescale what the row has so far to the new max.
-        const float mOld = rowMaxima[r], mNew = std::max(mOld, rowMax(s, n));
+        const float mOld = rowMaxima[r], mNew = std::max(mOld, blockMax);
         if (mNew == -std::numeric_limits<float>::infinity()) { // every key so far masked
           // (a NaN score is skipped by rowMax; it still poisons the row)
           for (int64_t j = 0; j < n; ++j) poisoned[r] |= std::isnan(s[j]);

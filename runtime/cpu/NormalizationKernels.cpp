@@ -273,41 +273,8 @@ template <class F> void parallelRows(int64_t rows, int64_t n, F body) {
 }
 
 // Masked rows, as functions of plain pointers: inside the kernels'
-// lambdas GCC left these loops scalar, with a branch per element.
-inline void selectRow(const float *x, const uint8_t *mask, float fill, float *y, int64_t n) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) y[j] = mask[j] ? fill : x[j];
-}
-inline void addRow(const float *x, const float *mask, float *y, int64_t n) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) y[j] = x[j] + mask[j];
-}
-/// y = mask ? fill : alpha * x (no mask: alpha * x) and the maximum of y:
-/// rowMax's value (max is exact in any order; an element only replaces a
-/// smaller maximum, so NaNs never win). One simd loop with a max
-/// reduction: in rowMax's lane form GCC left the byte-mask select scalar.
-inline float selectMaxRow(const float *x, float alpha, const uint8_t *mask, float fill, float *y,
-                          int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  if (mask) {
-#pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) {
-      const float s = alpha * x[j]; // unconditional: a masked load does not vectorize
-      const float v = mask[j] ? fill : s;
-      y[j] = v;
-      m = v > m ? v : m;
-    }
-  } else {
-#pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = alpha * x[j];
-      y[j] = v;
-      m = v > m ? v : m;
-    }
-  }
-  return m;
-}
-
+// lambdas GCC left these loops scalar, with a branch per element (the
+// forward's: selectMaxRow and addMaxRow, RowMath.h).
 /// y * (dy - sum), 0 where the mask is set (none with a null mask).
 inline void softmaxGradRow(const float *y, const float *dy, const uint8_t *mask, float sum,
                            float *dx, int64_t n) {
@@ -343,23 +310,23 @@ __attribute__((noinline)) void SoftmaxRows::row(const float *px, float *py, int6
       for (int64_t j = 0; j < n; ++j) py[j] = alpha * px[j];
       px = py;
     }
-    // One mask value for the row (step 0), or an additive mask row: loops
-    // of their own, so each vectorizes without a gather.
+    // An additive mask row (masked and its maximum taken in one pass), or
+    // one mask value for the row (step 0): loops of their own, so each
+    // vectorizes without a gather.
     const int64_t mo = rows.offset(o);
-    if (selects) {
-      if (*(static_cast<const uint8_t *>(mask) + mo)) std::fill(py, py + n, fill);
-      else if (px != py) std::copy(px, px + n, py);
+    if (!selects && rows.step) {
+      mx = addMaxRow(px, static_cast<const float *>(mask) + mo, py, n);
     } else {
-      const float *pm = static_cast<const float *>(mask) + mo;
-      if (rows.step) {
-        addRow(px, pm, py, n);
+      if (selects) {
+        if (*(static_cast<const uint8_t *>(mask) + mo)) std::fill(py, py + n, fill);
+        else if (px != py) std::copy(px, px + n, py);
       } else {
-        const float m0 = *pm;
+        const float m0 = *(static_cast<const float *>(mask) + mo);
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) py[j] = px[j] + m0;
       }
+      mx = rowMax(py, n);
     }
-    mx = rowMax(py, n);
   }
   const float inv = 1.0f / rowExpSum<true>(src, py, mx, n);
 #pragma omp simd

@@ -38,6 +38,45 @@ inline float rowMax(const float *p, int64_t n) {
   return m;
 }
 
+/// y = mask ? fill : alpha * x (no mask: alpha * x) and the maximum of y:
+/// rowMax's value (max is exact in any order; an element only replaces a
+/// smaller maximum, so NaNs never win). One simd loop with a max
+/// reduction: in rowMax's lane form GCC left the byte-mask select scalar.
+inline float selectMaxRow(const float *x, float alpha, const uint8_t *mask, float fill, float *y,
+                          int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (mask) {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      const float s = alpha * x[j]; // unconditional: a masked load does not vectorize
+      const float v = mask[j] ? fill : s;
+      y[j] = v;
+      m = v > m ? v : m;
+    }
+  } else {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = alpha * x[j];
+      y[j] = v;
+      m = v > m ? v : m;
+    }
+  }
+  return m;
+}
+
+/// y = x + mask (an additive mask row) and the maximum of y, in one pass:
+/// rowMax's value, as selectMaxRow's.
+inline float addMaxRow(const float *x, const float *mask, float *y, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = x[j] + mask[j];
+    y[j] = v;
+    m = v > m ? v : m;
+  }
+  return m;
+}
+
 /// sum(a * b) over p[0, n): kLanes f32 lanes, added in f64 (softmax's
 /// backward, squared norms).
 inline double rowDot(const float *a, const float *b, int64_t n) {

@@ -464,6 +464,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &g) {
     if (isa<FloatType>(elem)) {
       auto param = ParameterOp::create(b_, loc, t.name(), *value);
       if (recovered.heldConstant.contains(t.name())) param->setAttr("ds.buffer", b_.getUnitAttr());
+      if (recovered.runningStatistics.contains(t.name()))
+        param->setAttr("ds.running_stat", b_.getUnitAttr());
       if (recovered.neverTie.contains(t.name())) param->setAttr("ds.untied", b_.getUnitAttr());
       if (recovered.trained.contains(t.name())) param->setAttr("ds.trained", b_.getUnitAttr());
       values_[t.name()] = param.getResult();

@@ -174,6 +174,7 @@ private:
   void untieIdentityCopies();
   void untieByRole();
   void untieNamed();
+  void markRunningStatistics();
   void splitPerUse(const std::string &init, const std::vector<Use> &uses, const std::string &why);
   std::string freshName(const std::string &want);
   void addCopy(const std::string &from, const std::string &name);
@@ -763,6 +764,45 @@ llvm::Error Recovery::foldedTables() {
   return llvm::Error::success();
 }
 
+/// An inference BatchNormalization's mean and variance are running
+/// statistics (PyTorch's running_mean / running_var buffers), never trained
+/// by gradients; TorchScript exports them as plain initializers. They are
+/// held constant. An initializer that is also read in another role (an
+/// exporter's merge of equal initial values: a fresh BatchNorm's scale and
+/// variance are both ones) gives the statistics a copy of their own in
+/// training, so the other role stays a parameter.
+void Recovery::markRunningStatistics() {
+  bool edited = false;
+  for (const auto &[init, uses] : uses_) {
+    std::vector<Use> stats, others;
+    for (const Use &u : uses) {
+      const onnx::NodeProto &n = g_.node(u.node);
+      bool stat = n.op_type() == "BatchNormalization" && n.domain().empty() &&
+                  (u.index == 3 || u.index == 4);
+      (stat ? stats : others).push_back(u);
+    }
+    if (stats.empty() || r_.heldConstant.count(init)) continue;
+    if (others.empty() || !options_.edit) {
+      // Inference reads the values either way.
+      if (others.empty()) {
+        r_.heldConstant.insert(init);
+        r_.runningStatistics.insert(init);
+      }
+      continue;
+    }
+    std::string copy = freshName(init + "@running_statistics");
+    addCopy(init, copy);
+    for (const Use &u : stats) g_.mutable_node(u.node)->set_input(u.index, copy);
+    r_.heldConstant.insert(copy);
+    r_.runningStatistics.insert(copy);
+    r_.notes.push_back("initializer '" + init +
+                       "' is read as a BatchNormalization's running statistic and in another "
+                       "role: the statistic reads a constant copy, '" + copy + "'");
+    edited = true;
+  }
+  if (edited) indexGraph();
+}
+
 void Recovery::splitPerUse(const std::string &init, const std::vector<Use> &uses,
                            const std::string &why) {
   std::vector<std::string> made;
@@ -886,22 +926,7 @@ llvm::Expected<ParameterRecovery> Recovery::run() {
     if ((p.kind == "BUFFER" || p.kind == "CONSTANT_TENSOR") && inits_.count(p.target))
       r_.heldConstant.insert(p.target);
   }
-  // An inference BatchNormalization's mean and variance are running
-  // statistics (PyTorch's running_mean / running_var buffers), never
-  // trained by gradients; TorchScript exports them as plain initializers.
-  llvm::SmallVector<std::string> stats;
-  for (const auto &n : g_.node())
-    if (n.op_type() == "BatchNormalization" && n.domain().empty())
-      for (int i : {3, 4})
-        if (n.input_size() > i && inits_.count(n.input(i)) && !r_.heldConstant.count(n.input(i))) {
-          r_.heldConstant.insert(n.input(i));
-          stats.push_back(n.input(i));
-        }
-  if (!stats.empty() && options_.edit) // training: say what is left out
-    r_.notes.push_back(std::to_string(stats.size()) +
-                       " BatchNormalization running statistics are buffers, not trained "
-                       "(--parameters names them to train them anyway): " +
-                       llvm::join(stats, ", "));
+  markRunningStatistics();
   readTrainingInfo();
   if (exact_) {
     for (const auto &t : g_.initializer())

@@ -8,6 +8,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
@@ -198,6 +199,20 @@ private:
         if (unread.contains(f))
           module.emitRemark("'") << f << "' is an initializer no node of the graph reads: "
                                  << "no gradient reaches it, so it is not trained";
+    // Running statistics left out by default are said (--parameters
+    // trains what it names, these too).
+    SmallVector<std::string> stats;
+    for (ParameterOp p : params)
+      if (p->hasAttr("ds.running_stat") && !selected(p, frozenSet, only))
+        stats.push_back(p.getSymName().str());
+    if (!stats.empty())
+      module.emitRemark() << stats.size()
+                          << (stats.size() == 1
+                                  ? " BatchNormalization running statistic is a buffer, not "
+                                    "trained (--parameters names it to train it anyway): "
+                                  : " BatchNormalization running statistics are buffers, not "
+                                    "trained (--parameters names them to train them anyway): ")
+                          << llvm::join(stats, ", ");
     // Selected parameters first, so a copy met before its original (a
     // folded transpose) still finds it.
     std::stable_partition(params.begin(), params.end(),

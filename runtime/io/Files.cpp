@@ -106,10 +106,16 @@ bool sameFile(const std::string &a, const std::string &b) {
 }
 
 absl::StatusOr<std::FILE *> openOutputStream(const std::string &path, bool append,
-                                             const std::string &what, bool streams) {
+                                             const std::string &what, bool streams, bool ownFile) {
   // O_NONBLOCK: opening a FIFO without a reader fails (ENXIO) at once.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0),
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0) |
+                      (ownFile ? O_NOFOLLOW : 0),
                   0644);
+  if (fd < 0 && ownFile && errno == ELOOP)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", path, " is a symbolic link; ds writes its own files there and never "
+        "through a link: remove it"));
   if (fd < 0 && errno == ENXIO)
     return absl::InvalidArgumentError(
         absl::StrCat(what, " ", path, " is a FIFO no process reads; ds would wait for one forever"));
@@ -124,6 +130,12 @@ absl::StatusOr<std::FILE *> openOutputStream(const std::string &path, bool appen
     return absl::InvalidArgumentError(absl::StrCat(
         what, " ", path, " exists and is not a regular file; ds writes regular files",
         streams ? ", pipes and terminals" : "", " only"));
+  }
+  if (ownFile && st.st_nlink > 1) { // a hard link: another name's bytes (the data, the plan)
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", path, " has other names (hard links); ds writes its own files there and "
+        "never another file's bytes: remove it"));
   }
   if (!append && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
     int err = errno;

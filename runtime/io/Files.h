@@ -39,8 +39,11 @@ bool sameFile(const std::string &a, const std::string &b);
 /// never blocking: only a regular file, created if missing, or with
 /// `streams` a FIFO or terminal already being read (a FIFO nobody reads
 /// would make open() wait forever: an error instead). `what` names the
-/// flag or config key in errors.
+/// flag or config key in errors. With `ownFile` (files ds names itself in
+/// a directory it was given: the monitors'), a symbolic link or a file with
+/// other hard links there is refused rather than written through.
 absl::StatusOr<std::FILE *> openOutputStream(const std::string &path, bool append,
-                                             const std::string &what, bool streams = false);
+                                             const std::string &what, bool streams = false,
+                                             bool ownFile = false);
 
 } // namespace ds::rt

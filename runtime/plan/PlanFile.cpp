@@ -551,16 +551,30 @@ absl::Status checkProgramInterface(const plan::Plan &p, const plan::Program &pro
 using LiveRanges = std::map<uint32_t, std::pair<int, int>>;
 
 /// Walks the steps: operand ids in range, no arena buffer read before it is
-/// written, no write to weights or inputs.
+/// written, an input buffer read only when the program binds it and an
+/// output buffer only after the program wrote it (ds-run allocates both
+/// without clearing: anything else reads leftover heap memory), no write to
+/// weights or inputs.
 absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Program &prog,
                                            const std::string &pw) {
   LiveRanges live;
+  const std::set<uint32_t> bound(prog.inputs().begin(), prog.inputs().end());
+  std::set<uint32_t> outputsWritten;
   for (int s = 0; s < prog.steps_size(); ++s) {
     const plan::Step &step = prog.steps(s);
     std::string sw =
         absl::StrCat(pw, ", step ", s, " (", step.kernel(), " at ", step.location(), ")");
     for (uint32_t id : step.inputs()) {
       DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
+      const plan::Buffer &b = p.buffers(id);
+      if (b.kind() == plan::Buffer::INPUT && !bound.count(id))
+        return absl::InvalidArgumentError(absl::StrCat(
+            sw, " reads input buffer ", id, " ('", b.io_name().substr(0, 200),
+            "'), which the program does not take as an input"));
+      if (b.kind() == plan::Buffer::OUTPUT && !outputsWritten.count(id))
+        return absl::InvalidArgumentError(
+            absl::StrCat(sw, " reads output buffer ", id, " ('", b.io_name().substr(0, 200),
+                         "') before a step of the program writes it"));
       if (p.buffers(id).kind() == plan::Buffer::ARENA) {
         // Reading a view reads the bytes of the buffer it views.
         if (p.buffers(id).has_alias_of()) id = p.buffers(id).alias_of();
@@ -587,6 +601,7 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
         return absl::InvalidArgumentError(absl::StrCat(sw, " writes buffer ", id,
                                                        ", a view of buffer ",
                                                        p.buffers(id).alias_of()));
+      if (kind == plan::Buffer::OUTPUT) outputsWritten.insert(id);
       if (kind == plan::Buffer::ARENA) {
         auto [it, fresh] = live.emplace(id, std::make_pair(s, s));
         if (!fresh)

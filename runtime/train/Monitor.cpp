@@ -1,5 +1,7 @@
 #include "runtime/train/Monitor.h"
 
+#include <sys/stat.h>
+
 #include "runtime/io/Files.h"
 
 #include <array>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +50,18 @@ absl::StatusOr<std::string> monitorDirectory(const plan::CsvMonitor &config, con
 absl::StatusOr<std::unique_ptr<CsvMonitor>> CsvMonitor::open(const plan::CsvMonitor &config) {
   std::unique_ptr<CsvMonitor> m(new CsvMonitor());
   DS_ASSIGN_OR_RETURN(m->dir_, monitorDirectory(config, "csv_monitor"));
+  // Its files are appended to as events arrive: a link among them (to the
+  // data or the plan) is refused now, before the first step, not at it.
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(m->dir_, ec)) {
+    if (entry.path().extension() != ".csv") continue;
+    struct stat st;
+    if (::lstat(entry.path().c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_nlink > 1))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "csv_monitor: ", entry.path().string(), S_ISLNK(st.st_mode) ? " is a symbolic link" : " has other names (hard links)",
+          "; ds appends its own rows there and never through a link: remove it"));
+  }
   return m;
 }
 
@@ -57,7 +72,8 @@ absl::Status CsvMonitor::write(const std::vector<MonitorEvent> &events) {
                                            ? 0
                                            : e.name.rfind('/') + 1);
     std::string path = dir_ + "/" + file + ".csv";
-    DS_ASSIGN_OR_RETURN(std::FILE * f, openOutputStream(path, /*append=*/true, "csv_monitor"));
+    DS_ASSIGN_OR_RETURN(std::FILE * f, openOutputStream(path, /*append=*/true, "csv_monitor",
+                                                                 /*streams=*/false, /*ownFile=*/true));
     std::string text;
     if (started_.insert(file).second) absl::StrAppend(&text, "step,", header, "\r\n");
     // Python's csv writer ends rows with \r\n.
@@ -108,7 +124,8 @@ TensorBoardMonitor::open(const plan::CsvMonitor &config) {
   ::gethostname(host, sizeof host - 1);
   m->path_ = absl::StrCat(dir, "/events.out.tfevents.", static_cast<int64_t>(wallTime()), ".",
                           host, ".", ::getpid(), ".ds");
-  DS_ASSIGN_OR_RETURN(m->file_, openOutputStream(m->path_, /*append=*/false, "tensorboard"));
+  DS_ASSIGN_OR_RETURN(m->file_, openOutputStream(m->path_, /*append=*/false, "tensorboard",
+                                                      /*streams=*/false, /*ownFile=*/true));
   tensorboard::Event version;
   version.set_wall_time(wallTime());
   version.set_file_version("brain.Event:2");

@@ -497,14 +497,19 @@ private:
       // fp16: a forward that overflows shows as non-finite gradients too,
       // and the scaler skips the step.
       if (!std::isfinite(loss) && !scaler_) {
+        // Micro-batches counted from 1 with the samples they hold, as the
+        // data errors above say them.
         if (std::string labels = allLabelsIgnored(in); !labels.empty())
           return absl::InvalidArgumentError(absl::StrFormat(
-              "the loss is NaN at step %lld (micro-batch %lld): every label in '%s' is the "
-              "ignore index, so the mean is over no labels",
-              static_cast<long long>(step + 1), static_cast<long long>(m), labels));
+              "the loss is NaN at step %lld (micro-batch %lld, %s): every label in '%s' is "
+              "the ignore index, so the mean is over no labels",
+              static_cast<long long>(step + 1), static_cast<long long>(m + 1),
+              data_.describeLast(), labels));
         return absl::InternalError(absl::StrFormat(
-            "the loss is %f at step %lld (micro-batch %lld): training diverged or the data is bad",
-            loss, static_cast<long long>(step + 1), static_cast<long long>(m)));
+            "the loss is %f at step %lld (micro-batch %lld, %s): training diverged or the data "
+            "is bad",
+            loss, static_cast<long long>(step + 1), static_cast<long long>(m + 1),
+            data_.describeLast()));
       }
       lossSum += loss;
     }

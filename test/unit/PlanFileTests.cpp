@@ -119,6 +119,7 @@ TEST(PlanStructure, OverlappingLiveArenaBuffersAreRefused) {
   addBuffer(p, plan::Buffer::ARENA, {4}, 8); // shares bytes with buffer 1
   addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
   auto *prog = p.add_programs();
+  prog->add_inputs(0);
   addStep(*prog, "exp", {0}, 1);
   addStep(*prog, "exp", {0}, 2);
   addStep(*prog, "add", {1, 2}, 3); // both live here
@@ -145,6 +146,41 @@ TEST(PlanStructure, AnOutputNoStepWritesIsRefused) {
       << st.message();
   addStep(*prog, "exp", {0}, 2);
   EXPECT_TRUE(validatePlanStructure(p, 0).ok());
+}
+
+TEST(PlanStructure, ReadingAnUnboundInputOrAnUnwrittenOutputIsRefused) {
+  // ds-run allocates inputs and outputs without clearing them: a step that
+  // read an input its program does not bind, or an output before the
+  // program wrote it, would read leftover heap memory.
+  plan::Plan p;
+  p.set_arena_bytes(64);
+  addBuffer(p, plan::Buffer::INPUT, {4}, 0, "x");
+  addBuffer(p, plan::Buffer::INPUT, {4}, 0, "z");
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
+  addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "w");
+  auto *prog = p.add_programs();
+  prog->set_name("forward");
+  prog->add_inputs(0);
+  prog->add_outputs(2);
+  prog->add_outputs(3);
+  addStep(*prog, "exp", {1}, 2); // z is not this program's input
+  addStep(*prog, "exp", {0}, 3);
+  auto st = validatePlanStructure(p, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("reads input buffer 1 ('z'), which the program does not take as an "
+                              "input"),
+            std::string::npos)
+      << st.message();
+  prog->mutable_steps(0)->set_inputs(0, 3); // w, before the step that writes it
+  st = validatePlanStructure(p, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("reads output buffer 3 ('w') before a step of the program writes it"),
+            std::string::npos)
+      << st.message();
+  // Read after it is written: fine.
+  prog->mutable_steps(0)->set_inputs(0, 0);
+  addStep(*prog, "exp", {3}, 2);
+  EXPECT_TRUE(validatePlanStructure(p, 0).ok()) << validatePlanStructure(p, 0).message();
 }
 
 // Memory spaces (ZeRO-Offload): host intermediates are placed in the host
@@ -237,6 +273,8 @@ TEST(PlanStructure, BoundsAndKindsAreChecked) {
   addBuffer(v, plan::Buffer::OUTPUT, {2, 2}, 0, "y");
   auto *prog3 = v.add_programs();
   prog3->set_name("forward");
+  prog3->add_inputs(0);
+  prog3->add_inputs(1);
   addStep(*prog3, "matmul", {0, 1}, 2);
   (*prog3->mutable_steps(0)->mutable_attrs())["constant_weight"].set_i(1);
   absl::Status st = validatePlanStructure(v, 0);
@@ -367,6 +405,7 @@ TEST(PlanStructure, ViewsShareTheirTargetsBytesAndLiveness) {
     addBuffer(p, plan::Buffer::OUTPUT, {4}, 0, "y");
     auto *prog = p.add_programs();
     prog->set_name("forward");
+    prog->add_inputs(0);
     addStep(*prog, "exp", {0}, 1);
     addStep(*prog, "exp", {2}, 3);
     addStep(*prog, "add", {3, 1}, 4);

@@ -48,6 +48,9 @@ struct ParameterRecovery {
   /// the exporter's signature, tables folded from them, and with ONNX
   /// training_info everything its update bindings do not name.
   llvm::StringSet<> heldConstant;
+  /// Of those, an inference BatchNormalization's mean and variance (the
+  /// importer marks them ds.running_stat; training says they stay fixed).
+  llvm::StringSet<> runningStatistics;
   /// With ONNX training_info: the initializers its update bindings name,
   /// trained whatever their size (a one-element logit scale included; the
   /// importer marks them ds.trained).

@@ -440,6 +440,11 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
              {"--labels", labelsName, labelsName.getNumOccurrences() > 0},
              {"--loss-output", lossOutput, lossOutput.getNumOccurrences() > 0}})
       if (given && value.empty()) return fail(std::string(name) + " needs a name, got ''");
+  // Only the cross-entropy ds builds has labels to ignore.
+  if (training && ignoreIndex.getNumOccurrences() > 0 && !lossKind.empty() &&
+      lossKind != "softmax-cross-entropy")
+    return fail("--ignore-index applies to --loss softmax-cross-entropy; --loss " + lossKind +
+                " has no ignored labels");
   if (!training && worldSize != 1)
     return fail("--world-size applies to training plans (--config/--loss); an inference plan "
                 "over several ranks is --tensor-parallel N");

@@ -46,8 +46,8 @@ CpuBackend::CpuBackend(const BackendOptions &opts) : deviceLimit_(opts.deviceMem
 }
 
 absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace space) {
-  // Round up so aligned_alloc's size rule holds; a zero-byte request still
-  // gets a valid, distinct pointer.
+  // Whole cache lines; a zero-byte request still gets a valid, distinct
+  // pointer.
   if (bytes > (uint64_t(1) << 62))
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", bytes, " bytes (more than 2^62)"));
@@ -62,9 +62,12 @@ absl::StatusOr<void *> CpuBackend::allocate(uint64_t bytes, plan::MemorySpace sp
   // Big buffers (the arena, weights, optimizer state) go on 2 MiB pages:
   // GEMMs pack panels from rows 4+ KiB apart, and with 4 KiB pages every
   // row was a TLB miss (transparent huge pages are often opt-in, "madvise").
+  // Aligned to a huge page but not rounded up to one: the kernel backs the
+  // whole 2 MiB pages inside the buffer and the tail with small pages, so
+  // resident memory grows by nothing.
   const bool huge = rounded >= kHugePage;
-  if (huge) rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
-  void *p = std::aligned_alloc(huge ? kHugePage : 64, rounded);
+  void *p = nullptr;
+  if (::posix_memalign(&p, huge ? kHugePage : 64, rounded) != 0) p = nullptr;
 #ifdef MADV_HUGEPAGE
   if (p && huge) ::madvise(p, rounded, MADV_HUGEPAGE); // advice only: failure is harmless
 #endif

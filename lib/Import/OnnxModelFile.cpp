@@ -3,6 +3,7 @@
 #include "ds/Import/OnnxModelFile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -106,6 +107,50 @@ llvm::Expected<onnx::ModelProto> mlir::ds::readModelFile(const std::string &path
   return parseModelText(*data, path, /*json=*/!text);
 }
 
+/// Where ONNX's text parser threw converting a number: the first numeric
+/// token, with its line, that std::stoll (integers) or std::stof (the rest)
+/// cannot convert, as the parser would.
+static std::string badNumber(const std::string &data) {
+  size_t line = 1;
+  for (size_t i = 0; i < data.size(); ++i) {
+    char c = data[i];
+    if (c == '\n') ++line;
+    if (c == '"') { // a string: skip it
+      for (++i; i < data.size() && data[i] != '"'; ++i)
+        if (data[i] == '\n') ++line;
+      continue;
+    }
+    bool startsNumber = std::isdigit(static_cast<unsigned char>(c)) ||
+                        ((c == '-' || c == '+' || c == '.') && i + 1 < data.size() &&
+                         std::isdigit(static_cast<unsigned char>(data[i + 1])));
+    bool inWord = i > 0 && (std::isalnum(static_cast<unsigned char>(data[i - 1])) ||
+                            data[i - 1] == '_' || data[i - 1] == '.');
+    if (!startsNumber || inWord) continue;
+    size_t end = i + 1;
+    while (end < data.size() &&
+           (std::isdigit(static_cast<unsigned char>(data[end])) || data[end] == '.' ||
+            data[end] == 'e' || data[end] == 'E' ||
+            ((data[end] == '-' || data[end] == '+') &&
+             (data[end - 1] == 'e' || data[end - 1] == 'E'))))
+      ++end;
+    std::string token = data.substr(i, end - i);
+    bool integer = token.find_first_of(".eE") == std::string::npos;
+    bool ok = true;
+    try {
+      size_t used = 0;
+      if (integer) (void)std::stoll(token, &used);
+      else (void)std::stof(token, &used);
+    } catch (const std::exception &) {
+      ok = false;
+    }
+    if (!ok)
+      return "the number '" + token.substr(0, 64) + "' (line " + std::to_string(line) +
+             ") is malformed or out of range";
+    i = end - 1;
+  }
+  return "a number is malformed or out of range";
+}
+
 llvm::Expected<onnx::ModelProto> mlir::ds::parseModelText(const std::string &data,
                                                          const std::string &name, bool json) {
   onnx::ModelProto model;
@@ -124,8 +169,7 @@ llvm::Expected<onnx::ModelProto> mlir::ds::parseModelText(const std::string &dat
         return err(name + ": not valid ONNX text: " + msg);
       }
     } catch (const std::exception &e) {
-      return err(name + ": not valid ONNX text: a number is malformed or out of range (" +
-                 e.what() + ")");
+      return err(name + ": not valid ONNX text: " + badNumber(data) + " (" + e.what() + ")");
     }
     return model;
   }
@@ -330,8 +374,12 @@ llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
   std::string location;
   uint64_t offset = 0, length = 0;
   bool haveLength = false;
+  std::set<std::string> keys;
   for (const auto &kv : t.external_data()) {
     const std::string &k = kv.key(), &v = kv.value();
+    // A key given twice has no one meaning (onnx's loader takes the last).
+    if (!keys.insert(k).second)
+      return err("external data key '" + k.substr(0, 64) + "' is given twice");
     if (k == "location") {
       location = v;
     } else if (k == "offset") {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
@@ -49,34 +50,94 @@ constexpr DescrMap kDescrs[] = {
     {"<u4", plan::U32},  {"<u8", plan::U64},
 };
 
-// Extracts the value text after 'key': in a numpy header dict.
-absl::StatusOr<std::string> dictValue(const std::string &h, const std::string &key,
-                                      const std::string &what) {
-  std::string k = "'" + key + "'";
-  size_t p = h.find(k);
-  if (p == std::string::npos)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
-  p = h.find(':', p + k.size());
-  if (p == std::string::npos)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy header"));
+/// The header dict of a .npy file, parsed strictly as the Python literal
+/// numpy writes (numpy reads it with ast.literal_eval): exactly the keys
+/// 'descr' (a string), 'fortran_order' (True or False) and 'shape' (a tuple
+/// of integers), each once, in either quote style; anything else (another
+/// key, a key twice: numpy takes the last, a scan the first) is refused,
+/// so ds and numpy never read one file as two arrays.
+struct NpyHeader {
+  std::string descr;
+  bool fortran = false;
+  std::vector<int64_t> shape;
+};
+
+absl::StatusOr<NpyHeader> parseHeader(const std::string &h, const std::string &what) {
+  size_t p = 0;
+  auto bad = [&](const std::string &why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": malformed .npy header (", why, " at byte ", p, ")"));
+  };
+  auto ws = [&] {
+    while (p < h.size() && (h[p] == ' ' || h[p] == '\t' || h[p] == '\n' || h[p] == '\r')) ++p;
+  };
+  auto quoted = [&](std::string &out) -> bool {
+    if (p >= h.size() || (h[p] != '\'' && h[p] != '"')) return false;
+    const char q = h[p];
+    size_t end = h.find(q, p + 1);
+    if (end == std::string::npos) return false;
+    out = h.substr(p + 1, end - p - 1);
+    if (out.find('\\') != std::string::npos) return false; // no escapes in numpy's values
+    p = end + 1;
+    return true;
+  };
+  NpyHeader r;
+  std::set<std::string> seen;
+  ws();
+  if (p >= h.size() || h[p] != '{') return bad("expected '{'");
   ++p;
-  while (p < h.size() && h[p] == ' ') ++p;
-  size_t end;
-  if (p < h.size() && h[p] == '(') {
-    end = h.find(')', p);
-    if (end == std::string::npos)
-      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy shape"));
-    ++end;
-  } else if (p < h.size() && h[p] == '\'') {
-    end = h.find('\'', p + 1);
-    if (end == std::string::npos)
-      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed .npy header"));
-    ++end;
-  } else {
-    end = h.find_first_of(",}", p);
-    if (end == std::string::npos) end = h.size();
+  for (;;) {
+    ws();
+    if (p < h.size() && h[p] == '}') break;
+    std::string key;
+    if (!quoted(key)) return bad("expected a quoted key");
+    if (key != "descr" && key != "fortran_order" && key != "shape")
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": .npy header has the key '", absl::CHexEscape(key.substr(0, 64)),
+          "' (numpy writes only 'descr', 'fortran_order' and 'shape')"));
+    if (!seen.insert(key).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": .npy header gives '", key, "' twice"));
+    ws();
+    if (p >= h.size() || h[p] != ':') return bad("expected ':'");
+    ++p;
+    ws();
+    if (key == "descr") {
+      if (!quoted(r.descr)) return bad("'descr' is not a string");
+    } else if (key == "fortran_order") {
+      if (h.compare(p, 4, "True") == 0) r.fortran = true, p += 4;
+      else if (h.compare(p, 5, "False") == 0) r.fortran = false, p += 5;
+      else return bad("'fortran_order' is not True or False");
+    } else {
+      if (p >= h.size() || h[p] != '(') return bad("'shape' is not a tuple");
+      ++p;
+      for (;;) {
+        ws();
+        if (p < h.size() && h[p] == ')') break;
+        size_t start = p;
+        while (p < h.size() && h[p] >= '0' && h[p] <= '9') ++p;
+        int64_t d;
+        if (p == start || p - start > 19 || !absl::SimpleAtoi(h.substr(start, p - start), &d))
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": bad dimension '", absl::CHexEscape(h.substr(start, 24)), "' in .npy shape"));
+        r.shape.push_back(d);
+        ws();
+        if (p < h.size() && h[p] == ',') ++p;
+        else if (p >= h.size() || h[p] != ')') return bad("expected ',' or ')' in 'shape'");
+      }
+      ++p; // ')'
+    }
+    ws();
+    if (p < h.size() && h[p] == ',') ++p;
+    else if (p >= h.size() || h[p] != '}') return bad("expected ',' or '}'");
   }
-  return h.substr(p, end - p);
+  ++p; // '}'
+  ws();
+  if (p != h.size()) return bad("text after the dict");
+  for (const char *key : {"descr", "fortran_order", "shape"})
+    if (!seen.count(key))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": .npy header has no '", key, "'"));
+  return r;
 }
 
 } // namespace
@@ -103,35 +164,25 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
     return absl::InvalidArgumentError(absl::StrCat(what, ": truncated .npy header"));
   std::string h(reinterpret_cast<const char *>(data + headerStart), headerLen);
 
-  DS_ASSIGN_OR_RETURN(std::string descr, dictValue(h, "descr", what));
-  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
+  DS_ASSIGN_OR_RETURN(NpyHeader header, parseHeader(h, what));
+  const std::string &descr = header.descr;
   HostArray a;
   bool found = false;
   for (const auto &d : kDescrs)
-    if (descr == d.descr || (descr[0] == '=' && descr.substr(1) == std::string(d.descr).substr(1))) {
+    if (descr == d.descr ||
+        (!descr.empty() && descr[0] == '=' && descr.substr(1) == std::string(d.descr).substr(1))) {
       a.dtype = d.dtype;
       found = true;
     }
   if (!found)
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": unsupported dtype '", descr,
+        what, ": unsupported dtype '", absl::CHexEscape(descr.substr(0, 64)),
         "' (supported: float32, float64, float16, int8/16/32/64, uint8/16/32/64, bool; "
         "little-endian)"));
-  DS_ASSIGN_OR_RETURN(std::string fortran, dictValue(h, "fortran_order", what));
-  if (absl::StripAsciiWhitespace(fortran) != "False")
+  if (header.fortran)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": fortran-order arrays are not supported; save np.ascontiguousarray(x)"));
-  DS_ASSIGN_OR_RETURN(std::string shapeText, dictValue(h, "shape", what));
-  shapeText = std::string(absl::StripSuffix(absl::StripPrefix(shapeText, "("), ")"));
-  for (absl::string_view part : absl::StrSplit(shapeText, ',', absl::SkipWhitespace())) {
-    int64_t d;
-    part = absl::StripAsciiWhitespace(part);
-    if (part.empty()) continue;
-    if (!absl::SimpleAtoi(part, &d) || d < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": bad dimension '", part, "' in .npy shape"));
-    a.shape.push_back(d);
-  }
+  a.shape = header.shape;
   auto bytes = checkedByteSize(a.shape, a.dtype);
   if (!bytes.ok())
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.status().message()));
@@ -216,6 +267,10 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
     std::string msg = zipErrorText(err);
     // ZIP_CHECKCONS reports two entries of one name as "file exists".
     if (err == ZIP_ER_EXISTS) msg = "two entries have the same name (an array given twice)";
+    // And an inconsistent directory (a zip64 size marker without its zip64
+    // record) as "no such file", of a file that is there.
+    if (err == ZIP_ER_NOENT && ::stat(path.c_str(), &fileStat) == 0)
+      msg = "its zip directory is damaged (an entry it lists cannot be found)";
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, " as .npz: ", msg));
   }
   std::vector<std::pair<std::string, HostArray>> out;
@@ -250,6 +305,17 @@ absl::StatusOr<std::vector<std::pair<std::string, HostArray>>> readNpz(const std
             stored ? " stored bytes" : " compressed bytes", "; the zip directory is damaged"));
         break;
       }
+    }
+    // Deflate (np.savez_compressed) and stored (np.savez) always; other
+    // methods only as this libzip was built.
+    if ((st.valid & ZIP_STAT_COMP_METHOD) &&
+        !zip_compression_method_supported(static_cast<zip_int32_t>(st.comp_method), 0)) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          what, ": compression method ", st.comp_method,
+          st.comp_method == ZIP_CM_LZMA ? " (LZMA)" : st.comp_method == ZIP_CM_BZIP2 ? " (bzip2)" : "",
+          " is not supported; np.savez (stored) and np.savez_compressed (deflate) write what ds "
+          "reads"));
+      break;
     }
     std::vector<uint8_t> buf(st.size);
     zip_file_t *f = zip_fopen_index(z, i, 0);

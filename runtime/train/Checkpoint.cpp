@@ -147,6 +147,25 @@ absl::Status checkLoadedFinite(const HostArray &a, const std::string &name,
     return absl::DataLossError(absl::StrCat(file, ": state '", name,
                                             "' holds a non-finite value (element ", *at,
                                             "); ds never saves one, so the file is damaged"));
+  // Adam's second moments are averages of squares: a negative one would
+  // make the next update's square root NaN, blamed on the run one step on.
+  if (absl::StartsWith(name, "adam_v:") && (a.dtype == ds::plan::F32 || a.dtype == ds::plan::F64)) {
+    const size_t width = a.dtype == ds::plan::F32 ? 4 : 8;
+    for (size_t i = 0; i * width < a.data.size(); ++i) {
+      double v;
+      if (width == 4) {
+        float f;
+        std::memcpy(&f, a.data.data() + 4 * i, 4);
+        v = f;
+      } else {
+        std::memcpy(&v, a.data.data() + 8 * i, 8);
+      }
+      if (v < 0)
+        return absl::DataLossError(absl::StrCat(
+            file, ": state '", name, "' holds a negative second moment (element ", i,
+            "); ds never saves one, so the file is damaged"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -168,16 +168,23 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
   const std::string &descr = header.descr;
   HostArray a;
   bool found = false;
+  // '=' (native) and no byte-order mark at all (np.dtype('f4')) both mean
+  // this machine's order, little-endian, as '<' and '|' do.
+  auto sameType = [&](const char *known) {
+    if (descr == known) return true;
+    std::string code = std::string(known).substr(1);
+    return descr == code || (!descr.empty() && descr[0] == '=' && descr.substr(1) == code);
+  };
   for (const auto &d : kDescrs)
-    if (descr == d.descr ||
-        (!descr.empty() && descr[0] == '=' && descr.substr(1) == std::string(d.descr).substr(1))) {
+    if (sameType(d.descr)) {
       a.dtype = d.dtype;
       found = true;
     }
   if (!found)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": unsupported dtype '", absl::CHexEscape(descr.substr(0, 64)),
-        "' (supported: float32, float64, float16, int8/16/32/64, uint8/16/32/64, bool; "
+        "' (supported: <f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, |b1: float32, "
+        "float64, float16, int8/16/32/64, uint8/16/32/64, bool; "
         "little-endian)"));
   if (header.fortran)
     return absl::InvalidArgumentError(absl::StrCat(

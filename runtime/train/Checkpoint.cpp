@@ -118,7 +118,8 @@ std::optional<int64_t> firstNonFinite(const HostArray &a) {
       bad = !std::isfinite(v);
       break;
     }
-    case ds::plan::BF16: { // exponent all ones
+    case ds::plan::BF16: // exponent all ones
+    case ds::plan::U16: { // bf16 travels in .npz as uint16 (no numpy bfloat16)
       uint16_t v;
       std::memcpy(&v, d + 2 * i, 2);
       bad = (v & 0x7F80) == 0x7F80;
@@ -167,6 +168,13 @@ absl::Status checkLoadedFinite(const HostArray &a, const std::string &name,
     }
   }
   return absl::OkStatus();
+}
+
+/// Gradient accumulators are empty between optimizer steps, and ds saves
+/// them as zeros: whatever a file holds there is not added to the next
+/// step's gradients.
+void clearGradient(const std::string &name, HostArray &a) {
+  if (absl::StartsWith(name, "grad:")) std::fill(a.data.begin(), a.data.end(), uint8_t{0});
 }
 
 /// Another model's checkpoint is refused even where its tensors would fit
@@ -649,6 +657,7 @@ loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Sessi
     if (b.kind() != ds::plan::Buffer::STATE) continue;
     DS_ASSIGN_OR_RETURN(HostArray whole, files.whole(b));
     DS_RETURN_IF_ERROR(checkLoadedFinite(whole, b.io_name(), ck));
+    clearGradient(b.io_name(), whole);
     if (b.partition_numel() == 0) {
       DS_RETURN_IF_ERROR(session.writeState(b.io_name(), whole));
       continue;
@@ -757,6 +766,7 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
         return absl::InvalidArgumentError(
             absl::StrCat(stateFile, " has no '", n, "' (a checkpoint of another plan?)"));
       DS_RETURN_IF_ERROR(checkLoadedFinite(it->second, n, stateFile));
+      clearGradient(n, it->second);
       absl::Status st = session.writeState(n, it->second);
       if (!st.ok() && st.code() != absl::StatusCode::kInvalidArgument) return st;
       if (!st.ok()) // a type or shape the plan's state does not have

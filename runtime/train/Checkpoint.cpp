@@ -3,6 +3,7 @@
 #include "runtime/train/PlanIdentity.h"
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -515,6 +516,25 @@ readCheckpoint(const std::string &dir, const std::string &name) {
   if (meta.applied_steps() < 0 || meta.applied_steps() > meta.step())
     return bad("applied_steps", absl::StrCat(meta.applied_steps(), " is not in [0, step ",
                                              meta.step(), "]"));
+  // The fp16 loss scaler's state, here too so that damage to it is named
+  // with the file and --resume-fallback can skip it (LossScaler::restore
+  // checks the same when it takes it).
+  if (meta.has_loss_scaler()) {
+    const auto &ls = meta.loss_scaler();
+    if (!(ls.cur_scale() >= std::numeric_limits<float>::min()) ||
+        !(ls.cur_scale() <= std::numeric_limits<float>::max()))
+      return bad("loss_scaler.cur_scale", absl::StrCat(ls.cur_scale(),
+                                                       " is not a normal finite float"));
+    if (ls.cur_iter() < 0 || ls.cur_iter() > meta.step())
+      return bad("loss_scaler.cur_iter",
+                 absl::StrCat(ls.cur_iter(), " is not in [0, step ", meta.step(), "]"));
+    if (ls.last_overflow_iter() < -1 || ls.last_overflow_iter() >= ls.cur_iter())
+      return bad("loss_scaler.last_overflow_iter",
+                 absl::StrCat(ls.last_overflow_iter(), " is not in [-1, cur_iter ",
+                              ls.cur_iter(), ")"));
+    if (ls.cur_hysteresis() < 1)
+      return bad("loss_scaler.cur_hysteresis", absl::StrCat(ls.cur_hysteresis(), " is below 1"));
+  }
   DS_RETURN_IF_ERROR(verifyFiles(ck, meta));
   return std::make_pair(ck, meta);
 }

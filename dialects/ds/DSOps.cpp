@@ -599,14 +599,18 @@ LogicalResult AttentionOp::verify() {
     const char *name;
     Value operand;
     ArrayRef<int64_t> shape, strides;
+    std::optional<uint64_t> offset;
   };
-  View views[] = {{"query", getQuery(), getQueryShape(), getQueryStrides()},
-                  {"key", getKey(), getKeyShape(), getKeyStrides()},
-                  {"value", getValue(), getValueShape(), getValueStrides()}};
+  View views[] = {{"query", getQuery(), getQueryShape(), getQueryStrides(), getQueryOffset()},
+                  {"key", getKey(), getKeyShape(), getKeyStrides(), getKeyOffset()},
+                  {"value", getValue(), getValueShape(), getValueStrides(), getValueOffset()}};
   for (const View &v : views) {
     if (v.shape.size() != 4 || v.strides.size() != 4)
       return emitOpError(v.name) << "_shape and " << v.name << "_strides must have 4 entries";
-    if (failed(verifyView(*this, v.name, v.operand, v.shape, v.strides))) return failure();
+    // (An offset beyond int64 reads as negative: refused by the view check.)
+    if (failed(verifyView(*this, v.name, v.operand, v.shape, v.strides,
+                          static_cast<int64_t>(v.offset.value_or(0)))))
+      return failure();
     if (v.strides[2] != 1 && v.strides[3] != 1)
       return emitOpError(v.name) << " view needs stride 1 in one of its last two dimensions";
   }

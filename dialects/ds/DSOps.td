@@ -1337,7 +1337,10 @@ def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
     view: `*_shape` is the logical [B, heads, length, dim] and `*_strides`
     the element strides into the operand for it, so the transposes,
     reshapes and head broadcasts that fed the products are folded into the
-    indexing. `result_bshd` writes the result [B, Sq, Hq, Dv] (the layout
+    indexing. `*_offset` starts a view further into its operand: q, k and
+    v that one projection made and a split cut apart are read where the
+    projection wrote them, and the split goes. `result_bshd` writes the
+    result [B, Sq, Hq, Dv] (the layout
     the output projection reads) instead of [B, Hq, Sq, Dv]. `mask` is
     broadcast to [B, Hq, Sq, Sk]: added to the scores, or with `mask_fill`
     a boolean selecting the scores replaced by that value (`masked_fill`,
@@ -1354,7 +1357,8 @@ def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
     - `query_shape` is [B, Hq, Sq, D], `key_shape` [B, Hkv, Sk, D],
       `value_shape` [B, Hkv, Sk, Dv], all sizes >= 1, and Hkv divides Hq.
     - each `*_strides` has 4 non-negative entries, one of the last two is
-      1, and the view stays inside its operand.
+      1, and the view (from `*_offset`, >= 0, if given) stays inside its
+      operand.
     - the result is [B, Hq, Sq, Dv], or [B, Sq, Hq, Dv] with `result_bshd`.
     - `mask`, if present, broadcasts to [B, Hq, Sq, Sk]; it is i1 with
       `mask_fill`, else f32, and `mask_fill` needs a mask.
@@ -1365,6 +1369,8 @@ def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
                    DenseI64ArrayAttr:$query_shape, DenseI64ArrayAttr:$query_strides,
                    DenseI64ArrayAttr:$key_shape, DenseI64ArrayAttr:$key_strides,
                    DenseI64ArrayAttr:$value_shape, DenseI64ArrayAttr:$value_strides,
+                   OptionalAttr<I64Attr>:$query_offset, OptionalAttr<I64Attr>:$key_offset,
+                   OptionalAttr<I64Attr>:$value_offset,
                    F64Attr:$scale, UnitAttr:$zero_nan_rows, UnitAttr:$result_bshd);
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{

@@ -171,6 +171,7 @@ struct HeadView {
   Value base;
   int64_t shape[4], strides[4];
   int64_t group = 1;
+  int64_t offset = 0; // a split's piece: where it starts in the split's operand
 };
 
 /// The view of `v` (rank 4), its last two dimensions swapped when `swap`;
@@ -179,11 +180,12 @@ struct HeadView {
 /// the last two dimensions contiguous.
 std::optional<HeadView> headView(Value v, bool swap) {
   if (tensorType(v).getRank() != 4) return std::nullopt;
-  StridedView view = traceView(v);
+  // Through splits too: q, k and v are often one projection's pieces.
+  StridedView view = traceView(v, /*throughSplits=*/true);
   if (view.dims.size() != 4 || !tensorType(view.base).getElementType().isF32())
     return std::nullopt;
   if (swap) std::swap(view.dims[2], view.dims[3]);
-  HeadView h{view.base, {}, {}, 1};
+  HeadView h{view.base, {}, {}, 1, view.offset};
   for (int i = 0; i < 4; ++i) {
     const ViewDim &d = view.dims[i];
     h.shape[i] = d.size;
@@ -229,11 +231,15 @@ struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAtte
       return;
     OpBuilder b(m.ops.front());
     auto attr = [&](const int64_t (&a)[4]) { return b.getDenseI64ArrayAttr(ArrayRef<int64_t>(a)); };
+    auto offset = [&](const HeadView &h) {
+      return h.offset ? b.getI64IntegerAttr(h.offset) : IntegerAttr();
+    };
     auto op = AttentionOp::create(
         b, m.ops.front()->getLoc(), m.result.getType(), q->base, k->base, v->base, m.mask,
-        m.maskFill ? b.getF64FloatAttr(*m.maskFill) : FloatAttr(), attr(q->shape), attr(q->strides), attr(k->shape), attr(k->strides), attr(v->shape),
-        attr(v->strides), b.getF64FloatAttr(m.scale), m.zeroNan ? b.getUnitAttr() : UnitAttr(),
-        m.bshd ? b.getUnitAttr() : UnitAttr());
+        m.maskFill ? b.getF64FloatAttr(*m.maskFill) : FloatAttr(), attr(q->shape),
+        attr(q->strides), attr(k->shape), attr(k->strides), attr(v->shape), attr(v->strides),
+        offset(*q), offset(*k), offset(*v), b.getF64FloatAttr(m.scale),
+        m.zeroNan ? b.getUnitAttr() : UnitAttr(), m.bshd ? b.getUnitAttr() : UnitAttr());
     // Shapes that do not line up (a mask that does not broadcast, heads
     // that do not group, a mask of another type) leave the ops as they were.
     bool valid;

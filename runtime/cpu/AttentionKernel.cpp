@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu/KernelFamilies.h"
@@ -57,8 +58,13 @@ absl::StatusOr<HeadView> headView(const KernelContext &c, const TensorView &t, c
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> stride, c.intsAttr(std::string(name) + "_strides"));
   if (shape.size() != 4 || stride.size() != 4)
     return c.error(std::string(name) + "_shape and _strides must have 4 entries");
-  if (const char *problem = plan::viewProblem(shape.data(), stride.data(), 4, t.numel))
+  int64_t offset = 0;
+  if (c.hasAttr(std::string(name) + "_offset")) {
+    DS_ASSIGN_OR_RETURN(offset, c.intAttr(std::string(name) + "_offset"));
+  }
+  if (const char *problem = plan::viewProblem(shape.data(), stride.data(), 4, t.numel, offset))
     return c.error(std::string(name) + " " + problem);
+  v.data += offset;
   std::copy(shape.begin(), shape.end(), v.shape);
   std::copy(stride.begin(), stride.end(), v.stride);
   if (stride[2] != 1 && stride[3] != 1)
@@ -100,11 +106,46 @@ struct Attention {
     return s;
   }
 
-  /// Rows [r0, r0 + rows) of query head h of batch b.
-  void block(int64_t b, int64_t h, int64_t r0, int64_t rows, const Scratch &w) const {
+  /// A mask value at or below this removes its key (an additive -inf or
+  /// finfo.min, or a select of such a fill): its weight exp(<= -1e30 - max)
+  /// is exactly 0 next to any key the mask keeps.
+  static constexpr float kDead = -1e30f;
+
+  bool deadKey(int64_t at) const {
+    if (maskSelects) return static_cast<const uint8_t *>(mask)[at] != 0 && fill <= kDead;
+    return static_cast<const float *>(mask)[at] <= kDead; // NaN: live (it poisons the row)
+  }
+
+  /// The keys [first, end) rows [r0, r0 + rows) of head h need: keys the
+  /// mask removes from every one of those rows are left out, provided each
+  /// row keeps some key (a row with none keeps the whole range, and its NaN
+  /// or zero result). Left-out keys weigh exactly 0, so for finite scores
+  /// only the GEMMs' rounding order changes (shorter products), and a causal
+  /// mask's upper triangle costs nothing: about half the work of a
+  /// sequence's attention. (Infinite or NaN values of k or v under such a
+  /// mask no longer reach the result, as in PyTorch's is_causal kernels.)
+  std::pair<int64_t, int64_t> liveKeys(int64_t b, int64_t h, int64_t r0, int64_t rows) const {
+    const int64_t sk = k.shape[2];
+    if (!mask) return {0, sk};
+    int64_t first = sk, end = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = b * maskStride[0] + h * maskStride[1] + (r0 + r) * maskStride[2];
+      int64_t lo = 0, hi = sk;
+      while (lo < sk && deadKey(at + lo * maskStride[3])) ++lo;
+      if (lo == sk) return {0, sk};
+      while (hi > lo + 1 && deadKey(at + (hi - 1) * maskStride[3])) --hi;
+      first = std::min(first, lo), end = std::max(end, hi);
+    }
+    return {first, end};
+  }
+
+  /// Rows [r0, r0 + rows) of query head h of batch b, reading keys
+  /// [keyFirst, keyEnd) (liveKeys).
+  void block(int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t keyFirst, int64_t keyEnd,
+             const Scratch &w) const {
     float *scores = w.scores, *acc = w.acc, *rowMaxima = w.rowMaxima, *rowSums = w.rowSums;
-    const int64_t sk = k.shape[2], d = q.shape[3], dv = v.shape[3], kvh = h / group;
-    const int64_t keys = std::min(sk, kKeys);
+    const int64_t sk = keyEnd, d = q.shape[3], dv = v.shape[3], kvh = h / group;
+    const int64_t keys = std::min(k.shape[2], kKeys);
     const float *qb = q.block(b, h, r0, rows, w.q);
     for (int64_t r = 0; r < rows; ++r) {
       rowMaxima[r] = -std::numeric_limits<float>::infinity();
@@ -112,7 +153,7 @@ struct Attention {
     }
     std::fill(acc, acc + rows * dv, 0.0f);
     bool poisoned[kRows] = {};
-    for (int64_t j0 = 0; j0 < sk; j0 += keys) {
+    for (int64_t j0 = keyFirst; j0 < sk; j0 += keys) {
       const int64_t n = std::min(keys, sk - j0);
       // scores = scale q k^T for this block: [rows, D] x [D, n].
       const float *kb = k.block(b, kvh, j0, n, w.k);
@@ -185,13 +226,22 @@ struct Attention {
     const int64_t batches = q.shape[0], heads = q.shape[1], sq = q.shape[2];
     const int64_t rowBlocks = (sq + kRows - 1) / kRows;
     const int64_t keys = std::min(k.shape[2], kKeys), d = q.shape[3], dv = v.shape[3];
+    // A mask shared by every batch and head (a causal one) has the same
+    // live keys for all of them: found once per block of rows.
+    const bool shared = !mask || (maskStride[0] == 0 && maskStride[1] == 0);
+    std::vector<std::pair<int64_t, int64_t>> sharedKeys;
+    if (shared)
+      for (int64_t r0 = 0; r0 < sq; r0 += kRows)
+        sharedKeys.push_back(liveKeys(0, 0, r0, std::min(kRows, sq - r0)));
     parallelFor(batches * heads * rowBlocks, 1, [&](int64_t lo, int64_t hi) {
       thread_local std::vector<float> scratch;
       scratch.resize(static_cast<size_t>(scratchFloats(keys, d, dv)));
       const Scratch w = carve(scratch.data(), keys, d, dv);
       for (int64_t t = lo; t < hi; ++t) {
-        const int64_t bh = t / rowBlocks, r0 = (t % rowBlocks) * kRows;
-        block(bh / heads, bh % heads, r0, std::min(kRows, sq - r0), w);
+        const int64_t bh = t / rowBlocks, rb = t % rowBlocks, r0 = rb * kRows;
+        const int64_t b = bh / heads, h = bh % heads, rows = std::min(kRows, sq - r0);
+        const auto [first, end] = shared ? sharedKeys[rb] : liveKeys(b, h, r0, rows);
+        block(b, h, r0, rows, first, end, w);
       }
     });
   }

@@ -103,3 +103,32 @@ func.func @kept(%q: tensor<1x2x4x8xf32>, %kT: tensor<1x2x8x4xf32>, %v: tensor<1x
   %o2 = ds.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o, %p, %o2 : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// GPT-2's one QKV projection [B, S, 3*H*D] cut apart by a split: the
+// attention reads q, k and v in the projection's result, at offsets 0,
+// H*D and 2*H*D, and the split goes.
+// CHECK-LABEL: func.func @qkv_split
+// CHECK-SAME: (%[[QKV:.+]]: tensor<2x4x48xf32>)
+// CHECK-NOT: ds.split
+// CHECK: %[[O:.+]] = ds.attention %[[QKV]], %[[QKV]], %[[QKV]]
+// CHECK-SAME: key_offset = 16 : i64, key_shape = array<i64: 2, 2, 4, 8>, key_strides = array<i64: 192, 8, 48, 1>
+// CHECK-NOT: query_offset
+// CHECK-SAME: query_shape = array<i64: 2, 2, 4, 8>, query_strides = array<i64: 192, 8, 48, 1>
+// CHECK-SAME: value_offset = 32 : i64, value_shape = array<i64: 2, 2, 4, 8>, value_strides = array<i64: 192, 8, 48, 1>
+// CHECK-NEXT: return %[[O]]
+func.func @qkv_split(%qkv: tensor<2x4x48xf32>) -> tensor<2x4x2x8xf32> {
+  %p:3 = ds.split %qkv {axis = 2 : i64} : (tensor<2x4x48xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %q4 = ds.reshape %p#0 : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %k4 = ds.reshape %p#1 : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %v4 = ds.reshape %p#2 : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %q = ds.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %kT = ds.transpose %k4 {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x8x4xf32>
+  %v = ds.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %s = ds.matmul %q, %kT : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %p2 = ds.softmax %s {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = ds.matmul %p2, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %ot = ds.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x8xf32>) -> tensor<2x4x2x8xf32>
+  return %ot : tensor<2x4x2x8xf32>
+}

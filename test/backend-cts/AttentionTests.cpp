@@ -68,6 +68,9 @@ struct Case {
   std::optional<double> fill; // the mask is bool and selects `fill` (masked_fill)
 };
 
+std::vector<double> reference(const Case &c, const Operand &q, const Operand &k,
+                              const Operand &v);
+
 void checkAttention(BackendCts &t, const Case &c, unsigned seed) {
   Operand q{{c.b, c.hq, c.sq, c.d}, c.ql, sample(c.b * c.hq * c.sq * c.d, -2, 2, seed)};
   Operand k{{c.b, c.hkv, c.sk, c.d}, c.kl, sample(c.b * c.hkv * c.sk * c.d, -2, 2, seed + 1)};
@@ -86,7 +89,18 @@ void checkAttention(BackendCts &t, const Case &c, unsigned seed) {
     if (c.fill) step.f("mask_fill", *c.fill);
     ins.push_back(HostTensor::of(c.fill ? plan::BOOL : plan::F32, c.maskShape, c.mask));
   }
-  // Reference: materialized scores, softmax in double.
+  Shape os = c.bshd ? Shape{c.b, c.sq, c.hq, c.dv} : Shape{c.b, c.hq, c.sq, c.dv};
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
+  ASSERT_TRUE(t.run(step, ins, outs).ok());
+  expectClose(outs[0].values(), reference(c, q, k, v), 1e-4, 1e-5,
+              "attention B" + std::to_string(c.b) + " H" + std::to_string(c.hq) + "/" +
+                  std::to_string(c.hkv) + " S" + std::to_string(c.sq) + "x" + std::to_string(c.sk) +
+                  (c.bshd ? " bshd" : "") + (c.maskShape.empty() ? "" : " mask"));
+}
+
+/// Materialized scores, softmax in double.
+std::vector<double> reference(const Case &c, const Operand &q, const Operand &k,
+                              const Operand &v) {
   Shape os = c.bshd ? Shape{c.b, c.sq, c.hq, c.dv} : Shape{c.b, c.hq, c.sq, c.dv};
   std::vector<double> want(numel(os));
   Shape ms = c.maskShape;
@@ -122,12 +136,7 @@ void checkAttention(BackendCts &t, const Case &c, unsigned seed) {
           want[at] = o;
         }
       }
-  std::vector<HostTensor> outs{HostTensor::result(plan::F32, os)};
-  ASSERT_TRUE(t.run(step, ins, outs).ok());
-  expectClose(outs[0].values(), want, 1e-4, 1e-5,
-              "attention B" + std::to_string(c.b) + " H" + std::to_string(c.hq) + "/" +
-                  std::to_string(c.hkv) + " S" + std::to_string(c.sq) + "x" + std::to_string(c.sk) +
-                  (c.bshd ? " bshd" : "") + (c.maskShape.empty() ? "" : " mask"));
+  return want;
 }
 
 std::vector<double> causal(int64_t sq, int64_t sk) {
@@ -172,6 +181,68 @@ CTS_TEST(AttentionLayouts, "attention") {
       for (int64_t j = 0; j < 6; ++j) sel.mask[0 * 6 + j] = 1;
     checkAttention(*this, sel, 45);
   }
+}
+
+CTS_TEST(AttentionLeavesOutMaskedKeys, "attention") {
+  // Keys a mask removes from every row of a block of query rows are left
+  // out of the block's work: a causal mask as finfo.min (Hugging Face's
+  // additive form) and as a bool select of -inf, over several blocks of
+  // rows; a sliding window (keys removed before and after each row's); a
+  // padding mask per batch (not shared, so found per batch and head).
+  using L = Layout;
+  const int64_t s = 150;
+  std::vector<double> window(s * s), finfoMin = causal(s, s);
+  for (double &m : finfoMin) m = std::isinf(m) ? -3.4028234663852886e38 : 0.0;
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j) window[i * s + j] = j <= i && j > i - 40 ? 0.0 : -INFINITY;
+  for (const std::vector<double> *m : {&finfoMin, &window}) {
+    Case c{2, 4, 2, s, s, 8, 8, L::BSHD, L::BSHD, L::BSHD, true};
+    c.maskShape = {1, 1, s, s};
+    c.mask = *m;
+    checkAttention(*this, c, 46);
+  }
+  Case sel{1, 2, 2, s, s, 8, 4, L::BHSD, L::BHSD, L::BHSD, false, false, {s, s}};
+  sel.fill = -double(INFINITY);
+  sel.mask = causal(s, s);
+  for (double &m : sel.mask) m = std::isinf(m) ? 1.0 : 0.0;
+  checkAttention(*this, sel, 47);
+  Case pad{3, 2, 2, 70, 70, 8, 8, L::BHSD, L::BHSD, L::BHSD, false, false, {3, 1, 1, 70}};
+  pad.mask.assign(3 * 70, 0.0);
+  for (int64_t j = 20; j < 70; ++j) pad.mask[70 + j] = -INFINITY;   // batch 1: 20 keys
+  for (int64_t j = 0; j < 65; ++j) pad.mask[140 + j] = -INFINITY;   // batch 2: left padding
+  checkAttention(*this, pad, 48);
+}
+
+CTS_TEST(AttentionViewsAtOffsets, "attention") {
+  // q, k and v as one projection [B, S, 3*H*D] wrote them: three views of
+  // one operand, k and v at offsets H*D and 2*H*D.
+  const int64_t b = 2, s = 5, h = 3, d = 4, row = 3 * h * d;
+  std::vector<double> qkv = sample(b * s * row, -2, 2, 49);
+  Operand ops[3];
+  for (int which = 0; which < 3; ++which) {
+    Operand &o = ops[which];
+    o.logical = {b, h, s, d}, o.layout = Layout::BHSD;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t si = 0; si < s; ++si)
+          for (int64_t di = 0; di < d; ++di)
+            o.values.push_back(qkv[(bi * s + si) * row + which * h * d + hi * d + di]);
+  }
+  Case c{b, h, h, s, s, d, d, Layout::BHSD, Layout::BHSD, Layout::BHSD};
+  const std::vector<int64_t> shape{b, h, s, d}, strides{s * row, d, row, 1};
+  Step step("attention");
+  step.ints("query_shape", shape).ints("query_strides", strides);
+  step.ints("key_shape", shape).ints("key_strides", strides).i("key_offset", h * d);
+  step.ints("value_shape", shape).ints("value_strides", strides).i("value_offset", 2 * h * d);
+  step.f("scale", c.scale);
+  HostTensor in = HostTensor::of(plan::F32, {b, s, row}, qkv);
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {b, h, s, d})};
+  ASSERT_TRUE(run(step, {in, in, in}, outs).ok());
+  expectClose(outs[0].values(), reference(c, ops[0], ops[1], ops[2]), 1e-4, 1e-5,
+              "attention at offsets");
+  // An offset that takes the view past its operand is refused.
+  step.i("value_offset", 2 * h * d + 1);
+  expectError(run(step, {in, in, in}, outs), "value view reaches past");
 }
 
 CTS_TEST(AttentionRowsWithoutANumber, "attention") {

@@ -149,6 +149,11 @@ void AttentionOp::describeKernelStep(KernelStep &s) {
   s.setInts("key_strides", getKeyStrides());
   s.setInts("value_shape", getValueShape());
   s.setInts("value_strides", getValueStrides());
+  for (auto [name, offset] : {std::pair<const char *, std::optional<uint64_t>>{"query_offset",
+                                                                               getQueryOffset()},
+                              {"key_offset", getKeyOffset()},
+                              {"value_offset", getValueOffset()}})
+    if (offset && *offset) s.setInt(name, static_cast<int64_t>(*offset));
   s.setFloat("scale", getScale().convertToDouble());
   if (getMask()) s.setInt("mask", 1);
   if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());

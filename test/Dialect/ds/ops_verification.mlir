@@ -859,6 +859,15 @@ func.func @attention_561(%t: tensor<1x2x3x4xf32>) {
 
 // -----
 
+// attention: a view from its offset stays inside its operand.
+func.func @attention_offset(%t: tensor<2x3x12xf32>) {
+  // expected-error@+1 {{value view reaches past its operand}}
+  %0 = ds.attention %t, %t, %t {query_shape = array<i64: 2, 1, 3, 4>, query_strides = array<i64: 36, 4, 12, 1>, key_offset = 4 : i64, key_shape = array<i64: 2, 1, 3, 4>, key_strides = array<i64: 36, 4, 12, 1>, value_offset = 9 : i64, value_shape = array<i64: 2, 1, 3, 4>, value_strides = array<i64: 36, 4, 12, 1>, scale = 1.0 : f64} : (tensor<2x3x12xf32>, tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x1x4xf32>
+  return
+}
+
+// -----
+
 // attention: a view has stride 1 in one of its last two dimensions.
 func.func @attention_1119(%t: tensor<1x2x3x4xf32>) {
   // expected-error@+1 {{value view needs stride 1}}

@@ -1,6 +1,7 @@
 """ds against the engines a user would pick instead: onnxruntime and PyTorch 2.x.
 
     bash bench/peers.sh [--threads 2] [--iters 20] [--models gpt2,bert,llama,resnet18,mobilenet_v2]
+    bash bench/peers.sh --models gpt2_768,bert_384,llama_768,resnet50,efficientnet_b0  # other models
 
 (peers.sh makes bench/.venv with PyTorch 2.x, onnxruntime, transformers and
 torchvision from PyPI and runs this file in it; Debian's PyTorch 1.13 is the
@@ -53,6 +54,23 @@ class Logits(torch.nn.Module):
 
 def hf_model(name):
     import transformers as tf
+    # Other sizes than the three the targets are set on, to see a held-out
+    # model's speed: wider, more heads, longer sequences, a single batch.
+    if name == "gpt2_768":
+        cfg = tf.GPT2Config(vocab_size=8192, n_positions=512, n_embd=768, n_layer=4, n_head=12,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return tf.GPT2LMHeadModel(cfg), (1, 384), 8192, True
+    if name == "bert_384":
+        cfg = tf.BertConfig(vocab_size=8192, hidden_size=384, num_hidden_layers=4,
+                            num_attention_heads=6, intermediate_size=1536,
+                            max_position_embeddings=512, hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0)
+        return tf.BertForMaskedLM(cfg), (2, 256), 8192, False
+    if name == "llama_768":
+        cfg = tf.LlamaConfig(vocab_size=8192, hidden_size=768, intermediate_size=2048,
+                             num_hidden_layers=3, num_attention_heads=12, num_key_value_heads=4,
+                             max_position_embeddings=1024)
+        return tf.LlamaForCausalLM(cfg), (1, 512), 8192, True
     if name == "gpt2":
         cfg = tf.GPT2Config(vocab_size=4096, n_positions=256, n_embd=512, n_layer=6, n_head=8,
                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -74,7 +92,7 @@ def hf_model(name):
 def build(name):
     """(module, example inputs as a tuple, input names, description)."""
     torch.manual_seed(0)
-    if name in ("gpt2", "bert", "llama"):
+    if name.split("_")[0] in ("gpt2", "bert", "llama"):
         model, (b, t), vocab, cache = hf_model(name)
         wrapped = Logits(model.eval(), cache)
         ids = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (b, t)).astype(np.int64))
@@ -207,7 +225,9 @@ def main():
     ap.add_argument("--opset", type=int, default=18)
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="dynamo",
                     help="torch.onnx.export(dynamo=...): the same file goes to ds and onnxruntime")
-    ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2")
+    ap.add_argument("--models", default="gpt2,bert,llama,resnet18,mobilenet_v2",
+                    help="also: gpt2_768, bert_384, llama_768 (other sizes), and any "
+                         "torchvision classifier by name (resnet50, efficientnet_b0, ...)")
     ap.add_argument("--keep", metavar="DIR",
                     help="write the ONNX files, plans and inputs to DIR and keep them (for ds-run --profile)")
     ap.add_argument("--measure-memory", choices=["torch", "ort"], help=argparse.SUPPRESS)

@@ -119,7 +119,10 @@ absl::StatusOr<NpyHeader> parseHeader(const std::string &h, const std::string &w
         int64_t d;
         if (p == start || p - start > 19 || !absl::SimpleAtoi(h.substr(start, p - start), &d))
           return absl::InvalidArgumentError(absl::StrCat(
-              what, ": bad dimension '", absl::CHexEscape(h.substr(start, 24)), "' in .npy shape"));
+              what, ": bad dimension '",
+              absl::CHexEscape(h.substr(start, std::min<size_t>(
+                                                   24, h.find_first_of(",) ", start + 1) - start))),
+              "' in .npy shape"));
         r.shape.push_back(d);
         ws();
         if (p < h.size() && h[p] == ',') ++p;

@@ -323,9 +323,10 @@ absl::Status LoadedPlan::validate() {
     uint32_t want = b.rank_shards_size() ? b.rank_shards(rank_).crc32() : b.crc32();
     if (crc32Of(weightData(b), b.size_bytes()) != want)
       return absl::DataLossError(absl::StrCat(
-          "checksum mismatch in weight buffer ", b.id(), " (", b.debug_name(),
+          "checksum mismatch in weight buffer ", b.id(),
+          b.debug_name().empty() ? std::string() : absl::StrCat(" (", b.debug_name(), ")"),
           b.rank_shards_size() ? absl::StrCat(", rank ", rank_, "'s shard") : std::string(),
-          "): the weight section is corrupt"));
+          ": the weight section is corrupt"));
   }
   return absl::OkStatus();
 }

@@ -78,9 +78,12 @@ absl::Status CsvMonitor::write(const std::vector<MonitorEvent> &events) {
     if (started_.insert(file).second) absl::StrAppend(&text, "step,", header, "\r\n");
     // Python's csv writer ends rows with \r\n.
     absl::StrAppend(&text, e.step, ",", pythonFloat(e.value), "\r\n");
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok) return absl::ResourceExhaustedError(absl::StrCat("csv_monitor: writing ", path, " failed"));
+    int error = 0;
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) error = errno ? errno : EIO;
+    if (std::fclose(f) != 0 && !error) error = errno ? errno : EIO;
+    if (error)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("csv_monitor: writing ", path, " failed: ", std::strerror(error)));
   }
   return absl::OkStatus();
 }

@@ -57,6 +57,28 @@ TEST(Npy, MalformedHeadersAreErrors) {
   EXPECT_FALSE(parseNpy(junk.data(), junk.size(), "junk").ok());
 }
 
+/// A v1.0 .npy of `dict` (its header padded as numpy pads it) and `body`.
+std::vector<uint8_t> npyWithHeader(const std::string &dict, size_t body) {
+  std::string header = dict;
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::string magic("\x93NUMPY\x01\x00", 8);
+  std::vector<uint8_t> out(magic.begin(), magic.end());
+  out.push_back(static_cast<uint8_t>(header.size()));
+  out.push_back(static_cast<uint8_t>(header.size() >> 8));
+  out.insert(out.end(), header.begin(), header.end());
+  out.resize(out.size() + body);
+  return out;
+}
+
+TEST(Npy, ABadDimensionIsQuotedAlone) {
+  // The message quotes the dimension, not the rest of the header after it.
+  auto bytes = npyWithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (-16, 8), }", 0);
+  auto r = parseNpy(bytes.data(), bytes.size(), "neg.npy");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "neg.npy: bad dimension '-16' in .npy shape");
+}
+
 TEST(Npy, NotAZipIsAnError) {
   std::string path = testing::TempDir() + "/notzip.npz";
   std::ofstream(path) << "definitely not a zip archive";

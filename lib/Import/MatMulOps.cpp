@@ -107,6 +107,10 @@ LogicalResult MatMulImporter::gemm(const onnx::NodeProto &n) {
       std::string name = (p.getSymName() + ".T").str();
       for (int i = 1; taken.contains(name); ++i) name = (p.getSymName() + ".T" + Twine(i)).str();
       auto np = ParameterOp::create(b_, loc_, name, (*folded)[0]);
+      // The same weight: what the importer marked on it (a buffer, an
+      // untied copy never tied by value, a trained one) holds for it too.
+      for (NamedAttribute a : p->getDiscardableAttrs())
+        if (a.getName().strref().starts_with("ds.")) np->setAttr(a.getName(), a.getValue());
       np->setAttr("ds.transpose_of", b_.getStringAttr(p.getSymName()));
       return np.getResult();
     }

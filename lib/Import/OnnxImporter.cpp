@@ -55,9 +55,62 @@ bool unchangedSinceOpset1(StringRef op) {
 }
 constexpr int64_t kMaxOpset = 21;
 
+/// What a node is checked against: an op version's input and output
+/// counts and attribute names.
+struct SchemaFacts {
+  int minIn, maxIn, minOut, maxOut;
+  llvm::StringSet<> attributes;
+};
+
+/// The op versions of opsets the linked ONNX library (Debian's 1.12:
+/// schemas to opset 17) does not know, generated from a newer ONNX
+/// (scripts/gen-onnx-schema-table.py): Reduce ops' axes became an input
+/// at 18, Split gained num_outputs, Gelu arrived at 20.
+struct NewerSchema {
+  const char *op;
+  int since, minIn, maxIn, minOut, maxOut;
+  const char *attributes; // space-separated
+};
+constexpr NewerSchema kNewerSchemas[] = {
+#include "OnnxNewerSchemas.inc"
+};
+
+SchemaFacts factsOf(const NewerSchema &n) {
+  SchemaFacts f{n.minIn, n.maxIn, n.minOut, n.maxOut, {}};
+  SmallVector<StringRef> names;
+  StringRef(n.attributes).split(names, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef a : names) f.attributes.insert(a);
+  return f;
+}
+
+SchemaFacts factsOf(const onnx::OpSchema &s) {
+  SchemaFacts f{s.min_input(), s.max_input(), s.min_output(), s.max_output(), {}};
+  for (const auto &[name, attr] : s.attributes()) f.attributes.insert(name);
+  return f;
+}
+
+/// `op`'s version at `opset`: the newest version the table above has up to
+/// `opset`, else the linked library's (up to `knownMax`: an op that has not
+/// changed since); nullopt when neither knows the op.
+std::optional<SchemaFacts> schemaAt(StringRef op, int64_t opset, int knownMax) {
+  if (opset > knownMax) {
+    const NewerSchema *best = nullptr;
+    for (const NewerSchema &n : kNewerSchemas)
+      if (op == n.op && n.since <= opset && (!best || n.since > best->since)) best = &n;
+    if (best) return factsOf(*best);
+  }
+  if (const onnx::OpSchema *s =
+          knownMax ? onnx::OpSchemaRegistry::Schema(op.str(), static_cast<int>(std::min<int64_t>(
+                                                                  opset, knownMax)),
+                                                    "")
+                   : nullptr)
+    return factsOf(*s);
+  return std::nullopt;
+}
+
 /// The opset that introduced `op`, from the linked ONNX library's schemas
-/// (up to `knownMax`), else from ds's list of ops newer than that library;
-/// 0 when neither knows it.
+/// (up to `knownMax`), else from the table of newer versions; 0 when
+/// neither knows it.
 int64_t firstOpset(StringRef op, int knownMax) {
   const onnx::OpSchema *s =
       knownMax ? onnx::OpSchemaRegistry::Schema(op.str(), knownMax, "") : nullptr;
@@ -68,9 +121,10 @@ int64_t firstOpset(StringRef op, int knownMax) {
     else
       break;
   if (s) return s->since_version();
-  static const llvm::StringMap<int64_t> newer = {{"Gelu", 20}};
-  auto it = newer.find(op);
-  return it == newer.end() ? 0 : it->second;
+  int64_t first = 0;
+  for (const NewerSchema &n : kNewerSchemas)
+    if (op == n.op && (!first || n.since < first)) first = n.since;
+  return first;
 }
 
 /// The core: walks the graph and hands each node to its op's handler.
@@ -570,38 +624,36 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
                            << " on; convert the model with onnx.version_converter";
   // Arity by the op's ONNX schema at this opset: a handler reads the
   // inputs it knows, so an extra one (Add with three) would be dropped
-  // silently. Only for opsets the linked ONNX library knows: for a newer
-  // one its latest schema may predate a change of the op's inputs.
+  // silently. Opsets past the linked ONNX library's take the op versions
+  // it lacks from kNewerSchemas.
   const auto &known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto range = known.find("");
+  const int knownMax = range != known.end() ? range->second.second : 0;
   // An op used below the opset that defined it (LayerNormalization at 13)
   // is not the model its exporter meant: onnxruntime refuses it too.
-  if (int64_t since = firstOpset(n.op_type(), range != known.end() ? range->second.second : 0);
-      since > opset_)
+  if (int64_t since = firstOpset(n.op_type(), knownMax); since > opset_)
     return emitError(loc_) << "op '" << n.op_type() << "' is defined from opset " << since
                            << ", but the model imports opset " << opset_;
-  if (const onnx::OpSchema *schema =
-          range != known.end() && opset_ <= range->second.second
-              ? onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "")
-              : nullptr) {
-    if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
+  if (std::optional<SchemaFacts> schema = schemaAt(n.op_type(), opset_, knownMax)) {
+    if (n.input_size() < schema->minIn || n.input_size() > schema->maxIn)
       return emitError(loc_) << "has " << n.input_size() << " inputs; " << n.op_type()
-                             << " takes " << schema->min_input()
-                             << (schema->max_input() == schema->min_input()
+                             << " takes " << schema->minIn
+                             << (schema->maxIn == schema->minIn
                                      ? std::string()
-                                     : " to " + std::to_string(schema->max_input()))
+                                     : " to " + std::to_string(schema->maxIn))
                              << " at opset " << opset_;
-    if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
+    if (n.output_size() < schema->minOut || n.output_size() > schema->maxOut)
       return emitError(loc_) << "has " << n.output_size() << " outputs; " << n.op_type()
-                             << " produces " << schema->min_output()
-                             << (schema->max_output() == schema->min_output()
+                             << " produces " << schema->minOut
+                             << (schema->maxOut == schema->minOut
                                      ? std::string()
-                                     : " to " + std::to_string(schema->max_output()))
+                                     : " to " + std::to_string(schema->maxOut))
                              << " at opset " << opset_;
-    // An attribute the op does not have would be ignored: ONNX's checker
-    // refuses it too.
+    // An attribute the op does not have would be ignored (or read with an
+    // older version's meaning: Reduce ops' `axes` before opset 18): ONNX's
+    // checker refuses it too.
     for (const auto &a : n.attribute())
-      if (!schema->attributes().count(a.name()))
+      if (!schema->attributes.contains(a.name()))
         return emitError(loc_) << "has attribute '" << a.name() << "', which " << n.op_type()
                                << " does not have at opset " << opset_;
   }

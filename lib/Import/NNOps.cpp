@@ -17,6 +17,13 @@ using namespace mlir::ds::importer;
 
 namespace {
 
+/// "[3, 3]": a kernel's extents, for messages.
+std::string extents(ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 class NNImporter : public NodeImporter {
 public:
   using NodeImporter::NodeImporter;
@@ -97,6 +104,10 @@ LogicalResult NNImporter::conv(const onnx::NodeProto &n) {
     return nodeError(n) << "input and weight must be [N, C, spatial...] and [M, C/group, k...]";
   size_t k = rank - 2;
   ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (ks && ArrayRef<int64_t>(*ks) != kernel)
+    return nodeError(n) << "kernel_shape " << extents(*ks) << " disagrees with the weight's kernel "
+                        << extents(kernel);
   DS_TRY(st, intsAttr(n, "strides"));
   DS_TRY(dl, intsAttr(n, "dilations"));
   DS_TRY(group, intAttr(n, "group", 1));
@@ -146,7 +157,8 @@ LogicalResult NNImporter::convTranspose(const onnx::NodeProto &n) {
                         << " channels first, divisible by group " << group;
   DS_TRY(ks, intsAttr(n, "kernel_shape"));
   if (ks && ArrayRef<int64_t>(*ks) != kernel)
-    return nodeError(n) << "kernel_shape disagrees with the weight";
+    return nodeError(n) << "kernel_shape " << extents(*ks) << " disagrees with the weight's kernel "
+                        << extents(kernel);
   auto perDim = [&](StringRef name, int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
     DS_TRY(v, intsAttr(n, name));
     if (!v) return SmallVector<int64_t>(k, dflt);

@@ -29,6 +29,7 @@ public:
   LogicalResult castLike(const onnx::NodeProto &n);
   LogicalResult clip(const onnx::NodeProto &n);
   LogicalResult mod(const onnx::NodeProto &n);
+  LogicalResult div(const onnx::NodeProto &n);
   LogicalResult isNan(const onnx::NodeProto &n);
   LogicalResult isInf(const onnx::NodeProto &n);
   LogicalResult bitShift(const onnx::NodeProto &n);
@@ -139,11 +140,17 @@ LogicalResult ElementwiseImporter::clip(const onnx::NodeProto &n) {
   return success();
 }
 
+LogicalResult ElementwiseImporter::div(const onnx::NodeProto &n) {
+  if (failed(checkConstantDivisor(n, 1))) return failure();
+  return binary<DivOp>(n);
+}
+
 LogicalResult ElementwiseImporter::mod(const onnx::NodeProto &n) {
   DS_TRY(a, required(n, 0));
   DS_TRY(c, required(n, 1));
   DS_TRY(fmod, intAttr(n, "fmod", 0));
   bool isFloat = isa<FloatType>(typeOf(a).getElementType());
+  if (failed(checkConstantDivisor(n, 1))) return failure();
   // ds.mod is fmod on floats and floored on integers: the two ONNX pairings.
   if (isFloat && !fmod) return nodeError(n) << "floating-point Mod needs fmod=1";
   if (!isFloat && fmod) {
@@ -379,7 +386,7 @@ void mlir::ds::importer::registerElementwiseHandlers(HandlerTable &t) {
   t.add<I, &I::binary<AddOp>>("Add");
   t.add<I, &I::binary<SubOp>>("Sub");
   t.add<I, &I::binary<MulOp>>("Mul");
-  t.add<I, &I::binary<DivOp>>("Div");
+  t.add<I, &I::div>("Div");
   t.add<I, &I::binary<EqualOp>>("Equal");
   t.add<I, &I::binary<LessOp>>("Less");
   t.add<I, &I::binary<GreaterOp>>("Greater");

@@ -304,6 +304,42 @@ protected:
     }
     return intsAttr(n, "axes");
   }
+  /// Errors a constant decides alone are found here, not at every run of
+  /// the plan. Constant indices (input `i`) must be inside the data: index
+  /// element e into a dimension of sizes[e % sizes.size()] (one size for
+  /// Gather, the row's components for GatherND); a dynamic size is not
+  /// checked. `what` names those dimensions in the message, numbered from
+  /// `firstDim` when that is >= 0 (GatherND's data dimensions).
+  LogicalResult checkConstantIndices(const onnx::NodeProto &n, int i, ArrayRef<int64_t> sizes,
+                                     StringRef what, int64_t firstDim = -1) {
+    DenseElementsAttr c = constantOf(input(n, i));
+    if (!c || !isa<IntegerType>(c.getElementType()) || sizes.empty()) return success();
+    int64_t e = 0;
+    for (const APInt &x : c.getValues<APInt>()) {
+      const int64_t v = x.getSExtValue(), size = sizes[e % sizes.size()];
+      if (size >= 0 && (v < -size || v >= size))
+        return nodeError(n) << "index " << v << " (element " << e << " of constant '"
+                            << n.input(i) << "') is out of range for " << what
+                            << (firstDim >= 0 ? " " + std::to_string(firstDim + e % sizes.size())
+                                              : std::string())
+                            << " of size " << size;
+      ++e;
+    }
+    return success();
+  }
+  /// An integer divisor (input `i`) that is a constant holding 0.
+  LogicalResult checkConstantDivisor(const onnx::NodeProto &n, int i) {
+    DenseElementsAttr c = constantOf(input(n, i));
+    if (!c || !isa<IntegerType>(c.getElementType())) return success();
+    int64_t e = 0;
+    for (const APInt &x : c.getValues<APInt>()) {
+      if (x.isZero())
+        return nodeError(n) << "divides by zero: element " << e << " of the constant divisor '"
+                            << n.input(i) << "' is 0";
+      ++e;
+    }
+    return success();
+  }
   LogicalResult normalizeAxis(const onnx::NodeProto &n, int64_t &axis, int64_t rank) {
     if (axis < -rank || axis >= rank)
       return nodeError(n) << "axis " << axis << " is out of range for rank " << rank;

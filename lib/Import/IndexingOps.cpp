@@ -35,6 +35,9 @@ LogicalResult IndexingImporter::gather(const onnx::NodeProto &n) {
   DS_TRY(idx, required(n, 1));
   DS_TRY(axis, intAttr(n, "axis", 0));
   if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  if (failed(checkConstantIndices(n, 1, {typeOf(data).getDimSize(axis)},
+                                  "axis " + std::to_string(axis))))
+    return failure();
   SmallVector<NamedAttribute> attrs = {i64Attr("axis", axis)};
   // An embedding with a padding row: no gradient for that row (training).
   if (std::optional<int64_t> padding = torchPaddingIndex(n); padding && axis == 0)
@@ -49,6 +52,9 @@ LogicalResult IndexingImporter::gatherElements(const onnx::NodeProto &n) {
   DS_TRY(idx, required(n, 1));
   DS_TRY(axis, intAttr(n, "axis", 0));
   if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  if (failed(checkConstantIndices(n, 1, {typeOf(data).getDimSize(axis)},
+                                  "axis " + std::to_string(axis))))
+    return failure();
   auto t = RankedTensorType::get(typeOf(idx).getShape(), typeOf(data).getElementType());
   DS_TRY(y, buildTyped<GatherElementsOp>(t, ValueRange{data, idx}, {i64Attr("axis", axis)}));
   setOutput(n, 0, y);
@@ -105,6 +111,7 @@ LogicalResult IndexingImporter::gatherND(const onnx::NodeProto &n) {
     return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank
                         << " with batch_dims " << b;
   ArrayRef<int64_t> dims = ds.slice(b, k);
+  if (failed(checkConstantIndices(n, 1, dims, "data dimension", b))) return failure();
   DS_TRY(linear0, linearIndex(n, idx, dims));
   Value linear = linear0;
   int64_t block = 1, batch = 1;
@@ -139,6 +146,9 @@ LogicalResult IndexingImporter::scatterElements(const onnx::NodeProto &n) {
   if (!red)
     return nodeError(n) << "reduction '" << reduction << "' is not none, add, mul, max or min";
   if (failed(normalizeAxis(n, axis, typeOf(data).getRank()))) return failure();
+  if (failed(checkConstantIndices(n, 1, {typeOf(data).getDimSize(axis)},
+                                  "axis " + std::to_string(axis))))
+    return failure();
   DS_TRY(y, buildTyped<ScatterElementsOp>(
                 typeOf(data), ValueRange{data, idx, upd},
                 {i64Attr("axis", axis), attr("reduction", ScatterReductionAttr::get(ctx_, *red))}));
@@ -163,6 +173,7 @@ LogicalResult IndexingImporter::scatterND(const onnx::NodeProto &n) {
   int64_t k = is.back(), rank = ds.size();
   if (k < 1 || k > rank)
     return nodeError(n) << "index rows of length " << k << " do not fit data of rank " << rank;
+  if (failed(checkConstantIndices(n, 1, ds.take_front(k), "data dimension", 0))) return failure();
   SmallVector<int64_t> updShape(is.drop_back());
   llvm::append_range(updShape, ds.drop_front(k));
   if (typeOf(upd).getShape() != ArrayRef<int64_t>(updShape)) {

@@ -645,6 +645,14 @@ static int runMain(int argc, char **argv) {
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
+  // An option given an empty value (an unset shell variable) would
+  // silently mean "not given" (--config '': an inference plan); say so.
+  for (llvm::cl::opt<std::string> *o :
+       {&emitKind, &sampleInputs, &dtypeName, &maxMemory, &deviceMemory, &configPath, &lossKind,
+        &trainData, &labelsName, &lossOutput, &parametersFile})
+    if (o->getNumOccurrences() > 0 && o->getValue().empty())
+      return fail("--" + o->ArgStr.str() + ": given an empty value");
+  if (outputFilename.empty()) return fail("-o: given an empty file name");
   if (estimateZero != 0) return runEstimateZero();
   if (maxNodes < 1 || maxNesting < 1 || maxElements < 1 || maxConfigBytes < 1)
     return fail("--max-nodes, --max-nesting, --max-elements and --max-config-bytes must be >= 1");

@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage_config.h"
 #include "ds/BuildInfo.h"
 #include "absl/flags/usage.h"
@@ -207,13 +208,25 @@ std::vector<std::string> parseCommandLine(int argc, char **argv) {
     normalized.push_back(a.data());
   }
   std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
-  // An empty --nvme-path would silently mean "the plan's"; say so instead.
-  for (const std::string &a : spelled)
-    if ((a.rfind("--nvme_path", 0) == 0 || a.rfind("-nvme_path", 0) == 0) &&
-        absl::GetFlag(FLAGS_nvme_path).empty()) {
-      std::fprintf(stderr, "ds-run: error: --nvme-path: expected a directory, got ''\n");
+  // A path flag given an empty value (an unset shell variable) would
+  // silently mean "not given" (--nvme-path: the plan's); say so instead.
+  // (`spelled` has the flags' names with underscores now.)
+  auto given = [&](const std::string &name) {
+    for (const std::string &a : spelled)
+      for (const char *dashes : {"--", "-"})
+        if (a == dashes + name || a.rfind(dashes + name + "=", 0) == 0) return true;
+    return false;
+  };
+  for (const char *name : {"inputs", "outputs", "data", "log", "checkpoint_dir", "export_onnx",
+                           "zero_to_fp32", "trace", "save_state", "nvme_path"}) {
+    const absl::CommandLineFlag *flag = absl::FindCommandLineFlag(name);
+    if (flag && flag->CurrentValue().empty() && given(name)) {
+      std::string option = name;
+      std::replace(option.begin(), option.end(), '_', '-');
+      std::fprintf(stderr, "ds-run: error: --%s: expected a path, got ''\n", option.c_str());
       std::exit(2);
     }
+  }
   return std::vector<std::string>(args.begin(), args.end());
 }
 

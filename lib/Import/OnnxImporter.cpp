@@ -610,6 +610,14 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
     if (a.type() == onnx::AttributeProto_AttributeType_GRAPH ||
         a.type() == onnx::AttributeProto_AttributeType_GRAPHS)
       return emitError(loc_) << "subgraph attributes (If/Loop/Scan) are not supported";
+  // A reference to an attribute of an enclosing function (ONNX allows it
+  // only in function bodies, which are inlined before this) has no value
+  // here: read as empty it would be 0 (LeakyRelu's alpha).
+  for (const auto &a : n.attribute())
+    if (!a.ref_attr_name().empty())
+      return emitError(loc_) << "attribute '" << a.name() << "' refers to function attribute '"
+                             << a.ref_attr_name()
+                             << "', which only a function body's node may do";
   // A second value of one attribute would be ignored (ONNX's checker:
   // "appeared multiple times").
   llvm::StringSet<> attrNames;

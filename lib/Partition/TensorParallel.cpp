@@ -13,6 +13,7 @@
 #include "ds/Plan/KernelBridge.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cstring>
 #include <optional>
@@ -288,6 +289,49 @@ Value buildPart(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, s
   return y;
 }
 
+/// MatMul(x, Transpose(W)), as torch.onnx.export writes nn.Linear with
+/// constant folding off: W stored transposed once ("W.T", ds.transpose_of
+/// W, as the importer stores a Gemm's transB weight), so the pair search
+/// sees a weight matmul and splits it.
+LogicalResult foldTransposedWeights(func::FuncOp f) {
+  SmallVector<TransposeOp> found;
+  f.walk([&](TransposeOp t) {
+    auto p = t.getOperand().getDefiningOp<ParameterOp>();
+    if (p && p.getType().getRank() == 2 && t.getPermutation() == ArrayRef<int64_t>{1, 0} &&
+        llvm::all_of(t->getUsers(), [&](Operation *u) {
+          auto m = dyn_cast<MatmulOp>(u);
+          return m && m.getRhs() == t.getResult() && m.getLhs() != t.getResult();
+        }))
+      found.push_back(t);
+  });
+  if (found.empty()) return success();
+  llvm::StringSet<> taken;
+  f->getParentOfType<ModuleOp>().walk([&](ParameterOp q) { taken.insert(q.getSymName()); });
+  for (TransposeOp t : found) {
+    auto p = t.getOperand().getDefiningOp<ParameterOp>();
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(p.getValue(), p.getLoc());
+    if (failed(bytes)) return failure();
+    const int64_t rows = p.getType().getDimSize(0), cols = p.getType().getDimSize(1);
+    const size_t es = bytes->size() / static_cast<size_t>(std::max<int64_t>(1, rows * cols));
+    std::vector<uint8_t> out(bytes->size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(out.data() + (c * rows + r) * es, bytes->data() + (r * cols + c) * es, es);
+    std::string name = (p.getSymName() + ".T").str();
+    for (int i = 1; taken.contains(name); ++i) name = (p.getSymName() + ".T" + Twine(i)).str();
+    taken.insert(name);
+    OpBuilder b(t);
+    auto np = ParameterOp::create(b, p.getLoc(), name, denseFromBytes(t.getType(), out));
+    for (NamedAttribute a : p->getDiscardableAttrs())
+      if (a.getName().strref().starts_with("ds.")) np->setAttr(a.getName(), a.getValue());
+    np->setAttr("ds.transpose_of", b.getStringAttr(p.getSymName()));
+    t.getResult().replaceAllUsesWith(np.getResult());
+    t->erase();
+    if (p->use_empty()) p->erase();
+  }
+  return success();
+}
+
 struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
 
@@ -336,6 +380,7 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
 
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal()) continue;
+      if (failed(foldTransposedWeights(func))) return signalPassFailure();
       SmallVector<MatmulOp> weightMatmuls;
       func.walk([&](MatmulOp m) {
         if (isWeightMatmul(m)) weightMatmuls.push_back(m);
@@ -413,6 +458,7 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         }
         SmallVector<Operation *> ordered(region.begin(), region.end());
         llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+        bool normalizesSplitAxis = false;
         for (Operation *r : ordered) {
           SmallVector<Sharding> ins;
           for (Value o : r->getOperands()) ins.push_back(get(o));
@@ -420,6 +466,16 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
           for (auto [i, o] : llvm::enumerate(r->getOperands()))
             if (ins[i].dims != d.operands[i].dims && !isLeaf(o) &&
                 llvm::any_of(ins[i].dims, [](const DimSharding &x) { return x.isSplit(); })) {
+              // A softmax over the split features themselves (not over
+              // attention's keys) needs them all, like a layer norm: the
+              // pair stays whole, and that is no error.
+              int64_t softmaxAxis = -1;
+              if (auto sm = dyn_cast<SoftmaxOp>(r)) softmaxAxis = sm.getAxis();
+              if (auto sm = dyn_cast<LogSoftmaxOp>(r)) softmaxAxis = sm.getAxis();
+              if (softmaxAxis >= 0 && ins[i].dims[softmaxAxis].isSplit()) {
+                normalizesSplitAxis = true;
+                break;
+              }
               auto t = cast<RankedTensorType>(o.getType());
               r->emitError("tensor parallelism: layer ")
                   << layer << " cannot stay split over tp=" << size.getValue() << " through this "
@@ -427,8 +483,10 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
                   << " (attention heads or a reshaped dimension that do not divide)";
               return signalPassFailure();
             }
+          if (normalizesSplitAxis) break;
           for (auto [res, s] : llvm::zip(r->getResults(), d.results)) sim[res] = s;
         }
+        if (normalizesSplitAxis) continue;
         Sharding lhs = get(m2.getLhs());
         if (lhs.dims.back().axes != SmallVector<StringRef>{StringRef(axis)} ||
             lhs.dims.back().outer != 1)
@@ -437,6 +495,13 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         rowParallel.insert(op);
         ++numPairs;
       }
+      // Asked for tensor parallelism and given none would look like a
+      // working split: say so (each rank then holds every weight).
+      if (colParallel.empty() && !func.getBody().empty() && func.isPublic())
+        func.emitWarning("tensor parallelism: no weight matmul pair (column-parallel, then "
+                         "row-parallel) to split over tp=")
+            << size.getValue() << " in '" << func.getSymName()
+            << "': every weight is replicated on each rank";
       // State the column splits; the row splits and the all_reduce follow.
       for (Operation *c : colParallel) {
         auto m1 = cast<MatmulOp>(c);

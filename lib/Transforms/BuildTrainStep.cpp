@@ -364,7 +364,12 @@ private:
                               bool &transposedMatch) {
     RankedTensorType t = p.getType();
     size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
-    if (t.getNumElements() < 64 || es == 0) return nullptr;
+    // An initializer named by the exporter ("onnx::MatMul_8": TorchScript's
+    // constant folding of a tied head's transpose) holding another's values
+    // is that weight's copy at any size; a named one, only when it is large
+    // enough that equal random values cannot be chance.
+    const bool exporterNamed = p.getSymName().starts_with("onnx::");
+    if (t.getNumElements() < (exporterNamed ? 2 : 64) || es == 0) return nullptr;
     bool varied = false;
     for (size_t i = es; i < bytes.size() && !varied; i += es)
       varied = std::memcmp(bytes.data(), bytes.data() + i, es) != 0;
@@ -464,6 +469,21 @@ private:
                                                          b.getI64Type()));
       if (lossKind == "softmax-cross-entropy" && outType.getRank() < 1)
         return main.emitError("softmax-cross-entropy needs logits of rank >= 1");
+      // The labels come from the data a micro-batch at a time: one row per
+      // sample, so the output needs the micro-batch as its first dimension
+      // (a mean over the batch has none, and no data could ever be fed).
+      auto lt = cast<RankedTensorType>(labelsType);
+      if (lt.getRank() < 1 || lt.getDimSize(0) != config_.microBatchSize) {
+        auto name = step.getResultAttrOfType<StringAttr>(outIndex, "ds.name");
+        std::string shape;
+        for (int64_t d : outType.getShape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return main.emitError("the loss output '")
+               << (name ? name.getValue() : StringRef("#0")) << "' has shape [" << shape
+               << "], but --loss " << lossKind << " reads labels of shape "
+               << (lossKind == "mse" ? "[that shape]" : "[that shape without its last axis]")
+               << ", one row per sample: it needs a leading micro-batch dimension of "
+               << config_.microBatchSize << " (train_micro_batch_size_per_gpu)";
+      }
       for (unsigned i = 0; i < step.getNumArguments(); ++i)
         if (auto n = step.getArgAttrOfType<StringAttr>(i, "ds.name"); n && n.getValue() == labelsName)
           return main.emitError("--labels '")

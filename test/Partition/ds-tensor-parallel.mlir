@@ -115,3 +115,41 @@ func.func @packed_qkv(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %y = ds.matmul %cm, %wo : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// nn.Linear as torch.onnx.export writes it with constant folding off: the
+// weight reaches the matmul through a transpose. It is stored transposed
+// ("W.T") and split like any other weight.
+// CHECK-LABEL: func.func @transposed_weights
+func.func @transposed_weights(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w1 = ds.parameter "fc1.weight" = dense<0.5> : tensor<16x8xf32>
+  %w2 = ds.parameter "fc2.weight" = dense<0.25> : tensor<8x16xf32>
+  // CHECK: %[[W1:.+]] = ds.parameter "fc1.weight.T" = dense<5.000000e-01> : tensor<8x16xf32> {ds.transpose_of = "fc1.weight"}
+  // CHECK: %[[S:.+]] = ds.shard %[[W1]] {sharding = #ds.sharding<{{\[\[}}], ["tp"]]>} : tensor<8x16xf32>
+  // CHECK: ds.matmul %arg0, %[[S]]
+  // CHECK-NOT: ds.transpose
+  %w1t = ds.transpose %w1 {permutation = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %w2t = ds.transpose %w2 {permutation = array<i64: 1, 0>} : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  %h = ds.matmul %x, %w1t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a = ds.relu %h : tensor<4x16xf32>
+  %y = ds.matmul %a, %w2t : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A softmax over the features a column split would cut needs all of them,
+// like a layer norm: the pair stays whole (no error), and since nothing
+// else splits, a warning says every weight is replicated.
+// CHECK-LABEL: func.func @softmax_over_features
+// CHECK-NOT: ds.shard
+// expected-warning@+1 {{no weight matmul pair (column-parallel, then row-parallel) to split over tp=2 in 'softmax_over_features'}}
+func.func @softmax_over_features(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w1 = ds.parameter "fc1.weight" = dense<0.5> : tensor<8x16xf32>
+  %w2 = ds.parameter "fc2.weight" = dense<0.25> : tensor<16x8xf32>
+  %h = ds.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %p = ds.softmax %h {axis = 1 : i64} : tensor<4x16xf32>
+  %y = ds.matmul %p, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

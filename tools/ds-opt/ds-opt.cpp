@@ -432,14 +432,6 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
       if (given)
         return fail(std::string(name) + " applies to training plans (--config/--loss); this "
                                         "compiles an inference plan");
-  // An empty name would become an unnamed plan input (refused only by the
-  // plan validator, without the flag).
-  if (training)
-    for (const auto &[name, value, given] :
-         std::vector<std::tuple<const char *, std::string, bool>>{
-             {"--labels", labelsName, labelsName.getNumOccurrences() > 0},
-             {"--loss-output", lossOutput, lossOutput.getNumOccurrences() > 0}})
-      if (given && value.empty()) return fail(std::string(name) + " needs a name, got ''");
   // Only the cross-entropy ds builds has labels to ignore.
   if (training && ignoreIndex.getNumOccurrences() > 0 && !lossKind.empty() &&
       lossKind != "softmax-cross-entropy")

@@ -65,16 +65,31 @@ void stridedCopy(const T *base, T *out, const std::vector<int64_t> &dims,
   // elements from `inner` planes read front to back.
   if (r >= 2 && innerStride != 1 && strides[r - 2] == 1 && inner < 8) {
     const int64_t a = dims[r - 2], outer = product(dims, 0, r - 2);
+    auto offsetOf = [&](int64_t o) {
+      int64_t off = 0;
+      for (int64_t d = static_cast<int64_t>(r) - 3; d >= 0; --d) {
+        off += (o % dims[d]) * strides[d];
+        o /= dims[d];
+      }
+      return off;
+    };
     parallelFor(outer * a, 4096, [&](int64_t lo, int64_t hi) {
-      for (int64_t w = lo; w < hi; ++w) {
-        int64_t o = w / a, i = w % a, off = 0, rem = o;
-        for (int64_t d = static_cast<int64_t>(r) - 3; d >= 0; --d) {
-          off += (rem % dims[d]) * strides[d];
-          rem /= dims[d];
-        }
-        const T *src = base + off + i;
-        T *dst = out + w * inner;
-        for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * innerStride];
+      // Row by row of `a` elements: the outer offset once per row, not a
+      // division per element.
+      for (int64_t w = lo; w < hi;) {
+        const int64_t o = w / a, i0 = w % a, i1 = std::min(a, i0 + (hi - w));
+        const T *src = base + offsetOf(o);
+        T *dst = out + (w - i0) * inner;
+        if (inner == 3)
+          for (int64_t i = i0; i < i1; ++i) {
+            dst[i * 3] = src[i];
+            dst[i * 3 + 1] = src[i + innerStride];
+            dst[i * 3 + 2] = src[i + 2 * innerStride];
+          }
+        else
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = 0; j < inner; ++j) dst[i * inner + j] = src[i + j * innerStride];
+        w += i1 - i0;
       }
     });
     return;

@@ -161,6 +161,9 @@ CTS_TEST(Transpose, "transpose") {
       {{2, 40, 3, 9}, {0, 2, 3, 1}}, {{2, 9, 33, 8}, {1, 0, 3, 2}}, {{}, {}},
       {{4, 1, 3}, {2, 1, 0}},    {{0, 5}, {1, 0}},           {{1023}, {0}},
       {{2, 3, 4}, {0, 1, 2}},    {{8, 8}, {1, 0}},
+      // NCHW -> NHWC of RGB images (3 columns) and a 5-column case, with
+      // rows longer than a thread's share (chunks split inside a row).
+      {{2, 3, 70, 70}, {0, 2, 3, 1}}, {{3, 5, 1000}, {0, 2, 1}},
   };
   for (DType dt : kMovedTypes)
     for (const Case &c : cases) {

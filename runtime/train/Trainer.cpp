@@ -138,6 +138,13 @@ absl::StatusOr<std::optional<ds::plan::CheckpointMeta>> resume(Session &session,
     return absl::InvalidArgumentError(absl::StrCat(
         "the checkpoint was taken with ", meta->shuffle() ? "--shuffle --seed " : "in-order data",
         meta->shuffle() ? absl::StrCat(meta->seed()) : "", "; resume with the same data order"));
+  // Dropout's masks are drawn from the seed: another one would continue
+  // with other masks than the run that was interrupted.
+  if (!session.plan().plan().training().rng_input().empty() && meta->seed() != o.seed)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint was taken with --seed ", meta->seed(),
+        ", from which the plan's Dropout masks are drawn; resume with --seed ", meta->seed(),
+        " (this run has --seed ", o.seed, ")"));
   data.setCursor(meta->data_cursor());
   std::fprintf(stderr, "ds-run: resumed from %s at step %lld\n", o.checkpointDir.c_str(),
                static_cast<long long>(meta->step()));

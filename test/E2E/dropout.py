@@ -184,3 +184,10 @@ resumed = train(5, steps=10, extra=("--checkpoint-dir", ck, "--resume"), log_nam
 if resumed != whole[5:]:
     fail("resumed losses %s differ from the uninterrupted run's %s" % (resumed, whole[5:]))
 print("resumed from step 5: steps 6-10 equal the uninterrupted run")
+# Another --seed would continue with other Dropout masks than the
+# interrupted run's: refused, naming the checkpoint's seed.
+other = subprocess.run(["ds-run", plan, "--data", data, "--steps", "10", "--seed", "6", "--quiet",
+                        "--checkpoint-dir", ck, "--resume"], capture_output=True, text=True)
+if other.returncode == 0 or "resume with --seed 5" not in other.stderr:
+    fail("a resume with another --seed was not refused: rc %d, %s" % (other.returncode, other.stderr))
+print("a resume with another --seed is refused: " + other.stderr.strip().splitlines()[-1])

@@ -32,6 +32,7 @@
 #include "runtime/exec/Session.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/io/Npy.h"
+#include "runtime/kernels/ElementMath.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ExportOnnx.h"
@@ -634,6 +635,46 @@ absl::Status saveState(Session &session, const std::string &path) {
   return writeNpz(out, state);
 }
 
+/// Says which float outputs hold NaN or inf: a plan computing in fp16
+/// overflows past 65504 (a product's row then turns NaN through a norm or
+/// softmax), which fp32 and bf16 would not, and nothing else would tell.
+void warnNonFinite(const NamedArrays &outs, const plan::Plan &p) {
+  const bool half = std::any_of(p.buffers().begin(), p.buffers().end(),
+                                [](const plan::Buffer &b) { return b.dtype() == plan::F16; });
+  for (const auto &[name, a] : outs) {
+    int64_t bad = 0;
+    const int64_t n = static_cast<int64_t>(a.numel());
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      switch (a.dtype) {
+      case plan::F32: std::memcpy(&v, a.data.data() + 4 * i, 4); break;
+      case plan::F64: {
+        double d;
+        std::memcpy(&d, a.data.data() + 8 * i, 8);
+        v = std::isfinite(d) ? 0.0f : NAN;
+        break;
+      }
+      case plan::F16:
+      case plan::BF16: {
+        uint16_t h;
+        std::memcpy(&h, a.data.data() + 2 * i, 2);
+        v = a.dtype == plan::F16 ? ds::math::halfToFloat(h) : ds::math::bf16ToFloat(h);
+        break;
+      }
+      default: v = 0.0f;
+      }
+      bad += !std::isfinite(v);
+    }
+    if (bad)
+      std::fprintf(stderr, "ds-run: warning: output '%s' holds %lld non-finite values (NaN or "
+                           "inf) of %lld%s\n",
+                   name.c_str(), static_cast<long long>(bad), static_cast<long long>(n),
+                   half ? "; the plan computes in fp16, whose largest value is 65504: products "
+                          "beyond it overflow (ds-opt --dtype bf16 keeps fp32's range)"
+                        : "");
+  }
+}
+
 /// Runs --program on --inputs. Returns the exit code.
 int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long startRss) {
   if (absl::Status st = loadTrainedState(session); !st.ok()) return fail(st);
@@ -667,6 +708,7 @@ int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (absl::Status st = writeTraceIfAsked(session); !st.ok()) return fail(st);
   // Outputs are replicated across ranks: rank 0 writes them.
   if (gWorld->rank() != 0) return 0;
+  warnNonFinite(*outs, loaded.plan());
   if (std::string outPath = absl::GetFlag(FLAGS_outputs); !outPath.empty()) {
     if (absl::Status st = writeOutputs(outPath, *outs); !st.ok()) return fail(st);
   } else if (iters == 0) {

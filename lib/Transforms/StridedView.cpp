@@ -113,6 +113,32 @@ StridedView trace(Value v, int depth, bool splits) {
     out.dims[axis] = simplify(shape[axis], {ViewPart{shape[axis], *stride}});
     return out;
   }
+  if (auto g = dyn_cast<GatherOp>(op); g && splits) {
+    // A gather of one constant index (PyTorch's select: q, k, v picked out
+    // of a packed [3, ...] projection) is the operand without that axis,
+    // from the index's offset along it.
+    auto c = g.getIndices().getDefiningOp<ConstantOp>();
+    auto idx = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    StridedView x = trace(g.getData(), depth + 1, splits);
+    const int64_t axis = static_cast<int64_t>(g.getAxis());
+    if (!idx || idx.getType().getRank() != 0 || !isa<IntegerType>(idx.getElementType()) ||
+        axis >= static_cast<int64_t>(x.dims.size()))
+      return contiguous(v);
+    const int64_t n = x.dims[axis].size;
+    int64_t i = (*idx.getValues<APInt>().begin()).getSExtValue();
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return contiguous(v);
+    // The index's digits over the axis's parts, least significant last.
+    int64_t offset = x.offset;
+    for (size_t p = x.dims[axis].parts.size(); p-- > 0;) {
+      const ViewPart &part = x.dims[axis].parts[p];
+      offset += (i % part.size) * part.stride;
+      i /= part.size;
+    }
+    StridedView out{x.base, x.dims, offset};
+    out.dims.erase(out.dims.begin() + axis);
+    return out;
+  }
   return contiguous(v);
 }
 

@@ -132,3 +132,30 @@ func.func @qkv_split(%qkv: tensor<2x4x48xf32>) -> tensor<2x4x2x8xf32> {
   %ot = ds.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x8xf32>) -> tensor<2x4x2x8xf32>
   return %ot : tensor<2x4x2x8xf32>
 }
+
+// -----
+
+// nn.MultiheadAttention's packed projection as PyTorch 2 exports it: q, k
+// and v selected from a [3, B, H, S, D] tensor by gathers of one constant
+// index. The attention reads them in place at offsets 0, B*H*S*D and twice
+// that; the gathers go.
+// CHECK-LABEL: func.func @qkv_select
+// CHECK-SAME: (%[[QKV:.+]]: tensor<3x2x2x4x8xf32>)
+// CHECK-NOT: ds.gather
+// CHECK: %[[O:.+]] = ds.attention %[[QKV]], %[[QKV]], %[[QKV]]
+// CHECK-SAME: key_offset = 128 : i64, key_shape = array<i64: 2, 2, 4, 8>, key_strides = array<i64: 64, 32, 8, 1>
+// CHECK-SAME: value_offset = 256 : i64
+// CHECK-NEXT: return %[[O]]
+func.func @qkv_select(%qkv: tensor<3x2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %i0 = ds.constant dense<0> : tensor<i64>
+  %i1 = ds.constant dense<1> : tensor<i64>
+  %i2 = ds.constant dense<-1> : tensor<i64>
+  %q = ds.gather %qkv, %i0 {axis = 0 : i64} : (tensor<3x2x2x4x8xf32>, tensor<i64>) -> tensor<2x2x4x8xf32>
+  %k = ds.gather %qkv, %i1 {axis = 0 : i64} : (tensor<3x2x2x4x8xf32>, tensor<i64>) -> tensor<2x2x4x8xf32>
+  %v = ds.gather %qkv, %i2 {axis = 0 : i64} : (tensor<3x2x2x4x8xf32>, tensor<i64>) -> tensor<2x2x4x8xf32>
+  %kT = ds.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = ds.matmul %q, %kT : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = ds.softmax %s {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = ds.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}

@@ -338,10 +338,11 @@ def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
     product with `v`, and an optional transpose of the result to
     [B, S, H, Dv]. q, k and v are traced back through the transposes,
     reshapes and broadcasts that arranged them (grouped-query attention's
-    head expansion included) and the split that cut one q/k/v projection
-    apart, to the tensors in memory, which the fused op reads through
-    strided views (at an offset, for a split's piece); layout ops and
-    splits left without readers go. Every
+    head expansion included) and the split (or the selects: gathers of one
+    constant index) that cut one q/k/v projection apart, to the tensors in
+    memory, which the fused op reads through strided views (at an offset,
+    for a piece); layout ops, splits and selects left without readers go.
+    Every
     intermediate must be read only inside the match, so training plans
     (whose backward reads the probabilities) keep theirs.
 

@@ -45,12 +45,13 @@ struct ViewDim {
 struct StridedView {
   Value base;
   SmallVector<ViewDim> dims;
-  int64_t offset = 0; // non-zero only through a split
+  int64_t offset = 0; // non-zero only through a split or a select
 };
 
 /// The view of `v` through the reshape, squeeze, unsqueeze, transpose and
-/// expand ops that produce it (and `ds.split`'s pieces, at an offset, with
-/// `throughSplits`), down to the first value they cannot see through
+/// expand ops that produce it (and, at an offset, with `throughSplits`,
+/// `ds.split`'s pieces and a `ds.gather` of one constant index: PyTorch's
+/// select), down to the first value they cannot see through
 /// (which is then the base; `v` itself when its producer is none of them).
 StridedView traceView(Value v, bool throughSplits = false);
 

@@ -33,17 +33,33 @@ template <class Op> void binary(const float *a, const float *b, float *o, int64_
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(op(a[i], b[i]));
 }
-// Logic on i1 registers holding 0/1.
+// Comparisons and logic give i1 registers holding 0/1, written as a
+// choice of two floats: the comparison functors return a byte, and GCC
+// leaves a byte-to-float conversion scalar (HardSwish's two comparisons
+// were most of its time).
+template <class Op> void compare(const float *a, const float *b, float *o, int64_t n) {
+  Op op;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]) ? 1.0f : 0.0f;
+}
+template <class Op> void test(const float *a, float *o, int64_t n) {
+  Op op;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i]) ? 1.0f : 0.0f;
+}
 template <class Op> void logical(const float *a, const float *b, float *o, int64_t n) {
   Op op;
-  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i] != 0, b[i] != 0);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i] != 0.0f, b[i] != 0.0f) ? 1.0f : 0.0f;
 }
 void logicalNot(const float *a, float *o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) o[i] = a[i] == 0;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] == 0.0f ? 1.0f : 0.0f;
 }
 void toBool(const float *a, float *o, int64_t n) {
   // Any non-zero value (NaN included) is true, as the cast kernel converts.
-  for (int64_t i = 0; i < n; ++i) o[i] = a[i] != 0;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] != 0.0f ? 1.0f : 0.0f;
 }
 void copy(const float *a, float *o, int64_t n) {
   if (a != o) std::memmove(o, a, n * sizeof(float));
@@ -99,8 +115,8 @@ const std::map<std::string, ElementFn> &elementFns() {
     u("softplus", unary<math::Softplus>);
     u("gelu", unary<math::Gelu>);
     u("gelu_tanh", unary<math::GeluTanh>);
-    u("is_nan", unary<math::IsNan>);
-    u("is_inf", unary<math::IsInf>);
+    u("is_nan", test<math::IsNan>);
+    u("is_inf", test<math::IsInf>);
     u("not", logicalNot);
     u("cast_bool", toBool);
     u("cast_f32", copy);
@@ -111,11 +127,11 @@ const std::map<std::string, ElementFn> &elementFns() {
     b("pow", binary<math::Pow>);
     b("min", binary<math::Min>);
     b("max", binary<math::Max>);
-    b("equal", binary<math::Equal>);
-    b("less", binary<math::Less>);
-    b("greater", binary<math::Greater>);
-    b("less_equal", binary<math::LessEqual>);
-    b("greater_equal", binary<math::GreaterEqual>);
+    b("equal", compare<math::Equal>);
+    b("less", compare<math::Less>);
+    b("greater", compare<math::Greater>);
+    b("less_equal", compare<math::LessEqual>);
+    b("greater_equal", compare<math::GreaterEqual>);
     b("and", logical<math::And>);
     b("or", logical<math::Or>);
     b("xor", logical<math::Xor>);

@@ -129,7 +129,32 @@ private:
     if (p->hasAttr("ds.trained")) return !named(p, frozenSet);
     // PyTorch 2's exporter records which initializers are buffers (the
     // importer marks them ds.buffer).
-    return !named(p, frozenSet) && p.getType().getNumElements() > 1 && !p->hasAttr("ds.buffer");
+    return !named(p, frozenSet) && p.getType().getNumElements() > 1 && !p->hasAttr("ds.buffer") &&
+           !holdsMaskValues(p);
+  }
+
+  /// An initializer holding an infinity, a NaN or a magnitude of 1e30 or
+  /// more is an attention mask (a buffer TorchScript exports like any
+  /// initializer), not a weight: trained, its -inf entries give NaN losses
+  /// and its -1e30 ones move.
+  static bool holdsMaskValues(ParameterOp p) {
+    Type e = p.getType().getElementType();
+    if (!(e.isF32() || e.isF64())) return false;
+    FailureOr<Seen> v = valuesOf(p);
+    if (failed(v)) return false;
+    const size_t n = static_cast<size_t>(p.getType().getNumElements());
+    for (size_t i = 0; i < n; ++i) {
+      double x;
+      if (e.isF32()) {
+        float f;
+        std::memcpy(&f, v->bytes.data() + 4 * i, 4);
+        x = f;
+      } else {
+        std::memcpy(&x, v->bytes.data() + 8 * i, 8);
+      }
+      if (!(std::fabs(x) < 1e30)) return true;
+    }
+    return false;
   }
 
   /// Whether `set` names `p` or the initializer it is a transposed copy of
@@ -213,6 +238,20 @@ private:
                                   : " BatchNormalization running statistics are buffers, not "
                                     "trained (--parameters names them to train them anyway): ")
                           << llvm::join(stats, ", ");
+    // So are masks (holdsMaskValues), by default.
+    SmallVector<std::string> masks;
+    if (only.empty())
+      for (ParameterOp p : params)
+        if (isa<FloatType>(p.getType().getElementType()) && !p->hasAttr("ds.trained") &&
+            !named(p, frozenSet) && p.getType().getNumElements() > 1 &&
+            !p->hasAttr("ds.buffer") && holdsMaskValues(p))
+          masks.push_back(p.getSymName().str());
+    if (!masks.empty())
+      module.emitRemark() << masks.size()
+                          << (masks.size() == 1 ? " initializer holds" : " initializers hold")
+                          << " infinities or magnitudes of 1e30 or more (an attention mask), so "
+                             "not trained (--parameters names it to train it anyway): "
+                          << llvm::join(masks, ", ");
     // Selected parameters first, so a copy met before its original (a
     // folded transpose) still finds it.
     std::stable_partition(params.begin(), params.end(),

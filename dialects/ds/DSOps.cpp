@@ -325,8 +325,9 @@ LogicalResult FusedMatmulOp::verify() {
   if (Value addend = getAddend(); addend && addend.getType() != getResult().getType())
     return emitOpError("addend must have the result's type ") << getResult().getType()
                                                               << ", got " << addend.getType();
-  if (!std::isfinite(getAlpha().convertToDouble()))
-    return emitOpError("alpha must be finite");
+  // In f32, the precision the kernel computes in (1e300 is inf there).
+  if (!std::isfinite(static_cast<float>(getAlpha().convertToDouble())))
+    return emitOpError("alpha must be finite as an f32");
   // Row epilogues normalize whole rows of the product as it is stored.
   const bool softmaxGrad = getCombine() == Combine::SoftmaxGrad;
   const bool resultView = getResultShape() || getResultStrides();
@@ -548,8 +549,14 @@ LogicalResult FusedElementwiseOp::verify() {
     return emitOpError("body has ") << body.getNumArguments() << " arguments for "
                                     << getInputs().size() << " inputs";
   auto resultType = cast<RankedTensorType>(getResult().getType());
+  // What the kernel evaluates: f32 and i1 registers, and at least one op.
+  auto computable = [](Type e) { return e.isF32() || e.isInteger(1); };
+  if (!computable(resultType.getElementType()))
+    return emitOpError("computes in f32 and i1 only, got a result of ") << resultType;
   for (auto [i, input] : llvm::enumerate(getInputs())) {
     auto t = cast<RankedTensorType>(input.getType());
+    if (!computable(t.getElementType()))
+      return emitOpError("computes in f32 and i1 only, got input #") << i << " of " << t;
     auto arg = dyn_cast<RankedTensorType>(body.getArgument(i).getType());
     if (!arg || arg.getRank() != 0 || arg.getElementType() != t.getElementType())
       return emitOpError("body argument #")
@@ -561,6 +568,9 @@ LogicalResult FusedElementwiseOp::verify() {
       return emitOpError("input #") << i << " of type " << t
                                     << " does not broadcast to the result " << resultType;
   }
+  if (body.without_terminator().empty() && isa<YieldOp>(body.getTerminator()) &&
+      cast<RankedTensorType>(body.getTerminator()->getOperand(0).getType()).getRank() == 0)
+    return emitOpError("body computes nothing (it yields an argument): use the input itself");
   for (Operation &op : body.without_terminator()) {
     if (!op.hasTrait<OpTrait::ds::Elementwise>() || isa<FusedElementwiseOp>(op))
       return emitOpError("body op '") << op.getName() << "' is not an elementwise ds op";
@@ -637,7 +647,9 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("mask ") << mask.getType() << " does not broadcast to the scores "
                                   << shapeStr(scores);
   }
-  if (!std::isfinite(getScale().convertToDouble())) return emitOpError("scale must be finite");
+  // In f32, the precision the kernel computes in (1e300 is inf there).
+  if (!std::isfinite(static_cast<float>(getScale().convertToDouble())))
+    return emitOpError("scale must be finite as an f32");
   return success();
 }
 

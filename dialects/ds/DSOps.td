@@ -1139,9 +1139,11 @@ def DS_FusedElementwiseOp : DS_Op<"fused_elementwise",
     **Constraints:**
     - the body has one block whose arguments are rank-0 tensors of the
       inputs' element types, in order.
-    - every body op is an elementwise ds op on rank-0 tensors.
+    - every body op is an elementwise ds op on rank-0 tensors, and there
+      is at least one.
     - `ds.yield` yields one rank-0 tensor of the result's element type.
     - every input broadcasts to the result shape.
+    - inputs and result are f32 or i1 (what the kernel computes in).
   }];
   let arguments = (ins Variadic<DS_Tensor>:$inputs);
   let results = (outs DS_Tensor:$result);

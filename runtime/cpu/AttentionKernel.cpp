@@ -270,7 +270,7 @@ absl::StatusOr<PreparedStep> prepareAttention(const KernelContext &c) {
   if (q[1] % k[1]) return c.error("key/value heads must divide query heads");
   a->group = q[1] / k[1];
   DS_ASSIGN_OR_RETURN(double scale, c.floatAttr("scale"));
-  if (!std::isfinite(scale)) return c.error("scale must be finite");
+  if (!std::isfinite(static_cast<float>(scale))) return c.error("scale must be finite as an f32");
   a->scale = static_cast<float>(scale);
   a->zeroNanRows = zeroNan;
   // The result, [B, Hq, Sq, Dv] or [B, Sq, Hq, Dv].

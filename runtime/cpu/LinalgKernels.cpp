@@ -878,7 +878,7 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
   auto e = std::make_shared<Epilogue>();
   if (c.hasAttr("alpha")) {
     DS_ASSIGN_OR_RETURN(double alpha, c.floatAttr("alpha"));
-    if (!std::isfinite(alpha)) return c.error("alpha must be finite");
+    if (!std::isfinite(static_cast<float>(alpha))) return c.error("alpha must be finite as an f32");
     e->alpha = static_cast<float>(alpha);
   }
   if (hasBias) {

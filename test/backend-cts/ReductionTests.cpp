@@ -119,6 +119,16 @@ CTS_TEST(Reductions, "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "r
                                                                                         : wantMax[i];
   expectClose(run1(Step("reduce_max").ints("axes", {0}), {f32({600, 16}, tall)}, plan::F32, {16}).values(),
               roundTo(plan::F32, wantMax), 0, 0, "reduce_max NaN in a block of rows");
+  // A long f32 row sums as accurately as a short one: 2^22 elements of 0.1
+  // (f32 lanes added over the whole row were 2.5e-3 off).
+  const int64_t n = int64_t(1) << 22;
+  const double tenth = static_cast<float>(0.1);
+  for (const char *kernel : {"reduce_sum", "reduce_mean"}) {
+    HostTensor row = HostTensor::of(plan::F32, {1, n}, std::vector<double>(n, tenth));
+    const double want = std::string(kernel) == "reduce_sum" ? tenth * n : tenth;
+    expectClose(run1(Step(kernel).ints("axes", {1}), {row}, plan::F32, {1}).values(), {want}, 1e-5,
+                0, std::string(kernel) + " of a 2^22-element row");
+  }
 }
 
 CTS_TEST(ReductionErrors, "reduce_sum") {

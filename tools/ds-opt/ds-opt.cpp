@@ -322,7 +322,36 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
   auto file = openInputFile(inputFilename, &error);
   if (!file) return fail(error), nullptr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module) return nullptr;
+  // The ONNX importer's element limit, for IR written by hand: a type of
+  // 2^63 elements or more would wrap where constant folding counts them.
+  bool tooBig = false;
+  auto check = [&](Type t, Operation *op) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || tooBig) return;
+    uint64_t n = 1;
+    for (int64_t d : rt.getShape()) {
+      if (d < 0) return; // dynamic
+      if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) n = UINT64_MAX;
+    }
+    if (n > static_cast<uint64_t>(maxElements.getValue())) {
+      op->emitError() << "type " << rt << " has "
+                      << (n == UINT64_MAX ? std::string("more than 2^64") : std::to_string(n))
+                      << " elements, over the limit of "
+                      << std::to_string(static_cast<long long>(maxElements.getValue()))
+                      << " (ds-opt --max-elements raises it)";
+      tooBig = true;
+    }
+  };
+  module->walk([&](Operation *op) {
+    for (Type t : op->getResultTypes()) check(t, op);
+    for (Region &r : op->getRegions())
+      for (Block &b : r)
+        for (BlockArgument a : b.getArguments()) check(a.getType(), op);
+  });
+  if (tooBig) return nullptr;
+  return module;
 }
 
 /// Every file ds-opt reads must be a regular file: a FIFO would block the

@@ -131,6 +131,9 @@ absl::StatusOr<std::map<std::string, HostArray>> loadInputs(const std::string &p
 }
 
 absl::Status writeOutputs(const std::string &path, const NamedArrays &outs) {
+  if (outs.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--outputs ", path, ": the program has no outputs to write"));
   if (absl::EndsWith(path, ".npy")) {
     if (outs.size() != 1)
       return absl::InvalidArgumentError("the model has several outputs: write an .npz");

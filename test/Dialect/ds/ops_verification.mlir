@@ -832,6 +832,39 @@ func.func @fused_matmul_alpha(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
 
 // -----
 
+// fused_matmul: alpha is finite in f32, the kernel's precision.
+func.func @fused_matmul_alpha_f32(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error@+1 {{alpha must be finite as an f32}}
+  %0 = ds.fused_matmul %a, %b {alpha = 1.0e+300 : f64} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// fused_elementwise: a body that computes something, in f32 and i1.
+func.func @fused_nothing(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{body computes nothing (it yields an argument)}}
+  %0 = ds.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<f32>):
+    ds.yield %a : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fused_integer(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error@+1 {{computes in f32 and i1 only, got a result of 'tensor<4xi32>'}}
+  %0 = ds.fused_elementwise %x : (tensor<4xi32>) -> tensor<4xi32> {
+  ^bb0(%a: tensor<i32>):
+    %b = ds.neg %a : tensor<i32>
+    ds.yield %b : tensor<i32>
+  }
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
 // fused_matmul: f32 operands.
 func.func @fused_matmul_f64(%a: tensor<2x3xf64>, %b: tensor<3x5xf64>) {
   // expected-error@+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}

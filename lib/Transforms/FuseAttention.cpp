@@ -117,11 +117,23 @@ std::optional<Match> matchAt(SoftmaxOp sm) {
   m.value = pv.getRhs();
   m.valueTransposed = pv.getTransposeRhs();
   m.result = pv.getResult();
-  if (auto t = dyn_cast_or_null<TransposeOp>(singleUser(pv.getResult()));
-      t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
-    m.bshd = true;
-    m.result = t.getResult();
-    m.ops.push_back(t);
+  // A transpose to [B, S, H, D] is the bshd result; so is one whose result
+  // has those bytes once unit dimensions are dropped (nn.MultiheadAttention's
+  // [S, B, H, D] at batch 1), reached by a free reshape.
+  if (auto t = dyn_cast_or_null<TransposeOp>(singleUser(pv.getResult()))) {
+    ArrayRef<int64_t> in = tensorType(pv.getResult()).getShape();
+    auto nonUnit = [&](ArrayRef<int64_t> order) {
+      SmallVector<int64_t> kept;
+      for (int64_t d : order)
+        if (in[d] != 1) kept.push_back(d);
+      return kept;
+    };
+    if (t.getPermutation().size() == 4 &&
+        nonUnit(t.getPermutation()) == nonUnit(ArrayRef<int64_t>{0, 2, 1, 3})) {
+      m.bshd = true;
+      m.result = t.getResult();
+      m.ops.push_back(t);
+    }
   }
   m.ops.push_back(pv);
   m.ops.append(down.begin(), down.end());
@@ -234,8 +246,16 @@ struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAtte
     auto offset = [&](const HeadView &h) {
       return h.offset ? b.getI64IntegerAttr(h.offset) : IntegerAttr();
     };
+    // The kernel writes [B, Hq, Sq, Dv] or [B, Sq, Hq, Dv]; a bshd result
+    // of another shape (unit dimensions elsewhere) is a reshape of it.
+    RankedTensorType resultType = tensorType(m.result);
+    if (m.bshd) {
+      const int64_t dv = v->shape[3];
+      resultType = RankedTensorType::get({q->shape[0], q->shape[2], q->shape[1], dv},
+                                         resultType.getElementType());
+    }
     auto op = AttentionOp::create(
-        b, m.ops.front()->getLoc(), m.result.getType(), q->base, k->base, v->base, m.mask,
+        b, m.ops.front()->getLoc(), resultType, q->base, k->base, v->base, m.mask,
         m.maskFill ? b.getF64FloatAttr(*m.maskFill) : FloatAttr(), attr(q->shape),
         attr(q->strides), attr(k->shape), attr(k->strides), attr(v->shape), attr(v->strides),
         offset(*q), offset(*k), offset(*v), b.getF64FloatAttr(m.scale),
@@ -251,7 +271,10 @@ struct FuseAttentionPass : public mlir::ds::impl::FuseAttentionPassBase<FuseAtte
       op->erase();
       return;
     }
-    m.result.replaceAllUsesWith(op.getResult());
+    Value result = op.getResult();
+    if (resultType != tensorType(m.result))
+      result = ReshapeOp::create(b, op.getLoc(), tensorType(m.result), result);
+    m.result.replaceAllUsesWith(result);
     llvm::SmallPtrSet<Operation *, 16> replaced(m.ops.begin(), m.ops.end());
     SmallVector<Value> inputs;
     for (Operation *o : m.ops)

@@ -159,3 +159,24 @@ func.func @qkv_select(%qkv: tensor<3x2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
   %o = ds.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
   return %o : tensor<2x2x4x8xf32>
 }
+
+// -----
+
+// nn.MultiheadAttention's [S, B, H, D] result at batch 1 has the bytes of
+// [B, S, H, D]: the attention writes that (result_bshd) and a reshape,
+// which moves nothing, gives the transpose's type.
+// CHECK-LABEL: func.func @seq_first_batch1
+// CHECK-NOT: ds.transpose
+// CHECK: %[[O:.+]] = ds.attention %arg0, %arg1, %arg2
+// CHECK-SAME: result_bshd
+// CHECK-SAME: -> tensor<1x4x2x8xf32>
+// CHECK-NEXT: %[[R:.+]] = ds.reshape %[[O]] : (tensor<1x4x2x8xf32>) -> tensor<4x1x2x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @seq_first_batch1(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<4x1x2x8xf32> {
+  %kT = ds.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = ds.matmul %q, %kT : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = ds.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = ds.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %ot = ds.transpose %o {permutation = array<i64: 2, 0, 1, 3>} : (tensor<1x2x4x8xf32>) -> tensor<4x1x2x8xf32>
+  return %ot : tensor<4x1x2x8xf32>
+}

@@ -336,7 +336,8 @@ def FuseAttentionPass : Pass<"ds-fuse-attention", "ModuleOp"> {
     scalars on either operand or on the scores: the scale), an optional
     additive mask, PyTorch 2's `where(isnan(p), 0, p)` after it, the
     product with `v`, and an optional transpose of the result to
-    [B, S, H, Dv]. q, k and v are traced back through the transposes,
+    [B, S, H, Dv] (or to a layout with its bytes, such as
+    nn.MultiheadAttention's [S, B, H, Dv] at batch 1, then reshaped). q, k and v are traced back through the transposes,
     reshapes and broadcasts that arranged them (grouped-query attention's
     head expansion included) and the split (or the selects: gathers of one
     constant index) that cut one q/k/v projection apart, to the tensors in

@@ -31,7 +31,9 @@ def DS_Activation : I32EnumAttr<"Activation",
       I32EnumAttrCase<"None", 0, "none">, I32EnumAttrCase<"Relu", 1, "relu">,
       I32EnumAttrCase<"Gelu", 2, "gelu">, I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">,
       I32EnumAttrCase<"Silu", 4, "silu">, I32EnumAttrCase<"Sigmoid", 5, "sigmoid">,
-      I32EnumAttrCase<"Tanh", 6, "tanh">
+      I32EnumAttrCase<"Tanh", 6, "tanh">,
+      // x * clamp(x / 6 + 1/2, 0, 1) (ONNX HardSwish): ds.conv only
+      I32EnumAttrCase<"HardSwish", 7, "hard_swish">
     ]> {
   let cppNamespace = "::mlir::ds";
   let genSpecializedAttr = 0;

@@ -332,6 +332,8 @@ LogicalResult FusedMatmulOp::verify() {
   const bool softmaxGrad = getCombine() == Combine::SoftmaxGrad;
   const bool resultView = getResultShape() || getResultStrides();
   const bool activation = getActivation() != Activation::None;
+  if (getActivation() == Activation::HardSwish)
+    return emitOpError("activation hard_swish is a convolution's only");
   if (getSoftmax() && (getBias() || getAddend() || activation || resultView))
     return emitOpError("softmax comes with neither bias, activation, addend nor a result view");
   if (softmaxGrad && (!getAddend() || getBias() || activation || resultView))
@@ -1062,6 +1064,9 @@ LogicalResult ConvOp::verify() {
     return emitOpError("clip bounds must not be NaN");
   if (lo && hi && *lo > *hi)
     return emitOpError("clip_min ") << *lo << " exceeds clip_max " << *hi;
+  if (getActivation() != Activation::None && getActivation() != Activation::HardSwish)
+    return emitOpError("activation must be none or hard_swish, not ")
+           << stringifyActivation(getActivation());
   return success();
 }
 

@@ -355,7 +355,9 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable, AttrSizedOperandSegments
     convolution by ds-fuse-epilogues (ReLU is `clip_min = 0`, ReLU6 clamps
     to [0, 6]), which the kernel applies as it writes the result. An
     `addend` (a residual that ds-fuse-epilogues folded in) is added to the
-    result before the clamp: `clamp(conv(x) + bias + addend)`.
+    result before the clamp: `clamp(conv(x) + bias + addend)`. An
+    `activation` (`hard_swish`: MobileNetV3's, x * clamp(x / 6 + 1/2, 0, 1))
+    applies to what the clamp leaves, also as the result is written.
 
     With `channels_last` the input is [N, d..., C] and the result
     [N, o..., M] (the weight keeps its layout): the layout oneDNN's CPU
@@ -376,6 +378,7 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable, AttrSizedOperandSegments
     - `bias`, if present, is [M].
     - the result is [N, M, o...] with o = (d + pads - dilation (k - 1) - 1) / stride + 1.
     - `clip_min` <= `clip_max` when both are given; neither is NaN.
+    - `activation` is `none` or `hard_swish`.
     - `addend`, if present, has the result's type.
     - with `channels_last`, the same holds with C and M last instead of second.
   }];
@@ -384,7 +387,8 @@ def DS_ConvOp : DS_Op<"conv", [Pure, DS_Differentiable, AttrSizedOperandSegments
                    DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads, I64Attr:$group,
                    OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max,
-                   UnitAttr:$channels_last);
+                   UnitAttr:$channels_last,
+                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? (`addend` $addend^)? attr-dict `:` functional-type(operands, results)

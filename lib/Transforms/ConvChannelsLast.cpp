@@ -76,6 +76,8 @@ struct ConvChannelsLastPass
     bool changed = true;
     while (changed) {
       changed = false;
+      // Transposes that met are one (a reshape's sinking reads the composite).
+      composeTransposes();
       SmallVector<Operation *> candidates;
       getOperation().walk([&](Operation *op) {
         if (op->hasTrait<OpTrait::ds::Elementwise>() && !isa<FusedElementwiseOp>(op) &&
@@ -88,14 +90,31 @@ struct ConvChannelsLastPass
       for (PoolOp p : pools) changed |= sinkThroughPool(p);
       SmallVector<Operation *> others;
       getOperation().walk([&](Operation *op) {
-        if (isa<ConcatOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op))
+        if (isa<ConcatOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReshapeOp,
+                SplitOp, SliceOp>(op))
           others.push_back(op);
       });
-      for (Operation *op : others)
-        changed |= isa<ConcatOp>(op) ? sinkThroughConcat(cast<ConcatOp>(op)) : sinkThroughReduce(op);
+      for (Operation *op : others) {
+        if (auto concat = dyn_cast<ConcatOp>(op)) changed |= sinkThroughConcat(concat);
+        else if (auto reshape = dyn_cast<ReshapeOp>(op)) changed |= sinkThroughReshape(reshape);
+        else if (auto split = dyn_cast<SplitOp>(op)) changed |= sinkThroughSplit(split);
+        else if (auto slice = dyn_cast<SliceOp>(op)) changed |= sinkThroughSlice(slice);
+        else changed |= sinkThroughReduce(op);
+      }
     }
-    // Compose and cancel the transposes that met (TransposeOp's folder),
-    // then drop dead ones.
+    composeTransposes();
+    getOperation().walk([&](TransposeOp t) {
+      if (!keepsOrder(t.getOperand().getType().getShape(), t.getPermutation())) return;
+      OpBuilder b(t);
+      t.getResult().replaceAllUsesWith(
+          ReshapeOp::create(b, t.getLoc(), t.getType(), t.getOperand()).getResult());
+      t->erase();
+    });
+  }
+
+  /// Composes and cancels the transposes that met (TransposeOp's folder),
+  /// then drops dead ones.
+  void composeTransposes() {
     SmallVector<TransposeOp> transposes;
     getOperation().walk([&](TransposeOp t) { transposes.push_back(t); });
     for (TransposeOp t : transposes) {
@@ -106,13 +125,6 @@ struct ConvChannelsLastPass
     }
     for (TransposeOp t : llvm::reverse(transposes))
       if (t->use_empty()) t->erase();
-    getOperation().walk([&](TransposeOp t) {
-      if (!keepsOrder(t.getOperand().getType().getShape(), t.getPermutation())) return;
-      OpBuilder b(t);
-      t.getResult().replaceAllUsesWith(
-          ReshapeOp::create(b, t.getLoc(), t.getType(), t.getOperand()).getResult());
-      t->erase();
-    });
   }
 
   /// Whether permuting `shape` by `perm` keeps the order of its non-unit
@@ -164,6 +176,172 @@ struct ConvChannelsLastPass
     auto moved = ConcatOp::create(b, concat.getLoc(), inputs, b.getI64IntegerAttr(axis));
     concat.getResult().replaceAllUsesWith(transpose(b, concat.getLoc(), moved, *perm));
     concat.erase();
+    return true;
+  }
+
+  /// Groups of consecutive `fine` dimensions whose sizes multiply to each
+  /// `coarse` dimension (a reshape that only splits dimensions, read from
+  /// the fine side, or only merges them); nothing when the reshape mixes.
+  static std::optional<SmallVector<SmallVector<int64_t>>> groupDims(ArrayRef<int64_t> coarse,
+                                                                   ArrayRef<int64_t> fine) {
+    SmallVector<SmallVector<int64_t>> groups;
+    size_t j = 0;
+    for (int64_t size : coarse) {
+      SmallVector<int64_t> group;
+      int64_t product = 1;
+      while (j < fine.size() && (group.empty() || product < size)) {
+        product *= fine[j];
+        group.push_back(j++);
+      }
+      if (product != size) return std::nullopt;
+      groups.push_back(std::move(group));
+    }
+    // Trailing unit dimensions join the last group.
+    for (; j < fine.size(); ++j) {
+      if (fine[j] != 1 || groups.empty()) return std::nullopt;
+      groups.back().push_back(j);
+    }
+    return groups;
+  }
+
+  /// reshape(transpose(x, p)) -> transpose(reshape(x), p') when the reshape
+  /// splits or merges dimensions that stay whole inside the transpose.
+  /// Only transposes back to channels-first move (the ones the next
+  /// convolution cancels), and a merge only when what comes out is such a
+  /// transpose again: ShuffleNet's channel shuffle (split C into [g, C/g],
+  /// swap, merge) then shuffles the channels-last tensor's last dimension
+  /// instead of converting the whole tensor to channels-first and back.
+  /// Merged dimensions that a transpose left out of order inside are put
+  /// in order by a transpose inside (the shuffle itself).
+  bool sinkThroughReshape(ReshapeOp reshape) {
+    auto tr = reshape.getOperand().getDefiningOp<TransposeOp>();
+    if (!tr) return false;
+    ArrayRef<int64_t> perm = tr.getPermutation();
+    auto inType = tr.getOperand().getType();
+    ArrayRef<int64_t> inner = inType.getShape();
+    ArrayRef<int64_t> outer = reshape.getOperand().getType().getShape();
+    ArrayRef<int64_t> target = reshape.getType().getShape();
+    int64_t m = outer.size(), n = target.size();
+    if (m == n || m < 3 || n < 3) return false;
+    SmallVector<int64_t> innerShape, newPerm, innerPerm;
+    if (n > m) {
+      // Split: outer dimension i (inner p[i]) becomes the group's dims.
+      if (perm != ArrayRef<int64_t>(toFirst(m))) return false;
+      auto groups = groupDims(outer, target);
+      if (!groups) return false;
+      SmallVector<int64_t> inverse(m), offset(m);
+      for (int64_t i = 0; i < m; ++i) inverse[perm[i]] = i;
+      for (int64_t j = 0, at = 0; j < m; ++j) {
+        offset[j] = at;
+        for (int64_t k : (*groups)[inverse[j]]) innerShape.push_back(target[k]);
+        at += (*groups)[inverse[j]].size();
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (size_t t = 0; t < (*groups)[i].size(); ++t) newPerm.push_back(offset[perm[i]] + t);
+    } else {
+      // Merge: target dimension k is the outer dims of its group, which
+      // must cover a contiguous range of inner dimensions.
+      auto groups = groupDims(target, outer);
+      if (!groups) return false;
+      SmallVector<std::pair<int64_t, int64_t>> byStart; // (first inner dim, target dim)
+      for (auto [k, group] : llvm::enumerate(*groups)) {
+        int64_t lo = m, hi = -1;
+        for (int64_t i : group) {
+          lo = std::min(lo, perm[i]);
+          hi = std::max(hi, perm[i]);
+        }
+        if (hi - lo + 1 != static_cast<int64_t>(group.size())) return false;
+        byStart.push_back({lo, static_cast<int64_t>(k)});
+      }
+      llvm::sort(byStart);
+      newPerm.assign(n, 0);
+      for (auto [pos, entry] : llvm::enumerate(byStart)) {
+        int64_t size = 1;
+        for (int64_t i : (*groups)[entry.second]) {
+          innerPerm.push_back(perm[i]);
+          size *= outer[i];
+        }
+        innerShape.push_back(size);
+        newPerm[entry.second] = pos;
+      }
+      if (newPerm != toFirst(n)) return false;
+      // Putting them in order is a transpose of its own: worth it only
+      // when the one left outside meets a convolution's and cancels.
+      if (!llvm::equal(innerPerm, llvm::seq<int64_t>(0, m)) &&
+          !reachesChannelsLast(reshape.getResult(), 4))
+        return false;
+    }
+    OpBuilder b(reshape);
+    Value x = tr.getOperand();
+    if (!innerPerm.empty() && !llvm::equal(innerPerm, llvm::seq<int64_t>(0, m)))
+      x = transpose(b, reshape.getLoc(), x, innerPerm);
+    Value moved = ReshapeOp::create(
+        b, reshape.getLoc(), RankedTensorType::get(innerShape, inType.getElementType()), x);
+    reshape.getResult().replaceAllUsesWith(transpose(b, reshape.getLoc(), moved, newPerm));
+    reshape.erase();
+    return true;
+  }
+
+  /// Whether `v`, through at most `depth` ops a transpose sinks through
+  /// (splits, slices, concatenations, elementwise ops), reaches a
+  /// transpose to channels-last (a convolution's input).
+  static bool reachesChannelsLast(Value v, int depth) {
+    for (Operation *user : v.getUsers()) {
+      if (auto tr = dyn_cast<TransposeOp>(user))
+        if (tr.getPermutation() == ArrayRef<int64_t>(toLast(tr.getType().getRank()))) return true;
+      if (depth > 0 && (isa<SplitOp, SliceOp, ConcatOp>(user) ||
+                        user->hasTrait<OpTrait::ds::Elementwise>()))
+        for (Value r : user->getResults())
+          if (reachesChannelsLast(r, depth - 1)) return true;
+    }
+    return false;
+  }
+
+  /// split(transpose(x, to-first)) on axis k -> transpose(split(x) on axis
+  /// p[k]) per piece: ShuffleNet splits the shuffled channels between a
+  /// convolution and a concatenation that both stay channels-last.
+  bool sinkThroughSplit(SplitOp split) {
+    auto tr = split.getOperand().getDefiningOp<TransposeOp>();
+    int64_t rank = split.getOperand().getType().getRank();
+    if (!tr || tr.getPermutation() != ArrayRef<int64_t>(toFirst(rank))) return false;
+    ArrayRef<int64_t> perm = tr.getPermutation();
+    int64_t axis = perm[split.getAxis()];
+    SmallVector<Type> types;
+    for (Value r : split.getResults()) {
+      auto t = cast<RankedTensorType>(r.getType());
+      SmallVector<int64_t> shape(rank);
+      for (int64_t i = 0; i < rank; ++i) shape[perm[i]] = t.getDimSize(i);
+      types.push_back(RankedTensorType::get(shape, t.getElementType()));
+    }
+    OpBuilder b(split);
+    auto moved = SplitOp::create(b, split.getLoc(), types, tr.getOperand(),
+                                 b.getI64IntegerAttr(axis));
+    for (auto [old, piece] : llvm::zip(split.getResults(), moved.getResults()))
+      old.replaceAllUsesWith(transpose(b, split.getLoc(), piece, perm));
+    split.erase();
+    return true;
+  }
+
+  /// slice(transpose(x, to-first)) -> transpose(slice(x)), the starts and
+  /// steps permuted: torch.chunk exports as slices.
+  bool sinkThroughSlice(SliceOp slice) {
+    auto tr = slice.getOperand().getDefiningOp<TransposeOp>();
+    int64_t rank = slice.getOperand().getType().getRank();
+    if (!tr || tr.getPermutation() != ArrayRef<int64_t>(toFirst(rank))) return false;
+    ArrayRef<int64_t> perm = tr.getPermutation();
+    SmallVector<int64_t> starts(rank), steps(rank), shape(rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      starts[perm[i]] = slice.getStarts()[i];
+      steps[perm[i]] = slice.getSteps()[i];
+      shape[perm[i]] = slice.getType().getDimSize(i);
+    }
+    OpBuilder b(slice);
+    auto moved = SliceOp::create(b, slice.getLoc(),
+                                 RankedTensorType::get(shape, slice.getType().getElementType()),
+                                 tr.getOperand(), b.getDenseI64ArrayAttr(starts),
+                                 b.getDenseI64ArrayAttr(steps));
+    slice.getResult().replaceAllUsesWith(transpose(b, slice.getLoc(), moved, perm));
+    slice.erase();
     return true;
   }
 

@@ -234,6 +234,7 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
   void fold(ConvOp conv) {
     auto type = conv.getType();
     if (!type.getElementType().isF32() || conv.getChannelsLast() || conv.getClipMinAttr() ||
+        conv.getActivation() != Activation::None ||
         conv.getClipMaxAttr() || conv.getAddend())
       return;
     std::optional<std::vector<float>> w = constantFloats(conv.getWeight());
@@ -282,7 +283,8 @@ struct FoldBatchNormPass : public mlir::ds::impl::FoldBatchNormPassBase<FoldBatc
     newBias = ConstantOp::create(b, conv.getLoc(), denseFromBytes(bt, bytes(bf)));
     auto folded = ConvOp::create(b, conv.getLoc(), type, conv.getInput(), weight, newBias,
                                  /*addend=*/Value(), conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(),
-                                 conv.getGroupAttr(), FloatAttr(), FloatAttr(), UnitAttr());
+                                 conv.getGroupAttr(), FloatAttr(), FloatAttr(), UnitAttr(),
+                                 ActivationAttr());
     cur.replaceAllUsesWith(folded.getResult());
     for (Operation *op : llvm::reverse(chain)) op->erase();
     Value oldWeight = conv.getWeight(), oldBias = conv.getBias();

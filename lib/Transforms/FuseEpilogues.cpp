@@ -44,7 +44,8 @@ ConvOp fuseResidual(ConvOp conv, AddOp add) {
   auto fused = ConvOp::create(b, conv.getLoc(), conv.getType(), conv.getInput(), conv.getWeight(),
                               conv.getBias(), other, conv.getStridesAttr(),
                               conv.getDilationsAttr(), conv.getPadsAttr(), conv.getGroupAttr(),
-                              FloatAttr(), FloatAttr(), conv.getChannelsLastAttr());
+                              FloatAttr(), FloatAttr(), conv.getChannelsLastAttr(),
+                              conv.getActivationAttr());
   add.getResult().replaceAllUsesWith(fused.getResult());
   add->erase();
   conv->erase();
@@ -54,7 +55,9 @@ ConvOp fuseResidual(ConvOp conv, AddOp add) {
 /// Folds `user` (the only user of `conv`'s result) into `conv` when it is a
 /// clamp; true when it did.
 bool fuseInto(ConvOp conv, Operation *user) {
-  if (user->getNumResults() != 1 || user->getResult(0).getType() != conv.getType()) return false;
+  if (user->getNumResults() != 1 || user->getResult(0).getType() != conv.getType() ||
+      conv.getActivation() != Activation::None)
+    return false;
   double lo = conv.getClipMinAttr() ? conv.getClipMinAttr().getValueAsDouble() : -INFINITY;
   double hi = conv.getClipMaxAttr() ? conv.getClipMaxAttr().getValueAsDouble() : INFINITY;
   if (isa<ReluOp>(user)) {
@@ -75,6 +78,79 @@ bool fuseInto(ConvOp conv, Operation *user) {
   if (hi != INFINITY) conv.setClipMaxAttr(b.getF64FloatAttr(hi));
   user->getResult(0).replaceAllUsesWith(conv.getResult());
   user->erase();
+  return true;
+}
+
+/// Whether `v` is a constant splat of exactly `want` in f32.
+bool isSplat(Value v, float want) {
+  std::optional<double> got = knownFloatSplat(v);
+  return got && static_cast<float>(*got) == want;
+}
+
+/// The single user of `v` of type Op, or null.
+template <typename Op> Op onlyUser(Value v) {
+  return v.hasOneUse() ? dyn_cast<Op>(*v.getUsers().begin()) : Op();
+}
+
+/// The importer's HardSwish of `x`, y = x * where(t <= 0, 0, where(t >= 1,
+/// 1, t)) with t = x * (1/6) + 1/2, when its ops read nothing else and
+/// only y is read outside: the ops from the first to y, or empty.
+SmallVector<Operation *> matchHardSwish(Value x) {
+  auto type = x.getType();
+  if (!llvm::hasNItems(x.getUsers(), 2)) return {};
+  MulOp scale, product;
+  for (Operation *u : x.getUsers()) {
+    auto mul = dyn_cast<MulOp>(u);
+    if (!mul || mul.getType() != type) return {};
+    Value other = mul.getLhs() == x ? mul.getRhs() : mul.getLhs();
+    if (other != x && isSplat(other, 1.0f / 6.0f)) scale = mul;
+    else product = mul;
+  }
+  if (!scale || !product) return {};
+  auto shift = onlyUser<AddOp>(scale.getResult());
+  if (!shift || shift.getType() != type) return {};
+  Value t = shift.getResult();
+  if (!isSplat(shift.getLhs() == scale.getResult() ? shift.getRhs() : shift.getLhs(), 0.5f))
+    return {};
+  // t's users: t <= 0, t >= 1 and where(t >= 1, 1, t).
+  LessEqualOp low;
+  GreaterEqualOp high;
+  WhereOp upper;
+  for (Operation *u : t.getUsers()) {
+    if (auto le = dyn_cast<LessEqualOp>(u); le && le.getLhs() == t && isSplat(le.getRhs(), 0.0f))
+      low = le;
+    else if (auto ge = dyn_cast<GreaterEqualOp>(u);
+             ge && ge.getLhs() == t && isSplat(ge.getRhs(), 1.0f))
+      high = ge;
+    else if (auto w = dyn_cast<WhereOp>(u); w && w.getOperand(2) == t)
+      upper = w;
+    else
+      return {};
+  }
+  if (!low || !high || !upper || !llvm::hasNItems(t.getUsers(), 3) ||
+      upper.getOperand(0) != high.getResult() || !isSplat(upper.getOperand(1), 1.0f) ||
+      !high.getResult().hasOneUse() || !low.getResult().hasOneUse() ||
+      upper.getType() != type)
+    return {};
+  auto gate = onlyUser<WhereOp>(upper.getResult());
+  if (!gate || gate.getOperand(0) != low.getResult() || gate.getOperand(2) != upper.getResult() ||
+      !isSplat(gate.getOperand(1), 0.0f) || gate.getType() != type ||
+      !gate.getResult().hasOneUse() || *gate.getResult().getUsers().begin() != product)
+    return {};
+  return {scale, shift, low, high, upper, gate, product};
+}
+
+/// Makes a HardSwish of `conv`'s result (and nothing else reading it) the
+/// convolution's activation; true when it did.
+bool fuseHardSwish(ConvOp conv) {
+  if (conv.getActivation() != Activation::None || !conv.getType().getElementType().isF32())
+    return false;
+  SmallVector<Operation *> ops = matchHardSwish(conv.getResult());
+  if (ops.empty()) return false;
+  Operation *product = ops.back();
+  conv.setActivation(Activation::HardSwish);
+  product->getResult(0).replaceAllUsesWith(conv.getResult());
+  for (Operation *op : llvm::reverse(ops)) op->erase();
   return true;
 }
 
@@ -132,6 +208,7 @@ struct FuseEpiloguesPass : public mlir::ds::impl::FuseEpiloguesPassBase<FuseEpil
           }
       while (conv.getResult().hasOneUse() && fuseInto(conv, *conv.getResult().getUsers().begin()))
         ++numFused;
+      if (fuseHardSwish(conv)) ++numFused;
     }
   }
 };

@@ -152,12 +152,26 @@ absl::StatusOr<ConvGeometry> convGeometry(const KernelContext &c, const TensorVi
   return ConvGeometry{w, m, group, w.c / group, m / group, (w.c / group) * w.kernelSize};
 }
 
-/// A fused activation (ds.conv's clip_min / clip_max): y = min(max(y, lo), hi).
+/// A fused activation (ds.conv's clip_min / clip_max): y = min(max(y, lo),
+/// hi), then ds.conv's `activation` (hard_swish) of that.
 struct Clamp {
   float lo = -INFINITY, hi = INFINITY;
-  bool active() const { return lo != -INFINITY || hi != INFINITY; }
+  bool hardSwish = false;
+  bool bounded() const { return lo != -INFINITY || hi != INFINITY; }
+  bool active() const { return bounded() || hardSwish; }
+  float operator()(float v) const {
+    v = std::min(std::max(v, lo), hi);
+    if (hardSwish) v *= std::min(std::max(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+    return v;
+  }
   static absl::StatusOr<Clamp> fromStep(const KernelContext &c) {
     Clamp k;
+    if (c.hasAttr("activation")) {
+      DS_ASSIGN_OR_RETURN(std::string act, c.stringAttr("activation"));
+      if (act != "hard_swish")
+        return c.error("activation must be hard_swish, not '" + act + "'");
+      k.hardSwish = true;
+    }
     if (c.hasAttr("clip_min")) {
       DS_ASSIGN_OR_RETURN(double lo, c.floatAttr("clip_min"));
       k.lo = static_cast<float>(lo);
@@ -237,8 +251,9 @@ public:
         else if (addend) ops.append_binary(algorithm::binary_add, dstPlain);
         if (clamp.lo == 0.0f && clamp.hi == INFINITY)
           ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-        else if (clamp.active())
+        else if (clamp.bounded())
           ops.append_eltwise(1.0f, algorithm::eltwise_clip, clamp.lo, clamp.hi);
+        if (clamp.hardSwish) ops.append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);
         attr.set_post_ops(ops);
       }
       convolution_forward::primitive_desc pd(desc, attr, eng);
@@ -347,8 +362,7 @@ struct ConvEpilogue {
   /// y = clamp(y + addend) over [lo, hi) of a result.
   void apply(float *y, int64_t lo, int64_t hi) const {
     for (int64_t i = lo; i < hi; ++i) {
-      float v = addend ? y[i] + addend[i] : y[i];
-      y[i] = std::min(std::max(v, clamp.lo), clamp.hi);
+      y[i] = clamp(addend ? y[i] + addend[i] : y[i]);
     }
   }
 };
@@ -688,6 +702,16 @@ absl::StatusOr<PreparedStep> prepareMaxPoolIndices(const KernelContext &c) {
 /// of C contiguous channels (vectorized across channels), with the
 /// channels-first kernel's semantics (first NaN wins a max, padding never
 /// does; averages in double).
+/// y = max(y, x) elementwise, NaN winning (ONNX MaxPool propagates NaN):
+/// written as a select so the compiler vectorizes it (a conditional store
+/// it would not).
+inline void maxInto(float *__restrict y, const float *__restrict x, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    const float a = x[k], b = y[k];
+    y[k] = (a > b || (a != a && b == b)) ? a : b;
+  }
+}
+
 absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "channels_last input"));
@@ -737,8 +761,7 @@ absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
                   first = false;
                   continue;
                 }
-                for (int64_t k = 0; k < ch; ++k)
-                  if (x[k] > y[k] || (x[k] != x[k] && y[k] == y[k])) y[k] = x[k];
+                maxInto(y, x, ch);
               }
             }
           }
@@ -764,8 +787,7 @@ absl::StatusOr<PreparedStep> preparePoolChannelsLast(const KernelContext &c) {
               std::copy(x, x + ch, y);
               return;
             }
-            for (int64_t k = 0; k < ch; ++k)
-              if (x[k] > y[k] || (x[k] != x[k] && y[k] == y[k])) y[k] = x[k];
+            maxInto(y, x, ch);
           });
         } else {
           std::fill(sum.begin(), sum.end(), 0.0);

@@ -453,3 +453,53 @@ if "addend=1" not in fbdump or " add(" in fbdump:
     sys.exit("expected the residual add folded into the convolution (ds.conv's addend)")
 if relative_error(fb, ub) > 1e-5 or relative_error(fb, ref_b) > 1e-5:
     sys.exit("folded batch norm differs")
+
+
+# ---- HardSwish epilogue and channel shuffle ---------------------------------
+# MobileNetV3's HardSwish after a convolution becomes its `activation` (a
+# oneDNN post-op); ShuffleNet's channel shuffle (split C into [2, C/2],
+# swap, merge) between channels-last convolutions shuffles the
+# channels-last tensor instead of converting it to channels-first and back,
+# and the split and concatenation around it stay channels-last too.
+class ShuffleSwish(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 1)
+        self.c3 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.c4 = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.hardswish(self.c1(x))
+        a, b = y.chunk(2, dim=1)
+        y = torch.cat([a, torch.relu(self.c2(b))], dim=1)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        a, b = torch.nn.functional.hardswish(self.c3(y)).chunk(2, dim=1)
+        return self.c4(b) + a[:, :4]
+
+
+torch.manual_seed(5)
+ss = ShuffleSwish().eval()
+xs = np.random.default_rng(5).standard_normal((2, 3, 20, 18)).astype(np.float32) * 4
+ss_path = os.path.join(args.workdir, "shuffle.onnx")
+torch.onnx.export(ss, (torch.from_numpy(xs),), ss_path, input_names=["x"], output_names=["y"],
+                  opset_version=17)
+with torch.no_grad():
+    ref_s = ss(torch.from_numpy(xs)).numpy()
+ss_in = os.path.join(args.workdir, "shuffle_in.npz")
+np.savez(ss_in, x=xs)
+fs, fsdump = compile_and_run("shuffle_fused", [], ss_path, ss_in)
+us, usdump = compile_and_run("shuffle_unfused", ["--disable-fusion=epilogues",
+                                                 "--disable-fusion=channels-last"], ss_path, ss_in)
+fs, us = fs["y"], us["y"]
+print("hard-swish / shuffle: steps fused %d, unfused %d, transposes fused %d; vs unfused %.3g, "
+      "vs PyTorch %.3g" % (steps(fsdump), steps(usdump), fsdump.count("= transpose("),
+                           relative_error(fs, us), relative_error(fs, ref_s)))
+if fsdump.count('activation="hard_swish"') != 2 or "hard_swish" in usdump:
+    sys.exit("expected both HardSwishes in their convolutions (and none unfused)")
+# Into the first convolution, the shuffle itself, and out of the last.
+if fsdump.count("= transpose(") != 3:
+    sys.exit("expected 3 transposes in the fused plan")
+if relative_error(fs, us) > 1e-5 or relative_error(fs, ref_s) > 1e-4:
+    sys.exit("hard-swish / shuffle results differ")

@@ -88,3 +88,59 @@ func.func @dense_and_gate(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
   %c3 = ds.conv %gated, %w3 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<2x4x1x1xf32>) -> tensor<1x2x4x4xf32>
   return %c3 : tensor<1x2x4x4xf32>
 }
+
+// ShuffleNet's unit: a slice (torch.chunk) into a convolution, a
+// concatenation with the other half, the channel shuffle (reshape to
+// [N, 2, C/2, H, W], swap, reshape back) and a split into two
+// convolutions. Everything stays channels-last: the shuffle is one
+// transpose of the last two dimensions of [N, H, W, 2, C/2].
+// CHECK-LABEL: func.func @shuffle
+// CHECK: %[[IN:.+]] = ds.transpose %arg0 {permutation = array<i64: 0, 2, 3, 1>}
+// CHECK-NEXT: %[[C1:.+]] = ds.conv %[[IN]], %{{.+}} {channels_last{{.*}}} : (tensor<1x4x4x4xf32>, tensor<8x4x1x1xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-NEXT: %[[A:.+]] = ds.slice %[[C1]] {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x4xf32>
+// CHECK-NEXT: %[[B:.+]] = ds.slice %[[C1]] {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x4xf32>
+// CHECK-NEXT: %[[C2:.+]] = ds.conv %[[B]], %{{.+}} {channels_last{{.*}} -> tensor<1x4x4x4xf32>
+// CHECK-NEXT: %[[CAT:.+]] = ds.concat %[[A]], %[[C2]] {axis = 3 : i64} : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-NEXT: %[[R:.+]] = ds.reshape %[[CAT]] : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x2x4xf32>
+// CHECK-NEXT: %[[SH:.+]] = ds.transpose %[[R]] {permutation = array<i64: 0, 1, 2, 4, 3>} : (tensor<1x4x4x2x4xf32>) -> tensor<1x4x4x4x2xf32>
+// CHECK-NEXT: %[[M:.+]] = ds.reshape %[[SH]] : (tensor<1x4x4x4x2xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-NEXT: %[[S:.+]]:2 = ds.split %[[M]] {axis = 3 : i64} : (tensor<1x4x4x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>)
+// CHECK-NEXT: %[[C3:.+]] = ds.conv %[[S]]#0, %{{.+}} {channels_last
+// CHECK-NEXT: %[[C4:.+]] = ds.conv %[[S]]#1, %{{.+}} {channels_last
+// CHECK-NEXT: ds.add %[[C3]], %[[C4]] : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>)
+// CHECK-NEXT: %[[OUT:.+]] = ds.transpose %{{.+}} {permutation = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT: return %[[OUT]]
+func.func @shuffle(%x: tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32> {
+  %w1 = ds.parameter "w1" = dense<0.1> : tensor<8x4x1x1xf32>
+  %w2 = ds.parameter "w2" = dense<0.2> : tensor<4x4x1x1xf32>
+  %w3 = ds.parameter "w3" = dense<0.3> : tensor<4x4x1x1xf32>
+  %c1 = ds.conv %x, %w1 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x4x4xf32>
+  %a = ds.slice %c1 {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x8x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %b = ds.slice %c1 {starts = array<i64: 0, 4, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x8x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %c2 = ds.conv %b, %w2 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %cat = ds.concat %a, %c2 {axis = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %r = ds.reshape %cat : (tensor<1x8x4x4xf32>) -> tensor<1x2x4x4x4xf32>
+  %t = ds.transpose %r {permutation = array<i64: 0, 2, 1, 3, 4>} : (tensor<1x2x4x4x4xf32>) -> tensor<1x4x2x4x4xf32>
+  %m = ds.reshape %t : (tensor<1x4x2x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %s:2 = ds.split %m {axis = 1 : i64} : (tensor<1x8x4x4xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>)
+  %c3 = ds.conv %s#0, %w2 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %c4 = ds.conv %s#1, %w3 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %o = ds.add %c3, %c4 : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %o : tensor<1x4x4x4xf32>
+}
+
+// A reshape that merges dimensions a transpose left out of order (here
+// the spatial ones, swapped) stays after it when no convolution follows:
+// moving it would take a second transpose to order them.
+// CHECK-LABEL: func.func @reshape_kept
+// CHECK: ds.conv %{{.+}} {channels_last
+// CHECK-NEXT: %[[T:.+]] = ds.transpose %{{.+}} {permutation = array<i64: 0, 3, 2, 1>}
+// CHECK-NEXT: ds.reshape %[[T]] : (tensor<1x2x3x4xf32>) -> tensor<1x2x12xf32>
+// CHECK-NEXT: return
+func.func @reshape_kept(%x: tensor<1x2x4x3xf32>) -> tensor<1x2x12xf32> {
+  %w = ds.parameter "w" = dense<0.1> : tensor<2x2x1x1xf32>
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x3xf32>
+  %t = ds.transpose %c {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x3xf32>) -> tensor<1x2x3x4xf32>
+  %r = ds.reshape %t : (tensor<1x2x3x4xf32>) -> tensor<1x2x12xf32>
+  return %r : tensor<1x2x12xf32>
+}

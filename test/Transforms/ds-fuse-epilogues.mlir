@@ -136,3 +136,40 @@ func.func @norm_kept(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dy: tensor<4x8xf32
   %e2 = ds.add %u, %l : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s, %a#0, %t, %e2, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
 }
+
+// HardSwish as the importer writes it, x * where(t <= 0, 0, where(t >= 1,
+// 1, t)) with t = x / 6 + 1/2, after a convolution (with its residual add)
+// becomes the convolution's activation. A HardSigmoid with other
+// constants, or an intermediate read elsewhere, is not one.
+// CHECK-LABEL: func.func @hard_swish
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 addend %arg2 {activation = #ds<activation hard_swish>
+// CHECK-NOT: ds.where
+// CHECK: %[[K:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: ds.where
+// CHECK: return %[[C]], %{{.+}}, %{{.+}}
+func.func @hard_swish(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: tensor<1x3x4x4xf32>) -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) {
+  %sixth = ds.constant dense<0.166666672> : tensor<f32>
+  %half = ds.constant dense<0.5> : tensor<f32>
+  %zero = ds.constant dense<0.0> : tensor<f32>
+  %one = ds.constant dense<1.0> : tensor<f32>
+  %c0 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %c = ds.add %c0, %r : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.mul %c, %sixth : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %t = ds.add %a, %half : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %lo = ds.less_equal %t, %zero : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xi1>
+  %hi = ds.greater_equal %t, %one : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xi1>
+  %u = ds.where %hi, %one, %t : (tensor<1x3x4x4xi1>, tensor<f32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %g = ds.where %lo, %zero, %u : (tensor<1x3x4x4xi1>, tensor<f32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %y = ds.mul %g, %c : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  // Scale 0.2 (ONNX HardSigmoid's default): not HardSwish.
+  %fifth = ds.constant dense<0.2> : tensor<f32>
+  %k = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %ka = ds.mul %k, %fifth : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %kt = ds.add %ka, %half : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %klo = ds.less_equal %kt, %zero : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xi1>
+  %khi = ds.greater_equal %kt, %one : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xi1>
+  %ku = ds.where %khi, %one, %kt : (tensor<1x3x4x4xi1>, tensor<f32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %kg = ds.where %klo, %zero, %ku : (tensor<1x3x4x4xi1>, tensor<f32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %ky = ds.mul %k, %kg : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  return %y, %ky, %kt : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
+}

@@ -381,6 +381,51 @@ CTS_TEST(ChannelsLast, "conv", "pool") {
 // addend: clamp(conv(x) + bias + addend), the residual ds-fuse-epilogues
 // folds in, channels-first and channels-last, constant weights (oneDNN's
 // post-ops) or not: the convolution alone, then the add and the clamp.
+// ds.conv's activation hard_swish, x * clamp(x / 6 + 1/2, 0, 1), after the
+// addend (MobileNetV3's epilogue, a oneDNN post-op), on inputs whose
+// results cross both bends (-3 and 3).
+CTS_TEST(ConvHardSwish, "conv") {
+  for (const ConvCase &c : kConvCases)
+    for (bool last : {false, true})
+      for (bool addend : {false, true}) {
+        const Geometry &g = c.g;
+        Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, c.c / c.group}, g.kernel),
+              ys = cat({c.n, c.m}, g.out());
+        HostTensor x = f32(xs, sample(numel(xs), -3, 3, 210)),
+                   w = f32(ws, sample(numel(ws), -1, 1, 211)),
+                   r = f32(ys, sample(numel(ys), -2, 2, 212));
+        std::vector<HostTensor> ins{x, w};
+        if (c.bias) ins.push_back(f32({c.m}, sample(c.m, -1, 1, 213)));
+        Step base = g.attrs("conv").i("group", c.group).i("constant_weight", 1);
+        HostTensor plain = run1(base, ins, plan::F32, ys);
+        std::vector<double> want = plain.values(), rv = r.values();
+        for (size_t i = 0; i < want.size(); ++i) {
+          double v = want[i] + (addend ? rv[i] : 0.0);
+          want[i] = v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+        }
+        Step step = base.s("activation", "hard_swish");
+        if (addend) {
+          step.i("addend", 1);
+          ins.push_back(r);
+        }
+        if (last) {
+          ins[0] = moveChannels(x, true);
+          if (addend) ins.back() = moveChannels(r, true);
+        }
+        HostTensor got = run1(last ? step.i("channels_last", 1) : step, ins, plan::F32,
+                              last ? moveChannels(plain, true).shape : ys);
+        expectClose(last ? moveChannels(got, false).values() : got.values(), want, 1e-5, 1e-5,
+                    "conv + hard_swish " + shapeStr(xs) + " group " + std::to_string(c.group) +
+                        (last ? " channels_last" : "") + (addend ? " addend" : ""));
+      }
+  Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 2, 2, 2})};
+  expectError(run(g.attrs("conv").i("group", 1).s("activation", "gelu"),
+                  {f32({1, 3, 4, 4}, sample(48, -1, 1, 214)), f32({2, 3, 3, 3}, sample(54, -1, 1, 215))},
+                  outs),
+              "activation must be hard_swish");
+}
+
 CTS_TEST(ConvAddend, "conv") {
   for (const ConvCase &c : kConvCases)
     for (bool last : {false, true})

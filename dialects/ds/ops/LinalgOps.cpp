@@ -167,7 +167,7 @@ void AttentionOp::describeKernelStep(KernelStep &s) {
 
 LogicalResult ConvOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
                                      MutableArrayRef<Value> d) {
-  if (getClipMinAttr() || getClipMaxAttr() || getAddend())
+  if (getClipMinAttr() || getClipMaxAttr() || getAddend() || getActivation() != Activation::None)
     return emitError("autodiff of a convolution with a fused epilogue: differentiate "
                      "before ds-fuse-epilogues");
   if (getChannelsLast())
@@ -201,6 +201,8 @@ void ConvOp::describeKernelStep(KernelStep &s) {
     s.setInt("constant_weight", 1);
   if (FloatAttr lo = getClipMinAttr()) s.setFloat("clip_min", lo.getValueAsDouble());
   if (FloatAttr hi = getClipMaxAttr()) s.setFloat("clip_max", hi.getValueAsDouble());
+  if (getActivation() != Activation::None)
+    s.setString("activation", stringifyActivation(getActivation()));
   if (getChannelsLast()) s.setInt("channels_last", 1);
   if (getAddend()) s.setInt("addend", 1);
 }

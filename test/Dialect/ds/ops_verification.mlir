@@ -1087,3 +1087,21 @@ func.func @fused_matmul_pre_no_activation(%a: tensor<4x3xf32>, %b: tensor<3x4xf3
   %0:2 = ds.fused_matmul %a, %b : (tensor<4x3xf32>, tensor<3x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   return
 }
+
+// -----
+
+// conv: the one activation its kernel applies is hard_swish.
+func.func @conv_activation(%x: tensor<1x3x5x5xf32>, %w: tensor<2x3x3x3xf32>) {
+  // expected-error@+1 {{activation must be none or hard_swish, not gelu}}
+  %0 = ds.conv %x, %w {activation = #ds<activation gelu>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, group = 1 : i64} : (tensor<1x3x5x5xf32>, tensor<2x3x3x3xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// fused_matmul: hard_swish is a convolution's activation only.
+func.func @fused_matmul_hard_swish(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error@+1 {{activation hard_swish is a convolution's only}}
+  %0 = ds.fused_matmul %a, %b {activation = #ds<activation hard_swish>} : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x4xf32>
+  return
+}

@@ -18,6 +18,7 @@ than 1e-4 or a count differs by more than the rows the graph never reads.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -166,6 +167,7 @@ def ds_side(onnx_path, data, work, trained_logits):
     count = int(re.search(r"trained parameters: \d+ tensors, (\d+) elements", report).group(1))
     plan, ckpt = os.path.join(work, "train.dsplan"), os.path.join(work, "ckpt")
     quiet = dict(check=True, capture_output=True)
+    shutil.rmtree(ckpt, ignore_errors=True)  # an earlier sweep's (ds-run refuses to mix runs)
     subprocess.run(["ds-run", plan, "--data", os.path.join(work, "data.npz"), "--steps",
                     str(STEPS), "--checkpoint-dir", ckpt, "--quiet"], **quiet)
     exported = os.path.join(work, "trained.onnx")

@@ -186,26 +186,38 @@ struct RaiseActivationsPass
     for (int i = 0; i < kProbes; ++i) probes.push_back(-kProbeRange + 2 * kProbeRange * i / (kProbes - 1));
     for (double e = std::log2(kProbeRange); e <= 100; e += 0.25)
       probes.append({std::exp2(e), -std::exp2(e)});
-    for (size_t i = 0; i < probes.size() && (erf || tanh); ++i) {
-      double px = probes[i];
+    // Each probe twice: in double (the function it is), and rounded to f32
+    // after every op (what the graph computes): a spelling that overflows
+    // in f32 where GELU does not ((x * 1e20) ... / 1e20) is not replaced by
+    // a kernel that would not.
+    auto evaluate = [&](double px, bool f32) {
       value.clear();
-      value[x] = px;
+      value[x] = f32 ? static_cast<float>(px) : px;
       double result = NAN;
       for (Operation *op : order) {
         SmallVector<double, 3> args;
         for (Value v : op->getOperands()) {
           auto it = value.find(v);
-          args.push_back(it != value.end() ? it->second : *scalarConstant(v, trained));
+          double a = it != value.end() ? it->second : *scalarConstant(v, trained);
+          args.push_back(f32 ? static_cast<float>(a) : a);
         }
         result = evalOp(op, args);
+        if (f32) result = static_cast<float>(result);
         value[op->getResult(0)] = result;
       }
-      auto near = [&](double want) {
-        return std::isfinite(result) &&
-               std::fabs(result - want) <= kTolerance * std::max(1.0, std::fabs(want));
-      };
-      erf = erf && near(geluErf(px));
-      tanh = tanh && near(geluTanh(px));
+      return result;
+    };
+    for (size_t i = 0; i < probes.size() && (erf || tanh); ++i) {
+      double px = probes[i];
+      for (bool f32 : {false, true}) {
+        double result = evaluate(px, f32);
+        auto near = [&](double want) {
+          return std::isfinite(result) &&
+                 std::fabs(result - want) <= kTolerance * std::max(1.0, std::fabs(want));
+        };
+        erf = erf && near(geluErf(px));
+        tanh = tanh && near(geluTanh(px));
+      }
     }
     if (erf) return GeluApproximation::None;
     if (tanh) return GeluApproximation::Tanh;

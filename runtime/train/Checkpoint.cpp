@@ -327,6 +327,26 @@ absl::StatusOr<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const st
   return lock;
 }
 
+absl::Status CheckpointLock::checkNoEarlierRun(const std::string &dir, Comm &comm) const {
+  absl::Status st;
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    const bool latest = fs::exists(dir + "/latest", ec) || fs::is_symlink(dir + "/latest", ec);
+    // ds's checkpoints: step_ directories with their metadata (an empty
+    // step_00000000 is the user's).
+    std::vector<std::pair<int64_t, std::string>> steps;
+    for (auto &entry : checkpointDirs(dir))
+      if (fs::exists(dir + "/" + entry.second + "/meta.txtpb", ec)) steps.push_back(entry);
+    if (latest || !steps.empty())
+      st = absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint-dir ", dir, " holds an earlier run's checkpoints",
+          steps.empty() ? std::string() : absl::StrCat(" (newest ", steps.back().second, ")"),
+          ": pass --resume to continue that run, or give another --checkpoint-dir to start "
+          "afresh (this run's checkpoints would mix with them and move `latest` back)"));
+  }
+  return agree(comm.size() > 1 ? &comm : nullptr, st, "checking --checkpoint-dir");
+}
+
 absl::Status CheckpointLock::checkSharedByRanks(const std::string &dir, Comm &comm) const {
   if (comm.size() == 1) return absl::OkStatus();
   uint64_t token = token_;

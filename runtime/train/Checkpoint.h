@@ -40,6 +40,11 @@ public:
   CheckpointLock(const CheckpointLock &) = delete;
   CheckpointLock &operator=(const CheckpointLock &) = delete;
 
+  /// A run that starts from step 0 (no --resume) into a directory holding
+  /// an earlier run's checkpoints is refused: its saves would mix with
+  /// them and move `latest` back, out of --resume's reach.
+  absl::Status checkNoEarlierRun(const std::string &dir, Comm &comm) const;
+
   /// Every rank's `dir` is rank 0's directory (ranks save one checkpoint
   /// together, each writing its file into it): each reads the lock file's
   /// token rank 0 wrote. Other paths to one shared directory pass.

@@ -635,6 +635,7 @@ absl::Status train(Session &session, const TrainOptions &o) {
                       resume(session, o, run.data()));
   // After the resume agreement, which names a disagreement more precisely.
   if (lock) DS_RETURN_IF_ERROR(lock->checkSharedByRanks(o.checkpointDir, run.comm()));
+  if (lock && !o.resume) DS_RETURN_IF_ERROR(lock->checkNoEarlierRun(o.checkpointDir, run.comm()));
   int64_t step = resumed ? resumed->step() : 0;
   // --steps is the total from the start of training, as DeepSpeed's
   // train_iters: a checkpoint past it would silently train nothing.

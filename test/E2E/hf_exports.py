@@ -13,6 +13,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
@@ -55,6 +56,7 @@ for name in ("gpt2", "llama", "bert", "gpt2_opt", "llama_opt", "bert_opt"):
     # Train again with a checkpoint, export ONNX, and run it: it must give
     # PyTorch's trained logits (the recovered parameters written back).
     plan, ckpt = os.path.join(work, "train.dsplan"), os.path.join(work, "ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)  # an earlier run's (ds-run refuses to mix them)
     run(["ds-run", plan, "--data", os.path.join(work, "data.npz"), "--steps", str(rec["steps"]),
          "--checkpoint-dir", ckpt, "--quiet"])
     exported = os.path.join(work, "trained.onnx")

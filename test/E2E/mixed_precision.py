@@ -15,6 +15,7 @@
 import copy
 import json
 import os
+import shutil
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
@@ -96,6 +97,7 @@ d = os.path.join(work, "hysteresis")
 states = []
 for steps in (2, 3):
     ck = os.path.join(d, "ck%d" % steps)
+    shutil.rmtree(ck, ignore_errors=True)  # an earlier run's (ds-run refuses to mix them)
     sh(["ds-run", os.path.join(d, "t.dsplan"), "--data", os.path.join(d, "data.npz"), "--steps",
         str(steps), "--checkpoint-dir", ck, "--quiet"])
     step_dir = open(os.path.join(ck, "latest")).read().strip()
@@ -113,6 +115,7 @@ print("skipped step: %d state tensors unchanged, applied_steps and the scaler ch
 # log the same scales, skips and losses as the 14 uninterrupted steps.
 whole = [json.loads(l) for l in open(os.path.join(d, "log.jsonl"))]
 ck = os.path.join(d, "ck_resume")
+shutil.rmtree(ck, ignore_errors=True)
 log2 = os.path.join(d, "resumed.jsonl")
 for n, extra in ((6, []), (14, ["--resume"])):
     sh(["ds-run", os.path.join(d, "t.dsplan"), "--data", os.path.join(d, "data.npz"), "--steps",

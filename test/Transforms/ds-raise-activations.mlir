@@ -75,3 +75,25 @@ func.func @kept(%x: tensor<8xf32>, %c: tensor<f32>) -> (tensor<8xf32>, tensor<8x
   %y3 = ds.mul %m3, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
   return %y1, %y2, %e2, %y3 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// GELU in double, but not in the graph's f32: (x * 1e20) overflows from
+// |x| = 3.4e18 (inf, or NaN below zero) where a GELU kernel would not.
+// CHECK-LABEL: func.func @overflows_in_f32
+// CHECK-NOT: ds.gelu
+// CHECK: ds.erf
+func.func @overflows_in_f32(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %big = ds.constant dense<1.0e20> : tensor<f32>
+  %s2 = ds.constant dense<1.41421354> : tensor<f32>
+  %one = ds.constant dense<1.0> : tensor<f32>
+  %half = ds.constant dense<0.5> : tensor<f32>
+  %xb = ds.mul %x, %big : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %d = ds.div %x, %s2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %e = ds.erf %d : tensor<8xf32>
+  %e1 = ds.add %e, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %p = ds.mul %xb, %e1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %h = ds.mul %p, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %y = ds.div %h, %big : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}

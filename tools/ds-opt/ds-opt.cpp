@@ -41,6 +41,7 @@
 #include "runtime/exec/DryPrepare.h"
 #include "runtime/backend/AllBackends.h"
 #include "runtime/backend/BackendRegistry.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -666,6 +667,20 @@ static int runMain(int argc, char **argv) {
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "ds-opt: ONNX and ds IR to per-rank plans\n", registry);
 
+  // A single-valued option given twice would silently keep the last value
+  // (-o a.dsplan -o b.dsplan writes b only); repeatable ones are lists.
+  {
+    llvm::SmallPtrSet<llvm::cl::Option *, 16> seen;
+    for (auto &entry : llvm::cl::getRegisteredOptions()) {
+      llvm::cl::Option *o = entry.second;
+      if (!seen.insert(o).second || o->getNumOccurrences() < 2 || o->isPositional() ||
+          o->getNumOccurrencesFlag() != llvm::cl::Optional)
+        continue;
+      return fail((o->ArgStr.size() == 1 ? "-" : "--") + o->ArgStr.str() + " given " +
+                  std::to_string(o->getNumOccurrences()) +
+                  " times: it takes one value (give it once)");
+    }
+  }
   // An option given an empty value (an unset shell variable) would
   // silently mean "not given" (--config '': an inference plan); say so.
   for (llvm::cl::opt<std::string> *o :

@@ -215,6 +215,31 @@ std::vector<std::string> parseCommandLine(int argc, char **argv) {
     normalized.push_back(a.data());
   }
   std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
+  // A flag given twice would silently keep its last value (--outputs a.npz
+  // --outputs b.npz writes b only; --steps 2 --steps 3 runs 3): refused.
+  // Names are read as abseil does: one or two dashes, up to '=', and
+  // --noNAME for a boolean; what is not a flag (a value such as -1) and
+  // everything after "--" is not counted.
+  {
+    std::map<std::string, int> count;
+    for (size_t i = 1; i < spelled.size(); ++i) {
+      const std::string &a = spelled[i];
+      if (a == "--") break;
+      if (a.size() < 2 || a[0] != '-') continue;
+      std::string name = a.substr(a[1] == '-' ? 2 : 1);
+      name = name.substr(0, name.find('='));
+      std::replace(name.begin(), name.end(), '-', '_');
+      if (!absl::FindCommandLineFlag(name) && absl::StartsWith(name, "no") &&
+          absl::FindCommandLineFlag(name.substr(2)))
+        name = name.substr(2);
+      if (absl::FindCommandLineFlag(name) && ++count[name] == 2) {
+        std::replace(name.begin(), name.end(), '_', '-');
+        std::fprintf(stderr, "ds-run: error: --%s given more than once: it takes one value "
+                             "(give it once)\n", name.c_str());
+        std::exit(2);
+      }
+    }
+  }
   // A path flag given an empty value (an unset shell variable) would
   // silently mean "not given" (--nvme-path: the plan's); say so instead.
   // (`spelled` has the flags' names with underscores now.)

@@ -2,6 +2,7 @@
 
     bash bench/peers.sh [--threads 2] [--iters 20] [--models gpt2,bert,llama,resnet18,mobilenet_v2]
     bash bench/peers.sh --models gpt2_768,bert_384,llama_768,resnet50,efficientnet_b0  # other models
+    bash bench/peers.sh --models qwen2,mistral,phi,gpt_neox,opt,roberta,distilbert  # other architectures
 
 (peers.sh makes bench/.venv with PyTorch 2.x, onnxruntime, transformers and
 torchvision from PyPI and runs this file in it; Debian's PyTorch 1.13 is the
@@ -86,19 +87,60 @@ def hf_model(name):
                              num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
                              max_position_embeddings=512)
         return tf.LlamaForCausalLM(cfg), (1, 256), 4096, True
+    # Other architectures, held out from the targets: what changes between
+    # them is the attention's details (biases, partial rotary, parallel
+    # blocks, learned positions), which the fusions must still find.
+    common = dict(vocab_size=8192, hidden_size=512, num_hidden_layers=4,
+                  num_attention_heads=8, max_position_embeddings=1024)
+    if name == "qwen2":
+        cfg = tf.Qwen2Config(intermediate_size=1376, num_key_value_heads=2, **common)
+        return tf.Qwen2ForCausalLM(cfg), (1, 256), 8192, True
+    if name == "mistral":
+        cfg = tf.MistralConfig(intermediate_size=1376, num_key_value_heads=2, **common)
+        return tf.MistralForCausalLM(cfg), (1, 256), 8192, True
+    if name == "phi":
+        cfg = tf.PhiConfig(intermediate_size=2048, partial_rotary_factor=0.5,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, **common)
+        return tf.PhiForCausalLM(cfg), (1, 256), 8192, True
+    if name == "gpt_neox":
+        cfg = tf.GPTNeoXConfig(intermediate_size=2048, rotary_pct=0.25, **common)
+        return tf.GPTNeoXForCausalLM(cfg), (1, 256), 8192, True
+    if name == "opt":
+        cfg = tf.OPTConfig(vocab_size=8192, hidden_size=512, num_hidden_layers=4,
+                           num_attention_heads=8, ffn_dim=2048, word_embed_proj_dim=512,
+                           max_position_embeddings=1024, dropout=0.0)
+        return tf.OPTForCausalLM(cfg), (2, 128), 8192, True
+    if name == "roberta":
+        cfg = tf.RobertaConfig(intermediate_size=2048, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0, **common)
+        return tf.RobertaForMaskedLM(cfg), (4, 128), 8192, False
+    if name == "distilbert":
+        cfg = tf.DistilBertConfig(vocab_size=8192, dim=512, n_layers=4, n_heads=8,
+                                  hidden_dim=2048, dropout=0.0, attention_dropout=0.0)
+        return tf.DistilBertForMaskedLM(cfg), (4, 128), 8192, False
     raise ValueError(name)
+
+
+HF_NAMES = ("gpt2", "bert", "llama", "qwen2", "mistral", "phi", "gpt_neox", "opt", "roberta",
+            "distilbert")
 
 
 def build(name):
     """(module, example inputs as a tuple, input names, description)."""
     torch.manual_seed(0)
-    if name.split("_")[0] in ("gpt2", "bert", "llama"):
+    if name in HF_NAMES or name.split("_")[0] in ("gpt2", "bert", "llama"):
         model, (b, t), vocab, cache = hf_model(name)
         wrapped = Logits(model.eval(), cache)
         ids = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (b, t)).astype(np.int64))
         return wrapped.eval(), (ids,), ["ids"], "%s %dx%d tokens" % (name, b, t)
     import torchvision
     model = getattr(torchvision.models, name)(weights=None).eval()
+    # Some classifiers start with a zero head (ViT, GoogLeNet's auxiliary
+    # init): the outputs would be zero and the correctness check vacuous.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and not p.any():
+                p.normal_(0.0, 0.02)
     x = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32))
     return model, (x,), ["x"], "%s 1x3x224x224" % name
 

@@ -989,9 +989,13 @@ OpFoldResult ExpandOp::fold(FoldAdaptor) {
 //===----------------------------------------------------------------------===//
 
 /// Spatial output extents of a window op, or failure with a diagnostic.
+/// With `overhang` (pooling's ceil_mode), a window larger than the padded
+/// input is no error: the extent is 0 and the result's, at least 1, says
+/// how many overhanging windows there are.
 static FailureOr<SmallVector<int64_t>>
 windowOutput(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> kernel,
-             ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads) {
+             ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+             bool overhang = false) {
   size_t k = in.size();
   if (kernel.size() != k || strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
     return FailureOr<SmallVector<int64_t>>(
@@ -1004,6 +1008,10 @@ windowOutput(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> kernel,
           op->emitOpError("kernel, strides and dilations must be positive, pads non-negative"));
     int64_t span = dilations[i] * (kernel[i] - 1) + 1;
     int64_t padded = in[i] + pads[i] + pads[i + k];
+    if (padded < span && overhang) {
+      out.push_back(0);
+      continue;
+    }
     if (padded < span)
       return FailureOr<SmallVector<int64_t>>(
           op->emitOpError("window of ") << span << " exceeds the padded extent " << padded);
@@ -1091,12 +1099,17 @@ static LogicalResult verifyPool(Operation *op, RankedTensorType x, RankedTensorT
       out.getDimSize(1) != x.getDimSize(1))
     return op->emitOpError("result must keep N and C");
   size_t k = x.getRank() - 2;
-  auto o = windowOutput(op, x.getShape().drop_front(2), kernel, strides, dilations, pads);
+  auto o = windowOutput(op, x.getShape().drop_front(2), kernel, strides, dilations, pads,
+                        /*overhang=*/true);
   if (failed(o)) return failure();
   for (size_t i = 0; i < k; ++i) {
     int64_t n = out.getDimSize(i + 2);
-    // A window may hang over the end padding (ceil_mode), not start past it.
-    if (n < (*o)[i] || n <= 0 || (n - 1) * strides[i] >= x.getDimSize(i + 2) + pads[i])
+    // A window may hang over the end padding (ceil_mode: at most the ceiling
+    // of the windows that fit), not start past it.
+    int64_t room = x.getDimSize(i + 2) + pads[i] + pads[i + k] - (dilations[i] * (kernel[i] - 1) + 1);
+    int64_t ceilExtent = llvm::divideCeilSigned(room, strides[i]) + 1;
+    if (n < (*o)[i] || n <= 0 || n > ceilExtent ||
+        (n - 1) * strides[i] >= x.getDimSize(i + 2) + pads[i])
       return op->emitOpError("spatial dimension ") << i << " of the result (" << n
                                                    << ") does not fit the windows";
   }

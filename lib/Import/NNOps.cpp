@@ -290,11 +290,15 @@ LogicalResult NNImporter::pool(const onnx::NodeProto &n) {
   for (size_t d = 0; d < k; ++d) {
     int64_t span = dilations[d] * (kernel[d] - 1) + 1;
     int64_t room = in[d] + pads[d] + pads[d + k] - span;
-    if (strides[d] <= 0 || room < 0) return nodeError(n) << "the window does not fit the input";
-    int64_t out = (ceil ? (room + strides[d] - 1) / strides[d] : room / strides[d]) + 1;
+    // ceil_mode takes a window that overhangs the end, also one larger than
+    // the whole input (PyTorch's avg_pool2d(x[2x2], 3, ceil_mode=True) is 1x1).
+    if (strides[d] <= 0 || (room < 0 && !ceil))
+      return nodeError(n) << "the window does not fit the input";
+    int64_t out = (ceil ? llvm::divideCeilSigned(room, strides[d]) : room / strides[d]) + 1;
     // ceil_mode: the last window must still start inside the input or its
     // begin padding (PyTorch's and onnxruntime's rule).
-    if (ceil && (out - 1) * strides[d] >= in[d] + pads[d]) --out;
+    if (ceil && out > 0 && (out - 1) * strides[d] >= in[d] + pads[d]) --out;
+    if (out < 1) return nodeError(n) << "the window does not fit the input";
     shape.push_back(out);
   }
   auto kind = n.op_type() == "MaxPool" ? PoolKind::Max : PoolKind::Avg;

@@ -52,32 +52,49 @@ ConvOp fuseResidual(ConvOp conv, AddOp add) {
   return fused;
 }
 
+/// The bounds `op` puts on its operand `v` when it is a ReLU or a max/min
+/// with a constant scalar, keeping v's type; nothing otherwise.
+std::optional<std::pair<double, double>> boundsOf(Operation *op, Value v) {
+  if (op->getNumResults() != 1 || op->getResult(0).getType() != v.getType()) return std::nullopt;
+  if (isa<ReluOp>(op)) return std::pair{0.0, double(INFINITY)};
+  if (!isa<MaxOp, MinOp>(op)) return std::nullopt;
+  Value other = op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
+  std::optional<double> bound = knownFloatSplat(other);
+  if (!bound || other == v) return std::nullopt;
+  return isa<MaxOp>(op) ? std::pair{*bound, double(INFINITY)} : std::pair{-double(INFINITY), *bound};
+}
+
 /// Folds `user` (the only user of `conv`'s result) into `conv` when it is a
-/// clamp; true when it did.
+/// clamp, with the max after it when it bounds only from above (min then
+/// max); true when it did.
 bool fuseInto(ConvOp conv, Operation *user) {
-  if (user->getNumResults() != 1 || user->getResult(0).getType() != conv.getType() ||
-      conv.getActivation() != Activation::None)
-    return false;
+  if (conv.getActivation() != Activation::None) return false;
+  auto bounds = boundsOf(user, conv.getResult());
+  if (!bounds) return false;
   double lo = conv.getClipMinAttr() ? conv.getClipMinAttr().getValueAsDouble() : -INFINITY;
   double hi = conv.getClipMaxAttr() ? conv.getClipMaxAttr().getValueAsDouble() : INFINITY;
-  if (isa<ReluOp>(user)) {
-    lo = std::max(lo, 0.0);
-  } else if (isa<MaxOp, MinOp>(user)) {
-    Value other = user->getOperand(0) == conv.getResult() ? user->getOperand(1)
-                                                          : user->getOperand(0);
-    std::optional<double> bound = knownFloatSplat(other);
-    if (!bound) return false;
-    if (isa<MaxOp>(user)) lo = std::max(lo, *bound);
-    else hi = std::min(hi, *bound);
-  } else {
-    return false;
+  lo = std::max(lo, bounds->first);
+  hi = std::min(hi, bounds->second);
+  SmallVector<Operation *> folded{user};
+  // A NaN reaching a fused clamp becomes its lower bound (oneDNN's max, as
+  // onnxruntime's fused activations); with none it would become -inf, so a
+  // clamp from above alone stays an op of its own.
+  if (lo == -INFINITY) {
+    Value r = user->getResult(0);
+    if (!r.hasOneUse()) return false;
+    Operation *next = *r.getUsers().begin();
+    auto more = boundsOf(next, r);
+    if (!more || more->first == -INFINITY) return false;
+    lo = more->first;
+    hi = std::min(hi, more->second);
+    folded.push_back(next);
   }
-  if (lo > hi) return false; // min/max in that order are not one clamp
+  if (lo > hi) return false; // max(min(x, hi), lo) with lo above hi is lo: no clamp
   Builder b(conv.getContext());
-  if (lo != -INFINITY) conv.setClipMinAttr(b.getF64FloatAttr(lo));
+  conv.setClipMinAttr(b.getF64FloatAttr(lo));
   if (hi != INFINITY) conv.setClipMaxAttr(b.getF64FloatAttr(hi));
-  user->getResult(0).replaceAllUsesWith(conv.getResult());
-  user->erase();
+  folded.back()->getResult(0).replaceAllUsesWith(conv.getResult());
+  for (Operation *op : llvm::reverse(folded)) op->erase();
   return true;
 }
 

@@ -30,7 +30,8 @@ func.func @relu6(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3
 
 // Not fused: a second user (as in training, where the backward reads the
 // conv's result), a bound that is not a constant, a bound that broadcasts
-// the result larger, and a min below a later max (not one clamp).
+// the result larger, a min below a later max (not one clamp), and a min
+// alone (a fused clamp turns NaN into its lower bound: -inf here).
 // CHECK-LABEL: func.func @kept
 // CHECK: %[[C1:.+]] = ds.conv %arg0, %arg1 {dilations
 // CHECK: ds.relu %[[C1]]
@@ -38,10 +39,13 @@ func.func @relu6(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3
 // CHECK: ds.max %[[C2]], %arg2
 // CHECK: %[[C3:.+]] = ds.conv %arg0, %arg1 {dilations
 // CHECK: ds.max %[[C3]], %{{.+}} : (tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>)
-// CHECK: %[[C4:.+]] = ds.conv %arg0, %arg1 {clip_max = 1.000000e+00 : f64, dilations
-// CHECK: ds.max %[[C4]], %{{.+}} : (tensor<1x3x4x4xf32>, tensor<f32>)
+// CHECK: %[[C4:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: %[[M4:.+]] = ds.min %[[C4]]
+// CHECK: ds.max %[[M4]], %{{.+}} : (tensor<1x3x4x4xf32>, tensor<f32>)
+// CHECK: %[[C5:.+]] = ds.conv %arg0, %arg1 {dilations
+// CHECK: ds.min %[[C5]]
 func.func @kept(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %t: tensor<f32>)
-    -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>) {
+    -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) {
   %one = ds.constant dense<1.0> : tensor<f32>
   %two = ds.constant dense<2.0> : tensor<f32>
   %wide = ds.constant dense<0.0> : tensor<2x3x4x4xf32>
@@ -54,7 +58,24 @@ func.func @kept(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %t: tensor<f32
   %c4 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
   %m4 = ds.min %c4, %one : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
   %r4 = ds.max %m4, %two : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
-  return %c1, %r1, %r2, %r3, %r4 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>
+  %c5 = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %r5 = ds.min %c5, %one : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  return %c1, %r1, %r2, %r3, %r4, %r5 : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
+}
+
+// A clamp written min first, then max (lower bound below the upper).
+// CHECK-LABEL: func.func @min_then_max
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {clip_max = 2.000000e+00 : f64, clip_min = -1.000000e+00 : f64
+// CHECK-NOT: ds.max
+// CHECK-NOT: ds.min
+// CHECK: return %[[C]]
+func.func @min_then_max(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32> {
+  %lo = ds.constant dense<-1.0> : tensor<f32>
+  %hi = ds.constant dense<2.0> : tensor<f32>
+  %c = ds.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.min %c, %hi : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  %b = ds.max %a, %lo : (tensor<1x3x4x4xf32>, tensor<f32>) -> tensor<1x3x4x4xf32>
+  return %b : tensor<1x3x4x4xf32>
 }
 
 // PyTorch 2's exporter writes Clip's bounds as one-element initializers.

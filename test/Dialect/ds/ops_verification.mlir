@@ -432,9 +432,10 @@ func.func @conv_bias(%x: tensor<1x3x5x5xf32>, %w: tensor<2x3x3x3xf32>, %b: tenso
 
 // -----
 
-// Pool: the window must fit in the padded input.
+// Pool: a window larger than the padded input is only ceil_mode's last
+// one (stride 3 here would make this 1x1 result ceil_mode's).
 func.func @pool_window(%x: tensor<1x1x2x2xf32>) {
-  // expected-error@+1 {{window of 3 exceeds the padded extent 2}}
+  // expected-error@+1 {{spatial dimension 0 of the result (1) does not fit the windows}}
   %0 = ds.pool %x {kind = #ds<pool_kind max>, kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
   return
 }
@@ -533,7 +534,7 @@ func.func @pool_type(%x: tensor<1x1x4x4xf32>) {
 
 // max_pool_indices: the windows must fit, as for pool.
 func.func @max_pool_indices_window(%x: tensor<1x1x2x2xf32>) {
-  // expected-error@+1 {{window of 3 exceeds the padded extent 2}}
+  // expected-error@+1 {{spatial dimension 0 of the result (1) does not fit the windows}}
   %0 = ds.max_pool_indices %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xi64>
   return
 }

@@ -375,14 +375,16 @@ struct ConvChannelsLastPass
     OpBuilder b(conv);
     int64_t rank = conv.getInput().getType().getRank();
     Value x = transpose(b, conv.getLoc(), conv.getInput(), toLast(rank));
+    // A residual folded in already is read in the result's layout (its
+    // transpose made before the convolution that reads it).
+    Value addend;
+    if (conv.getAddend()) addend = transpose(b, conv.getLoc(), conv.getAddend(), toLast(rank));
     auto resultType = conv.getType();
     SmallVector<int64_t> shape;
     for (int64_t p : toLast(rank)) shape.push_back(resultType.getDimSize(p));
     Operation *cl = b.clone(*conv);
     cl->setOperand(0, x);
-    // A residual folded in already is read in the result's layout.
-    if (Value addend = conv.getAddend())
-      cl->setOperand(cl->getNumOperands() - 1, transpose(b, conv.getLoc(), addend, toLast(rank)));
+    if (addend) cl->setOperand(cl->getNumOperands() - 1, addend);
     cl->getResult(0).setType(RankedTensorType::get(shape, resultType.getElementType()));
     cast<ConvOp>(cl).setChannelsLast(true);
     Value back = transpose(b, conv.getLoc(), cl->getResult(0), toFirst(rank));

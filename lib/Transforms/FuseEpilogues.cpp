@@ -33,7 +33,7 @@ ConvOp fuseResidual(ConvOp conv, AddOp add) {
   Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
   if (other == conv.getResult() || other.getType() != conv.getType() ||
       add.getType() != conv.getType() || conv.getAddend() || conv.getClipMinAttr() ||
-      conv.getClipMaxAttr())
+      conv.getClipMaxAttr() || conv.getActivation() != Activation::None)
     return nullptr;
   // The addend must be defined before the convolution that now reads it.
   if (Operation *def = other.getDefiningOp(); def && !def->isBeforeInBlock(conv)) {

@@ -483,7 +483,9 @@ absl::StatusOr<PreparedStep> prepareConvChannelsFirst(const KernelContext &c,
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.intsAttr("pads"));
   std::vector<int64_t> padEnd(pads.begin() + g.w.in.size(), pads.end());
   if (g.w.n > 0 && g.w.outSize > 0 && c.in[0].numel > 0) {
-    if (preferWinograd(g, constantWeight))
+    // (Weights with an inf or NaN take the direct kernel: the Winograd
+    // transform of the weights would mix them into NaN too.)
+    if (preferWinograd(g, constantWeight) && allFinite(c.in[1].as<float>(), c.in[1].numel))
       if (auto conv = OneDnnConv::create(g, c, padEnd, clamp, e.addend, constantWeight,
                                          oneDnnChannelsLast, /*winograd=*/true)) {
         // Winograd's transforms subtract neighbouring inputs: one inf

@@ -4,8 +4,8 @@
 #   average and max, with and without count_include_pad, alone and after a
 #   convolution (channels-last);
 # - non-finite values: an inf input to a convolution ds runs with Winograd
-#   (3x3, 16 -> 64 channels, 14x14) gives PyTorch's +-inf, not inf - inf =
-#   NaN; a NaN reaching a fused ReLU becomes 0 (as onnxruntime's fused
+#   (3x3, 16 -> 64 channels, 14x14), or an inf weight, gives PyTorch's
+#   +-inf, not inf - inf = NaN; a NaN reaching a fused ReLU becomes 0 (as onnxruntime's fused
 #   activations; docs/security.md) and a clamp from above alone is not
 #   fused, so NaN stays NaN there.
 # REQUIRES: torch, compiler
@@ -92,7 +92,14 @@ with torch.no_grad():
     ref = wconv(torch.from_numpy(x)).numpy()
 got, _ = ds_outputs("winograd_inf", wconv, x)
 same("winograd_inf", got, ref)
+# An inf weight: the direct kernel too (checked once, at plan load).
 x[0, 3, 5, 6] = 1.0
+winf = torch.nn.Conv2d(16, 64, 3, padding=1).eval()
+with torch.no_grad():
+    winf.weight[5, 2, 1, 1] = float("inf")
+    ref = winf(torch.from_numpy(x)).numpy()
+got, _ = ds_outputs("winograd_inf_weight", winf, x)
+same("winograd_inf_weight", got, ref)
 with torch.no_grad():
     ref = wconv(torch.from_numpy(x)).numpy()
 got, dump = ds_outputs("winograd_finite", wconv, x)

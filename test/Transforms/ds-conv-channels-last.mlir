@@ -144,3 +144,16 @@ func.func @reshape_kept(%x: tensor<1x2x4x3xf32>) -> tensor<1x2x12xf32> {
   %r = ds.reshape %t : (tensor<1x2x3x4xf32>) -> tensor<1x2x12xf32>
   return %r : tensor<1x2x12xf32>
 }
+
+// A convolution with its residual already folded in (an addend that is a
+// function argument): the addend's transpose comes before the convolution
+// that reads it.
+// CHECK-LABEL: func.func @addend_argument
+// CHECK: %[[X:.+]] = ds.transpose %arg0 {permutation = array<i64: 0, 2, 3, 1>}
+// CHECK-NEXT: %[[R:.+]] = ds.transpose %arg1 {permutation = array<i64: 0, 2, 3, 1>}
+// CHECK-NEXT: ds.conv %[[X]], %{{.+}} addend %[[R]] {channels_last
+func.func @addend_argument(%x: tensor<1x2x2x2xf32>, %r: tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32> {
+  %w = ds.constant dense<1.0> : tensor<2x2x1x1xf32>
+  %c = ds.conv %x, %w addend %r {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x2x2xf32>, tensor<2x2x1x1xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  return %c : tensor<1x2x2x2xf32>
+}

@@ -194,3 +194,15 @@ func.func @hard_swish(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: tens
   %ky = ds.mul %k, %kg : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
   return %y, %ky, %kt : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
 }
+
+// A residual add after a HardSwish convolution stays an add: the addend
+// goes in before the activation, not after it.
+// CHECK-LABEL: func.func @add_after_hard_swish
+// CHECK: %[[C:.+]] = ds.conv %arg0, %arg1 {activation = #ds<activation hard_swish>
+// CHECK-NEXT: %[[A:.+]] = ds.add %[[C]], %arg2
+// CHECK-NEXT: return %[[A]]
+func.func @add_after_hard_swish(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %r: tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32> {
+  %c = ds.conv %x, %w {activation = #ds<activation hard_swish>, dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x4x4xf32>
+  %a = ds.add %c, %r : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  return %a : tensor<1x3x4x4xf32>
+}

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -216,15 +217,41 @@ std::vector<std::string> parseCommandLine(int argc, char **argv) {
   }
   std::vector<char *> args = absl::ParseCommandLine(argc, normalized.data());
   // A flag given twice would silently keep its last value (--outputs a.npz
-  // --outputs b.npz writes b only; --steps 2 --steps 3 runs 3): refused.
-  // Names are read as abseil does: one or two dashes, up to '=', and
-  // --noNAME for a boolean; what is not a flag (a value such as -1) and
-  // everything after "--" is not counted.
+  // --outputs b.npz writes b only; --steps 2 --steps 3 runs 3): refused,
+  // wherever the two come from: the command line, a --flagfile's lines,
+  // --fromenv/--tryfromenv (FLAGS_name). Names are read as abseil does: one
+  // or two dashes, up to '=', and --noNAME for a boolean; what is not a flag
+  // (a value such as -1) and everything after "--" is not counted, nor are
+  // abseil's own flags, which may repeat (--flagfile a --flagfile b).
   {
-    std::map<std::string, int> count;
-    for (size_t i = 1; i < spelled.size(); ++i) {
+    std::vector<std::string> sources;
+    auto valueOf = [&](size_t &i, const std::string &flag) -> std::optional<std::string> {
       const std::string &a = spelled[i];
-      if (a == "--") break;
+      for (const std::string &dashes : {std::string("--"), std::string("-")}) {
+        if (a.rfind(dashes + flag + "=", 0) == 0) return a.substr(dashes.size() + flag.size() + 1);
+        if (a == dashes + flag && i + 1 < spelled.size()) return spelled[++i];
+      }
+      return std::nullopt;
+    };
+    for (size_t i = 1; i < spelled.size(); ++i) {
+      if (spelled[i] == "--") break;
+      sources.push_back(spelled[i]);
+      if (std::optional<std::string> files = valueOf(i, "flagfile")) {
+        for (absl::string_view f : absl::StrSplit(*files, ',', absl::SkipEmpty()))
+          if (auto text = ds::rt::readRegularFile(std::string(f), 1 << 20); text.ok())
+            for (absl::string_view line : absl::StrSplit(*text, '\n'))
+              if (line = absl::StripAsciiWhitespace(line); !line.empty() && line[0] != '#')
+                sources.emplace_back(line);
+      } else {
+        for (const char *env : {"fromenv", "tryfromenv"})
+          if (std::optional<std::string> names = valueOf(i, env))
+            for (absl::string_view n : absl::StrSplit(*names, ',', absl::SkipEmpty()))
+              if (std::getenv(absl::StrCat("FLAGS_", n).c_str()))
+                sources.push_back(absl::StrCat("--", n));
+      }
+    }
+    std::map<std::string, int> count;
+    for (const std::string &a : sources) {
       if (a.size() < 2 || a[0] != '-') continue;
       std::string name = a.substr(a[1] == '-' ? 2 : 1);
       name = name.substr(0, name.find('='));
@@ -232,10 +259,13 @@ std::vector<std::string> parseCommandLine(int argc, char **argv) {
       if (!absl::FindCommandLineFlag(name) && absl::StartsWith(name, "no") &&
           absl::FindCommandLineFlag(name.substr(2)))
         name = name.substr(2);
+      if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok")
+        continue;
       if (absl::FindCommandLineFlag(name) && ++count[name] == 2) {
         std::replace(name.begin(), name.end(), '_', '-');
-        std::fprintf(stderr, "ds-run: error: --%s given more than once: it takes one value "
-                             "(give it once)\n", name.c_str());
+        std::fprintf(stderr, "ds-run: error: --%s given more than once (on the command line, in "
+                             "a --flagfile or through --fromenv): it takes one value (give it "
+                             "once)\n", name.c_str());
         std::exit(2);
       }
     }
@@ -855,6 +885,10 @@ static int runMain(int argc, char **argv) {
   if (int runs = absl::GetFlag(FLAGS_profile_runs); runs < 1 || runs > 1000)
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--profile-runs must be between 1 and 1000, got ", runs)));
+  // (A value other than the default: abseil here keeps "specified" private.)
+  if (const absl::CommandLineFlag *runs = absl::FindCommandLineFlag("profile_runs");
+      runs && runs->CurrentValue() != runs->DefaultValue() && !absl::GetFlag(FLAGS_profile))
+    return fail(absl::InvalidArgumentError("--profile-runs needs --profile"));
   // Thread counts past any machine's cores: libgomp and oneDNN crashed on
   // tens of thousands (per-thread stacks and arrays), docs/security.md.
   constexpr int64_t kMaxThreads = 1024;

@@ -272,6 +272,10 @@ LogicalResult ElementwiseImporter::activation(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   const std::string &op = n.op_type();
   Type elem = typeOf(x).getElementType();
+  // ONNX defines all of these on floating-point tensors only; on integers
+  // the formulas' constants (0.2, 1/6) would truncate to 0.
+  if (!isa<FloatType>(elem))
+    return nodeError(n) << op << " takes a floating-point input, not " << elem;
   Type t = x.getType();
   Value zero = scalar(elem, 0.0), one = scalar(elem, 1.0);
   auto expm1Scaled = [&](double alpha, double inScale) -> FailureOr<Value> {

@@ -297,21 +297,33 @@ struct ConvChannelsLastPass
     return false;
   }
 
+  /// `values` (one per dimension of a transpose's result) in the order of
+  /// its operand's dimensions: inner[perm[i]] = values[i].
+  static SmallVector<int64_t> inside(ArrayRef<int64_t> values, ArrayRef<int64_t> perm) {
+    SmallVector<int64_t> inner(values.size());
+    for (size_t i = 0; i < values.size(); ++i) inner[perm[i]] = values[i];
+    return inner;
+  }
+
+  /// The transpose back to channels-first that `v` is, or null.
+  static TransposeOp toFirstOf(Value v) {
+    auto tr = v.getDefiningOp<TransposeOp>();
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    return tr && tr.getPermutation() == ArrayRef<int64_t>(toFirst(rank)) ? tr : TransposeOp();
+  }
+
   /// split(transpose(x, to-first)) on axis k -> transpose(split(x) on axis
   /// p[k]) per piece: ShuffleNet splits the shuffled channels between a
   /// convolution and a concatenation that both stay channels-last.
   bool sinkThroughSplit(SplitOp split) {
-    auto tr = split.getOperand().getDefiningOp<TransposeOp>();
-    int64_t rank = split.getOperand().getType().getRank();
-    if (!tr || tr.getPermutation() != ArrayRef<int64_t>(toFirst(rank))) return false;
+    TransposeOp tr = toFirstOf(split.getOperand());
+    if (!tr) return false;
     ArrayRef<int64_t> perm = tr.getPermutation();
     int64_t axis = perm[split.getAxis()];
     SmallVector<Type> types;
     for (Value r : split.getResults()) {
       auto t = cast<RankedTensorType>(r.getType());
-      SmallVector<int64_t> shape(rank);
-      for (int64_t i = 0; i < rank; ++i) shape[perm[i]] = t.getDimSize(i);
-      types.push_back(RankedTensorType::get(shape, t.getElementType()));
+      types.push_back(RankedTensorType::get(inside(t.getShape(), perm), t.getElementType()));
     }
     OpBuilder b(split);
     auto moved = SplitOp::create(b, split.getLoc(), types, tr.getOperand(),
@@ -325,16 +337,12 @@ struct ConvChannelsLastPass
   /// slice(transpose(x, to-first)) -> transpose(slice(x)), the starts and
   /// steps permuted: torch.chunk exports as slices.
   bool sinkThroughSlice(SliceOp slice) {
-    auto tr = slice.getOperand().getDefiningOp<TransposeOp>();
-    int64_t rank = slice.getOperand().getType().getRank();
-    if (!tr || tr.getPermutation() != ArrayRef<int64_t>(toFirst(rank))) return false;
+    TransposeOp tr = toFirstOf(slice.getOperand());
+    if (!tr) return false;
     ArrayRef<int64_t> perm = tr.getPermutation();
-    SmallVector<int64_t> starts(rank), steps(rank), shape(rank);
-    for (int64_t i = 0; i < rank; ++i) {
-      starts[perm[i]] = slice.getStarts()[i];
-      steps[perm[i]] = slice.getSteps()[i];
-      shape[perm[i]] = slice.getType().getDimSize(i);
-    }
+    SmallVector<int64_t> starts = inside(slice.getStarts(), perm),
+                         steps = inside(slice.getSteps(), perm),
+                         shape = inside(slice.getType().getShape(), perm);
     OpBuilder b(slice);
     auto moved = SliceOp::create(b, slice.getLoc(),
                                  RankedTensorType::get(shape, slice.getType().getElementType()),

@@ -43,8 +43,12 @@ def ConvChannelsLastPass : Pass<"ds-conv-channels-last", "ModuleOp"> {
     adds; a batch norm's scale [C, 1, 1] or a squeeze-excitation gate
     [N, C, 1, 1], reshaped to [1, 1, 1, C] / [N, 1, 1, C]), through f32
     poolings (which become `channels_last` too), concatenations (on the
-    permuted axis) and reductions that keep their dimensions (a global
-    mean reduces the rows), and a transpose out
+    permuted axis), reductions that keep their dimensions (a global
+    mean reduces the rows), splits and slices (on the permuted axis), and
+    reshapes that split or merge whole dimensions (ShuffleNet's channel
+    shuffle becomes one transpose of the channels-last tensor's last two
+    dimensions; a merge that needs such a transpose is made only when what
+    it leaves reaches a convolution's transpose), and a transpose out
     of one convolution meets the transpose into the next and cancels: the
     activations stay channels-last from the first convolution to the last,
     and the kernel reorders nothing. A transpose left that moves only unit
@@ -232,10 +236,13 @@ def FuseEpiloguesPass : Pass<"ds-fuse-epilogues", "ModuleOp"> {
     only user of a `ds.conv` becomes the convolution's `addend`; then a
     `ds.relu`, or a `ds.max` / `ds.min` with a known scalar bound (a
     constant, or a one-element parameter that is not trained), that is the
-    only user becomes its `clip_min` / `clip_max`: the kernel adds and
-    clamps as it writes the result (oneDNN post-ops), so neither costs a
-    pass over memory (ResNet's `relu(conv(x) + identity)`, ReLU, and Clip as
-    PyTorch exports ReLU6). Runs after ds-conv-channels-last, which moves
+    only user becomes its `clip_min` / `clip_max` (a clamp needs a lower
+    bound: a NaN becomes it; a min then a max is one clamp), and the
+    importer's HardSwish of the result its `activation = hard_swish`: the
+    kernel adds, clamps and activates as it writes the result (oneDNN
+    post-ops), so none costs a pass over memory (ResNet's `relu(conv(x) +
+    identity)`, ReLU, Clip as PyTorch exports ReLU6, MobileNetV3's
+    HardSwish). Runs after ds-conv-channels-last, which moves
     the layout transposes past the residual adds. Runs after autodiff: a
     training forward's convolution result is also read by the backward, so
     it has other users and stays.

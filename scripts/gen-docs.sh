@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo "# ds passes"
   echo
   echo "Pipelines and how passes fit together: [passes.md](../passes.md)."
-  for td in include/ds/Transforms/Passes.td include/ds/Partition/Passes.td include/ds/Plan/Passes.td; do
+  for td in include/ds/Transforms/Passes.td include/ds/Generate/Passes.td include/ds/Partition/Passes.td include/ds/Plan/Passes.td; do
     echo
     "$TBLGEN" -gen-pass-doc "${INC[@]}" "$td"
   done

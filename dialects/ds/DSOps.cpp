@@ -606,26 +606,35 @@ LogicalResult SumSquaresOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  struct View {
-    const char *name;
-    Value operand;
-    ArrayRef<int64_t> shape, strides;
-    std::optional<uint64_t> offset;
-  };
-  View views[] = {{"query", getQuery(), getQueryShape(), getQueryStrides(), getQueryOffset()},
-                  {"key", getKey(), getKeyShape(), getKeyStrides(), getKeyOffset()},
-                  {"value", getValue(), getValueShape(), getValueStrides(), getValueOffset()}};
-  for (const View &v : views) {
+/// Attention's q, k and v views ([B, heads, length, dim], one of the last
+/// two dimensions stepping by 1), shared by ds.attention and
+/// ds.cached_attention.
+struct AttentionView {
+  const char *name;
+  Value operand;
+  ArrayRef<int64_t> shape, strides;
+  std::optional<uint64_t> offset;
+};
+static LogicalResult verifyAttentionViews(Operation *op, ArrayRef<AttentionView> views) {
+  for (const AttentionView &v : views) {
     if (v.shape.size() != 4 || v.strides.size() != 4)
-      return emitOpError(v.name) << "_shape and " << v.name << "_strides must have 4 entries";
+      return op->emitOpError(v.name) << "_shape and " << v.name << "_strides must have 4 entries";
     // (An offset beyond int64 reads as negative: refused by the view check.)
-    if (failed(verifyView(*this, v.name, v.operand, v.shape, v.strides,
+    if (failed(verifyView(op, v.name, v.operand, v.shape, v.strides,
                           static_cast<int64_t>(v.offset.value_or(0)))))
       return failure();
     if (v.strides[2] != 1 && v.strides[3] != 1)
-      return emitOpError(v.name) << " view needs stride 1 in one of its last two dimensions";
+      return op->emitOpError(v.name) << " view needs stride 1 in one of its last two dimensions";
   }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionViews(
+          *this, {{"query", getQuery(), getQueryShape(), getQueryStrides(), getQueryOffset()},
+                  {"key", getKey(), getKeyShape(), getKeyStrides(), getKeyOffset()},
+                  {"value", getValue(), getValueShape(), getValueStrides(), getValueOffset()}})))
+    return failure();
   ArrayRef<int64_t> q = getQueryShape(), k = getKeyShape(), v = getValueShape();
   if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[3] != q[3])
     return emitOpError("views disagree: query [B, Hq, Sq, D], key [B, Hkv, Sk, D], value "
@@ -652,6 +661,44 @@ LogicalResult AttentionOp::verify() {
   // In f32, the precision the kernel computes in (1e300 is inf there).
   if (!std::isfinite(static_cast<float>(getScale().convertToDouble())))
     return emitOpError("scale must be finite as an f32");
+  return success();
+}
+
+LogicalResult CachedAttentionOp::verify() {
+  if (failed(verifyAttentionViews(
+          *this, {{"query", getQuery(), getQueryShape(), getQueryStrides(), getQueryOffset()},
+                  {"key", getKey(), getKeyShape(), getKeyStrides(), getKeyOffset()},
+                  {"value", getValue(), getValueShape(), getValueStrides(), getValueOffset()}})))
+    return failure();
+  ArrayRef<int64_t> q = getQueryShape(), k = getKeyShape(), v = getValueShape();
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[2] != q[2] ||
+      k[3] != q[3])
+    return emitOpError("views disagree: query [B, Hq, T, D], key [B, Hkv, T, D], value "
+                       "[B, Hkv, T, Dv] expected");
+  if (q[1] % k[1])
+    return emitOpError("key/value heads (") << k[1] << ") must divide query heads (" << q[1] << ")";
+  ArrayRef<int64_t> kc = getKeyCache().getType().getShape(),
+                    vc = getValueCache().getType().getShape();
+  if (kc.size() != 4 || vc.size() != 4 || kc[1] != k[1] || kc[3] != k[3] || vc[0] != kc[0] ||
+      vc[1] != k[1] || vc[2] != kc[2] || vc[3] != v[3] || kc[2] < q[2])
+    return emitOpError("caches must be key [Bc, ")
+           << k[1] << ", M, " << k[3] << "] and value [Bc, " << k[1] << ", M, " << v[3]
+           << "] with M >= " << q[2] << ", got " << getKeyCache().getType() << " and "
+           << getValueCache().getType();
+  if (getKeyCacheOut().getType() != getKeyCache().getType() ||
+      getValueCacheOut().getType() != getValueCache().getType())
+    return emitOpError("updated caches must have the caches' types");
+  for (auto [name, t] : {std::pair<const char *, Value>{"positions", getPositions()},
+                         {"lengths", getLengths()}, {"slots", getSlots()}})
+    if (cast<RankedTensorType>(t.getType()).getShape() != ArrayRef<int64_t>{q[0]})
+      return emitOpError(name) << " must be [" << q[0] << "], got " << t.getType();
+  SmallVector<int64_t> want = getResultBshd() ? SmallVector<int64_t>{q[0], q[2], q[1], v[3]}
+                                              : SmallVector<int64_t>{q[0], q[1], q[2], v[3]};
+  if (getResult().getType().getShape() != ArrayRef<int64_t>(want))
+    return emitOpError("result must be ") << shapeStr(want) << ", got " << getResult().getType();
+  if (!std::isfinite(static_cast<float>(getScale().convertToDouble())))
+    return emitOpError("scale must be finite as an f32");
+  if (getWindow() && *getWindow() < 1) return emitOpError("window must be >= 1");
   return success();
 }
 

@@ -29,6 +29,7 @@ def DS_F32Tensor : StaticShapeTensorOf<[F32]>;
 def DS_MatmulTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def DS_I64Tensor : StaticShapeTensorOf<[I64]>;
 
 // Mesh, shardings and collectives use the types above.
 include "dialects/ds/DSSharding.td"
@@ -1381,6 +1382,70 @@ def DS_AttentionOp : DS_Op<"attention", [Pure], DS_OwnStep> {
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_CachedAttentionOp : DS_Op<"cached_attention", [Pure], DS_OwnStep> {
+  let summary = "causal attention of a chunk of tokens against a key/value cache, appending to it";
+  let description = [{
+    One step of generation (ds-derive-generation makes it from a causal
+    `ds.attention`). Row `b` of the batch holds `lengths[b]` new tokens
+    (`0 <= lengths[b] <= T`) at positions `positions[b]`,
+    `positions[b] + 1`, ... of the sequence kept in cache slot `slots[b]`.
+    First the new keys and values are written into the caches: for
+    `t < lengths[b]`,
+    `key_cache[slots[b], g, positions[b] + t] = key[b, g, t]` (and likewise
+    `value_cache`). Then query row `t` of head `h` attends to the cached
+    keys `j` with `lo <= j <= positions[b] + t` of key/value head
+    `g = h / (Hq / Hkv)` (grouped-query attention), where `lo` is 0, or
+    `positions[b] + t - window + 1` with a sliding `window`:
+    `softmax_j(scale * q . k_j) v_j`. Rows `t >= lengths[b]` are 0 and
+    write nothing. The results `key_cache_out`, `value_cache_out` are the
+    updated caches; ds-plan-memory gives them the caches' own bytes (a
+    global's state buffer), so only the new rows are written.
+
+    `query`, `key` and `value` are read through strided views as
+    `ds.attention` reads them: `*_shape` is [B, heads, T, dim] and
+    `*_strides` the element strides into the operand; `*_offset` starts a
+    view further in. `result_bshd` writes the result [B, T, Hq, Dv] instead
+    of [B, Hq, T, Dv].
+
+    ```mlir
+    %o, %kc, %vc = ds.cached_attention %q, %k, %v, %kcache, %vcache, %pos, %len, %slot
+        {query_shape = array<i64: 1, 8, 1, 64>, ..., scale = 0.125 : f64}
+        : (tensor<1x1x512xf32>, tensor<1x1x512xf32>, tensor<1x1x512xf32>, tensor<1x8x2048x64xf32>,
+           tensor<1x8x2048x64xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>)
+        -> (tensor<1x8x1x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>)
+    ```
+
+    **Constraints:**
+    - `query_shape` is [B, Hq, T, D], `key_shape` [B, Hkv, T, D],
+      `value_shape` [B, Hkv, T, Dv], all sizes >= 1, and Hkv divides Hq.
+    - each `*_strides` has 4 non-negative entries, one of the last two is
+      1, and the view (from `*_offset`, >= 0, if given) stays inside its
+      operand.
+    - `key_cache` is [Bc, Hkv, M, D] and `value_cache` [Bc, Hkv, M, Dv]
+      with M >= T; `key_cache_out` and `value_cache_out` have the caches'
+      types.
+    - `positions`, `lengths` and `slots` are i64 [B].
+    - the result is [B, Hq, T, Dv], or [B, T, Hq, Dv] with `result_bshd`.
+    - `scale` is finite; `window`, if given, is >= 1.
+  }];
+  let arguments = (ins DS_F32Tensor:$query, DS_F32Tensor:$key, DS_F32Tensor:$value,
+                   DS_F32Tensor:$key_cache, DS_F32Tensor:$value_cache,
+                   DS_I64Tensor:$positions, DS_I64Tensor:$lengths, DS_I64Tensor:$slots,
+                   DenseI64ArrayAttr:$query_shape, DenseI64ArrayAttr:$query_strides,
+                   DenseI64ArrayAttr:$key_shape, DenseI64ArrayAttr:$key_strides,
+                   DenseI64ArrayAttr:$value_shape, DenseI64ArrayAttr:$value_strides,
+                   OptionalAttr<I64Attr>:$query_offset, OptionalAttr<I64Attr>:$key_offset,
+                   OptionalAttr<I64Attr>:$value_offset,
+                   F64Attr:$scale, OptionalAttr<I64Attr>:$window, UnitAttr:$result_bshd);
+  let results = (outs DS_F32Tensor:$result, DS_F32Tensor:$key_cache_out,
+                 DS_F32Tensor:$value_cache_out);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $key_cache `,` $value_cache `,` $positions `,` $lengths `,`
+    $slots attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

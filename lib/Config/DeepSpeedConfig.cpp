@@ -872,7 +872,9 @@ std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &pa
   const json::Object *root = parsed->getAsObject();
   // deepspeed.init_inference's config: a tensor-parallel section or a dtype, and no
   // training keys.
-  if (!root || (!root->get("tensor_parallel") && !root->get("mp_size") && !root->get("dtype")) ||
+  if (!root ||
+      (!root->get("tensor_parallel") && !root->get("mp_size") && !root->get("dtype") &&
+       !root->get("max_out_tokens") && !root->get("max_tokens")) ||
       root->get("train_batch_size") || root->get("train_micro_batch_size_per_gpu") ||
       root->get("optimizer"))
     return std::nullopt;
@@ -916,6 +918,22 @@ std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &pa
     }
     c.dtype = *k;
   }
+  // max_out_tokens and its alias; DeepSpeed refuses both together.
+  if (r.get("max_out_tokens") && r.get("max_tokens")) {
+    error = path + ": max_out_tokens and its alias max_tokens are both given; keep one";
+    return InferenceConfig{};
+  }
+  for (const char *key : {"max_out_tokens", "max_tokens"})
+    if (r.get(key)) {
+      if (!check(r.integer(key, c.maxOutTokens, true))) return InferenceConfig{};
+      if (c.maxOutTokens < 1) {
+        error = path + ": " + key + ": expected a count of tokens >= 1";
+        return InferenceConfig{};
+      }
+    }
+  int64_t minOut = 1; // what generate() must produce at least: ds-run's --max-new-tokens decides
+  for (const char *key : {"min_out_tokens", "min_tokens"})
+    if (!check(r.integer(key, minOut, true))) return InferenceConfig{};
   // Kernel injection is what ds does anyway (its kernels are compiled).
   bool inject = false;
   if (!check(r.boolean("replace_with_kernel_inject", inject)) || !check(r.finish()))

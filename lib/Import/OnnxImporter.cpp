@@ -130,7 +130,8 @@ int64_t firstOpset(StringRef op, int knownMax) {
 /// The core: walks the graph and hands each node to its op's handler.
 class OnnxImporter : public NodeImporter {
 public:
-  explicit OnnxImporter(ImportState &state) : NodeImporter(state), state_(state) {}
+  explicit OnnxImporter(ImportState &state)
+      : NodeImporter(state), generateTokens_(opts_.generateTokens), state_(state) {}
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
@@ -190,6 +191,11 @@ private:
   LogicalResult checkInputOptions(const onnx::GraphProto &g,
                                   const llvm::StringSet<> &initializerNames);
   LogicalResult addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs);
+  /// --generate's inputs: the token ids, an all-ones attention mask and
+  /// counting position ids of whole sequences.
+  LogicalResult addGenerationInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs,
+                                   Location loc);
+  int64_t generateTokens_; // a model's fixed sequence length overrides the default
   FailureOr<SmallVector<int64_t>> inputShape(const onnx::ValueInfoProto &vi, Location loc);
   /// Fails naming `loc` when `shape` has more elements than --max-elements
   /// (computed without overflow; negative dimensions are other checks').
@@ -376,6 +382,8 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
 LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs) {
   Location loc = NameLoc::get(b_.getStringAttr("graph input '" + vi.name() + "'"));
   if (vi.name().empty()) return emitError(loc) << "has no name";
+  if (opts_.generateTokens > 0 && !opts_.boundInputs.count(vi.name()))
+    return addGenerationInput(vi, inputs, loc);
   if (auto it = opts_.boundInputs.find(vi.name()); it != opts_.boundInputs.end()) {
     FailureOr<TypedAttr> value = boundValue(vi, it->second, loc);
     if (failed(value)) return failure();
@@ -395,6 +403,54 @@ LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs
   if (failed(checkElements(*shape, loc))) return failure();
   inputs.argTypes.push_back(RankedTensorType::get(*shape, *elem));
   inputs.argNames.push_back(vi.name());
+  return define(vi.name(), loc);
+}
+
+LogicalResult OnnxImporter::addGenerationInput(const onnx::ValueInfoProto &vi,
+                                               GraphInputs &inputs, Location loc) {
+  if (!vi.type().has_tensor_type()) return emitError(loc) << "is not a tensor";
+  const auto &tt = vi.type().tensor_type();
+  FailureOr<Type> elem = elementType(tt.elem_type());
+  auto it = dyn_cast_or_null<IntegerType>(succeeded(elem) ? *elem : Type());
+  const bool ids = inputs.argTypes.empty() && vi.name() != "attention_mask" &&
+                   vi.name() != "position_ids";
+  if (!ids && vi.name() != "attention_mask" && vi.name() != "position_ids")
+    return emitError(loc) << "--generate: a causal LM takes token ids (and optionally "
+                             "attention_mask and position_ids); fix this input with "
+                             "--bind-input "
+                          << vi.name() << "=FILE.npy";
+  if (!it || it.getWidth() == 1 || (tt.has_shape() && tt.shape().dim_size() != 2))
+    return emitError(loc) << "--generate: " << (ids ? "token ids" : vi.name())
+                          << " must be integers [batch, sequence]";
+  int64_t &tokens = generateTokens_;
+  const int64_t batch = opts_.generateBatch;
+  for (int i = 0; i < 2 && tt.has_shape(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    if (!d.has_dim_value()) continue;
+    if (i == 0 && d.dim_value() != batch)
+      return emitError(loc) << "--generate: the model fixes the batch at " << d.dim_value()
+                            << "; --batch " << batch << " differs";
+    if (i == 1 && d.dim_value() != tokens) {
+      if (opts_.generateTokensGiven)
+        return emitError(loc) << "--generate: the model was exported for sequences of exactly "
+                              << d.dim_value() << " tokens; --max-tokens " << tokens
+                              << " differs (export with a dynamic sequence dimension to "
+                                 "generate longer ones)";
+      tokens = d.dim_value();
+    }
+  }
+  if (failed(checkElements({batch, tokens}, loc))) return failure();
+  auto type = RankedTensorType::get({batch, tokens}, it);
+  if (ids) {
+    inputs.argTypes.push_back(type);
+    inputs.argNames.push_back(vi.name());
+    return define(vi.name(), loc);
+  }
+  SmallVector<APInt> values;
+  for (int64_t r = 0; r < batch; ++r)
+    for (int64_t t = 0; t < tokens; ++t)
+      values.push_back(APInt(it.getWidth(), vi.name() == "attention_mask" ? 1 : t));
+  inputs.bound.push_back({vi.name(), DenseElementsAttr::get(type, values)});
   return define(vi.name(), loc);
 }
 

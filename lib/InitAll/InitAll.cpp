@@ -2,6 +2,7 @@
 #include "ds/InitAll.h"
 
 #include "dialects/ds/DSDialect.h"
+#include "ds/Generate/Passes.h"
 #include "ds/Partition/Passes.h"
 #include "ds/Plan/Passes.h"
 #include "ds/Pipelines/Pipelines.h"
@@ -16,6 +17,7 @@ void mlir::ds::registerAllDialects(DialectRegistry &registry) {
 
 void mlir::ds::registerAllPasses() {
   registerDSTransformsPasses();
+  registerDSGeneratePasses();
   registerDSPartitionPasses();
   registerDSPlanPasses();
   registerTransformsPasses(); // canonicalize, cse, ...

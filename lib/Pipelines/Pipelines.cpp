@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - pass pipelines -------------------------------------===//
 #include "ds/Pipelines/Pipelines.h"
 
+#include "ds/Generate/Passes.h"
 #include "ds/Partition/Passes.h"
 #include "ds/Plan/Passes.h"
 #include "ds/Transforms/Passes.h"
@@ -39,6 +40,15 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
   if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
+  // Generation: the fused attentions become cached ones, the programs are
+  // derived, and the fusions below run on each of them.
+  if (options.generateChunk > 0) {
+    DeriveGenerationPassOptions gen;
+    gen.chunk = options.generateChunk;
+    pm.addPass(createDeriveGenerationPass(gen));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
   if (enabled("softmax")) pm.addPass(createFuseSoftmaxPass());
   if (enabled("matmul-epilogues")) {
     FuseMatmulEpiloguesPassOptions epilogues;

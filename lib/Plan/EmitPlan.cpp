@@ -8,6 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Plan/EmitPlan.h"
+#include "ds/Generate/Passes.h"
+#include <map>
+#include <tuple>
 #include "llvm/Support/xxhash.h"
 
 #include "dialects/ds/DSOps.h"
@@ -242,9 +245,20 @@ private:
                                             : cast<ParameterOp>(op).getValue();
       std::string name = isa<ParameterOp>(op) ? cast<ParameterOp>(op).getSymName().str()
                                               : locationString(loc);
+      // Programs reading the same weight (a generation plan's prefill and
+      // decode, a training plan's step and forward) share its bytes.
+      const plan::MemorySpace space = planSpace(MemorySpaces::placement(&op));
+      auto key = std::make_tuple(value.getAsOpaquePointer(),
+                                 op.getResult(0).getType().getAsOpaquePointer(),
+                                 static_cast<int>(space));
+      if (auto it = weights_.find(key); it != weights_.end()) {
+        ids_[op.getResult(0)] = it->second;
+        return success();
+      }
       FailureOr<uint32_t> id = newBuffer(op.getResult(0), plan::Buffer::WEIGHT, loc, name);
       if (failed(id)) return failure();
-      p_.mutable_buffers(*id)->set_space(planSpace(MemorySpaces::placement(&op)));
+      p_.mutable_buffers(*id)->set_space(space);
+      weights_[key] = *id;
       return addConstant(*p_.mutable_buffers(*id), value, loc);
     }
     if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "ds")
@@ -362,6 +376,7 @@ private:
   }
 
   rt::PlanWriter &w_;
+  std::map<std::tuple<const void *, const void *, int>, uint32_t> weights_;
   plan::Plan &p_;
   const MemorySpaces &spaces_;
   plan::Program *prog_ = nullptr;
@@ -482,6 +497,9 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
     if (!f.isExternal()) funcs.push_back(f);
   func::FuncOp entry = module.lookupSymbol<func::FuncOp>("main");
   if (!entry && funcs.size() == 1) entry = funcs.front();
+  // A generation plan's programs go by their own names.
+  auto generation = module->getAttrOfType<DictionaryAttr>(kGenerationAttr);
+  if (generation && !entry && !funcs.empty()) entry = funcs.front();
   if (!entry)
     return module.emitError("a plan needs an entry function named 'main'");
   if (entry.isExternal())
@@ -518,12 +536,30 @@ LogicalResult mlir::ds::emitPlan(ModuleOp module, const EmitPlanOptions &options
   }
   PlanEmitter emitter(writer, spaces);
   if (failed(emitter.emitGlobals(module))) return failure();
-  if (failed(emitter.emitFunction(entry, "forward"))) return failure();
+  if (failed(emitter.emitFunction(entry, generation ? entry.getSymName() : "forward")))
+    return failure();
   for (func::FuncOp f : funcs)
     if (f != entry && failed(emitter.emitFunction(f, f.getSymName())))
       return failure();
   if (module->hasAttr("ds.training") && failed(emitTraining(module, *p.mutable_training())))
     return failure();
+  if (generation) {
+    plan::Generation *g = p.mutable_generation();
+    auto i64 = [&](StringRef k) {
+      auto a = generation.getAs<IntegerAttr>(k);
+      return a ? a.getInt() : 0;
+    };
+    g->set_batch(i64("batch"));
+    g->set_max_tokens(i64("max_tokens"));
+    g->set_chunk(i64("chunk"));
+    g->set_vocab(i64("vocab"));
+    g->set_layers(i64("layers"));
+    g->set_prefill_program("prefill");
+    if (module.lookupSymbol<func::FuncOp>("decode")) g->set_decode_program("decode");
+    auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
+    if (!prefill) return module.emitError("a generation plan needs a 'prefill' function");
+    if (auto name = prefill.getArgAttrOfType<StringAttr>(0, "ds.name")) g->set_input(name.str());
+  }
   // ZeRO-Infinity: the swapper's settings, when some state is on NVMe.
   if (llvm::any_of(p.buffers(), [](const plan::Buffer &b) { return b.space() == plan::NVME; })) {
     auto t = module->getAttrOfType<DictionaryAttr>("ds.training");

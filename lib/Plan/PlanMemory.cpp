@@ -213,6 +213,11 @@ private:
     if (use.get().getType() != result.getType()) return false;
     if (isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp, FusedElementwiseOp>(def))
       return true;
+    // A cache's new rows are written into the cache itself, which is what
+    // its attention then reads.
+    if (auto cached = dyn_cast<CachedAttentionOp>(def))
+      return (use.get() == cached.getKeyCache() && result == cached.getKeyCacheOut()) ||
+             (use.get() == cached.getValueCache() && result == cached.getValueCacheOut());
     // Not a softmax gradient's: its rows need the whole addend row after
     // the product is stored.
     auto product = dyn_cast<FusedMatmulOp>(def);

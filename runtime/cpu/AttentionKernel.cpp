@@ -8,6 +8,8 @@
 // strided views the compiler folded their layout ops into (each block
 // gathered into a contiguous one for the GEMMs).
 #include <algorithm>
+#include <array>
+#include <string>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -314,9 +316,226 @@ absl::StatusOr<PreparedStep> prepareAttention(const KernelContext &c) {
   });
 }
 
+/// cached_attention: one step of generation. The chunk's new keys and
+/// values go into the caches at each row's positions, then each query row
+/// attends to its sequence's cached keys up to its own position (causal),
+/// or the last `window` of them. Tasks are (batch row, key/value head,
+/// block of query rows), the rows of all query heads sharing that key/value
+/// head taken together so each cached key block is read once for the group
+/// (grouped-query attention); keys are walked in blocks with the online
+/// softmax of `Attention` above.
+struct CachedAttention {
+  HeadView q, k, v;               // the chunk's queries, new keys, new values
+  const float *kcIn = nullptr, *vcIn = nullptr;
+  float *kc = nullptr, *vc = nullptr; // the caches written (the inputs' bytes in plans)
+  int64_t bc = 0, hkv = 0, m = 0, d = 0, dv = 0, group = 1, window = 0;
+  const int64_t *pos = nullptr, *len = nullptr, *slot = nullptr;
+  float *out = nullptr;
+  int64_t outStride[4] = {};
+  float scale = 1.0f;
+  std::string where; // for run-time errors
+
+  static constexpr int64_t kRows = 64;  // query rows per task
+  static constexpr int64_t kKeys = 512; // keys per block of the online softmax
+
+  const float *keyRows(int64_t s, int64_t g) const { return kc + (s * hkv + g) * m * d; }
+  const float *valueRows(int64_t s, int64_t g) const { return vc + (s * hkv + g) * m * dv; }
+
+  absl::Status check() const {
+    const int64_t batch = q.shape[0], t = q.shape[2];
+    std::vector<char> used(static_cast<size_t>(bc), 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t l = len[b], p = pos[b], s = slot[b];
+      auto row = [&] { return where + ": row " + std::to_string(b) + ": "; };
+      if (l < 0 || l > t)
+        return absl::InvalidArgumentError(row() + "length " + std::to_string(l) +
+                                          " outside [0, " + std::to_string(t) + "]");
+      if (l == 0) continue;
+      if (p < 0 || p > m - l)
+        return absl::InvalidArgumentError(
+            row() + "positions " + std::to_string(p) + ".." + std::to_string(p + l - 1) +
+            " do not fit the cache of " + std::to_string(m) + " tokens (ds-opt --max-tokens)");
+      if (s < 0 || s >= bc)
+        return absl::InvalidArgumentError(row() + "slot " + std::to_string(s) + " outside [0, " +
+                                          std::to_string(bc) + ")");
+      if (used[s]++)
+        return absl::InvalidArgumentError(row() + "slot " + std::to_string(s) +
+                                          " is written by an earlier row too");
+    }
+    return absl::OkStatus();
+  }
+
+  /// The new keys and values into their cache rows.
+  void append() const {
+    const int64_t batch = q.shape[0];
+    parallelFor(batch * hkv, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t b = i / hkv, g = i % hkv, l = len[b];
+        for (int64_t t = 0; t < l; ++t) {
+          float *kd = kc + ((slot[b] * hkv + g) * m + pos[b] + t) * d;
+          float *vd = vc + ((slot[b] * hkv + g) * m + pos[b] + t) * dv;
+          const float *ks = k.at(b, g, t), *vs = v.at(b, g, t);
+          for (int64_t e = 0; e < d; ++e) kd[e] = ks[e * k.stride[3]];
+          for (int64_t e = 0; e < dv; ++e) vd[e] = vs[e * v.stride[3]];
+        }
+      }
+    });
+  }
+
+  /// Rows [r0, r0 + rows) of batch row b's group g; row r is query head
+  /// g * group + r / l at chunk token r % l.
+  void block(int64_t b, int64_t g, int64_t r0, int64_t rows, std::vector<float> &scratch) const {
+    const int64_t l = len[b], p = pos[b], s = slot[b];
+    int64_t keyEnd = 0, keyFirst = p + l;
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      const int64_t last = p + r % l;
+      keyEnd = std::max(keyEnd, last + 1);
+      keyFirst = std::min(keyFirst, window ? std::max<int64_t>(0, last - window + 1) : 0);
+    }
+    const int64_t keys = std::min(kKeys, keyEnd - keyFirst);
+    scratch.resize(static_cast<size_t>(rows * (d + keys + dv + 2)));
+    float *qb = scratch.data(), *scores = qb + rows * d, *acc = scores + rows * keys;
+    float *rowMaxima = acc + rows * dv, *rowSums = rowMaxima + rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t h = g * group + (r0 + r) / l, t = (r0 + r) % l;
+      const float *src = q.at(b, h, t);
+      for (int64_t e = 0; e < d; ++e) qb[r * d + e] = src[e * q.stride[3]];
+      rowMaxima[r] = -std::numeric_limits<float>::infinity();
+      rowSums[r] = 0.0f;
+    }
+    std::fill(acc, acc + rows * dv, 0.0f);
+    const float *kRowsOf = keyRows(s, g), *vRowsOf = valueRows(s, g);
+    for (int64_t j0 = keyFirst; j0 < keyEnd; j0 += keys) {
+      const int64_t n = std::min(keys, keyEnd - j0);
+      sgemm(false, true, rows, n, d, scale, qb, d, kRowsOf + j0 * d, d, 0.0f, scores, n);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *sr = scores + r * n;
+        const int64_t last = p + (r0 + r) % l;
+        const int64_t lo = window ? std::max<int64_t>(0, last - window + 1) : 0;
+        // Keys after the row's own position (later tokens of the chunk) or
+        // before its window weigh nothing.
+        for (int64_t j = 0; j < n; ++j)
+          if (j0 + j > last || j0 + j < lo) sr[j] = -std::numeric_limits<float>::infinity();
+        const float blockMax = rowMax(sr, n);
+        const float mOld = rowMaxima[r], mNew = std::max(mOld, blockMax);
+        if (mNew == -std::numeric_limits<float>::infinity()) {
+          std::fill(sr, sr + n, 0.0f);
+          continue;
+        }
+        const float sum = rowExpSum<true>(sr, sr, mNew, n);
+        const float corr = expShifted(mOld - mNew);
+        if (corr != 1.0f) {
+          float *ar = acc + r * dv;
+#pragma omp simd
+          for (int64_t e = 0; e < dv; ++e) ar[e] *= corr;
+        }
+        rowSums[r] = rowSums[r] * corr + sum;
+        rowMaxima[r] = mNew;
+      }
+      sgemm(false, false, rows, dv, n, 1.0f, scores, n, vRowsOf + j0 * dv, dv, 1.0f, acc, dv);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t h = g * group + (r0 + r) / l, t = (r0 + r) % l;
+      float *o = out + b * outStride[0] + h * outStride[1] + t * outStride[2];
+      const float inv = 1.0f / rowSums[r]; // every row has its own key: the sum is > 0
+      const float *ar = acc + r * dv;
+#pragma omp simd
+      for (int64_t e = 0; e < dv; ++e) o[e] = ar[e] * inv;
+    }
+  }
+
+  absl::Status run() const {
+    DS_RETURN_IF_ERROR(check());
+    const int64_t batch = q.shape[0], heads = q.shape[1], t = q.shape[2];
+    if (kc != kcIn) std::copy(kcIn, kcIn + bc * hkv * m * d, kc);
+    if (vc != vcIn) std::copy(vcIn, vcIn + bc * hkv * m * dv, vc);
+    append();
+    // Rows past a row's length are 0.
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t tt = len[b]; tt < t; ++tt)
+          std::fill_n(out + b * outStride[0] + h * outStride[1] + tt * outStride[2], dv, 0.0f);
+    std::vector<std::array<int64_t, 4>> tasks; // b, g, first row, rows
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t g = 0; g < hkv; ++g)
+        for (int64_t r0 = 0; r0 < group * len[b]; r0 += kRows)
+          tasks.push_back({b, g, r0, std::min(kRows, group * len[b] - r0)});
+    parallelFor(static_cast<int64_t>(tasks.size()), 1, [&](int64_t lo, int64_t hi) {
+      thread_local std::vector<float> scratch;
+      for (int64_t i = lo; i < hi; ++i) {
+        const auto &[b, g, r0, rows] = tasks[static_cast<size_t>(i)];
+        block(b, g, r0, rows, scratch);
+      }
+    });
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<PreparedStep> prepareCachedAttention(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(8, 8, 3));
+  for (size_t i = 0; i < 5; ++i) DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::F32, "operand"));
+  for (size_t i = 5; i < 8; ++i)
+    DS_RETURN_IF_ERROR(c.expectDType(c.in[i], plan::I64, "positions, lengths and slots"));
+  for (size_t i = 0; i < 3; ++i) DS_RETURN_IF_ERROR(c.expectDType(c.out[i], plan::F32, "result"));
+  bool bshd = false;
+  if (c.hasAttr("result_bshd")) {
+    DS_ASSIGN_OR_RETURN(int64_t flag, c.intAttr("result_bshd"));
+    bshd = flag != 0;
+  }
+  auto a = std::make_shared<CachedAttention>();
+  DS_ASSIGN_OR_RETURN(a->q, headView(c, c.in[0], "query"));
+  DS_ASSIGN_OR_RETURN(a->k, headView(c, c.in[1], "key"));
+  DS_ASSIGN_OR_RETURN(a->v, headView(c, c.in[2], "value"));
+  const int64_t *q = a->q.shape, *k = a->k.shape, *v = a->v.shape;
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || v[2] != k[2] || k[2] != q[2] ||
+      k[3] != q[3])
+    return c.error("views disagree: query [B, Hq, T, D], key [B, Hkv, T, D], value "
+                   "[B, Hkv, T, Dv] expected");
+  if (q[1] % k[1]) return c.error("key/value heads must divide query heads");
+  a->group = q[1] / k[1];
+  const TensorView &kc = c.in[3], &vc = c.in[4];
+  if (kc.rank() != 4 || vc.rank() != 4 || kc.shape[1] != k[1] || kc.shape[3] != k[3] ||
+      vc.shape[0] != kc.shape[0] || vc.shape[1] != k[1] || vc.shape[2] != kc.shape[2] ||
+      vc.shape[3] != v[3] || kc.shape[2] < q[2])
+    return c.error("caches must be key [Bc, Hkv, M, D] and value [Bc, Hkv, M, Dv] with M >= T, "
+                   "got [" + shapeToString(kc.shape) + "] and [" + shapeToString(vc.shape) + "]");
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[1], kc.shape, "updated key cache"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[2], vc.shape, "updated value cache"));
+  for (size_t i = 5; i < 8; ++i)
+    DS_RETURN_IF_ERROR(c.expectShape(c.in[i], {q[0]}, "positions, lengths and slots"));
+  a->bc = kc.shape[0], a->hkv = k[1], a->m = kc.shape[2], a->d = k[3], a->dv = v[3];
+  a->kcIn = kc.as<float>(), a->vcIn = vc.as<float>();
+  a->kc = c.out[1].as<float>(), a->vc = c.out[2].as<float>();
+  a->pos = c.in[5].as<int64_t>(), a->len = c.in[6].as<int64_t>(), a->slot = c.in[7].as<int64_t>();
+  DS_ASSIGN_OR_RETURN(double scale, c.floatAttr("scale"));
+  if (!std::isfinite(static_cast<float>(scale))) return c.error("scale must be finite as an f32");
+  a->scale = static_cast<float>(scale);
+  if (c.hasAttr("window")) {
+    DS_ASSIGN_OR_RETURN(a->window, c.intAttr("window"));
+    if (a->window < 1) return c.error("window must be >= 1");
+  }
+  std::vector<int64_t> want = bshd ? std::vector<int64_t>{q[0], q[2], q[1], v[3]}
+                                   : std::vector<int64_t>{q[0], q[1], q[2], v[3]};
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], want, "result"));
+  a->out = c.out[0].as<float>();
+  const int64_t dv = v[3];
+  if (bshd) {
+    a->outStride[0] = q[2] * q[1] * dv, a->outStride[1] = dv, a->outStride[2] = q[1] * dv;
+  } else {
+    a->outStride[0] = q[1] * q[2] * dv, a->outStride[1] = q[2] * dv, a->outStride[2] = dv;
+  }
+  a->outStride[3] = 1;
+  a->where = "cached_attention" + (c.step.location().empty() ? std::string()
+                                                             : " at " + c.step.location());
+  return PreparedStep([a] { return a->run(); });
+}
+
 } // namespace
 
-void registerAttentionKernel(KernelRegistry &r) { r.add("attention", prepareAttention); }
+void registerAttentionKernel(KernelRegistry &r) {
+  r.add("attention", prepareAttention);
+  r.add("cached_attention", prepareCachedAttention);
+}
 
 } // namespace ds::rt::cpu::DS_CPU_ISA
 #include "runtime/cpu/IsaEnd.h"

@@ -292,3 +292,142 @@ CTS_TEST(AttentionErrors, "attention") {
   expectAttentionError(base().f("mask_fill", -1), "mask_fill needs a mask");
   checkAttention(*this, Case{1, 2, 1, 3, 3, 4, 4, Layout::BHSD, Layout::BHSD, Layout::BHSD}, 44);
 }
+
+namespace {
+
+/// One cached_attention call: rows of new tokens against caches that
+/// already hold earlier tokens.
+struct CachedCase {
+  int64_t b, hq, hkv, t, d, dv, slots, m;
+  std::vector<int64_t> pos, len, slot;
+  int64_t window = 0;
+  bool bshd = false;
+};
+
+/// The caches after the append and the attention result, in double.
+void cachedReference(const CachedCase &c, const Operand &q, const Operand &k, const Operand &v,
+                     std::vector<double> &kc, std::vector<double> &vc, std::vector<double> &out) {
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t g = 0; g < c.hkv; ++g)
+      for (int64_t t = 0; t < c.len[b]; ++t) {
+        const int64_t row = (c.slot[b] * c.hkv + g) * c.m + c.pos[b] + t;
+        for (int64_t e = 0; e < c.d; ++e) kc[row * c.d + e] = k.at(b, g, t, e);
+        for (int64_t e = 0; e < c.dv; ++e) vc[row * c.dv + e] = v.at(b, g, t, e);
+      }
+  out.assign(c.b * c.hq * c.t * c.dv, 0.0);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t t = 0; t < c.len[b]; ++t) {
+        const int64_t g = h / (c.hq / c.hkv), last = c.pos[b] + t;
+        const int64_t lo = c.window ? std::max<int64_t>(0, last - c.window + 1) : 0;
+        std::vector<double> s;
+        double mx = -INFINITY;
+        for (int64_t j = lo; j <= last; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < c.d; ++e)
+            dot += q.at(b, h, t, e) * kc[((c.slot[b] * c.hkv + g) * c.m + j) * c.d + e];
+          s.push_back(0.125 * dot);
+          mx = std::max(mx, s.back());
+        }
+        double sum = 0;
+        for (double &x : s) sum += (x = std::exp(x - mx));
+        for (int64_t e = 0; e < c.dv; ++e) {
+          double o = 0;
+          for (int64_t j = lo; j <= last; ++j)
+            o += s[j - lo] / sum * vc[((c.slot[b] * c.hkv + g) * c.m + j) * c.dv + e];
+          const int64_t at = c.bshd ? ((b * c.t + t) * c.hq + h) * c.dv + e
+                                    : ((b * c.hq + h) * c.t + t) * c.dv + e;
+          out[at] = o;
+        }
+      }
+}
+
+Step cachedStep(const Operand &q, const Operand &k, const Operand &v, const CachedCase &c) {
+  Step step("cached_attention");
+  step.ints("query_shape", q.logical).ints("query_strides", q.strides());
+  step.ints("key_shape", k.logical).ints("key_strides", k.strides());
+  step.ints("value_shape", v.logical).ints("value_strides", v.strides());
+  step.f("scale", 0.125);
+  if (c.window) step.i("window", c.window);
+  if (c.bshd) step.i("result_bshd", 1);
+  return step;
+}
+
+void checkCached(BackendCts &t, const CachedCase &c, unsigned seed, bool inPlace) {
+  Operand q{{c.b, c.hq, c.t, c.d}, Layout::BSHD, sample(c.b * c.hq * c.t * c.d, -2, 2, seed)};
+  Operand k{{c.b, c.hkv, c.t, c.d}, Layout::BSHD, sample(c.b * c.hkv * c.t * c.d, -2, 2, seed + 1)};
+  Operand v{{c.b, c.hkv, c.t, c.dv}, Layout::BHSD, sample(c.b * c.hkv * c.t * c.dv, -2, 2, seed + 2)};
+  // The caches hold earlier tokens (and stale rows past them).
+  std::vector<double> kc = sample(c.slots * c.hkv * c.m * c.d, -2, 2, seed + 3);
+  std::vector<double> vc = sample(c.slots * c.hkv * c.m * c.dv, -2, 2, seed + 4);
+  const Shape kcs{c.slots, c.hkv, c.m, c.d}, vcs{c.slots, c.hkv, c.m, c.dv};
+  auto ids = [&](const std::vector<int64_t> &x) {
+    return i64({c.b}, std::vector<double>(x.begin(), x.end()));
+  };
+  std::vector<HostTensor> ins{q.stored(), k.stored(), v.stored(), f32(kcs, kc), f32(vcs, vc),
+                              ids(c.pos), ids(c.len), ids(c.slot)};
+  Shape os = c.bshd ? Shape{c.b, c.t, c.hq, c.dv} : Shape{c.b, c.hq, c.t, c.dv};
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, os),
+                               HostTensor::result(plan::F32, kcs), HostTensor::result(plan::F32, vcs)};
+  ASSERT_TRUE(t.run(cachedStep(q, k, v, c), ins, outs,
+                    inPlace ? std::vector<int>{-1, 3, 4} : std::vector<int>{})
+                  .ok());
+  std::vector<double> want;
+  cachedReference(c, q, k, v, kc, vc, want);
+  const std::string what = "cached_attention T" + std::to_string(c.t) + " H" +
+                           std::to_string(c.hq) + "/" + std::to_string(c.hkv) +
+                           (c.window ? " window" : "") + (inPlace ? " in place" : "");
+  expectClose(outs[0].values(), want, 1e-4, 1e-5, what);
+  expectEqualValues(outs[1].values(), roundTo(plan::F32, kc), what + " key cache");
+  expectEqualValues(outs[2].values(), roundTo(plan::F32, vc), what + " value cache");
+}
+
+} // namespace
+
+CTS_TEST(CachedAttentionAppendsAndAttends, "cached_attention") {
+  for (bool inPlace : {false, true}) {
+    // A prefill chunk: rows at different positions and lengths (row 1 is
+    // padded past its 2 tokens), slots out of order, grouped heads.
+    CachedCase chunk{2, 4, 2, 3, 4, 5, 3, 8, {2, 0}, {3, 2}, {2, 0}};
+    checkCached(*this, chunk, 60, inPlace);
+    // Decode: one token per row, an idle row (length 0), a result in
+    // [B, T, H, Dv], and a sliding window.
+    CachedCase decode{3, 6, 2, 1, 8, 8, 3, 16, {9, 0, 15}, {1, 0, 1}, {1, 2, 0}, 0, true};
+    checkCached(*this, decode, 61, inPlace);
+    decode.window = 4;
+    checkCached(*this, decode, 62, inPlace);
+  }
+  // More keys than one block of the online softmax, more query rows than
+  // one task.
+  CachedCase longer{1, 4, 1, 20, 8, 8, 1, 1300, {1200}, {20}, {0}};
+  checkCached(*this, longer, 63, true);
+}
+
+CTS_TEST(CachedAttentionErrors, "cached_attention") {
+  CachedCase c{2, 2, 1, 2, 4, 4, 2, 4, {0, 0}, {1, 1}, {0, 1}};
+  Operand q{{2, 2, 2, 4}, Layout::BHSD, std::vector<double>(32, 0.5)};
+  Operand k{{2, 1, 2, 4}, Layout::BHSD, std::vector<double>(16, 0.5)};
+  auto call = [&](std::vector<int64_t> pos, std::vector<int64_t> len,
+                  std::vector<int64_t> slot) {
+    auto ids = [](const std::vector<int64_t> &x) {
+      return i64({2}, std::vector<double>(x.begin(), x.end()));
+    };
+    std::vector<HostTensor> ins{q.stored(), k.stored(), k.stored(),
+                                f32({2, 1, 4, 4}, std::vector<double>(32, 0)),
+                                f32({2, 1, 4, 4}, std::vector<double>(32, 0)), ids(pos), ids(len),
+                                ids(slot)};
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 2, 2, 4}),
+                                 HostTensor::result(plan::F32, {2, 1, 4, 4}),
+                                 HostTensor::result(plan::F32, {2, 1, 4, 4})};
+    return run(cachedStep(q, k, k, c).at("node7"), ins, outs);
+  };
+  auto try_ = [&](std::vector<int64_t> pos, std::vector<int64_t> len, std::vector<int64_t> slot,
+                  const std::string &needle) { expectError(call(pos, len, slot), needle); };
+  try_({3, 0}, {2, 1}, {0, 1}, "node7: row 0: positions 3..4 do not fit the cache of 4 tokens");
+  try_({0, 0}, {3, 1}, {0, 1}, "length 3 outside [0, 2]");
+  try_({0, 0}, {1, 1}, {1, 1}, "row 1: slot 1 is written by an earlier row too");
+  try_({0, 0}, {1, 1}, {0, 2}, "slot 2 outside [0, 2)");
+  try_({-1, 0}, {1, 1}, {0, 1}, "positions -1..-1");
+  // An idle row's position and slot are not read.
+  EXPECT_TRUE(call({99, 0}, {0, 1}, {7, 1}).ok());
+}

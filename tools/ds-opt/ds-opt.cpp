@@ -130,6 +130,27 @@ static llvm::cl::opt<int64_t>
                               "parsers recurse per level)"),
                llvm::cl::init(256), llvm::cl::cat(dsCategory));
 
+static llvm::cl::OptionCategory generateCategory("ds-opt generation options (causal LMs)");
+static llvm::cl::opt<bool>
+    generate("generate",
+             llvm::cl::desc("compile a causal LM for generation: prefill and one-token decode "
+                            "programs sharing a KV cache (ds-run --prompt)"),
+             llvm::cl::init(false), llvm::cl::cat(generateCategory));
+static llvm::cl::opt<int64_t>
+    maxTokens("max-tokens",
+              llvm::cl::desc("--generate: tokens a sequence may hold, prompt and generated "
+                             "(the KV cache's length; default: the config's max_out_tokens, "
+                             "a model's fixed sequence length, else 1024 as DeepSpeed)"),
+              llvm::cl::init(0), llvm::cl::cat(generateCategory));
+static llvm::cl::opt<int64_t>
+    generateBatch("batch",
+                  llvm::cl::desc("--generate: sequences generated at once (rows of the batch)"),
+                  llvm::cl::init(1), llvm::cl::cat(generateCategory));
+static llvm::cl::opt<int64_t>
+    prefillChunk("prefill-chunk",
+                 llvm::cl::desc("--generate: prompt tokens per row in one prefill step"),
+                 llvm::cl::init(128), llvm::cl::cat(generateCategory));
+
 static llvm::cl::OptionCategory estimateCategory(
     "ds-opt ZeRO memory estimator (DeepSpeed's estimate_zero2/3_model_states_mem_needs)");
 static llvm::cl::opt<int> estimateZero(
@@ -259,6 +280,52 @@ static int runEstimateZero() {
   return 0;
 }
 
+/// --generate with an inference config's max_out_tokens (set by
+/// checkGenerateFlags).
+static bool generateTokensFromConfig = false;
+
+/// --generate's flags, checked before the import; the config's
+/// max_out_tokens fills --max-tokens. Non-zero: exit code.
+static int checkGenerateFlags(bool onnx) {
+  const bool any = maxTokens.getNumOccurrences() || generateBatch.getNumOccurrences() ||
+                   prefillChunk.getNumOccurrences();
+  if (!generate) {
+    if (any) return fail("--max-tokens, --batch and --prefill-chunk apply to --generate");
+    return 0;
+  }
+  if (!onnx) return fail("--generate compiles an ONNX model (.onnx, .onnxtxt, .json)");
+  if (!lossKind.empty()) return fail("--generate compiles an inference plan; it excludes --loss");
+  if (!configPath.empty()) {
+    std::string error;
+    auto inference = mlir::ds::asInferenceConfig(configPath, error);
+    if (!error.empty()) return fail(error);
+    if (!inference)
+      return fail("--generate takes a DeepSpeed-Inference config (dtype, tensor_parallel, "
+                  "max_out_tokens), not a training one: " + configPath);
+    if (inference->maxOutTokens) {
+      if (maxTokens.getNumOccurrences() && maxTokens != inference->maxOutTokens)
+        return fail("--max-tokens " + llvm::Twine(maxTokens.getValue()) +
+                    " disagrees with the config's max_out_tokens " +
+                    llvm::Twine(inference->maxOutTokens));
+      maxTokens = inference->maxOutTokens;
+      generateTokensFromConfig = true;
+    }
+  }
+  if (maxTokens.getNumOccurrences() && (maxTokens < 2 || maxTokens > (int64_t(1) << 24)))
+    return fail("--max-tokens must be in [2, 2^24], got " + llvm::Twine(maxTokens.getValue()));
+  if (generateBatch < 1 || generateBatch > 4096)
+    return fail("--batch must be in [1, 4096], got " + llvm::Twine(generateBatch.getValue()));
+  if (prefillChunk < 1)
+    return fail("--prefill-chunk must be >= 1, got " + llvm::Twine(prefillChunk.getValue()));
+  if (!inputShapes.empty() || !sampleInputs.empty())
+    return fail("--generate fixes the model's input shapes itself (--batch, --max-tokens); "
+                "--input-shape and --inputs do not apply");
+  if (llvm::is_contained(disableFusion, "attention"))
+    return fail("--generate needs attention fusion (the cache is appended by the fused "
+                "attention); --disable-fusion=attention excludes it");
+  return 0;
+}
+
 /// The module to compile: an ONNX model imported (errors name its nodes) or
 /// ds IR parsed. Null after printing the error.
 static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &inputFilename,
@@ -309,6 +376,12 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
         return fail(error), nullptr;
     }
     if (!lossKind.empty()) options.training = true;
+    if (generate) {
+      options.generateBatch = generateBatch;
+      options.generateTokens = maxTokens;
+      options.generateTokensGiven = maxTokens.getNumOccurrences() > 0 || generateTokensFromConfig;
+      if (options.generateTokens == 0) options.generateTokens = 1024; // DeepSpeed's max_out_tokens
+    }
     options.tie.assign(tieNames.begin(), tieNames.end());
     options.untie.assign(untieNames.begin(), untieNames.end());
     OwningOpRef<ModuleOp> module = mlir::ds::importOnnxFile(&context, inputFilename, options);
@@ -509,8 +582,9 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
         llvm::consumeError(cfg.takeError());
     }
     mlir::ds::buildTrainingPipeline(pm, t);
-  } else if ((emit == "plan" || report || tensorParallel > 1) && pm.size() == 0) {
+  } else if ((emit == "plan" || report || tensorParallel > 1 || generate) && pm.size() == 0) {
     mlir::ds::InferencePipelineOptions inference;
+    if (generate) inference.generateChunk = prefillChunk;
     inference.tensorParallel = tensorParallel;
     inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     inference.precision = precision;
@@ -656,7 +730,8 @@ static int runMain(int argc, char **argv) {
   // libLLVM's own options (code generation, profiling: hundreds) are
   // registered by now and mean nothing here; MLIR's (IR printing, pass
   // pipelines) are registered below and stay in --help.
-  llvm::cl::HideUnrelatedOptions({&dsCategory, &trainCategory, &estimateCategory});
+  llvm::cl::HideUnrelatedOptions(
+      {&dsCategory, &trainCategory, &generateCategory, &estimateCategory});
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "ds-opt " << DS_VERSION << " (ds dialect; plans for backends: " << DS_BACKENDS_BUILT
        << ")\n";
@@ -717,6 +792,7 @@ static int runMain(int argc, char **argv) {
     return fail("--emit must be 'mlir' or 'plan', not '" + emit + "'");
   bool onnx = isOnnxFile(inputFilename);
   if (int rc = checkInputFiles(inputFilename, outputFilename, onnx)) return rc;
+  if (int rc = checkGenerateFlags(onnx)) return rc;
 
   // With --report and no output named, report only.
   bool reportOnly = report && outputFilename == "-" && emitKind.empty();

@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include "runtime/train/StopSignals.h"
 #include "runtime/train/Trainer.h"
+#include "tools/ds-run/GenerateCommand.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ ABSL_FLAG(bool, resume_fallback, false,
           "train: with --resume, when the latest checkpoint is damaged (a file's size or CRC-32 "
           "differs from its metadata) resume from the newest older intact one instead of failing");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
-ABSL_FLAG(uint64_t, seed, 0, "train: seed of the data order (--shuffle) and of Dropout masks");
+ABSL_FLAG(uint64_t, seed, 0, "train: seed of the data order (--shuffle) and of Dropout masks; generate: of the sampling");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
 ABSL_FLAG(std::string, zero_to_fp32, "", "write the trained weights of the latest checkpoint in --checkpoint-dir, whole (ZeRO blocks of every rank joined), to this .npz keyed by ONNX initializer name; one process, any world size");
 ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");
@@ -982,7 +983,8 @@ static int runMain(int argc, char **argv) {
         " ckpt=", !absl::GetFlag(FLAGS_checkpoint_dir).empty(),
         " steps=", absl::GetFlag(FLAGS_steps), " every=", absl::GetFlag(FLAGS_checkpoint_every),
         " program=", absl::GetFlag(FLAGS_program), " benchmark=", absl::GetFlag(FLAGS_benchmark),
-        " inputs=", !absl::GetFlag(FLAGS_inputs).empty());
+        " inputs=", !absl::GetFlag(FLAGS_inputs).empty(),
+        " generate=", ds::rt::generationFlagsGiven());
     h = ds::rt::fnv1a(flags.data(), flags.size(), h);
     if (absl::Status st = ds::rt::agreeAcrossRanks(
             *gWorld, h, "different plans or flags",
@@ -993,5 +995,17 @@ static int runMain(int argc, char **argv) {
           st.message(), ": start every rank with the same .dsplan and flags")));
   }
   if (!absl::GetFlag(FLAGS_data).empty()) return trainCommand(session, *exec->loaded, startRss);
+  if (exec->loaded->plan().has_generation()) {
+    if (!absl::GetFlag(FLAGS_inputs).empty())
+      return fail(absl::InvalidArgumentError(
+          "this is a generation plan: its prompts go in with --prompt FILE.npz, not --inputs"));
+    if (absl::Status st = ds::rt::generateCommand(session); !st.ok()) return fail(st);
+    printRankReport(*exec->loaded, session, session.backend(), startRss);
+    return 0;
+  }
+  if (ds::rt::generationFlagsGiven())
+    return fail(absl::InvalidArgumentError(
+        "--prompt, --max-new-tokens and the sampling flags need a generation plan (ds-opt "
+        "--generate)"));
   return inferCommand(session, *exec->loaded, startRss);
 }

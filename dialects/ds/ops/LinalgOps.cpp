@@ -141,24 +141,35 @@ void FusedMatmulOp::describeKernelStep(KernelStep &s) {
   if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());
 }
 
+/// Attention's views as the kernels read them (ds.attention and
+/// ds.cached_attention).
+template <typename AttentionLike> static void describeViews(AttentionLike op, KernelStep &s) {
+  s.setInts("query_shape", op.getQueryShape());
+  s.setInts("query_strides", op.getQueryStrides());
+  s.setInts("key_shape", op.getKeyShape());
+  s.setInts("key_strides", op.getKeyStrides());
+  s.setInts("value_shape", op.getValueShape());
+  s.setInts("value_strides", op.getValueStrides());
+  for (auto [name, offset] : {std::pair<const char *, std::optional<uint64_t>>{"query_offset",
+                                                                               op.getQueryOffset()},
+                              {"key_offset", op.getKeyOffset()},
+                              {"value_offset", op.getValueOffset()}})
+    if (offset && *offset) s.setInt(name, static_cast<int64_t>(*offset));
+  s.setFloat("scale", op.getScale().convertToDouble());
+  if (op.getResultBshd()) s.setInt("result_bshd", 1);
+}
+
 /// The views, the scale and the flags, as the kernel reads them.
 void AttentionOp::describeKernelStep(KernelStep &s) {
-  s.setInts("query_shape", getQueryShape());
-  s.setInts("query_strides", getQueryStrides());
-  s.setInts("key_shape", getKeyShape());
-  s.setInts("key_strides", getKeyStrides());
-  s.setInts("value_shape", getValueShape());
-  s.setInts("value_strides", getValueStrides());
-  for (auto [name, offset] : {std::pair<const char *, std::optional<uint64_t>>{"query_offset",
-                                                                               getQueryOffset()},
-                              {"key_offset", getKeyOffset()},
-                              {"value_offset", getValueOffset()}})
-    if (offset && *offset) s.setInt(name, static_cast<int64_t>(*offset));
-  s.setFloat("scale", getScale().convertToDouble());
+  describeViews(*this, s);
   if (getMask()) s.setInt("mask", 1);
   if (FloatAttr fill = getMaskFillAttr()) s.setFloat("mask_fill", fill.getValueAsDouble());
   if (getZeroNanRows()) s.setInt("zero_nan_rows", 1);
-  if (getResultBshd()) s.setInt("result_bshd", 1);
+}
+
+void CachedAttentionOp::describeKernelStep(KernelStep &s) {
+  describeViews(*this, s);
+  if (std::optional<uint64_t> w = getWindow()) s.setInt("window", static_cast<int64_t>(*w));
 }
 
 //===----------------------------------------------------------------------===//

@@ -142,6 +142,9 @@ struct InferenceConfig {
   int64_t tpSize = 1;
   /// "dtype": fp32, or bf16/fp16 for 16-bit matrix products.
   PrecisionConfig::Kind dtype = PrecisionConfig::Kind::FP32;
+  /// max_out_tokens (alias max_tokens): the tokens a generated sequence
+  /// may hold, prompt included (0: not given; DeepSpeed's default is 1024).
+  int64_t maxOutTokens = 0;
 };
 /// DeepSpeed's dtype spellings ("bf16", "bfloat16", "torch.bfloat16", ...);
 /// nullopt for anything else (int8 included: quantization is its own issue).

@@ -54,6 +54,14 @@ struct ImportOptions {
   /// ds-opt --tie / --untie: initializers kept as one parameter / split per
   /// reader (TorchParameters.h).
   std::vector<std::string> tie, untie;
+  /// ds-opt --generate: a causal LM imported over whole sequences of
+  /// `generateTokens` tokens, `generateBatch` of them: the first input (the
+  /// token ids) is [batch, tokens], an `attention_mask` input is all ones
+  /// and a `position_ids` input counts 0, 1, ...; other inputs are refused.
+  /// A model that fixes the sequence length fixes `generateTokens` (when
+  /// `generateTokensGiven` is false; otherwise the two must agree).
+  int64_t generateBatch = 0, generateTokens = 0;
+  bool generateTokensGiven = false;
 };
 
 /// Parses "name=d0,d1,..." into `options`; false with `error` set otherwise.

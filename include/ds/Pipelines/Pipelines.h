@@ -26,6 +26,9 @@ struct InferencePipelineOptions {
   /// Data-parallel gradient reductions in "fp32", "bf16" or "fp16"
   /// (communication_data_type).
   std::string communication = "fp32";
+  /// > 0: a generation plan (ds-derive-generation after attention fusion):
+  /// prefill steps of this many tokens, and one-token decode steps.
+  int64_t generateChunk = 0;
 };
 
 /// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:

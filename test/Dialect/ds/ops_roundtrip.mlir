@@ -124,6 +124,10 @@ func.func @linalg_and_reductions(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %0 = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
   %wt = ds.transpose %w {permutation = array<i64: 1, 0>} : (tensor<16x32xf32>) -> tensor<32x16xf32>
   %bias = ds.constant dense<1.0> : tensor<32xf32>
+  // CHECK: ds.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {key_shape = array<i64: 2, 1, 8, 16>, {{.*}}result_bshd, scale = 2.500000e-01 : f64, {{.*}}window = 4 : i64}
+  %kcache = ds.constant dense<0.0> : tensor<2x1x32x16xf32>
+  %rows = ds.constant dense<[0, 1]> : tensor<2xi64>
+  %ca, %kc1, %vc1 = ds.cached_attention %x, %x, %x, %kcache, %kcache, %rows, %rows, %rows {query_shape = array<i64: 2, 1, 8, 16>, query_strides = array<i64: 128, 0, 16, 1>, key_shape = array<i64: 2, 1, 8, 16>, key_strides = array<i64: 128, 0, 16, 1>, value_shape = array<i64: 2, 1, 8, 16>, value_strides = array<i64: 128, 0, 16, 1>, scale = 0.25 : f64, window = 4 : i64, result_bshd} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x1x32x16xf32>, tensor<2x1x32x16xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> (tensor<2x8x1x16xf32>, tensor<2x1x32x16xf32>, tensor<2x1x32x16xf32>)
   // CHECK: ds.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {key_shape = array<i64: 2, 1, 8, 16>, {{.*}}mask_fill = -1.000000e+04 : f64, {{.*}}result_bshd, scale = 2.500000e-01 : f64{{.*}}zero_nan_rows}
   %mk = ds.constant dense<false> : tensor<8x8xi1>
   %att = ds.attention %x, %x, %x mask %mk {query_shape = array<i64: 2, 1, 8, 16>, query_strides = array<i64: 128, 0, 16, 1>, key_shape = array<i64: 2, 1, 8, 16>, key_strides = array<i64: 128, 0, 16, 1>, value_shape = array<i64: 2, 1, 8, 16>, value_strides = array<i64: 128, 0, 16, 1>, scale = 0.25 : f64, mask_fill = -1.0e4 : f64, result_bshd, zero_nan_rows} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<8x8xi1>) -> tensor<2x8x1x16xf32>

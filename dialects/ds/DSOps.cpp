@@ -679,10 +679,11 @@ LogicalResult CachedAttentionOp::verify() {
     return emitOpError("key/value heads (") << k[1] << ") must divide query heads (" << q[1] << ")";
   ArrayRef<int64_t> kc = getKeyCache().getType().getShape(),
                     vc = getValueCache().getType().getShape();
-  if (kc.size() != 4 || vc.size() != 4 || kc[1] != k[1] || kc[3] != k[3] || vc[0] != kc[0] ||
-      vc[1] != k[1] || vc[2] != kc[2] || vc[3] != v[3] || kc[2] < q[2])
-    return emitOpError("caches must be key [Bc, ")
-           << k[1] << ", M, " << k[3] << "] and value [Bc, " << k[1] << ", M, " << v[3]
+  if (kc.size() != 5 || vc.size() != 4 || kc[1] != k[1] || kc[3] != k[3] ||
+      kc[4] != kCachedKeyTile || vc[0] != kc[0] || vc[1] != k[1] ||
+      vc[2] != kc[2] * kCachedKeyTile || vc[3] != v[3] || vc[2] < q[2])
+    return emitOpError("caches must be key tiles [Bc, ")
+           << k[1] << ", M / 16, " << k[3] << ", 16] and value [Bc, " << k[1] << ", M, " << v[3]
            << "] with M >= " << q[2] << ", got " << getKeyCache().getType() << " and "
            << getValueCache().getType();
   if (getKeyCacheOut().getType() != getKeyCache().getType() ||

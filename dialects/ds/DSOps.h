@@ -24,6 +24,8 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<ArrayRef<int64_t>> shap
 /// exporter writes literals as initializers; a parameter still in the IR
 /// after ds-build-train-step is not trained). NaN and anything else: none.
 std::optional<double> knownFloatSplat(Value v);
+/// Keys per tile of ds.cached_attention's key cache ([Bc, Hkv, M / 16, D, 16]).
+constexpr int64_t kCachedKeyTile = 16;
 } // namespace mlir::ds
 
 #endif // DS_DIALECTS_DS_DSOPS_H

@@ -1395,8 +1395,11 @@ def DS_CachedAttentionOp : DS_Op<"cached_attention", [Pure], DS_OwnStep> {
     `positions[b] + 1`, ... of the sequence kept in cache slot `slots[b]`.
     First the new keys and values are written into the caches: for
     `t < lengths[b]`,
-    `key_cache[slots[b], g, positions[b] + t] = key[b, g, t]` (and likewise
-    `value_cache`). Then query row `t` of head `h` attends to the cached
+    key `j = positions[b] + t` goes to
+    `key_cache[slots[b], g, j / 16, :, j % 16] = key[b, g, t]` and
+    `value_cache[slots[b], g, j] = value[b, g, t]` (keys are stored in
+    tiles of 16, transposed: a query's scores against a tile's keys are
+    vector products over one contiguous block of memory). Then query row `t` of head `h` attends to the cached
     keys `j` with `lo <= j <= positions[b] + t` of key/value head
     `g = h / (Hq / Hkv)` (grouped-query attention), where `lo` is 0, or
     `positions[b] + t - window + 1` with a sliding `window`:
@@ -1414,9 +1417,10 @@ def DS_CachedAttentionOp : DS_Op<"cached_attention", [Pure], DS_OwnStep> {
     ```mlir
     %o, %kc, %vc = ds.cached_attention %q, %k, %v, %kcache, %vcache, %pos, %len, %slot
         {query_shape = array<i64: 1, 8, 1, 64>, ..., scale = 0.125 : f64}
-        : (tensor<1x1x512xf32>, tensor<1x1x512xf32>, tensor<1x1x512xf32>, tensor<1x8x2048x64xf32>,
-           tensor<1x8x2048x64xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>)
-        -> (tensor<1x8x1x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>)
+        : (tensor<1x1x512xf32>, tensor<1x1x512xf32>, tensor<1x1x512xf32>,
+           tensor<1x8x128x64x16xf32>, tensor<1x8x2048x64xf32>, tensor<1xi64>, tensor<1xi64>,
+           tensor<1xi64>)
+        -> (tensor<1x8x1x64xf32>, tensor<1x8x128x64x16xf32>, tensor<1x8x2048x64xf32>)
     ```
 
     **Constraints:**
@@ -1425,8 +1429,8 @@ def DS_CachedAttentionOp : DS_Op<"cached_attention", [Pure], DS_OwnStep> {
     - each `*_strides` has 4 non-negative entries, one of the last two is
       1, and the view (from `*_offset`, >= 0, if given) stays inside its
       operand.
-    - `key_cache` is [Bc, Hkv, M, D] and `value_cache` [Bc, Hkv, M, Dv]
-      with M >= T; `key_cache_out` and `value_cache_out` have the caches'
+    - `key_cache` is [Bc, Hkv, M / 16, D, 16] and `value_cache`
+      [Bc, Hkv, M, Dv] with M >= T; `key_cache_out` and `value_cache_out` have the caches'
       types.
     - `positions`, `lengths` and `slots` are i64 [B].
     - the result is [B, Hq, T, Dv], or [B, T, Hq, Dv] with `result_bshd`.

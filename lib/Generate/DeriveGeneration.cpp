@@ -483,8 +483,11 @@ LogicalResult Deriver::attention(AttentionOp op) {
   // The caches: one pair of globals per attention, shared by the programs.
   const unsigned index = attentions_++;
   Type f32 = Float32Type::get(op.getContext());
-  auto kType = RankedTensorType::get({b_, ks[1], m_, ks[3]}, f32);
-  auto vType = RankedTensorType::get({b_, vs[1], m_, vs[3]}, f32);
+  // Keys in tiles of 16, transposed ([B, Hkv, M / 16, D, 16]): what the
+  // kernel reads fastest. The caches round M up to whole tiles.
+  const int64_t tiles = (m_ + kCachedKeyTile - 1) / kCachedKeyTile;
+  auto kType = RankedTensorType::get({b_, ks[1], tiles, ks[3], kCachedKeyTile}, f32);
+  auto vType = RankedTensorType::get({b_, vs[1], tiles * kCachedKeyTile, vs[3]}, f32);
   if (index == caches_.size()) {
     OpBuilder mb = OpBuilder::atBlockBegin(module_.getBody());
     auto global = [&](RankedTensorType t, const std::string &name) {

@@ -319,10 +319,16 @@ absl::StatusOr<PreparedStep> prepareAttention(const KernelContext &c) {
 /// cached_attention: one step of generation. The chunk's new keys and
 /// values go into the caches at each row's positions, then each query row
 /// attends to its sequence's cached keys up to its own position (causal),
-/// or the last `window` of them. Tasks are (batch row, key/value head,
-/// block of query rows), the rows of all query heads sharing that key/value
-/// head taken together so each cached key block is read once for the group
-/// (grouped-query attention); keys are walked in blocks with the online
+/// or the last `window` of them. The key cache is stored in tiles of
+/// kLanes keys, transposed, [Bc, Hkv, M / kLanes, D, kLanes]: a row's
+/// scores against a tile's keys are vector products over one contiguous
+/// block (no horizontal sums, and memory read in sequence, which the
+/// prefetchers follow; a plain transposed cache is read with a stride
+/// they do not). Tasks are (batch row, key/value
+/// head, block of query rows), the rows of all query heads sharing that
+/// key/value head taken together so each cached key is read once for the
+/// group (grouped-query attention): decode's few rows by direct loops, a
+/// prefill chunk's many by GEMMs over blocks of keys with the online
 /// softmax of `Attention` above.
 struct CachedAttention {
   HeadView q, k, v;               // the chunk's queries, new keys, new values
@@ -335,11 +341,16 @@ struct CachedAttention {
   float scale = 1.0f;
   std::string where; // for run-time errors
 
-  static constexpr int64_t kRows = 64;  // query rows per task
-  static constexpr int64_t kKeys = 512; // keys per block of the online softmax
+  static constexpr int64_t kRows = 64;    // query rows per task
+  static constexpr int64_t kKeys = 512;   // keys per block of the online softmax
+  static constexpr int64_t kFewRows = 16; // rows per task taken without GEMMs
+  static constexpr int64_t kLanes = 16;   // keys scored at once by the direct loops
 
-  const float *keyRows(int64_t s, int64_t g) const { return kc + (s * hkv + g) * m * d; }
-  const float *valueRows(int64_t s, int64_t g) const { return vc + (s * hkv + g) * m * dv; }
+  /// Head g of slot s: key tiles [M / kLanes, D, kLanes], values [M, Dv].
+  const float *keysOf(int64_t s, int64_t g) const { return kc + (s * hkv + g) * d * m; }
+  /// Element (key j, dimension e) of a head's key tiles.
+  int64_t keyAt(int64_t j, int64_t e) const { return (j / kLanes * d + e) * kLanes + j % kLanes; }
+  const float *valuesOf(int64_t s, int64_t g) const { return vc + (s * hkv + g) * m * dv; }
 
   absl::Status check() const {
     const int64_t batch = q.shape[0], t = q.shape[2];
@@ -365,57 +376,120 @@ struct CachedAttention {
     return absl::OkStatus();
   }
 
-  /// The new keys and values into their cache rows.
+  /// The new keys and values into their cache rows (a key into its column).
   void append() const {
     const int64_t batch = q.shape[0];
     parallelFor(batch * hkv, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t b = i / hkv, g = i % hkv, l = len[b];
+        float *kd = kc + (slot[b] * hkv + g) * d * m;
+        float *vd = vc + ((slot[b] * hkv + g) * m + pos[b]) * dv;
         for (int64_t t = 0; t < l; ++t) {
-          float *kd = kc + ((slot[b] * hkv + g) * m + pos[b] + t) * d;
-          float *vd = vc + ((slot[b] * hkv + g) * m + pos[b] + t) * dv;
           const float *ks = k.at(b, g, t), *vs = v.at(b, g, t);
-          for (int64_t e = 0; e < d; ++e) kd[e] = ks[e * k.stride[3]];
-          for (int64_t e = 0; e < dv; ++e) vd[e] = vs[e * v.stride[3]];
+          for (int64_t e = 0; e < d; ++e) kd[keyAt(pos[b] + t, e)] = ks[e * k.stride[3]];
+          for (int64_t e = 0; e < dv; ++e) vd[t * dv + e] = vs[e * v.stride[3]];
         }
       }
     });
   }
 
-  /// Rows [r0, r0 + rows) of batch row b's group g; row r is query head
-  /// g * group + r / l at chunk token r % l.
+  /// Query row r (of group g's rows: head g * group + r / l at chunk token
+  /// r % l): its scaled query, and the keys it sees [lo, last].
+  void rowOf(int64_t b, int64_t g, int64_t r, float *qr, int64_t &lo, int64_t &last) const {
+    const int64_t l = len[b];
+    const int64_t h = g * group + r / l, t = r % l;
+    last = pos[b] + t;
+    lo = window ? std::max<int64_t>(0, last - window + 1) : 0;
+    const float *src = q.at(b, h, t);
+    for (int64_t e = 0; e < d; ++e) qr[e] = src[e * q.stride[3]] * scale;
+  }
+  float *outRow(int64_t b, int64_t g, int64_t r) const {
+    const int64_t l = len[b];
+    return out + b * outStride[0] + (g * group + r / l) * outStride[1] + (r % l) * outStride[2];
+  }
+
+  /// Few rows (decode: a token's query heads of one group): scores kLanes
+  /// keys at a time by vector products along the transposed keys, one
+  /// softmax per row over its keys (all held: at most the cache's length),
+  /// values summed row by row; no GEMM calls, whose setup costs more than
+  /// these products.
+  void fewRows(int64_t b, int64_t g, int64_t r0, int64_t rows, std::vector<float> &scratch) const {
+    const int64_t keys = (pos[b] + len[b] + kLanes - 1) / kLanes * kLanes; // whole tiles
+    scratch.resize(static_cast<size_t>(rows * (d + keys + dv)));
+    float *qs = scratch.data(), *scores = qs + rows * d, *acc = scores + rows * keys;
+    int64_t lows[kFewRows], lasts[kFewRows], keyFirst = keys, keyEnd = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      rowOf(b, g, r0 + r, qs + r * d, lows[r], lasts[r]);
+      keyFirst = std::min(keyFirst, lows[r]);
+      keyEnd = std::max(keyEnd, lasts[r] + 1);
+    }
+    const float *kt = keysOf(slot[b], g), *vrows = valuesOf(slot[b], g);
+    // Scores of every row against the tiles holding keys [keyFirst,
+    // keyEnd) (a tile's other keys are scored too, and not read after).
+    for (int64_t j0 = keyFirst / kLanes * kLanes; j0 < keyEnd; j0 += kLanes) {
+      const float *tile = kt + j0 * d;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *qr = qs + r * d;
+        float sc[kLanes] = {};
+        for (int64_t e = 0; e < d; ++e) {
+          const float qe = qr[e], *ke = tile + e * kLanes;
+#pragma omp simd
+          for (int64_t jj = 0; jj < kLanes; ++jj) sc[jj] += qe * ke[jj];
+        }
+        std::copy_n(sc, kLanes, scores + r * keys + j0);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t lo = lows[r], n = lasts[r] - lo + 1;
+      float *sr = scores + r * keys + lo;
+      const float mx = rowMax(sr, n);
+      const float inv = 1.0f / rowExpSum<true>(sr, sr, mx, n);
+      float *ar = acc + r * dv;
+      std::fill(ar, ar + dv, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float w = sr[j] * inv, *vj = vrows + (lo + j) * dv;
+#pragma omp simd
+        for (int64_t e = 0; e < dv; ++e) ar[e] += w * vj[e];
+      }
+      std::copy(ar, ar + dv, outRow(b, g, r0 + r));
+    }
+  }
+
+  /// Rows [r0, r0 + rows) of batch row b's group g by GEMMs over blocks of
+  /// keys, with the online softmax.
   void block(int64_t b, int64_t g, int64_t r0, int64_t rows, std::vector<float> &scratch) const {
-    const int64_t l = len[b], p = pos[b], s = slot[b];
-    int64_t keyEnd = 0, keyFirst = p + l;
+    int64_t keyEnd = 0, keyFirst = pos[b] + len[b];
     for (int64_t r = r0; r < r0 + rows; ++r) {
-      const int64_t last = p + r % l;
+      const int64_t last = pos[b] + r % len[b];
       keyEnd = std::max(keyEnd, last + 1);
       keyFirst = std::min(keyFirst, window ? std::max<int64_t>(0, last - window + 1) : 0);
     }
     const int64_t keys = std::min(kKeys, keyEnd - keyFirst);
-    scratch.resize(static_cast<size_t>(rows * (d + keys + dv + 2)));
+    scratch.resize(static_cast<size_t>(rows * (d + keys + dv + 2) + d * (keys + kLanes)));
     float *qb = scratch.data(), *scores = qb + rows * d, *acc = scores + rows * keys;
     float *rowMaxima = acc + rows * dv, *rowSums = rowMaxima + rows;
+    float *kb = rowSums + rows; // a block of keys untiled: [D, n]
+    std::vector<int64_t> lows(rows), lasts(rows);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t h = g * group + (r0 + r) / l, t = (r0 + r) % l;
-      const float *src = q.at(b, h, t);
-      for (int64_t e = 0; e < d; ++e) qb[r * d + e] = src[e * q.stride[3]];
+      rowOf(b, g, r0 + r, qb + r * d, lows[r], lasts[r]);
       rowMaxima[r] = -std::numeric_limits<float>::infinity();
       rowSums[r] = 0.0f;
     }
     std::fill(acc, acc + rows * dv, 0.0f);
-    const float *kRowsOf = keyRows(s, g), *vRowsOf = valueRows(s, g);
+    const float *kt = keysOf(slot[b], g), *vrows = valuesOf(slot[b], g);
     for (int64_t j0 = keyFirst; j0 < keyEnd; j0 += keys) {
       const int64_t n = std::min(keys, keyEnd - j0);
-      sgemm(false, true, rows, n, d, scale, qb, d, kRowsOf + j0 * d, d, 0.0f, scores, n);
+      // [rows, D] x [D, n] of the keys, copied out of their tiles (the
+      // query is scaled).
+      for (int64_t e = 0; e < d; ++e)
+        for (int64_t j = 0; j < n; ++j) kb[e * n + j] = kt[keyAt(j0 + j, e)];
+      sgemm(false, false, rows, n, d, 1.0f, qb, d, kb, n, 0.0f, scores, n);
       for (int64_t r = 0; r < rows; ++r) {
         float *sr = scores + r * n;
-        const int64_t last = p + (r0 + r) % l;
-        const int64_t lo = window ? std::max<int64_t>(0, last - window + 1) : 0;
         // Keys after the row's own position (later tokens of the chunk) or
         // before its window weigh nothing.
         for (int64_t j = 0; j < n; ++j)
-          if (j0 + j > last || j0 + j < lo) sr[j] = -std::numeric_limits<float>::infinity();
+          if (j0 + j > lasts[r] || j0 + j < lows[r]) sr[j] = -std::numeric_limits<float>::infinity();
         const float blockMax = rowMax(sr, n);
         const float mOld = rowMaxima[r], mNew = std::max(mOld, blockMax);
         if (mNew == -std::numeric_limits<float>::infinity()) {
@@ -432,11 +506,10 @@ struct CachedAttention {
         rowSums[r] = rowSums[r] * corr + sum;
         rowMaxima[r] = mNew;
       }
-      sgemm(false, false, rows, dv, n, 1.0f, scores, n, vRowsOf + j0 * dv, dv, 1.0f, acc, dv);
+      sgemm(false, false, rows, dv, n, 1.0f, scores, n, vrows + j0 * dv, dv, 1.0f, acc, dv);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t h = g * group + (r0 + r) / l, t = (r0 + r) % l;
-      float *o = out + b * outStride[0] + h * outStride[1] + t * outStride[2];
+      float *o = outRow(b, g, r0 + r);
       const float inv = 1.0f / rowSums[r]; // every row has its own key: the sum is > 0
       const float *ar = acc + r * dv;
 #pragma omp simd
@@ -464,7 +537,8 @@ struct CachedAttention {
       thread_local std::vector<float> scratch;
       for (int64_t i = lo; i < hi; ++i) {
         const auto &[b, g, r0, rows] = tasks[static_cast<size_t>(i)];
-        block(b, g, r0, rows, scratch);
+        if (rows <= kFewRows) fewRows(b, g, r0, rows, scratch);
+        else block(b, g, r0, rows, scratch);
       }
     });
     return absl::OkStatus();
@@ -494,16 +568,18 @@ absl::StatusOr<PreparedStep> prepareCachedAttention(const KernelContext &c) {
   if (q[1] % k[1]) return c.error("key/value heads must divide query heads");
   a->group = q[1] / k[1];
   const TensorView &kc = c.in[3], &vc = c.in[4];
-  if (kc.rank() != 4 || vc.rank() != 4 || kc.shape[1] != k[1] || kc.shape[3] != k[3] ||
-      vc.shape[0] != kc.shape[0] || vc.shape[1] != k[1] || vc.shape[2] != kc.shape[2] ||
-      vc.shape[3] != v[3] || kc.shape[2] < q[2])
-    return c.error("caches must be key [Bc, Hkv, M, D] and value [Bc, Hkv, M, Dv] with M >= T, "
-                   "got [" + shapeToString(kc.shape) + "] and [" + shapeToString(vc.shape) + "]");
+  const int64_t lanes = CachedAttention::kLanes;
+  if (kc.rank() != 5 || vc.rank() != 4 || kc.shape[1] != k[1] || kc.shape[3] != k[3] ||
+      kc.shape[4] != lanes || vc.shape[0] != kc.shape[0] || vc.shape[1] != k[1] ||
+      vc.shape[2] != kc.shape[2] * lanes || vc.shape[3] != v[3] || vc.shape[2] < q[2])
+    return c.error("caches must be key tiles [Bc, Hkv, M / 16, D, 16] and value [Bc, Hkv, M, "
+                   "Dv] with M >= T, got [" + shapeToString(kc.shape) + "] and [" +
+                   shapeToString(vc.shape) + "]");
   DS_RETURN_IF_ERROR(c.expectShape(c.out[1], kc.shape, "updated key cache"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[2], vc.shape, "updated value cache"));
   for (size_t i = 5; i < 8; ++i)
     DS_RETURN_IF_ERROR(c.expectShape(c.in[i], {q[0]}, "positions, lengths and slots"));
-  a->bc = kc.shape[0], a->hkv = k[1], a->m = kc.shape[2], a->d = k[3], a->dv = v[3];
+  a->bc = kc.shape[0], a->hkv = k[1], a->m = vc.shape[2], a->d = k[3], a->dv = v[3];
   a->kcIn = kc.as<float>(), a->vcIn = vc.as<float>();
   a->kc = c.out[1].as<float>(), a->vc = c.out[2].as<float>();
   a->pos = c.in[5].as<int64_t>(), a->len = c.in[6].as<int64_t>(), a->slot = c.in[7].as<int64_t>();

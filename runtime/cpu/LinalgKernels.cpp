@@ -31,6 +31,7 @@
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
 #include "runtime/cpu/SoftmaxRows.h"
+#include "runtime/cpu/SkinnyGemm.h"
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
@@ -781,12 +782,46 @@ absl::StatusOr<PreparedStep> makeMatmul16(const KernelContext &c, const MatmulGe
   return prepareWidened(c, prepareMatmul);
 }
 
+/// A product of at most kSkinnyMaxRows rows (all batch dimensions on the
+/// left operand) and a constant 2-D weight: a decode step's, memory-bound,
+/// on the skinny kernel (SkinnyGemm.h), its epilogue applied per block of
+/// columns; empty for other shapes. The product goes to scratch first when
+/// the epilogue reads the result's bytes (an addend sharing them).
+PreparedStep skinnyProduct(const KernelContext &c, const MatmulGeometry &g,
+                           std::shared_ptr<const Epilogue> e) {
+  int64_t rows = g.m;
+  for (int64_t d : g.aBatch) rows *= d;
+  if (rows < 1 || rows > kSkinnyMaxRows || g.ta || !g.bBatch.empty() || g.aBatch != g.batch ||
+      c.in[1].rank() != 2 || (e && (e->wholeRows() || e->pre)))
+    return nullptr;
+  auto w = std::make_shared<SkinnyWeight>(packSkinny(c.in[1].as<float>(), g.k, g.n, g.tb));
+  const float *a = c.in[0].as<float>();
+  float *out = c.out[0].as<float>();
+  const int64_t k = g.k, n = g.n;
+  if (!e)
+    return [=] {
+      skinnyGemm(rows, a, k, *w, out, n, 1.0f, nullptr);
+      return absl::OkStatus();
+    };
+  auto scratch = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * n));
+  return [=] {
+    float *p = scratch->data();
+    skinnyGemm(rows, a, k, *w, p, n, 1.0f, [&](int64_t c0, int64_t c1) {
+      e->apply(p, out, e->addend, n, 0, rows, c0, c1);
+    });
+    return absl::OkStatus();
+  };
+}
+
 /// An f32 product whose right operand is constant (`constant_weight`) runs
-/// on oneDNN's primitive with the weight packed once; empty otherwise.
-PreparedStep packedProduct(const KernelContext &c, const MatmulGeometry &g, const Epilogue *e) {
+/// on the skinny kernel when it has few rows, else on oneDNN's primitive
+/// with the weight packed once; empty otherwise.
+PreparedStep packedProduct(const KernelContext &c, const MatmulGeometry &g,
+                           std::shared_ptr<const Epilogue> e) {
+  if (!c.hasAttr("constant_weight")) return nullptr;
+  if (PreparedStep skinny = skinnyProduct(c, g, e)) return skinny;
 #ifdef DS_GEMM_ONEDNN
-  if (c.hasAttr("constant_weight"))
-    if (auto fast = OneDnnMatmul::create(c, g, e)) return [fast] { return fast->run(); };
+  if (auto fast = OneDnnMatmul::create(c, g, e.get())) return [fast] { return fast->run(); };
 #endif
   return nullptr;
 }
@@ -939,7 +974,7 @@ absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
                  : makeMatmul<float>(c, g, po, std::move(ep));
   };
   if (!views && (!overlaps || exact))
-    if (PreparedStep packed = packedProduct(c, g, e.get())) return packed;
+    if (PreparedStep packed = packedProduct(c, g, e)) return packed;
   if (!overlaps || (exact && e->accumulateOnly())) return compute(out, e);
   auto scratch = std::make_shared<std::vector<float>>(numel);
   DS_ASSIGN_OR_RETURN(PreparedStep product, compute(scratch->data(), nullptr));

@@ -6,8 +6,8 @@
 // A one-layer GPT over M = 8 tokens, batch 2: position embeddings [1, M, D]
 // added to the token embeddings, grouped-query attention (2 query heads, 1
 // key/value head) with a causal mask, the LM head after a norm.
-// CHECK-DAG: ml_program.global private mutable @kv.0.key(dense<0.000000e+00> : tensor<2x1x8x4xf32>)
-// CHECK-DAG: ml_program.global private mutable @kv.0.value(dense<0.000000e+00> : tensor<2x1x8x4xf32>)
+// CHECK-DAG: ml_program.global private mutable @kv.0.key(dense<0.000000e+00> : tensor<2x1x1x4x16xf32>)
+// CHECK-DAG: ml_program.global private mutable @kv.0.value(dense<0.000000e+00> : tensor<2x1x16x4xf32>)
 // CHECK-NOT: func.func @main
 // CHECK-LABEL: func.func @prefill
 // CHECK-SAME: (%[[IDS:.+]]: tensor<2x4xi64> {ds.name = "input_ids"}, %[[POSI:.+]]: tensor<2xi64> {ds.name = "positions"}, %[[LEN:.+]]: tensor<2xi64> {ds.name = "lengths"}, %[[SLOT:.+]]: tensor<2xi64> {ds.name = "slots"}) -> (tensor<2x16xf32> {ds.name = "logits"})
@@ -22,8 +22,8 @@
 // CHECK: %[[Q:.+]] = ds.matmul %[[H]], %{{.+}} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[K:.+]] = ds.matmul %[[H]], %{{.+}} : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
 // CHECK: %[[V:.+]] = ds.matmul %[[H]], %{{.+}} : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
-// CHECK: %[[KC:.+]] = ml_program.global_load @kv.0.key : tensor<2x1x8x4xf32>
-// CHECK: %[[VC:.+]] = ml_program.global_load @kv.0.value : tensor<2x1x8x4xf32>
+// CHECK: %[[KC:.+]] = ml_program.global_load @kv.0.key : tensor<2x1x1x4x16xf32>
+// CHECK: %[[VC:.+]] = ml_program.global_load @kv.0.value : tensor<2x1x16x4xf32>
 // The strides into the chunk's q, k and v: the sequence steps as before,
 // the batch by the chunk's rows.
 // CHECK: %[[A:.+]], %[[KO:.+]], %[[VO:.+]] = ds.cached_attention %[[Q]], %[[K]], %[[V]], %[[KC]], %[[VC]], %[[POSI]], %[[LEN]], %[[SLOT]]
@@ -32,7 +32,7 @@
 // CHECK-SAME: result_bshd
 // CHECK-SAME: scale = 5.000000e-01 : f64
 // CHECK-NOT: window
-// CHECK-SAME: -> (tensor<2x4x2x4xf32>, tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>)
+// CHECK-SAME: -> (tensor<2x4x2x4xf32>, tensor<2x1x1x4x16xf32>, tensor<2x1x16x4xf32>)
 // CHECK: ml_program.global_store @kv.0.key = %[[KO]]
 // CHECK: ml_program.global_store @kv.0.value = %[[VO]]
 // CHECK: %[[RES:.+]] = ds.add %[[H]], %{{.+}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
@@ -52,7 +52,7 @@
 // CHECK: ds.gather %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2x1xi64>) -> tensor<2x1x8xf32>
 // CHECK: ds.cached_attention
 // CHECK-SAME: query_shape = array<i64: 2, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>
-// CHECK-SAME: -> (tensor<2x1x2x4xf32>, tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>)
+// CHECK-SAME: -> (tensor<2x1x2x4xf32>, tensor<2x1x1x4x16xf32>, tensor<2x1x16x4xf32>)
 // CHECK: ml_program.global_store @kv.0.key
 // CHECK-NOT: ds.gather
 // CHECK: ds.matmul %{{.+}}, %{{.+}} : (tensor<2x1x8xf32>, tensor<8x16xf32>) -> tensor<2x1x16xf32>

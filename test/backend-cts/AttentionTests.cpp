@@ -304,15 +304,21 @@ struct CachedCase {
   bool bshd = false;
 };
 
+/// Where key j's dimension e of cache head `head` is: tiles of 16 keys,
+/// transposed ([slots, Hkv, M / 16, D, 16]).
+int64_t keyAt(const CachedCase &c, int64_t head, int64_t j, int64_t e) {
+  return ((head * (c.m / 16) + j / 16) * c.d + e) * 16 + j % 16;
+}
+
 /// The caches after the append and the attention result, in double.
 void cachedReference(const CachedCase &c, const Operand &q, const Operand &k, const Operand &v,
                      std::vector<double> &kc, std::vector<double> &vc, std::vector<double> &out) {
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t g = 0; g < c.hkv; ++g)
       for (int64_t t = 0; t < c.len[b]; ++t) {
-        const int64_t row = (c.slot[b] * c.hkv + g) * c.m + c.pos[b] + t;
-        for (int64_t e = 0; e < c.d; ++e) kc[row * c.d + e] = k.at(b, g, t, e);
-        for (int64_t e = 0; e < c.dv; ++e) vc[row * c.dv + e] = v.at(b, g, t, e);
+        const int64_t head = c.slot[b] * c.hkv + g, col = c.pos[b] + t;
+        for (int64_t e = 0; e < c.d; ++e) kc[keyAt(c, head, col, e)] = k.at(b, g, t, e);
+        for (int64_t e = 0; e < c.dv; ++e) vc[(head * c.m + col) * c.dv + e] = v.at(b, g, t, e);
       }
   out.assign(c.b * c.hq * c.t * c.dv, 0.0);
   for (int64_t b = 0; b < c.b; ++b)
@@ -325,7 +331,7 @@ void cachedReference(const CachedCase &c, const Operand &q, const Operand &k, co
         for (int64_t j = lo; j <= last; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < c.d; ++e)
-            dot += q.at(b, h, t, e) * kc[((c.slot[b] * c.hkv + g) * c.m + j) * c.d + e];
+            dot += q.at(b, h, t, e) * kc[keyAt(c, c.slot[b] * c.hkv + g, j, e)];
           s.push_back(0.125 * dot);
           mx = std::max(mx, s.back());
         }
@@ -360,7 +366,8 @@ void checkCached(BackendCts &t, const CachedCase &c, unsigned seed, bool inPlace
   // The caches hold earlier tokens (and stale rows past them).
   std::vector<double> kc = sample(c.slots * c.hkv * c.m * c.d, -2, 2, seed + 3);
   std::vector<double> vc = sample(c.slots * c.hkv * c.m * c.dv, -2, 2, seed + 4);
-  const Shape kcs{c.slots, c.hkv, c.m, c.d}, vcs{c.slots, c.hkv, c.m, c.dv};
+  // Keys in tiles of 16, transposed.
+  const Shape kcs{c.slots, c.hkv, c.m / 16, c.d, 16}, vcs{c.slots, c.hkv, c.m, c.dv};
   auto ids = [&](const std::vector<int64_t> &x) {
     return i64({c.b}, std::vector<double>(x.begin(), x.end()));
   };
@@ -388,7 +395,7 @@ CTS_TEST(CachedAttentionAppendsAndAttends, "cached_attention") {
   for (bool inPlace : {false, true}) {
     // A prefill chunk: rows at different positions and lengths (row 1 is
     // padded past its 2 tokens), slots out of order, grouped heads.
-    CachedCase chunk{2, 4, 2, 3, 4, 5, 3, 8, {2, 0}, {3, 2}, {2, 0}};
+    CachedCase chunk{2, 4, 2, 3, 4, 5, 3, 16, {13, 0}, {3, 2}, {2, 0}};
     checkCached(*this, chunk, 60, inPlace);
     // Decode: one token per row, an idle row (length 0), a result in
     // [B, T, H, Dv], and a sliding window.
@@ -399,12 +406,12 @@ CTS_TEST(CachedAttentionAppendsAndAttends, "cached_attention") {
   }
   // More keys than one block of the online softmax, more query rows than
   // one task.
-  CachedCase longer{1, 4, 1, 20, 8, 8, 1, 1300, {1200}, {20}, {0}};
+  CachedCase longer{1, 4, 1, 20, 8, 8, 1, 1312, {1200}, {20}, {0}};
   checkCached(*this, longer, 63, true);
 }
 
 CTS_TEST(CachedAttentionErrors, "cached_attention") {
-  CachedCase c{2, 2, 1, 2, 4, 4, 2, 4, {0, 0}, {1, 1}, {0, 1}};
+  CachedCase c{2, 2, 1, 2, 4, 4, 2, 16, {0, 0}, {1, 1}, {0, 1}};
   Operand q{{2, 2, 2, 4}, Layout::BHSD, std::vector<double>(32, 0.5)};
   Operand k{{2, 1, 2, 4}, Layout::BHSD, std::vector<double>(16, 0.5)};
   auto call = [&](std::vector<int64_t> pos, std::vector<int64_t> len,
@@ -413,17 +420,17 @@ CTS_TEST(CachedAttentionErrors, "cached_attention") {
       return i64({2}, std::vector<double>(x.begin(), x.end()));
     };
     std::vector<HostTensor> ins{q.stored(), k.stored(), k.stored(),
-                                f32({2, 1, 4, 4}, std::vector<double>(32, 0)),
-                                f32({2, 1, 4, 4}, std::vector<double>(32, 0)), ids(pos), ids(len),
+                                f32({2, 1, 1, 4, 16}, std::vector<double>(128, 0)),
+                                f32({2, 1, 16, 4}, std::vector<double>(128, 0)), ids(pos), ids(len),
                                 ids(slot)};
     std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2, 2, 2, 4}),
-                                 HostTensor::result(plan::F32, {2, 1, 4, 4}),
-                                 HostTensor::result(plan::F32, {2, 1, 4, 4})};
+                                 HostTensor::result(plan::F32, {2, 1, 1, 4, 16}),
+                                 HostTensor::result(plan::F32, {2, 1, 16, 4})};
     return run(cachedStep(q, k, k, c).at("node7"), ins, outs);
   };
   auto try_ = [&](std::vector<int64_t> pos, std::vector<int64_t> len, std::vector<int64_t> slot,
                   const std::string &needle) { expectError(call(pos, len, slot), needle); };
-  try_({3, 0}, {2, 1}, {0, 1}, "node7: row 0: positions 3..4 do not fit the cache of 4 tokens");
+  try_({15, 0}, {2, 1}, {0, 1}, "node7: row 0: positions 15..16 do not fit the cache of 16 tokens");
   try_({0, 0}, {3, 1}, {0, 1}, "length 3 outside [0, 2]");
   try_({0, 0}, {1, 1}, {1, 1}, "row 1: slot 1 is written by an earlier row too");
   try_({0, 0}, {1, 1}, {0, 2}, "slot 2 outside [0, 2)");

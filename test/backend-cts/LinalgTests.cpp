@@ -40,7 +40,7 @@ std::vector<double> matmulRef(const Shape &as, const std::vector<double> &A, con
 }
 
 void checkMatmul(BackendCts &t, DType dt, const Shape &as, const Shape &bs, bool ta = false,
-                 bool tb = false) {
+                 bool tb = false, bool constantWeight = false) {
   bool integer = dt == plan::I32 || dt == plan::I64;
   auto av = sample(numel(as), -1, 1, 20), bv = sample(numel(bs), -1, 1, 21);
   if (integer) {
@@ -53,6 +53,7 @@ void checkMatmul(BackendCts &t, DType dt, const Shape &as, const Shape &bs, bool
   Step step("matmul");
   if (ta) step.i("transpose_lhs", 1);
   if (tb) step.i("transpose_rhs", 1);
+  if (constantWeight) step.i("constant_weight", 1);
   HostTensor o = t.run1(step, {a, b}, dt, os);
   // 16-bit products sum in f32 and round once: within half an ulp of the
   // exact product of the (16-bit) operands, plus f32 summation error.
@@ -60,10 +61,24 @@ void checkMatmul(BackendCts &t, DType dt, const Shape &as, const Shape &bs, bool
                            : dt == plan::F16 ? 6e-4 : 1e-12;
   expectClose(o.values(), want, tol, tol,
               std::string("matmul ") + ds::rt::dtypeName(dt) + " " + shapeStr(as) + (ta ? "^T" : "") +
-                  " x " + shapeStr(bs) + (tb ? "^T" : ""));
+                  " x " + shapeStr(bs) + (tb ? "^T" : "") + (constantWeight ? " constant" : ""));
 }
 
 } // namespace
+
+// A constant weight times few rows (a decode step's: one row per
+// sequence), the memory-bound shape the CPU backend streams the weight for:
+// every row count up to 16 and just past it, columns that are no multiple
+// of 16, a weight stored transposed (nn.Linear's [N, K]), rows in a batch.
+CTS_TEST(MatmulFewRowsConstantWeight, "matmul") {
+  for (int64_t m : {1, 2, 3, 5, 8, 9, 15, 16, 17})
+    for (int64_t n : {1, 16, 37, 200}) {
+      checkMatmul(*this, plan::F32, {m, 33}, {33, n}, false, false, true);
+      checkMatmul(*this, plan::F32, {m, 33}, {n, 33}, false, true, true);
+    }
+  checkMatmul(*this, plan::F32, {2, 4, 64}, {64, 300}, false, false, true);
+  checkMatmul(*this, plan::F32, {3, 1, 7}, {7, 1023}, false, false, true);
+}
 
 CTS_TEST(MatmulShapes, "matmul") {
   const std::vector<std::pair<Shape, Shape>> shapes = {

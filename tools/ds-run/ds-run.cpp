@@ -995,10 +995,13 @@ static int runMain(int argc, char **argv) {
           st.message(), ": start every rank with the same .dsplan and flags")));
   }
   if (!absl::GetFlag(FLAGS_data).empty()) return trainCommand(session, *exec->loaded, startRss);
-  if (exec->loaded->plan().has_generation()) {
+  // A generation plan runs its generation loop; one of its programs runs
+  // alone when named (--program decode --inputs ...: profiling a step).
+  if (exec->loaded->plan().has_generation() && absl::GetFlag(FLAGS_program) == "forward") {
     if (!absl::GetFlag(FLAGS_inputs).empty())
       return fail(absl::InvalidArgumentError(
-          "this is a generation plan: its prompts go in with --prompt FILE.npz, not --inputs"));
+          "this is a generation plan: its prompts go in with --prompt FILE.npz, not --inputs "
+          "(or name one of its programs with --program prefill|decode)"));
     if (absl::Status st = ds::rt::generateCommand(session); !st.ok()) return fail(st);
     printRankReport(*exec->loaded, session, session.backend(), startRss);
     return 0;

@@ -28,8 +28,9 @@ def DeriveGenerationPass : Pass<"ds-derive-generation", "ModuleOp"> {
     RoPE's cos/sin, whatever the exporter folded them into) is evaluated
     once for all M positions and gathered at each row's positions. Each
     causal `ds.attention` becomes a `ds.cached_attention` appending to a
-    key and a value cache, `ml_program` globals `kv.<n>.key`/`kv.<n>.value`
-    of [B, Hkv, M, D] shared by both programs (a sliding-window mask keeps
+    key and a value cache, `ml_program` globals `kv.<n>.key` ([B, Hkv,
+    M / 16, D, 16]: keys in tiles of 16, transposed) and `kv.<n>.value`
+    ([B, Hkv, M, D]; M rounded up to whole tiles) shared by both programs (a sliding-window mask keeps
     its window). An op that mixes positions any other way (a cumulative
     sum, a product over the sequence, a mask that is not causal, a
     position-dependent bias) is an error naming the node: the model is not
@@ -40,7 +41,7 @@ def DeriveGenerationPass : Pass<"ds-derive-generation", "ModuleOp"> {
     ```
     becomes
     ```mlir
-    ml_program.global private mutable @kv.0.key(dense<0.0> : tensor<1x4x2048x64xf32>) : ...
+    ml_program.global private mutable @kv.0.key(dense<0.0> : tensor<1x4x128x64x16xf32>) : ...
     func.func @prefill(%ids: tensor<1x128xi64>, %positions: tensor<1xi64>,
                        %lengths: tensor<1xi64>, %slots: tensor<1xi64>) -> tensor<1x32000xf32>
     func.func @decode(%ids: tensor<1x1xi64>, %positions: tensor<1xi64>,

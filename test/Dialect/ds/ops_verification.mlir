@@ -1110,89 +1110,89 @@ func.func @fused_matmul_hard_swish(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) {
 // -----
 
 // cached_attention: the views agree (T included).
-func.func @cached_attention_views(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_views(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{views disagree}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 2, 4>, query_strides = array<i64: 8, 4, 0, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 2, 4>, query_strides = array<i64: 8, 4, 0, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: key/value heads divide query heads.
-func.func @cached_attention_heads(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_heads(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{must divide query heads}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 3, 1, 4>, query_strides = array<i64: 8, 0, 8, 1>, key_shape = array<i64: 1, 2, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 2, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x3x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 3, 1, 4>, query_strides = array<i64: 8, 0, 8, 1>, key_shape = array<i64: 1, 2, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 2, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x3x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: a view stays inside its operand.
-func.func @cached_attention_view(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_view(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{key view reaches past its operand}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 2>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 2>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: a view steps by 1 along one of its last two dimensions.
-func.func @cached_attention_stride(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_stride(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{query view needs stride 1}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 0, 0, 2, 2>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 0, 0, 2, 2>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: the caches are [Bc, Hkv, M, D] with M >= T.
-func.func @cached_attention_cache(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x2x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
-  // expected-error@+1 {{caches must be key [Bc, 1, M, 4]}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x1x8x4xf32>)
+func.func @cached_attention_cache(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x2x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
+  // expected-error@+1 {{caches must be key tiles [Bc, 1, M / 16, 4, 16]}}
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x2x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x2x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: the updated caches have the caches' types.
-func.func @cached_attention_cache_out(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_cache_out(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{updated caches must have the caches' types}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x9x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x2x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: positions, lengths and slots are [B].
-func.func @cached_attention_rows(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<2xi64>) {
+func.func @cached_attention_rows(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<2xi64>) {
   // expected-error@+1 {{positions must be [1]}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: the result is [B, Hq, T, Dv] (or [B, T, Hq, Dv]).
-func.func @cached_attention_result(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_result(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{result must be [1x2x1x4]}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x1x2x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x1x2x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: the scale is finite.
-func.func @cached_attention_scale(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_scale(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{scale must be finite}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 1.0e300 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 1.0e300 : f64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
 
 // -----
 
 // cached_attention: a window is >= 1.
-func.func @cached_attention_window(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x8x4xf32>, %vc: tensor<1x1x8x4xf32>, %i: tensor<1xi64>) {
+func.func @cached_attention_window(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>, %kc: tensor<1x1x1x4x16xf32>, %vc: tensor<1x1x16x4xf32>, %i: tensor<1xi64>) {
   // expected-error@+1 {{window must be >= 1}}
-  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64, window = 0 : i64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>)
+  %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64, window = 0 : i64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }

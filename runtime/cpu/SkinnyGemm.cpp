@@ -1,0 +1,136 @@
+// The skinny GEMM (SkinnyGemm.h): few rows times a packed constant weight.
+//
+// The inner loop is written with GCC's vector extension (16 floats, one
+// AVX-512 register; split into SSE registers in the generic build), so one
+// source serves both instruction sets. Sums stay in registers for the whole
+// of K: M rows x P panels of 16 columns, P chosen so M x P accumulators and
+// P weight vectors fit the 32 registers; the weight is read exactly once
+// per pass over the rows (rows past 8 take another pass).
+#include <cstdlib>
+#if defined(DS_CPU_ISA_AVX512)
+#include <immintrin.h>
+#endif
+
+// The vector helpers are internal and inlined: no ABI crosses a call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "runtime/cpu/KernelFamilies.h"
+
+#include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/SkinnyGemm.h"
+namespace ds::rt::cpu::DS_CPU_ISA {
+namespace {
+
+typedef float v16 __attribute__((vector_size(64)));
+constexpr int64_t kPanel = SkinnyWeight::kPanel;
+constexpr int kMaxBlockRows = 8;
+
+inline v16 load(const float *p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline v16 splat(float x) { return v16{} + x; }
+
+/// Panels per block for M rows: M x P sums and P weight vectors in
+/// registers; at most 8 streams.
+constexpr int panelsFor(int m) { return m <= 3 ? 8 : m == 4 ? 6 : m <= 6 ? 4 : 3; }
+
+/// Rows [0, M) of A times panels [p0, p0 + np) (np <= P) into C.
+template <int M, int P>
+void block(const float *a, int64_t lda, const SkinnyWeight &w, int64_t p0, int np, float *c,
+           int64_t ldc, float alpha) {
+  const int64_t k = w.k;
+  const float *bp[P];
+  for (int p = 0; p < P; ++p) bp[p] = w.data.get() + (p0 + (p < np ? p : 0)) * k * kPanel;
+  v16 acc[M][P];
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < P; ++p) acc[m][p] = v16{};
+  for (int64_t kk = 0; kk < k; ++kk) {
+    v16 b[P];
+    for (int p = 0; p < P; ++p) b[p] = load(bp[p] + kk * kPanel);
+    for (int m = 0; m < M; ++m) {
+#if defined(DS_CPU_ISA_AVX512)
+      // A broadcast folded into each FMA's memory operand ({1to16}): no
+      // shuffle competing with the FMAs for their port.
+      for (int p = 0; p < P; ++p)
+        acc[m][p] = (v16)_mm512_fmadd_ps(_mm512_set1_ps(a[m * lda + kk]), (__m512)b[p],
+                                         (__m512)acc[m][p]);
+#else
+      const v16 am = splat(a[m * lda + kk]);
+      for (int p = 0; p < P; ++p) acc[m][p] += am * b[p];
+#endif
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < np; ++p) {
+      const int64_t col = (p0 + p) * kPanel;
+      const int64_t cols = std::min<int64_t>(kPanel, w.n - col);
+      float out[kPanel];
+      const v16 v = acc[m][p] * alpha;
+      std::memcpy(out, &v, sizeof(out));
+      std::copy_n(out, cols, c + m * ldc + col);
+    }
+}
+
+template <int M>
+void rows(const float *a, int64_t lda, const SkinnyWeight &w, int64_t p0, int np, float *c,
+          int64_t ldc, float alpha) {
+  constexpr int P = panelsFor(M);
+  block<M, P>(a, lda, w, p0, np, c, ldc, alpha);
+}
+
+using RowsFn = void (*)(const float *, int64_t, const SkinnyWeight &, int64_t, int, float *,
+                        int64_t, float);
+constexpr RowsFn kRows[kMaxBlockRows + 1] = {nullptr, rows<1>, rows<2>, rows<3>, rows<4>,
+                                             rows<5>, rows<6>, rows<7>, rows<8>};
+
+} // namespace
+
+SkinnyWeight packSkinny(const float *b, int64_t k, int64_t n, bool transposed) {
+  SkinnyWeight w;
+  w.k = k, w.n = n, w.panels = (n + kPanel - 1) / kPanel;
+  const size_t bytes = static_cast<size_t>(w.panels * k * kPanel) * sizeof(float);
+  float *p = static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  w.data.reset(p, [](float *q) { std::free(q); });
+  parallelFor(w.panels, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t pi = lo; pi < hi; ++pi) {
+      float *dst = p + pi * k * kPanel;
+      const int64_t c0 = pi * kPanel, cols = std::min<int64_t>(kPanel, n - c0);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        float *row = dst + kk * kPanel;
+        for (int64_t j = 0; j < cols; ++j)
+          row[j] = transposed ? b[(c0 + j) * k + kk] : b[kk * n + c0 + j];
+        std::fill(row + cols, row + kPanel, 0.0f);
+      }
+    }
+  });
+  return w;
+}
+
+void skinnyGemm(int64_t m, const float *a, int64_t lda, const SkinnyWeight &w, float *c,
+                int64_t ldc, float alpha, const std::function<void(int64_t, int64_t)> &finish) {
+  // Blocks of panels as wide as the widest row pass uses; each task runs
+  // every row pass of its columns, so the epilogue sees whole columns.
+  const int firstRows = static_cast<int>(std::min<int64_t>(m, kMaxBlockRows));
+  const int64_t width = panelsFor(firstRows);
+  const int64_t blocks = (w.panels + width - 1) / width;
+  parallelFor(blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      const int64_t p0 = blk * width;
+      const int np = static_cast<int>(std::min<int64_t>(width, w.panels - p0));
+      for (int64_t r0 = 0; r0 < m; r0 += kMaxBlockRows) {
+        const int rowsHere = static_cast<int>(std::min<int64_t>(kMaxBlockRows, m - r0));
+        const int cap = panelsFor(rowsHere);
+        // A pass of fewer rows than the first may use fewer panels at once.
+        for (int q = 0; q < np; q += cap)
+          kRows[rowsHere](a + r0 * lda, lda, w, p0 + q, std::min(cap, np - q), c + r0 * ldc, ldc,
+                          alpha);
+      }
+      if (finish) finish(p0 * kPanel, std::min<int64_t>(w.n, (p0 + np) * kPanel));
+    }
+  });
+}
+
+} // namespace ds::rt::cpu::DS_CPU_ISA
+#include "runtime/cpu/IsaEnd.h"

@@ -1,5 +1,6 @@
 //===- Report.cpp - what a plan will hold, before it runs -----------------===//
 #include "ds/Plan/Report.h"
+#include "ds/Generate/Passes.h"
 
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/KernelBridge.h"
@@ -22,6 +23,9 @@ static int64_t bytesOf(Type t) {
 
 FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   func::FuncOp entry = module.lookupSymbol<func::FuncOp>("main");
+  // A generation plan: its prefill program holds every weight.
+  auto generation = module->getAttrOfType<DictionaryAttr>(kGenerationAttr);
+  if (!entry && generation) entry = module.lookupSymbol<func::FuncOp>("prefill");
   if (!entry)
     return module.emitError("no entry function 'main' to report on");
   auto arena = entry->getAttrOfType<IntegerAttr>(kArenaBytesAttr);
@@ -49,6 +53,14 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     if (auto a = t.getAs<StringAttr>("grad_accum_dtype")) r.gradientAccum = a.str();
     if (auto z = t.getAs<IntegerAttr>("zero_stage")) r.zeroStage = z.getInt();
   }
+  if (generation) {
+    auto i64 = [&](StringRef k) {
+      auto a = generation.getAs<IntegerAttr>(k);
+      return a ? a.getInt() : 0;
+    };
+    r.kvSequences = i64("batch");
+    r.kvTokens = i64("max_tokens");
+  }
   if (auto list = module->getAttrOfType<ArrayAttr>("ds.constant_initializers"))
     for (auto n : list.getAsRange<StringAttr>()) r.heldConstant.push_back(n.str());
   MemorySpaces spaces(module);
@@ -66,9 +78,13 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
     if (auto o = t.getAs<StringAttr>("offload_optimizer")) r.offload = o.str();
   for (auto g : module.getOps<ml_program::GlobalOp>()) {
-    r.training = true;
     int64_t b = bytesOf(g.getType());
     StringRef name = g.getSymName();
+    if (generation && name.starts_with("kv.")) {
+      r.kvCacheBytes += b;
+      continue;
+    }
+    r.training = true;
     if (spaces.ofGlobal(name) == MemorySpace::Host) r.hostStateBytes += b;
     if (spaces.ofGlobal(name) == MemorySpace::Nvme) r.nvmeStateBytes += b;
     if (name.starts_with("param:")) {
@@ -194,6 +210,11 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
         r.precision == "fp32" ? "Adam m and v, or SGD momentum"
                               : "fp32 master weights + Adam m and v (or SGD momentum)");
   }
+  if (r.kvSequences > 0)
+    row("kv cache", r.kvCacheBytes,
+        (std::to_string(r.kvSequences) + " sequences of up to " + std::to_string(r.kvTokens) +
+         " tokens: " + std::to_string(r.kvCacheBytes / r.kvSequences) + " B per sequence")
+            .c_str());
   row("activations (arena)", r.activationArenaBytes, "peak of intermediates, static");
   row("inputs", r.inputBytes);
   row("outputs", r.outputBytes);

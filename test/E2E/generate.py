@@ -109,6 +109,50 @@ for r, want in enumerate(rec["expected"]):
         sys.exit("stop token %d: row %d gave %s" % (stop, r, seqs[r, width:].tolist()))
 print("sampling: seeded draws repeat, seeds differ, top-k 1 is greedy, stop tokens end rows")
 
+# --requests: more requests than slots, each with its own length; every
+# result streams out as its request ends, greedy ones with Hugging Face's
+# tokens; the batch stays full (a finished slot takes the next request).
+lines, want = [], {}
+for i, (n, r) in enumerate([(20, 0), (3, 1), (9, 2), (1, 0), (14, 1)]):
+    prompt = ids[r][mask[r] == 1].tolist()
+    lines.append(json.dumps({"id": "req%d" % i, "prompt": prompt, "max_new_tokens": n}))
+    want["req%d" % i] = rec["expected"][r][:n]
+lines.insert(2, "")  # blank lines are skipped
+lines.append(json.dumps({"prompt": ids[0][mask[0] == 1].tolist(), "max_new_tokens": 6,
+                         "temperature": 1.5, "top_k": 5, "seed": 11}))
+requests = os.path.join(args.workdir, "requests.jsonl")
+open(requests, "w").write("\n".join(lines) + "\n")
+slots2 = compile_plan("llama", "llama_r", "--batch", "2", "--max-tokens", "40")
+results = os.path.join(args.workdir, "results.jsonl")
+summary = run(["ds-run", slots2, "--requests", requests, "--outputs", results])
+got = [json.loads(l) for l in open(results)]
+if sorted(r["index"] for r in got) != list(range(6)):
+    sys.exit("--requests: results for %s" % [r["index"] for r in got])
+for r in got:
+    if r["id"] in want and r["tokens"] != want[r["id"]]:
+        sys.exit("--requests %s: ds generated %s, Hugging Face %s" % (r["id"], r["tokens"],
+                                                                    want[r["id"]]))
+sampled = [r for r in got if r["id"] == "5"]
+if len(sampled) != 1 or len(sampled[0]["tokens"]) != 6 or sampled[0]["finish_reason"] != "length":
+    sys.exit("--requests: the sampled request gave %s" % sampled)
+# Short requests finish first: req3 (1 token) before req0 (20).
+order = [r["id"] for r in got]
+if order.index("req3") > order.index("req0"):
+    sys.exit("--requests: results not in the order requests finished: %s" % order)
+stats = json.loads(summary.strip().splitlines()[-1])
+if stats["requests"] != 6 or stats["tokens"] != 20 + 3 + 9 + 1 + 14 + 6 or stats["batch"] != 2:
+    sys.exit("--requests summary: %s" % stats)
+print("--requests: 6 requests through 2 slots, streamed in finishing order, as Hugging Face")
+
+# --report: the KV cache, per sequence (2 layers, key and value, 2 heads,
+# 8 dimensions, 48 tokens: 40 rounded up to tiles of 16, 4 bytes).
+report = run(["ds-opt", os.path.join(here, "llama.onnx"), "--generate", "--batch", "3",
+              "--max-tokens", "40", "--report"])
+per_seq = 2 * 2 * 2 * 8 * 48 * 4
+if "3 sequences of up to 40 tokens: %d B per sequence" % per_seq not in report:
+    sys.exit("--report: %s" % report)
+print("--report: the KV cache, %d B per sequence" % per_seq)
+
 # What a user gets wrong, said plainly.
 def fails(cmd, needle):
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -126,6 +170,12 @@ fails(["ds-run", plan, "--prompt", bad, "--max-new-tokens", "4"],
       "row 0: token 2 is 96, outside the vocabulary [0, 96)")
 fails(["ds-run", plan, "--prompt", prompts], "--max-new-tokens N (N >= 1) is needed")
 fails(["ds-run", plan, "--inputs", prompts], "its prompts go in with --prompt")
+bad_requests = os.path.join(args.workdir, "bad.jsonl")
+open(bad_requests, "w").write('{"prompt": [1, 2]}\n{"prompt": [3], "temprature": 1}\n')
+fails(["ds-run", plan, "--requests", bad_requests, "--max-new-tokens", "2"],
+      "bad.jsonl:2: INVALID_ARGUMENT:temprature: Cannot find field")
+fails(["ds-run", plan, "--requests", bad_requests, "--prompt", prompts],
+      "--prompt and --requests exclude each other")
 # An encoder (BERT: every token sees every other) is no causal LM.
 fails(["ds-opt", os.path.join(here, "..", "hf_exports", "bert.onnx"), "--generate", "--batch", "4",
        "-o", os.path.join(args.workdir, "bert.dsplan")], "cannot derive a generation step")

@@ -6,6 +6,8 @@
 #include "tools/ds-run/GenerateCommand.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -16,9 +18,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/util/json_util.h"
 #include "runtime/gen/Generator.h"
+#include "runtime/io/Files.h"
 #include "runtime/io/Npy.h"
+#include "runtime/proto/requests.pb.h"
 
+ABSL_FLAG(std::string, requests, "",
+          "generate: a JSONL file of requests, one a line: {\"prompt\": [ids], \"max_new_tokens\": "
+          "N, \"temperature\", \"top_k\", \"top_p\", \"repetition_penalty\", \"stop\": [ids], "
+          "\"seed\", \"id\"} (runtime/proto/requests.proto); the plan's batch serves them, a "
+          "finished request's slot taking the next; each result is a line of --outputs (or "
+          "stdout) as it finishes");
 ABSL_FLAG(std::string, prompt, "",
           "generate: an .npz with input_ids [batch, length] (int64 or int32) and optionally "
           "attention_mask [batch, length] (1 for the prompt's tokens, 0 for padding, left or "
@@ -91,6 +103,24 @@ absl::StatusOr<std::vector<int64_t>> tokenList(const std::string &flag, const st
   return ids;
 }
 
+/// The request every prompt starts from: --max-new-tokens, the sampling
+/// flags, --stop-tokens, --seed.
+absl::StatusOr<gen::Request> flagRequest() {
+  gen::Request proto;
+  proto.maxNewTokens = absl::GetFlag(FLAGS_max_new_tokens);
+  const double temperature = absl::GetFlag(FLAGS_temperature);
+  proto.sampling.sample = temperature > 0 || absl::GetFlag(FLAGS_top_k) > 0 ||
+                          absl::GetFlag(FLAGS_top_p) < 1.0;
+  proto.sampling.temperature = temperature > 0 ? temperature : 1.0;
+  proto.sampling.topK = absl::GetFlag(FLAGS_top_k);
+  proto.sampling.topP = absl::GetFlag(FLAGS_top_p);
+  proto.sampling.repetitionPenalty = absl::GetFlag(FLAGS_repetition_penalty);
+  proto.seed = absl::GetFlag(FLAGS_seed);
+  DS_ASSIGN_OR_RETURN(proto.stopTokens,
+                      tokenList("--stop-tokens", absl::GetFlag(FLAGS_stop_tokens)));
+  return proto;
+}
+
 struct Prompts {
   HostArray ids;                     // as given, [batch, length]
   std::vector<gen::Request> requests;
@@ -117,18 +147,7 @@ absl::StatusOr<Prompts> readPrompts(const std::string &path, const gen::Generato
     return absl::InvalidArgumentError(absl::StrCat(
         "--prompt ", path, ": attention_mask [", shapeToString(mask->shape),
         "] differs from input_ids [", shapeToString(p.ids.shape), "]"));
-  gen::Request proto;
-  proto.maxNewTokens = absl::GetFlag(FLAGS_max_new_tokens);
-  const double temperature = absl::GetFlag(FLAGS_temperature);
-  proto.sampling.sample = temperature > 0 || absl::GetFlag(FLAGS_top_k) > 0 ||
-                          absl::GetFlag(FLAGS_top_p) < 1.0;
-  proto.sampling.temperature = temperature > 0 ? temperature : 1.0;
-  proto.sampling.topK = absl::GetFlag(FLAGS_top_k);
-  proto.sampling.topP = absl::GetFlag(FLAGS_top_p);
-  proto.sampling.repetitionPenalty = absl::GetFlag(FLAGS_repetition_penalty);
-  proto.seed = absl::GetFlag(FLAGS_seed);
-  DS_ASSIGN_OR_RETURN(proto.stopTokens,
-                      tokenList("--stop-tokens", absl::GetFlag(FLAGS_stop_tokens)));
+  DS_ASSIGN_OR_RETURN(gen::Request proto, flagRequest());
   const int64_t rows = p.ids.shape[0], width = p.ids.shape[1];
   const int64_t *ids = reinterpret_cast<const int64_t *>(p.ids.data.data());
   const int64_t *m = mask ? reinterpret_cast<const int64_t *>(mask->data.data()) : nullptr;
@@ -147,6 +166,89 @@ absl::StatusOr<Prompts> readPrompts(const std::string &path, const gen::Generato
   return p;
 }
 
+/// --requests: one request a line (blank lines skipped), the flags filling
+/// what a line leaves out.
+absl::StatusOr<std::vector<std::pair<std::string, gen::Request>>>
+readRequests(const std::string &path, const gen::Generator &g) {
+  DS_ASSIGN_OR_RETURN(std::string text, readRegularFile(path, uint64_t(1) << 30));
+  DS_ASSIGN_OR_RETURN(gen::Request defaults, flagRequest());
+  std::vector<std::pair<std::string, gen::Request>> out;
+  int64_t lineNo = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++lineNo;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    const std::string where = absl::StrCat("--requests ", path, ":", lineNo);
+    ds::requests::GenerationRequest r;
+    auto st = google::protobuf::util::JsonStringToMessage(std::string(line), &r);
+    if (!st.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", st.ToString()));
+    gen::Request req = defaults;
+    req.prompt.assign(r.prompt().begin(), r.prompt().end());
+    if (r.max_new_tokens() != 0) req.maxNewTokens = r.max_new_tokens();
+    if (r.has_temperature()) {
+      if (r.temperature() < 0) return absl::InvalidArgumentError(where + ": temperature must be >= 0");
+      req.sampling.temperature = r.temperature() > 0 ? r.temperature() : 1.0;
+      req.sampling.sample = r.temperature() > 0;
+    }
+    if (r.has_top_k()) req.sampling.topK = r.top_k(), req.sampling.sample |= r.top_k() > 0;
+    if (r.has_top_p()) req.sampling.topP = r.top_p(), req.sampling.sample |= r.top_p() < 1.0;
+    if (r.has_repetition_penalty()) req.sampling.repetitionPenalty = r.repetition_penalty();
+    if (r.stop_size()) req.stopTokens.assign(r.stop().begin(), r.stop().end());
+    if (r.has_seed()) req.seed = r.seed();
+    DS_RETURN_IF_ERROR(g.check(req, where));
+    out.push_back({r.id().empty() ? std::to_string(out.size()) : r.id(), std::move(req)});
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--requests " + path + " holds no request");
+  return out;
+}
+
+/// Generates --requests, each result a JSON line as it finishes.
+absl::Status serveRequests(gen::Generator &g, Session &session) {
+  const std::string path = absl::GetFlag(FLAGS_requests);
+  DS_ASSIGN_OR_RETURN(auto named, readRequests(path, g));
+  std::vector<gen::Request> requests;
+  for (auto &[id, r] : named) requests.push_back(r);
+  const std::string outPath = absl::GetFlag(FLAGS_outputs);
+  const bool rank0 = session.comm().rank() == 0;
+  std::FILE *out = stdout;
+  if (rank0 && !outPath.empty()) {
+    out = std::fopen(outPath.c_str(), "w");
+    if (!out)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--outputs ", outPath, ": ", std::strerror(errno)));
+  }
+  gen::RunStats stats;
+  absl::Status st = g.run(requests, [&](size_t i, const gen::Result &res) -> absl::Status {
+    if (!rank0) return absl::OkStatus();
+    ds::requests::GenerationResult r;
+    r.set_id(named[i].first);
+    r.set_index(static_cast<int32_t>(i));
+    for (int64_t t : res.tokens) r.add_tokens(static_cast<int32_t>(t));
+    r.set_finish_reason(res.finish);
+    r.set_ttft_ms(res.ttftMs);
+    r.set_total_ms(res.totalMs);
+    std::string line;
+    google::protobuf::util::JsonPrintOptions o;
+    o.preserve_proto_field_names = true;
+    o.always_print_primitive_fields = true;
+    if (!google::protobuf::util::MessageToJsonString(r, &line, o).ok())
+      return absl::InternalError("cannot write a result as JSON");
+    if (std::fprintf(out, "%s\n", line.c_str()) < 0 || std::fflush(out) != 0)
+      return absl::InternalError(absl::StrCat("writing results: ", std::strerror(errno)));
+    return absl::OkStatus();
+  }, &stats);
+  if (out != stdout && std::fclose(out) != 0 && st.ok())
+    st = absl::InternalError(absl::StrCat("--outputs ", outPath, ": ", std::strerror(errno)));
+  DS_RETURN_IF_ERROR(st);
+  if (rank0)
+    std::fprintf(out == stdout ? stderr : stdout,
+                 "{\"requests\": %zu, \"tokens\": %lld, \"wall_ms\": %.1f, \"tokens_per_s\": %.2f, "
+                 "\"batch\": %lld}\n",
+                 requests.size(), static_cast<long long>(stats.generated), stats.wallMs,
+                 stats.generated / (stats.wallMs / 1e3), static_cast<long long>(g.batch()));
+  return absl::OkStatus();
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -157,10 +259,16 @@ double median(std::vector<double> v) {
 absl::Status generateCommand(Session &session) {
   DS_ASSIGN_OR_RETURN(std::unique_ptr<gen::Generator> g, gen::Generator::create(session));
   const std::string path = absl::GetFlag(FLAGS_prompt);
+  if (!absl::GetFlag(FLAGS_requests).empty()) {
+    if (!path.empty()) return absl::InvalidArgumentError("--prompt and --requests exclude each other");
+    if (absl::GetFlag(FLAGS_benchmark) != 0)
+      return absl::InvalidArgumentError("--benchmark times --prompt; --requests reports its tokens/s");
+    return serveRequests(*g, session);
+  }
   if (path.empty())
     return absl::InvalidArgumentError(
         "this is a generation plan: give --prompt prompts.npz (input_ids [batch, length]) and "
-        "--max-new-tokens N");
+        "--max-new-tokens N, or --requests FILE.jsonl");
   if (absl::GetFlag(FLAGS_max_new_tokens) < 1)
     return absl::InvalidArgumentError("--max-new-tokens N (N >= 1) is needed with --prompt");
   if (absl::GetFlag(FLAGS_temperature) < 0)
@@ -238,7 +346,8 @@ absl::Status generateCommand(Session &session) {
 }
 
 bool generationFlagsGiven() {
-  return !absl::GetFlag(FLAGS_prompt).empty() || absl::GetFlag(FLAGS_max_new_tokens) != 0 ||
+  return !absl::GetFlag(FLAGS_prompt).empty() || !absl::GetFlag(FLAGS_requests).empty() ||
+         absl::GetFlag(FLAGS_max_new_tokens) != 0 ||
          absl::GetFlag(FLAGS_temperature) != 0 || absl::GetFlag(FLAGS_top_k) != 0 ||
          absl::GetFlag(FLAGS_top_p) != 1.0 || absl::GetFlag(FLAGS_repetition_penalty) != 1.0 ||
          !absl::GetFlag(FLAGS_stop_tokens).empty() || absl::GetFlag(FLAGS_pad_token) != -1;

@@ -41,9 +41,12 @@ struct MemoryReport {
   std::string offload = "none";
   int64_t hostStateBytes = 0, hostArenaBytes = 0, nvmeStateBytes = 0;
   std::map<std::string, int64_t> transferBytes;
+  // Generation plans: the KV caches (state shared by prefill and decode),
+  // for `kvSequences` sequences of up to `kvTokens` tokens each.
+  int64_t kvCacheBytes = 0, kvSequences = 0, kvTokens = 0;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
-           activationArenaBytes + inputBytes + outputBytes;
+           activationArenaBytes + inputBytes + outputBytes + kvCacheBytes;
   }
   /// The emitted plan's own per-space bytes (runtime/plan/PlanFile.h's
   /// spaceBytes, what ds-run checks --device-memory against), when the

@@ -54,6 +54,22 @@ def DS_Combine : I32EnumAttr<"Combine",
 }
 def DS_CombineAttr : EnumAttr<DS_Dialect, DS_Combine, "combine">;
 
+def DS_ActivationQuant : I32EnumAttr<"ActivationQuant",
+    "how a quantized product treats its f32 left operand", [
+      // used as it is: the weight alone is quantized (dequantized as read)
+      I32EnumAttrCase<"None", 0, "none">,
+      // each row quantized to int8 at run time, symmetric: max|x| / 127
+      I32EnumAttrCase<"DynamicPerRow", 1, "dynamic_per_row">,
+      // the whole operand quantized to uint8 at run time, ONNX
+      // DynamicQuantizeLinear's scale and zero point (onnxruntime's
+      // quantize_dynamic)
+      I32EnumAttrCase<"DynamicPerTensor", 2, "dynamic_per_tensor">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_ActivationQuantAttr : EnumAttr<DS_Dialect, DS_ActivationQuant, "activation_quant">;
+
 // Where a state global lives and where an op runs (ZeRO-Offload): on the
 // accelerator ("device", the default when absent), in host memory, or
 // swapped to NVMe through host staging buffers.

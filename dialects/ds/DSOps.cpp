@@ -703,6 +703,55 @@ LogicalResult CachedAttentionOp::verify() {
   return success();
 }
 
+LogicalResult DynamicQuantizeOp::verify() {
+  if (getY().getType().getShape() != getOperand().getType().getShape())
+    return emitOpError("y must have the operand's shape, got ") << getY().getType();
+  return success();
+}
+
+LogicalResult QuantizedMatmulOp::verify() {
+  RankedTensorType x = getLhs().getType(), w = getWeight().getType(), s = getScale().getType();
+  if (x.getRank() < 1) return emitOpError("lhs must have rank >= 1");
+  if (w.getRank() != 2) return emitOpError("weight must be [N, K] (or [N, K / 2] for 4 bits)");
+  const int64_t k = x.getShape().back(), n = w.getDimSize(0);
+  const int64_t bits = getBits();
+  const bool i8 = w.getElementType().isSignlessInteger(8) || w.getElementType().isSignedInteger(8);
+  if (bits == 8 ? (!i8 || w.getDimSize(1) != k)
+                : bits == 4 ? (!w.getElementType().isUnsignedInteger(8) || k % 2 || w.getDimSize(1) * 2 != k)
+                            : true)
+    return emitOpError("bits ") << bits << " needs " << (bits == 4 ? "a ui8 weight [N, K / 2] with K even"
+                                                                   : "an i8 weight [N, K]")
+                                << " for K = " << k << " (bits is 8 or 4), got " << w;
+  const int64_t g = getGroupSize();
+  if (g < 0 || (g && (k % g || (bits == 4 && g % 2))))
+    return emitOpError("group_size ") << g << " must be 0 or divide K = " << k
+                                      << (bits == 4 ? " (and be even for 4 bits)" : "");
+  SmallVector<int64_t> want = g ? SmallVector<int64_t>{n, k / g} : SmallVector<int64_t>{n};
+  if (s.getShape() != ArrayRef<int64_t>(want))
+    return emitOpError("scale must be ") << shapeStr(want) << ", got " << s;
+  if (Value zp = getZeroPoint()) {
+    auto zt = cast<RankedTensorType>(zp.getType());
+    if (zt.getShape() != ArrayRef<int64_t>(want) || zt.getElementType() != w.getElementType())
+      return emitOpError("zero_point must be ") << shapeStr(want) << " of the weight's type, got "
+                                                << zt;
+    if (getActivationQuant() != ActivationQuant::None)
+      return emitOpError("quantized activations take a weight without zero points");
+  }
+  SmallVector<int64_t> rs(x.getShape());
+  rs.back() = n;
+  if (getResult().getType().getShape() != ArrayRef<int64_t>(rs))
+    return emitOpError("result must be ") << shapeStr(rs) << ", got " << getResult().getType();
+  if (Value b = getBias(); b && cast<RankedTensorType>(b.getType()).getShape() != ArrayRef<int64_t>{n})
+    return emitOpError("bias must be [") << n << "], got " << b.getType();
+  if (Value a = getAddend(); a && a.getType() != getResult().getType())
+    return emitOpError("addend must have the result's type, got ") << a.getType();
+  if (getCombine() != Combine::Add && getCombine() != Combine::Mul)
+    return emitOpError("combine must be add or mul");
+  if (!std::isfinite(static_cast<float>(getAlpha().convertToDouble())))
+    return emitOpError("alpha must be finite as an f32");
+  return success();
+}
+
 LogicalResult RandomMaskOp::verify() {
   double r = getRatio().convertToDouble();
   if (!(r >= 0.0 && r < 1.0)) return emitOpError("ratio must be in [0, 1), got ") << r;

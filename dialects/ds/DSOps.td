@@ -1277,6 +1277,92 @@ def DS_FusedMatmulOp : DS_Op<"fused_matmul",
   let hasVerifier = 1;
 }
 
+def DS_DynamicQuantizeOp : DS_Op<"dynamic_quantize", [Pure], DS_OwnStep> {
+  let summary = "ONNX DynamicQuantizeLinear: uint8 values, their scale and zero point";
+  let description = [{
+    The whole operand quantized to uint8: `scale = (max(x, 0) - min(x, 0))
+    / 255`, `zero_point = saturate(round(-min(x, 0) / scale))` and
+    `y = saturate(round(x / scale) + zero_point)`, rounding half to even
+    (0 everywhere, with scale 0, for an all-zero operand). In one pass
+    where the ops it is made of take several; what onnxruntime's
+    quantize_dynamic puts before each MatMulInteger, which
+    ds-raise-quantized-matmul folds into `ds.quantized_matmul`.
+
+    ```mlir
+    %q, %s, %z = ds.dynamic_quantize %x : (tensor<512x256xf32>) -> (tensor<512x256xui8>, tensor<f32>, tensor<ui8>)
+    ```
+
+    **Constraints:**
+    - the operand is f32; `y` is ui8 of its shape, `scale` an f32 scalar
+      and `zero_point` a ui8 scalar.
+  }];
+  let arguments = (ins DS_F32Tensor:$operand);
+  let results = (outs StaticShapeTensorOf<[UI8]>:$y, 0DTensorOf<[F32]>:$scale,
+                 0DTensorOf<[UI8]>:$zero_point);
+  let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegments],
+                                 DS_OwnStep> {
+  let summary = "a product with an int8 or int4 weight, and fused_matmul's epilogue";
+  let description = [{
+    `act(alpha * (x' x W^T) + bias)`, then `+` or `*` the `addend`, where the
+    weight `W` is [N, K] (output channels first, each channel's K values
+    contiguous) and stored quantized:
+    `W[n, k] = (weight[n, k] - zero_point[n, g]) * scale[n, g]`, `g = k /
+    group_size` (`group_size` 0: one scale per output channel, `scale` [N];
+    otherwise `scale` [N, K / group_size]). With `bits = 8` the weight is
+    i8 [N, K]; with `bits = 4` it is ui8 [N, K / 2] holding two values a
+    byte, `k` even in the low nibble, each 0..15 with the zero point 8
+    unless `zero_point` gives others (ui8, `scale`'s shape).
+
+    `activation_quant` says what `x'` is: `x` itself (`none`, weight-only
+    quantization: ZeroQuant's and onnxruntime-genai's int4), each row of
+    `x` rounded to int8 with its own scale `s = max|x_row| / 127` (`x *
+    (1 / s)` rounded half to even; `dynamic_per_row`: DeepSpeed's and ds-opt --quantize int8-dynamic's
+    activations), or all of `x` rounded to uint8 with ONNX
+    DynamicQuantizeLinear's scale and zero point (`dynamic_per_tensor`:
+    onnxruntime's quantize_dynamic). With quantized activations the
+    product is of integers: CPUs with int8 dot-product instructions (VNNI,
+    AMX) run it there. ds-quantize makes this op from products with
+    constant f32 weights.
+
+    ```mlir
+    %y = ds.quantized_matmul %x, %w, %s bias %b {activation_quant = #ds<activation_quant dynamic_per_row>, bits = 8 : i64}
+        : (tensor<8x768xf32>, tensor<3072x768xi8>, tensor<3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    ```
+
+    **Constraints:**
+    - `lhs` is f32 [..., M, K]; the result is f32 [..., M, N].
+    - `bits` is 8 with an i8 `weight` [N, K], or 4 with a ui8 `weight`
+      [N, K / 2] (K even).
+    - `group_size` is 0, or divides K (and is even with `bits = 4`);
+      `scale` is f32 [N] (group_size 0) or [N, K / group_size].
+    - `zero_point`, if present, has `scale`'s shape and the weight's type
+      (ui8 for 4 bits); `dynamic_per_row` and `dynamic_per_tensor` take
+      none.
+    - `bias`, if present, is f32 [N]; `addend`, if present, has the
+      result's type.
+    - `combine` is `add` or `mul`; `alpha` is finite.
+  }];
+  let arguments = (ins DS_F32Tensor:$lhs, StaticShapeTensorOf<[I8, UI8]>:$weight,
+                   DS_F32Tensor:$scale, Optional<StaticShapeTensorOf<[I8, UI8]>>:$zero_point,
+                   Optional<DS_F32Tensor>:$bias, Optional<DS_F32Tensor>:$addend,
+                   DefaultValuedAttr<I64Attr, "8">:$bits,
+                   DefaultValuedAttr<I64Attr, "0">:$group_size,
+                   DefaultValuedAttr<DS_ActivationQuantAttr, "ActivationQuant::None">:$activation_quant,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
+                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $weight `,` $scale (`zero_point` $zero_point^)? (`bias` $bias^)? (`addend` $addend^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_RmsNormOp : DS_Op<"rms_norm", [Pure, AllTypesMatch<["operand", "result"]>],
                           DS_OwnStep> {
   let summary = "RMS normalization over the last dimension";

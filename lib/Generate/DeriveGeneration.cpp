@@ -141,37 +141,9 @@ LogicalResult Deriver::alongStatic(Operation *op, Value operand, int64_t a, Stri
 }
 
 FailureOr<DenseElementsAttr> Deriver::evaluate(Value v, Operation *user) {
-  if (auto it = evaluated_.find(v); it != evaluated_.end()) return it->second;
-  Operation *def = v.getDefiningOp();
-  if (!def) return fail(user, "a value that is neither computed nor constant");
-  if (auto c = dyn_cast<ConstantOp>(def)) {
-    auto d = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!d) return fail(user, "a constant that is not dense");
-    return evaluated_[v] = d;
-  }
-  SmallVector<Attribute> operands;
-  if (auto p = dyn_cast<ParameterOp>(def)) {
-    // Parameters are held as resources: run them through a copy.
-    operands.push_back(p.getValue());
-  } else {
-    for (Value o : def->getOperands()) {
-      FailureOr<DenseElementsAttr> c = evaluate(o, user);
-      if (failed(c)) return failure();
-      operands.push_back(*c);
-    }
-  }
-  if (isa<ParameterOp>(def)) {
-    OpBuilder b(def);
-    auto copy = ReshapeOp::create(b, def->getLoc(), v.getType(), v);
-    FailureOr<SmallVector<DenseElementsAttr>> r = evaluateOnHost(copy, operands);
-    copy->erase();
-    if (failed(r)) return failure();
-    return evaluated_[v] = (*r)[0];
-  }
-  FailureOr<SmallVector<DenseElementsAttr>> r = evaluateOnHost(def, operands);
-  if (failed(r)) return failure();
-  for (auto [res, attr] : llvm::zip(def->getResults(), *r)) evaluated_[res] = attr;
-  return evaluated_[v];
+  FailureOr<DenseElementsAttr> r = evaluateConstantValue(v, evaluated_);
+  if (failed(r)) return fail(user, "a value that depends on neither the tokens nor constants");
+  return r;
 }
 
 /// A constant operand `table` meeting values whose layout is `out` varies

@@ -128,6 +128,17 @@ LogicalResult QuantizationImporter::dynamicQuantizeLinear(const onnx::NodeProto 
   DS_TRY(x, required(n, 0));
   Type f = typeOf(x).getElementType();
   if (!f.isF32()) return nodeError(n) << "input must be f32";
+  // One op with its own kernel (one pass; what ds-raise-quantized-matmul
+  // recognizes), unless the value is known now: then the ops below fold.
+  if (!x.getDefiningOp<ConstantOp>()) {
+    Type u8 = b_.getIntegerType(8, false);
+    DS_TRY(r, buildAll<DynamicQuantizeOp>(TypeRange{RankedTensorType::get(typeOf(x).getShape(), u8),
+                                                    RankedTensorType::get({}, f),
+                                                    RankedTensorType::get({}, u8)},
+                                          x));
+    for (int i = 0; i < 3; ++i) setOutput(n, i, r[i]);
+    return success();
+  }
   SmallVector<int64_t> all;
   for (int64_t d = 0; d < typeOf(x).getRank(); ++d) all.push_back(d);
   Value zero = scalar(f, 0.0);

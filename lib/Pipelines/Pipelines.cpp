@@ -34,6 +34,9 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   auto enabled = [&](const char *name) {
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
+  // An int8 model's integer products (onnxruntime's quantize_dynamic) as
+  // ds.quantized_matmul, before the fusions that take their epilogues.
+  pm.addPass(createRaiseQuantizedMatmulPass());
   if (enabled("batch-norm")) pm.addPass(createFoldBatchNormPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
@@ -54,6 +57,17 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
     FuseMatmulEpiloguesPassOptions epilogues;
     epilogues.rowEpilogues = enabled("product-softmax");
     pm.addPass(createFuseMatmulEpiloguesPass(epilogues));
+  }
+  // Quantization takes the fused products whole (their epilogues come
+  // along), before layouts give them views it does not read through.
+  if (!options.quantize.empty()) {
+    QuantizePassOptions q;
+    q.scheme = options.quantize;
+    q.groupSize = options.quantizeGroupSize;
+    q.skip.assign(options.quantizeSkip.begin(), options.quantizeSkip.end());
+    q.keepFirst = options.quantizeKeepFirst;
+    q.keepLast = options.quantizeKeepLast;
+    pm.addPass(createQuantizePass(q));
   }
   if (enabled("layouts")) pm.addPass(createFoldMatmulLayoutsPass());
   if (enabled("optimizer")) pm.addPass(createFuseOptimizerPass());

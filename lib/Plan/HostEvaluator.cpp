@@ -2,6 +2,7 @@
 #include "ds/Plan/HostEvaluator.h"
 
 #include "ds/Plan/KernelBridge.h"
+#include "dialects/ds/DSOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "runtime/backend/AllBackends.h"
 #include "runtime/backend/BackendRegistry.h"
@@ -23,6 +24,39 @@ static FailureOr<rt::Backend *> hostBackend(Operation *op) {
   if (!backend.ok())
     return op->emitError("cannot fold: ") << std::string(backend.status().message());
   return backend->get();
+}
+
+FailureOr<DenseElementsAttr>
+mlir::ds::evaluateConstantValue(Value v, DenseMap<Value, DenseElementsAttr> &memo) {
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getNumRegions() != 0) return failure();
+  if (auto c = dyn_cast<ConstantOp>(def)) {
+    auto d = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!d) {
+      FailureOr<std::vector<uint8_t>> bytes = constantBytes(c.getValue(), c.getLoc());
+      if (failed(bytes)) return failure();
+      d = denseFromBytes(c.getType(), *bytes);
+    }
+    return memo[v] = d;
+  }
+  if (auto p = dyn_cast<ParameterOp>(def)) {
+    // Parameters hold resources: their bytes, as a dense value.
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(p.getValue(), p.getLoc());
+    if (failed(bytes)) return failure();
+    return memo[v] = denseFromBytes(p.getType(), *bytes);
+  }
+  if (!isa<DSDialect>(def->getDialect()) || isCollective(def)) return failure();
+  SmallVector<Attribute> operands;
+  for (Value o : def->getOperands()) {
+    FailureOr<DenseElementsAttr> c = evaluateConstantValue(o, memo);
+    if (failed(c)) return failure();
+    operands.push_back(*c);
+  }
+  FailureOr<SmallVector<DenseElementsAttr>> r = evaluateOnHost(def, operands);
+  if (failed(r)) return failure();
+  for (auto [res, attr] : llvm::zip(def->getResults(), *r)) memo[res] = attr;
+  return memo[v];
 }
 
 FailureOr<SmallVector<DenseElementsAttr>>

@@ -38,7 +38,7 @@ RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()
 
 /// What has been folded so far, and the value the chain has reached.
 struct Epilogue {
-  MatmulOp product;
+  Operation *product; // a ds.matmul, or a ds.quantized_matmul with no epilogue yet
   Value current;                          // the chain's value so far
   Value lhs, rhs;                         // the operands, scales taken out
   SmallVector<Operation *> absorbed;      // ops replaced by the fused op
@@ -51,7 +51,10 @@ struct Epilogue {
   Value mask;           // the softmax's or softmax gradient's mask
   FloatAttr maskFill;
 
-  int64_t columns() { return tensorType(product.getResult()).getShape().back(); }
+  int64_t columns() { return tensorType(product->getResult(0)).getShape().back(); }
+  /// A quantized product takes the element-wise epilogue only (no row
+  /// epilogues, gradients or pre-activation).
+  bool quantized() const { return isa<QuantizedMatmulOp>(product); }
   bool hasActivation() const { return activation != Activation::None; }
 };
 
@@ -125,6 +128,21 @@ struct FuseMatmulEpiloguesPass
       if (!e.bias && !e.addend && !e.hasActivation() && !e.softmax && e.alpha == 1.0) continue;
       replace(e);
     }
+    // Quantized products raised from an int8 model (ds-raise-quantized-matmul)
+    // take their bias, activation and residual the same way.
+    SmallVector<QuantizedMatmulOp> quantized;
+    getOperation().walk([&](QuantizedMatmulOp q) {
+      if (!q.getBias() && !q.getAddend() && q.getActivation() == Activation::None &&
+          q.getAlpha().convertToDouble() == 1.0)
+        quantized.push_back(q);
+    });
+    for (QuantizedMatmulOp q : quantized) {
+      Epilogue e{q, q.getResult(), q.getLhs(), q.getWeight()};
+      while (step(e)) {
+      }
+      if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0) continue;
+      replace(e);
+    }
     for (Operation *mul : scales)
       if (mul->use_empty()) mul->erase();
   }
@@ -162,6 +180,7 @@ struct FuseMatmulEpiloguesPass
     if (!x.hasOneUse()) return keepPreActivation(e);
     Operation *op = *x.getUsers().begin();
     if (op->getNumResults() != 1 || op->getBlock() != e.product->getBlock()) return false;
+    if (e.quantized() && isa<GeluGradOp>(op)) return false;
     Value result = op->getResult(0);
     // A reshape keeping the last dimension changes nothing the epilogue
     // computes; the fused op works in the product's shape.
@@ -207,8 +226,8 @@ struct FuseMatmulEpiloguesPass
     // 4. a softmax over the product's rows, or the gradient of one the
     // product is the dy of: last, after nothing but a scale, on the
     // product's own shape (a mask broadcasts to that).
-    if (rowEpilogues && !e.bias && !e.hasActivation() && !e.addend &&
-        x.getType() == e.product.getResult().getType()) {
+    if (rowEpilogues && !e.quantized() && !e.bias && !e.hasActivation() && !e.addend &&
+        x.getType() == e.product->getResult(0).getType()) {
       const int64_t last = tensorType(x).getRank() - 1;
       if (auto sm = dyn_cast<MaskedSoftmaxOp>(op); sm && sm.getAxis() == last) {
         e.softmax = true;
@@ -256,7 +275,8 @@ struct FuseMatmulEpiloguesPass
   /// They must come after the activation (the fused op's place).
   bool keepPreActivation(Epilogue &e) {
     Value x = e.current;
-    if (e.hasActivation() || e.addend || e.softmax || x.getType() != e.product.getResult().getType())
+    if (e.quantized() || e.hasActivation() || e.addend || e.softmax ||
+        x.getType() != e.product->getResult(0).getType())
       return false;
     // An inference weight (a constant) is packed once for oneDNN's matmul,
     // which has no second result: that and a separate activation is faster.
@@ -284,30 +304,42 @@ struct FuseMatmulEpiloguesPass
   }
 
   void replace(Epilogue &e) {
-    MatmulOp m = e.product;
+    Operation *m = e.product;
     // After the last absorbed op (the product itself when only operand
     // scales were taken).
-    Operation *last = e.absorbed.empty() ? m.getOperation() : e.absorbed.back();
+    Operation *last = e.absorbed.empty() ? m : e.absorbed.back();
     OpBuilder b(last);
     Location loc = last->getLoc();
-    RankedTensorType productType = tensorType(m.getResult());
+    RankedTensorType productType = tensorType(m->getResult(0));
     Value bias = e.bias, addend = e.addend;
     if (bias && tensorType(bias).getRank() != 1)
       bias = ReshapeOp::create(b, loc, RankedTensorType::get({e.columns()}, b.getF32Type()), bias);
     if (addend && addend.getType() != productType)
       addend = ReshapeOp::create(b, loc, productType, addend);
-    auto fused = FusedMatmulOp::create(
-        b, loc, productType, e.pre ? Type(productType) : Type(), e.lhs, e.rhs, bias, addend, e.mask,
-        m.getTransposeLhsAttr(),
-        m.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
-        ActivationAttr::get(b.getContext(), e.activation),
-        CombineAttr::get(b.getContext(), e.combine), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-        IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr(), e.softmax ? b.getUnitAttr() : UnitAttr(), e.maskFill);
-    Value result = fused.getResult();
+    Value result, pre;
+    if (auto q = dyn_cast<QuantizedMatmulOp>(m)) {
+      result = QuantizedMatmulOp::create(
+                   b, loc, productType, q.getLhs(), q.getWeight(), q.getScale(), q.getZeroPoint(),
+                   bias, addend, q.getBitsAttr(), q.getGroupSizeAttr(), q.getActivationQuantAttr(),
+                   b.getF64FloatAttr(e.alpha), ActivationAttr::get(b.getContext(), e.activation),
+                   CombineAttr::get(b.getContext(), e.combine))
+                   .getResult();
+    } else {
+      auto mm = cast<MatmulOp>(m);
+      auto fused = FusedMatmulOp::create(
+          b, loc, productType, e.pre ? Type(productType) : Type(), e.lhs, e.rhs, bias, addend,
+          e.mask, mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr(), b.getF64FloatAttr(e.alpha),
+          ActivationAttr::get(b.getContext(), e.activation),
+          CombineAttr::get(b.getContext(), e.combine), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+          IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+          DenseI64ArrayAttr(), DenseI64ArrayAttr(), e.softmax ? b.getUnitAttr() : UnitAttr(),
+          e.maskFill);
+      result = fused.getResult();
+      pre = fused.getPreActivation();
+    }
     if (result.getType() != e.current.getType())
       result = ReshapeOp::create(b, loc, e.current.getType(), result);
-    if (e.pre) e.pre.replaceAllUsesWith(fused.getPreActivation());
+    if (e.pre) e.pre.replaceAllUsesWith(pre);
     e.current.replaceAllUsesWith(result);
     for (Operation *op : llvm::reverse(e.absorbed)) op->erase();
     m->erase();

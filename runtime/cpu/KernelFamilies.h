@@ -19,5 +19,6 @@ void registerTrainingKernels(KernelRegistry &r);
 void registerConvKernels(KernelRegistry &r);
 void registerFusedElementwiseKernel(KernelRegistry &r);
 void registerAttentionKernel(KernelRegistry &r);
+void registerQuantizedMatmulKernel(KernelRegistry &r);
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

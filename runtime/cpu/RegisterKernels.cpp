@@ -13,6 +13,7 @@ void registerKernels(KernelRegistry &r) {
   registerConvKernels(r);
   registerFusedElementwiseKernel(r);
   registerAttentionKernel(r);
+  registerQuantizedMatmulKernel(r);
 }
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

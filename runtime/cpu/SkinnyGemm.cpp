@@ -132,5 +132,150 @@ void skinnyGemm(int64_t m, const float *a, int64_t lda, const SkinnyWeight &w, f
   });
 }
 
+namespace {
+
+typedef int8_t v16i8 __attribute__((vector_size(16)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
+
+inline v16 dequant8(const uint8_t *p, v16 scale, v16 offset) {
+  v16i8 q;
+  std::memcpy(&q, p, sizeof(q));
+  return __builtin_convertvector(q, v16) * scale + offset;
+}
+/// The two rows of 16 channels one 16-byte row of int4 nibbles holds.
+inline void dequant4(const uint8_t *p, v16 scale, v16 offset, v16 &lo, v16 &hi) {
+  v16u8 b;
+  std::memcpy(&b, p, sizeof(b));
+  lo = __builtin_convertvector(b & 0xF, v16) * scale + offset;
+  hi = __builtin_convertvector(b >> 4, v16) * scale + offset;
+}
+
+/// Rows [0, M) of A times quantized panels [p0, p0 + np) into C.
+template <int M, int P>
+void quantBlock(const float *a, int64_t lda, const SkinnyQuantWeight &w, int64_t p0, int np,
+                float *c, int64_t ldc, float alpha) {
+  const int64_t k = w.k, groups = k / w.group;
+  const int64_t rowBytes = kPanel; // bytes per k (int8) or per two k (int4)
+  const int64_t panelBytes = (w.bits == 8 ? k : k / 2) * rowBytes;
+  int64_t pi[P];
+  for (int p = 0; p < P; ++p) pi[p] = p0 + (p < np ? p : 0);
+  v16 acc[M][P];
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < P; ++p) acc[m][p] = v16{};
+  for (int64_t g = 0; g < groups; ++g) {
+    v16 sc[P], of[P];
+    for (int p = 0; p < P; ++p) {
+      sc[p] = load(w.scale.get() + (pi[p] * groups + g) * kPanel);
+      of[p] = load(w.offset.get() + (pi[p] * groups + g) * kPanel);
+    }
+    const int64_t k0 = g * w.group, k1 = k0 + w.group;
+    if (w.bits == 8) {
+      for (int64_t kk = k0; kk < k1; ++kk) {
+        v16 b[P];
+        for (int p = 0; p < P; ++p)
+          b[p] = dequant8(w.data.get() + pi[p] * panelBytes + kk * rowBytes, sc[p], of[p]);
+        for (int m = 0; m < M; ++m) {
+          const v16 am = splat(a[m * lda + kk]);
+          for (int p = 0; p < P; ++p) acc[m][p] += am * b[p];
+        }
+      }
+    } else {
+      for (int64_t kk = k0; kk < k1; kk += 2) {
+        v16 lo[P], hi[P];
+        for (int p = 0; p < P; ++p)
+          dequant4(w.data.get() + pi[p] * panelBytes + kk / 2 * rowBytes, sc[p], of[p], lo[p], hi[p]);
+        for (int m = 0; m < M; ++m) {
+          const v16 a0 = splat(a[m * lda + kk]), a1 = splat(a[m * lda + kk + 1]);
+          for (int p = 0; p < P; ++p) acc[m][p] += a0 * lo[p] + a1 * hi[p];
+        }
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < np; ++p) {
+      const int64_t col = (p0 + p) * kPanel;
+      const int64_t cols = std::min<int64_t>(kPanel, w.n - col);
+      float out[kPanel];
+      const v16 v = acc[m][p] * alpha;
+      std::memcpy(out, &v, sizeof(out));
+      std::copy_n(out, cols, c + m * ldc + col);
+    }
+}
+
+/// Fewer panels a block than the f32 kernel: the dequantized weight
+/// vectors and their scales take registers too.
+constexpr int quantPanelsFor(int m) { return m <= 2 ? 6 : m <= 4 ? 4 : m <= 6 ? 3 : 2; }
+
+template <int M>
+void quantRows(const float *a, int64_t lda, const SkinnyQuantWeight &w, int64_t p0, int np,
+               float *c, int64_t ldc, float alpha) {
+  quantBlock<M, quantPanelsFor(M)>(a, lda, w, p0, np, c, ldc, alpha);
+}
+
+using QuantRowsFn = void (*)(const float *, int64_t, const SkinnyQuantWeight &, int64_t, int,
+                             float *, int64_t, float);
+constexpr QuantRowsFn kQuantRows[kMaxBlockRows + 1] = {
+    nullptr, quantRows<1>, quantRows<2>, quantRows<3>, quantRows<4>,
+    quantRows<5>, quantRows<6>, quantRows<7>, quantRows<8>};
+
+template <typename T> std::shared_ptr<T> alignedArray(int64_t count) {
+  const size_t bytes = (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
+  T *p = static_cast<T *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+  return std::shared_ptr<T>(p, [](T *q) { std::free(q); });
+}
+
+} // namespace
+
+SkinnyQuantWeight packSkinnyQuant(const uint8_t *weight, int64_t n, int64_t k, int bits,
+                                  int64_t group, const float *scale, const uint8_t *zero) {
+  SkinnyQuantWeight w;
+  w.k = k, w.n = n, w.bits = bits, w.group = group ? group : k;
+  w.panels = (n + kPanel - 1) / kPanel;
+  const int64_t groups = k / w.group;
+  const int64_t rows = bits == 8 ? k : k / 2; // byte rows of a panel
+  w.data = alignedArray<uint8_t>(w.panels * rows * kPanel);
+  w.scale = alignedArray<float>(w.panels * groups * kPanel);
+  w.offset = alignedArray<float>(w.panels * groups * kPanel);
+  parallelFor(w.panels, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const int64_t col = p * kPanel + j;
+        const bool real = col < n;
+        for (int64_t r = 0; r < rows; ++r)
+          w.data.get()[(p * rows + r) * kPanel + j] = real ? weight[col * rows + r] : 0;
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t at = (p * groups + g) * kPanel + j;
+          const float s = real ? scale[col * (scale ? groups : 0) + g] : 0.0f;
+          float z = bits == 4 ? 8.0f : 0.0f;
+          if (zero && real)
+            z = bits == 8 ? static_cast<float>(static_cast<int8_t>(zero[col * groups + g]))
+                          : static_cast<float>(zero[col * groups + g]);
+          w.scale.get()[at] = s;
+          w.offset.get()[at] = -z * s;
+        }
+      }
+  });
+  return w;
+}
+
+void skinnyQuantGemm(int64_t m, const float *a, int64_t lda, const SkinnyQuantWeight &w,
+                     float *c, int64_t ldc, float alpha,
+                     const std::function<void(int64_t, int64_t)> &finish) {
+  const int firstRows = static_cast<int>(std::min<int64_t>(m, kMaxBlockRows));
+  const int64_t width = quantPanelsFor(firstRows);
+  const int64_t blocks = (w.panels + width - 1) / width;
+  parallelFor(blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      const int64_t p0 = blk * width;
+      const int np = static_cast<int>(std::min<int64_t>(width, w.panels - p0));
+      for (int64_t r0 = 0; r0 < m; r0 += kMaxBlockRows) {
+        const int rowsHere = static_cast<int>(std::min<int64_t>(kMaxBlockRows, m - r0));
+        kQuantRows[rowsHere](a + r0 * lda, lda, w, p0, np, c + r0 * ldc, ldc, alpha);
+      }
+      if (finish) finish(p0 * kPanel, std::min<int64_t>(w.n, (p0 + np) * kPanel));
+    }
+  });
+}
+
 } // namespace ds::rt::cpu::DS_CPU_ISA
 #include "runtime/cpu/IsaEnd.h"

@@ -37,3 +37,32 @@ void skinnyGemm(int64_t m, const float *a, int64_t lda, const SkinnyWeight &b, f
                 int64_t ldc, float alpha, const std::function<void(int64_t, int64_t)> &finish);
 
 } // namespace ds::rt::cpu::DS_CPU_ISA
+
+namespace ds::rt::cpu::DS_CPU_ISA {
+
+/// A quantized [N, K] weight (int8, or int4 two a byte) repacked in panels
+/// of 16 output channels for the skinny kernel: int8 panels hold K rows of
+/// 16 bytes; int4 panels K/2 rows of 16 bytes, each byte two consecutive
+/// k of one channel (low nibble first). Per (panel, group, channel) the
+/// scale and the offset -zero_point * scale, so a value is q * scale +
+/// offset.
+struct SkinnyQuantWeight {
+  int64_t k = 0, n = 0, panels = 0, group = 0; // group: K values per scale
+  int bits = 8;
+  std::shared_ptr<uint8_t> data;
+  std::shared_ptr<float> scale, offset; // panels * (k / group) * 16 each
+};
+
+/// Packs `weight` ([n, k] i8, or [n, k/2] u8 nibbles) with `scale` ([n] or
+/// [n, k/group]) and zero points (`zero`, the weight's type, same shape,
+/// or null: 0 for int8, 8 for int4).
+SkinnyQuantWeight packSkinnyQuant(const uint8_t *weight, int64_t n, int64_t k, int bits,
+                                  int64_t group, const float *scale, const uint8_t *zero);
+
+/// skinnyGemm with a quantized weight: C = alpha * A x W^T, W dequantized
+/// as it is read.
+void skinnyQuantGemm(int64_t m, const float *a, int64_t lda, const SkinnyQuantWeight &b,
+                     float *c, int64_t ldc, float alpha,
+                     const std::function<void(int64_t, int64_t)> &finish);
+
+} // namespace ds::rt::cpu::DS_CPU_ISA

@@ -130,6 +130,33 @@ static llvm::cl::opt<int64_t>
                               "parsers recurse per level)"),
                llvm::cl::init(256), llvm::cl::cat(dsCategory));
 
+static llvm::cl::OptionCategory quantizeCategory("ds-opt quantization options");
+static llvm::cl::opt<std::string>
+    quantizeScheme("quantize",
+                   llvm::cl::desc("quantize products with constant weights: int8-dynamic (int8 "
+                                  "weights per output channel, activations per row at run time), "
+                                  "int8-weight or int4-weight (weights only, activations stay f32)"),
+                   llvm::cl::init(""), llvm::cl::cat(quantizeCategory));
+static llvm::cl::opt<int64_t>
+    quantizeGroupSize("group-size",
+                      llvm::cl::desc("--quantize: values of K per scale (0: one per output "
+                                     "channel; default 128 for int4-weight, 0 for int8)"),
+                      llvm::cl::init(-1), llvm::cl::cat(quantizeCategory));
+static llvm::cl::list<std::string>
+    quantizeSkip("quantize-skip",
+                 llvm::cl::desc("--quantize: leave products whose weight name or node contains "
+                                "this (repeatable, comma-separated)"),
+                 llvm::cl::CommaSeparated, llvm::cl::cat(quantizeCategory));
+static llvm::cl::opt<bool>
+    quantizeKeepFirst("quantize-keep-first",
+                      llvm::cl::desc("--quantize: leave each program's first product in f32"),
+                      llvm::cl::init(false), llvm::cl::cat(quantizeCategory));
+static llvm::cl::opt<bool>
+    quantizeKeepLast("quantize-keep-last",
+                     llvm::cl::desc("--quantize: leave each program's last product in f32 (an "
+                                    "LM head)"),
+                     llvm::cl::init(false), llvm::cl::cat(quantizeCategory));
+
 static llvm::cl::OptionCategory generateCategory("ds-opt generation options (causal LMs)");
 static llvm::cl::opt<bool>
     generate("generate",
@@ -548,6 +575,22 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (training && tensorParallel > 1)
     return fail("--tensor-parallel compiles inference plans; tensor-parallel training is not "
                 "supported yet");
+  if (!quantizeScheme.empty() && quantizeScheme != "int8-dynamic" &&
+      quantizeScheme != "int8-weight" && quantizeScheme != "int4-weight")
+    return fail("--quantize: expected int8-dynamic, int8-weight or int4-weight, got '" +
+                quantizeScheme + "'");
+  if (quantizeScheme.empty() &&
+      (quantizeGroupSize.getNumOccurrences() || quantizeSkip.getNumOccurrences() ||
+       quantizeKeepFirst || quantizeKeepLast))
+    return fail("--group-size, --quantize-skip and --quantize-keep-first/last apply to --quantize");
+  if (quantizeGroupSize.getNumOccurrences() && quantizeGroupSize < 0)
+    return fail("--group-size must be >= 0, got " + llvm::Twine(quantizeGroupSize.getValue()));
+  if (!quantizeScheme.empty() && quantizeScheme == "int8-dynamic" && quantizeGroupSize > 0)
+    return fail("--quantize int8-dynamic quantizes weights per output channel; --group-size "
+                "applies to int8-weight and int4-weight");
+  if (training && !quantizeScheme.empty())
+    return fail("--quantize compiles inference plans (quantization-aware training is the "
+                "config's compression_training)");
   if (training && !dtypeName.empty())
     return fail("--dtype is for inference; training takes its precision from the config's "
                 "bf16 / fp16 sections");
@@ -582,9 +625,16 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
         llvm::consumeError(cfg.takeError());
     }
     mlir::ds::buildTrainingPipeline(pm, t);
-  } else if ((emit == "plan" || report || tensorParallel > 1 || generate) && pm.size() == 0) {
+  } else if ((emit == "plan" || report || tensorParallel > 1 || generate ||
+              !quantizeScheme.empty()) &&
+             pm.size() == 0) {
     mlir::ds::InferencePipelineOptions inference;
     if (generate) inference.generateChunk = prefillChunk;
+    inference.quantize = quantizeScheme;
+    inference.quantizeGroupSize = quantizeGroupSize;
+    inference.quantizeSkip.assign(quantizeSkip.begin(), quantizeSkip.end());
+    inference.quantizeKeepFirst = quantizeKeepFirst;
+    inference.quantizeKeepLast = quantizeKeepLast;
     inference.tensorParallel = tensorParallel;
     inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     inference.precision = precision;
@@ -731,7 +781,7 @@ static int runMain(int argc, char **argv) {
   // registered by now and mean nothing here; MLIR's (IR printing, pass
   // pipelines) are registered below and stay in --help.
   llvm::cl::HideUnrelatedOptions(
-      {&dsCategory, &trainCategory, &generateCategory, &estimateCategory});
+      {&dsCategory, &trainCategory, &quantizeCategory, &generateCategory, &estimateCategory});
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "ds-opt " << DS_VERSION << " (ds dialect; plans for backends: " << DS_BACKENDS_BUILT
        << ")\n";
@@ -760,6 +810,7 @@ static int runMain(int argc, char **argv) {
   // silently mean "not given" (--config '': an inference plan); say so.
   for (llvm::cl::opt<std::string> *o :
        {&emitKind, &sampleInputs, &dtypeName, &maxMemory, &deviceMemory, &configPath, &lossKind,
+        &quantizeScheme,
         &trainData, &labelsName, &lossOutput, &parametersFile})
     if (o->getNumOccurrences() > 0 && o->getValue().empty())
       return fail("--" + o->ArgStr.str() + ": given an empty value");

@@ -167,6 +167,25 @@ void AttentionOp::describeKernelStep(KernelStep &s) {
   if (getZeroNanRows()) s.setInt("zero_nan_rows", 1);
 }
 
+void DynamicQuantizeOp::describeKernelStep(KernelStep &) {}
+
+/// The weight's form and the epilogue, defaults left out.
+void QuantizedMatmulOp::describeKernelStep(KernelStep &s) {
+  s.setInt("bits", getBits());
+  if (getGroupSize()) s.setInt("group_size", getGroupSize());
+  if (getActivationQuant() != ActivationQuant::None)
+    s.setString("activation_quant", stringifyActivationQuant(getActivationQuant()));
+  if (getZeroPoint()) s.setInt("zero_point", 1);
+  if (getBias()) s.setInt("bias", 1);
+  if (getAddend()) {
+    s.setInt("addend", 1);
+    s.setString("combine", stringifyCombine(getCombine()));
+  }
+  if (getAlpha().convertToDouble() != 1.0) s.setFloat("alpha", getAlpha().convertToDouble());
+  if (getActivation() != Activation::None)
+    s.setString("activation", stringifyActivation(getActivation()));
+}
+
 void CachedAttentionOp::describeKernelStep(KernelStep &s) {
   describeViews(*this, s);
   if (std::optional<uint64_t> w = getWindow()) s.setInt("window", static_cast<int64_t>(*w));

@@ -29,6 +29,13 @@ struct InferencePipelineOptions {
   /// > 0: a generation plan (ds-derive-generation after attention fusion):
   /// prefill steps of this many tokens, and one-token decode steps.
   int64_t generateChunk = 0;
+  /// Non-empty: ds-quantize with this scheme (int8-dynamic, int8-weight,
+  /// int4-weight), its group size (-1: the scheme's default), the products
+  /// it leaves.
+  std::string quantize;
+  int64_t quantizeGroupSize = -1;
+  std::vector<std::string> quantizeSkip;
+  bool quantizeKeepFirst = false, quantizeKeepLast = false;
 };
 
 /// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:

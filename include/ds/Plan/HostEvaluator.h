@@ -19,6 +19,13 @@ namespace mlir::ds {
 FailureOr<SmallVector<DenseElementsAttr>>
 evaluateOnHost(Operation *op, ArrayRef<Attribute> operands);
 
+/// The value of `v` when it depends on nothing but constants and
+/// parameters: its ops evaluated on the host, results memoized in `memo`.
+/// Failure (with a diagnostic only if evaluation itself failed) when `v`
+/// reads a function argument or a global.
+FailureOr<DenseElementsAttr> evaluateConstantValue(Value v,
+                                                   DenseMap<Value, DenseElementsAttr> &memo);
+
 } // namespace mlir::ds
 
 #endif // DS_PLAN_HOSTEVALUATOR_H

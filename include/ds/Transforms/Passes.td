@@ -459,6 +459,94 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
   ];
 }
 
+def RaiseQuantizedMatmulPass : Pass<"ds-raise-quantized-matmul", "ModuleOp"> {
+  let summary = "onnxruntime's dynamically quantized products become ds.quantized_matmul";
+  let description = [{
+    onnxruntime's `quantize_dynamic` writes each product with a constant
+    weight as DynamicQuantizeLinear on the activations, MatMulInteger with
+    the int8 weight, a cast to float and a multiply by the two scales. The
+    importer makes that `ds.dynamic_quantize`, integer subtracts and casts,
+    an i32 `ds.matmul`, `ds.cast` and `ds.mul`; this pass finds the chain
+    and makes it one `ds.quantized_matmul` with `dynamic_per_tensor`
+    activations (the same uint8 values, scale and zero point), so the
+    product runs on int8 dot products instead of an i32 GEMM.
+    ds-fuse-matmul-epilogues then takes the bias, activation and residual
+    that follow.
+
+    ```mlir
+    %q, %s, %z = ds.dynamic_quantize %x : ...
+    %a = ds.sub (ds.cast %q), (ds.cast %z) : ... -> tensor<512x256xi32>
+    %p = ds.matmul %a, %w : (tensor<512x256xi32>, tensor<256x1024xi32>) -> tensor<512x1024xi32>
+    %y = ds.mul (ds.cast %p), (ds.mul %s, %ws) : ... -> tensor<512x1024xf32>
+    ```
+    becomes
+    ```mlir
+    %y = ds.quantized_matmul %x, %wT, %scales {activation_quant = #ds<activation_quant dynamic_per_tensor>, bits = 8 : i64}
+        : (tensor<512x256xf32>, tensor<1024x256xi8>, tensor<1024xf32>) -> tensor<512x1024xf32>
+    ```
+
+    The weight (after its zero point is taken off) must fit int8 and be a
+    known constant, the weight scale a scalar or one per output column;
+    chains that differ stay as they are.
+  }];
+  let statistics = [
+    Statistic<"numRaised", "num-raised", "integer products raised">
+  ];
+}
+
+def QuantizePass : Pass<"ds-quantize", "ModuleOp"> {
+  let summary = "quantizes products with constant weights to int8 or int4";
+  let description = [{
+    Each `ds.matmul` and `ds.fused_matmul` whose right operand is a
+    constant 2-D f32 weight (an inference plan's projection) becomes a
+    `ds.quantized_matmul` carrying its epilogue, the weight quantized once
+    here, per output channel (or per `group-size` values of K), symmetric:
+
+    - `int8-dynamic`: int8 weights, each activation row quantized to int8
+      at run time (`dynamic_per_row`): the product runs on the CPU's int8
+      dot products;
+    - `int8-weight`: int8 weights, f32 activations (weight-only);
+    - `int4-weight`: int4 weights in groups of `group-size` (default 128,
+      ZeroQuant's and onnxruntime-genai's group-wise int4), f32
+      activations: a weight takes an eighth of its f32 bytes plus a scale
+      per group.
+
+    Products it leaves: those whose weight is a value or a view, row
+    epilogues (attention's softmax), gradients, and those named by `skip`
+    (a substring of the weight's name or the node's location) or by
+    `keep-first` / `keep-last` (the first and last quantizable product of
+    each function: the first layer and the LM head, commonly kept in full
+    precision).
+
+    ```mlir
+    %y = ds.fused_matmul %x, %w bias %b : (tensor<8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    ```
+    becomes (int8-dynamic)
+    ```mlir
+    %q = ds.constant dense<...> : tensor<3072x768xi8>
+    %s = ds.constant dense<...> : tensor<3072xf32>
+    %y = ds.quantized_matmul %x, %q, %s bias %b {activation_quant = #ds<activation_quant dynamic_per_row>, bits = 8 : i64}
+        : (tensor<8x768xf32>, tensor<3072x768xi8>, tensor<3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    ```
+  }];
+  let options = [
+    Option<"scheme", "scheme", "std::string", /*default=*/"\"int8-dynamic\"",
+           "int8-dynamic, int8-weight or int4-weight">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"-1",
+           "values of K per scale (0: one per output channel; default: 128 for int4, 0 for int8)">,
+    ListOption<"skip", "skip", "std::string",
+               "leave products whose weight name or location contains one of these">,
+    Option<"keepFirst", "keep-first", "bool", /*default=*/"false",
+           "leave each function's first quantizable product in f32">,
+    Option<"keepLast", "keep-last", "bool", /*default=*/"false",
+           "leave each function's last quantizable product in f32 (an LM head)">
+  ];
+  let statistics = [
+    Statistic<"numQuantized", "num-quantized", "products quantized">,
+    Statistic<"bytesSaved", "bytes-saved", "weight bytes saved">
+  ];
+}
+
 def FoldMatmulLayoutsPass : Pass<"ds-fold-matmul-layouts", "ModuleOp"> {
   let summary = "reads transposed operands and writes transposed results of products in place";
   let description = [{

@@ -124,6 +124,14 @@ func.func @linalg_and_reductions(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %0 = ds.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
   %wt = ds.transpose %w {permutation = array<i64: 1, 0>} : (tensor<16x32xf32>) -> tensor<32x16xf32>
   %bias = ds.constant dense<1.0> : tensor<32xf32>
+  // CHECK: ds.quantized_matmul %{{.*}}, %{{.*}}, %{{.*}} zero_point %{{.*}} bias %{{.*}} {activation = #ds<activation relu>, bits = 4 : i64, group_size = 8 : i64}
+  %qw = ds.constant dense<7> : tensor<32x8xui8>
+  %qs = ds.constant dense<0.5> : tensor<32x2xf32>
+  %qz = ds.constant dense<8> : tensor<32x2xui8>
+  %qb = ds.constant dense<0.0> : tensor<32xf32>
+  %qm = ds.quantized_matmul %x, %qw, %qs zero_point %qz bias %qb {bits = 4 : i64, group_size = 8 : i64, activation = #ds<activation relu>} : (tensor<2x8x16xf32>, tensor<32x8xui8>, tensor<32x2xf32>, tensor<32x2xui8>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK: ds.dynamic_quantize %{{.*}} : (tensor<2x8x16xf32>) -> (tensor<2x8x16xui8>, tensor<f32>, tensor<ui8>)
+  %dq, %dqs, %dqz = ds.dynamic_quantize %x : (tensor<2x8x16xf32>) -> (tensor<2x8x16xui8>, tensor<f32>, tensor<ui8>)
   // CHECK: ds.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {key_shape = array<i64: 2, 1, 8, 16>, {{.*}}result_bshd, scale = 2.500000e-01 : f64, {{.*}}window = 4 : i64}
   %kcache = ds.constant dense<0.0> : tensor<2x1x2x16x16xf32>
   %vcache = ds.constant dense<0.0> : tensor<2x1x32x16xf32>

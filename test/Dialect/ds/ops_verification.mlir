@@ -1196,3 +1196,102 @@ func.func @cached_attention_window(%q: tensor<1x1x8xf32>, %k: tensor<1x1x4xf32>,
   %o, %kco, %vco = ds.cached_attention %q, %k, %k, %kc, %vc, %i, %i, %i {query_shape = array<i64: 1, 2, 1, 4>, query_strides = array<i64: 8, 4, 8, 1>, key_shape = array<i64: 1, 1, 1, 4>, key_strides = array<i64: 4, 0, 4, 1>, value_shape = array<i64: 1, 1, 1, 4>, value_strides = array<i64: 4, 0, 4, 1>, scale = 0.5 : f64, window = 0 : i64} : (tensor<1x1x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x1x4x16xf32>, tensor<1x1x16x4xf32>)
   return
 }
+
+// -----
+
+// quantized_matmul: bits 8 takes an i8 weight [N, K].
+func.func @quantized_matmul_bits8(%x: tensor<2x8xf32>, %w: tensor<4x4xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{bits 8 needs an i8 weight [N, K]}}
+  %0 = ds.quantized_matmul %x, %w, %s {} : (tensor<2x8xf32>, tensor<4x4xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: bits 4 takes a ui8 weight [N, K / 2].
+func.func @quantized_matmul_bits4(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{bits 4 needs a ui8 weight [N, K / 2]}}
+  %0 = ds.quantized_matmul %x, %w, %s {bits = 4 : i64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: bits is 8 or 4.
+func.func @quantized_matmul_bits(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{bits 3 needs}}
+  %0 = ds.quantized_matmul %x, %w, %s {bits = 3 : i64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: group_size divides K.
+func.func @quantized_matmul_group(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{group_size 3 must be 0 or divide K = 8}}
+  %0 = ds.quantized_matmul %x, %w, %s {group_size = 3 : i64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: scale is [N] per channel, [N, K / group_size] per group.
+func.func @quantized_matmul_scale(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{scale must be [4x2]}}
+  %0 = ds.quantized_matmul %x, %w, %s {group_size = 4 : i64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: a zero point has scale's shape and the weight's type.
+func.func @quantized_matmul_zero(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %z: tensor<4xui8>) {
+  // expected-error@+1 {{zero_point must be [4] of the weight's type}}
+  %0 = ds.quantized_matmul %x, %w, %s zero_point %z {} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>, tensor<4xui8>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: quantized activations take no zero point.
+func.func @quantized_matmul_zero_dynamic(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %z: tensor<4xi8>) {
+  // expected-error@+1 {{quantized activations take a weight without zero points}}
+  %0 = ds.quantized_matmul %x, %w, %s zero_point %z {activation_quant = #ds<activation_quant dynamic_per_row>} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>, tensor<4xi8>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: the result is [..., M, N].
+func.func @quantized_matmul_result(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{result must be [2x4]}}
+  %0 = ds.quantized_matmul %x, %w, %s {} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: a bias is [N].
+func.func @quantized_matmul_bias(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %b: tensor<5xf32>) {
+  // expected-error@+1 {{bias must be [4]}}
+  %0 = ds.quantized_matmul %x, %w, %s bias %b {} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>, tensor<5xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: combine is add or mul.
+func.func @quantized_matmul_combine(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %a: tensor<2x4xf32>) {
+  // expected-error@+1 {{combine must be add or mul}}
+  %0 = ds.quantized_matmul %x, %w, %s addend %a {combine = #ds<combine gelu_grad>} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// dynamic_quantize: y has the operand's shape.
+func.func @dynamic_quantize_shape(%x: tensor<2x8xf32>) {
+  // expected-error@+1 {{y must have the operand's shape}}
+  %q, %s, %z = ds.dynamic_quantize %x : (tensor<2x8xf32>) -> (tensor<2x4xui8>, tensor<f32>, tensor<ui8>)
+  return
+}

@@ -84,10 +84,16 @@ def save_tokenizer(path, vocab):
                             pad_token="t0").save_pretrained(path)
 
 
-def prepare(name, work):
+# ds's --quantize and onnxruntime-genai's builder precision per --precision.
+PRECISIONS = {"fp32": ([], "fp32"), "int8": (["--quantize", "int8-weight"], "int8"),
+              "int4": (["--quantize", "int4-weight", "--group-size", "32"], "int4")}
+
+
+def prepare(name, work, precision):
     """The model's weights (HF), its ONNX export and onnxruntime-genai's model."""
     d = os.path.join(work, name)
-    hf, onnx_path, og_dir = os.path.join(d, "hf"), os.path.join(d, "model.onnx"), os.path.join(d, "og")
+    hf, onnx_path = os.path.join(d, "hf"), os.path.join(d, "model.onnx")
+    og_dir = os.path.join(d, "og" if precision == "fp32" else "og_" + precision)
     torch.manual_seed(0)
     model = hf_model(name).eval()
     model.generation_config.eos_token_id = None
@@ -101,7 +107,8 @@ def prepare(name, work):
                                                                1: torch.export.Dim("sequence")}})
     if not os.path.exists(os.path.join(og_dir, "genai_config.json")):
         r = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf,
-                            "-o", og_dir, "-p", "fp32", "-e", "cpu"], capture_output=True, text=True)
+                            "-o", og_dir, "-p", PRECISIONS[precision][1], "-e", "cpu"],
+                           capture_output=True, text=True)
         if r.returncode != 0:  # the builder knows some architectures only (not GPT-2)
             print("%s: onnxruntime-genai's builder declines it: %s" % (
                 name, r.stderr.strip().splitlines()[-1]))
@@ -153,11 +160,12 @@ def torch_run(model, ids):
     return t1 - t0, (t2 - t1) - (t1 - t0), out[:, ids.shape[1]:].numpy()
 
 
-def ds_plan(onnx_path, batch, work):
-    plan = os.path.join(work, "gen_b%d.dsplan" % batch)
+def ds_plan(onnx_path, batch, work, precision):
+    plan = os.path.join(work, "gen_%s_b%d.dsplan" % (precision, batch))
     if not os.path.exists(plan):
         subprocess.run([os.path.join(BIN, "ds-opt"), onnx_path, "--generate", "--batch",
-                        str(batch), "--max-tokens", str(PROMPT + NEW), "-o", plan], check=True)
+                        str(batch), "--max-tokens", str(PROMPT + NEW), "-o", plan,
+                        *PRECISIONS[precision][0]], check=True)
     return plan
 
 
@@ -189,6 +197,10 @@ def main():
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
+                    help="weights: fp32, int8 (ds --quantize int8-weight; onnxruntime-genai -p "
+                         "int8) or int4 (ds --quantize int4-weight --group-size 32; "
+                         "onnxruntime-genai -p int4, its default blocks of 32). PyTorch stays fp32")
     ap.add_argument("--work", default=os.path.join(HERE, ".generation"),
                     help="models, exports and plans are kept here between runs")
     args = ap.parse_args()
@@ -196,22 +208,25 @@ def main():
     import onnxruntime_genai as og
     import transformers
     bw = read_bandwidth(args.threads)
-    print("threads=%d prompt=%d new=%d torch=%s transformers=%s onnxruntime-genai=%s "
-          "read bandwidth %.1f GB/s" % (args.threads, PROMPT, NEW, torch.__version__,
-                                         transformers.__version__, og.__version__, bw))
+    print("threads=%d prompt=%d new=%d precision=%s torch=%s transformers=%s "
+          "onnxruntime-genai=%s read bandwidth %.1f GB/s" % (
+              args.threads, PROMPT, NEW, args.precision, torch.__version__,
+              transformers.__version__, og.__version__, bw))
     print("%-10s %5s | %9s %9s %9s | %9s %9s %9s | %8s %8s | %s" % (
         "model", "batch", "ds TTFT", "og TTFT", "pt TTFT", "ds tok/s", "og tok/s", "pt tok/s",
         "TTFT vs", "tok/s vs", "roof tok/s"))
     for name in args.models.split(","):
         work = os.path.join(args.work, name)
-        model, onnx_path, og_dir = prepare(name, args.work)
+        model, onnx_path, og_dir = prepare(name, args.work, args.precision)
         weight_bytes = sum(p.numel() * 4 for p in model.parameters())
+        if args.precision != "fp32":  # the projections' bytes shrink; embeddings stay
+            weight_bytes //= 4 if args.precision == "int8" else 8
         for batch in map(int, args.batches.split(",")):
             rng = np.random.default_rng(batch)
             ids = rng.integers(3, model.config.vocab_size, (batch, PROMPT)).astype(np.int64)
             prompts = os.path.join(work, "prompts_b%d.npz" % batch)
             np.savez(prompts, input_ids=ids)
-            plan = ds_plan(onnx_path, batch, work)
+            plan = ds_plan(onnx_path, batch, work, args.precision)
             rows = {"ds": [], "og": [], "pt": []}
             for _ in range(args.rounds):
                 r = ds_run(plan, prompts, args.threads, 1)
@@ -227,7 +242,7 @@ def main():
                             "--max-new-tokens", str(NEW), "--threads", str(args.threads),
                             "--outputs", out], check=True, capture_output=True)
             ds_tokens = np.load(out)["sequences"][:, PROMPT:]
-            agree = float((ds_tokens == pt_tokens).mean())
+            agree = float((ds_tokens == pt_tokens).mean())  # quantized: not expected equal
             med = {k: (statistics.median(t for t, _ in v), statistics.median(s for _, s in v))
                    if v else (float("nan"), float("nan")) for k, v in rows.items()}
             peers = ["pt"] + (["og"] if og_dir else [])

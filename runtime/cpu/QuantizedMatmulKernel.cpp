@@ -91,20 +91,24 @@ void quantizeRows(ActQuant aq, const float *x, int64_t rows, int64_t k, float *d
     dynamicRange(lo, hi, s, z);
     const float zf = z;
     parallelFor(chunks, 1, [&](int64_t c0, int64_t c1) {
+      // Locals: stores through uint8_t may alias anything, so captured
+      // references would be reloaded every element and the loops stay scalar.
+      const float sc = s, zl = zf;
+      const float *__restrict xs = x;
+      uint8_t *__restrict qc = static_cast<uint8_t *>(q);
+      float *__restrict dq = dequant;
       for (int64_t ch = c0; ch < c1; ++ch) {
         const int64_t i0 = ch * kChunk, i1 = std::min(total, i0 + kChunk);
         // ONNX's x / scale (a division, as its decomposition does).
-        if (q) {
-          uint8_t *qc = static_cast<uint8_t *>(q);
+        if (qc)
 #pragma omp simd
           for (int64_t i = i0; i < i1; ++i)
             qc[i] = static_cast<uint8_t>(static_cast<int32_t>(
-                std::min(std::max(std::nearbyint(x[i] / s) + zf, 0.0f), 255.0f)));
-        }
-        if (dequant)
+                std::min(std::max(std::nearbyint(xs[i] / sc) + zl, 0.0f), 255.0f)));
+        if (dq)
 #pragma omp simd
           for (int64_t i = i0; i < i1; ++i)
-            dequant[i] = (std::min(std::max(std::nearbyint(x[i] / s) + zf, 0.0f), 255.0f) - zf) * s;
+            dq[i] = (std::min(std::max(std::nearbyint(xs[i] / sc) + zl, 0.0f), 255.0f) - zl) * sc;
       }
     });
     if (s == 0.0f) { // an all-zero operand: every value its zero point
@@ -125,10 +129,12 @@ void quantizeRows(ActQuant aq, const float *x, int64_t rows, int64_t k, float *d
       if (rowScale) rowScale[r] = s;
       // Separate loops, each vectorized: |x * inv| <= 127 needs no clamp.
       if (q) {
-        int8_t *qr = static_cast<int8_t *>(q) + r * k;
+        int8_t *__restrict qr = static_cast<int8_t *>(q) + r * k;
+        const float *__restrict xv = xr;
+        const float iv = inv;
 #pragma omp simd
         for (int64_t i = 0; i < k; ++i)
-          qr[i] = static_cast<int8_t>(static_cast<int32_t>(std::nearbyint(xr[i] * inv)));
+          qr[i] = static_cast<int8_t>(static_cast<int32_t>(std::nearbyint(xv[i] * iv)));
       }
       if (dequant) {
         float *dr = dequant + r * k;
@@ -157,7 +163,7 @@ struct QuantizedMatmul {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream{engine};
     dnnl::matmul matmul;
-    dnnl::memory src, weights, dst;
+    dnnl::memory src, weights, dst, scratchpad;
     std::vector<int32_t> columnSums; // per tensor: sum_k W[n, k], for the zero point
   };
   std::shared_ptr<Int8> int8;
@@ -221,8 +227,10 @@ struct QuantizedMatmul {
       Int8 &q = *int8;
       q.src.set_data_handle(xq.data());
       q.dst.set_data_handle(acc.data());
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, q.src}, {DNNL_ARG_WEIGHTS, q.weights}, {DNNL_ARG_DST, q.dst}};
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, q.src},
+                                                 {DNNL_ARG_WEIGHTS, q.weights},
+                                                 {DNNL_ARG_DST, q.dst},
+                                                 {DNNL_ARG_SCRATCHPAD, q.scratchpad}};
       try {
         q.matmul.execute(q.stream, args);
         q.stream.wait();
@@ -259,7 +267,7 @@ struct QuantizedMatmul {
     }
     // The weight dequantized a block of columns at a time, transposed to
     // [K, cols], times x' by the f32 GEMM.
-    constexpr int64_t kCols = 64;
+    constexpr int64_t kCols = 256; // wide blocks: the GEMM's own blocking does the rest
     const int64_t blocks = (n + kCols - 1) / kCols;
     parallelFor(blocks, 1, [&](int64_t lo, int64_t hi) {
       thread_local std::vector<float> wb;
@@ -292,7 +300,12 @@ std::shared_ptr<QuantizedMatmul::Int8> makeInt8(const QuantizedMatmul &q) {
     memory::desc wUser(wdims, dt::s8, memory::format_tag::ba);
     memory::desc wAny(wdims, dt::s8, memory::format_tag::any);
     memory::desc dstMd(dst, dt::s32, memory::format_tag::ab);
-    matmul::primitive_desc pd(matmul::desc(srcMd, wAny, dstMd), r->engine);
+    // Its scratchpad is ours, allocated once (oneDNN's own is allocated
+    // and page-faulted in on every run).
+    primitive_attr attr;
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    matmul::primitive_desc pd(matmul::desc(srcMd, wAny, dstMd), attr, r->engine);
+    r->scratchpad = memory(pd.scratchpad_desc(), r->engine);
     r->matmul = matmul(pd);
     memory user(wUser, r->engine, const_cast<uint8_t *>(q.weight));
     r->weights = memory(pd.weights_desc(), r->engine);

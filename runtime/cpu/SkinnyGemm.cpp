@@ -137,17 +137,34 @@ namespace {
 typedef int8_t v16i8 __attribute__((vector_size(16)));
 typedef uint8_t v16u8 __attribute__((vector_size(16)));
 
+typedef int32_t v16i32 __attribute__((vector_size(64)));
+
 inline v16 dequant8(const uint8_t *p, v16 scale, v16 offset) {
+#if defined(DS_CPU_ISA_AVX512)
+  // vpmovsxbd and vcvtdq2ps: GCC scalarizes the generic conversion.
+  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))));
+  return (v16)_mm512_fmadd_ps(f, (__m512)scale, (__m512)offset);
+#else
   v16i8 q;
   std::memcpy(&q, p, sizeof(q));
-  return __builtin_convertvector(q, v16) * scale + offset;
+  return __builtin_convertvector(__builtin_convertvector(q, v16i32), v16) * scale + offset;
+#endif
 }
 /// The two rows of 16 channels one 16-byte row of int4 nibbles holds.
 inline void dequant4(const uint8_t *p, v16 scale, v16 offset, v16 &lo, v16 &hi) {
+#if defined(DS_CPU_ISA_AVX512)
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  const __m512 l = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xF)));
+  const __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  lo = (v16)_mm512_fmadd_ps(l, (__m512)scale, (__m512)offset);
+  hi = (v16)_mm512_fmadd_ps(h, (__m512)scale, (__m512)offset);
+#else
   v16u8 b;
   std::memcpy(&b, p, sizeof(b));
-  lo = __builtin_convertvector(b & 0xF, v16) * scale + offset;
-  hi = __builtin_convertvector(b >> 4, v16) * scale + offset;
+  const v16i32 w = __builtin_convertvector(b, v16i32);
+  lo = __builtin_convertvector(w & 0xF, v16) * scale + offset;
+  hi = __builtin_convertvector(w >> 4, v16) * scale + offset;
+#endif
 }
 
 /// Rows [0, M) of A times quantized panels [p0, p0 + np) into C.

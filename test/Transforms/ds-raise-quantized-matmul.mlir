@@ -51,3 +51,50 @@ func.func @wide(%x: tensor<2x3xf32>) -> tensor<2x2xf32> {
   %y = ds.mul %pf, %sc : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }
+
+// -----
+
+// A product whose weight is an int8 constant dequantized as it is read
+// (DequantizeLinear: cast, zero point, scale; here through a transpose, as
+// onnxruntime leaves an embedding tied to the LM head): weight-only
+// quantized_matmul reading the int8 values; the constant still serves the
+// gather.
+// CHECK-LABEL: func.func @dequantized_weight
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32>, %[[I:.+]]: tensor<2xi64>)
+// CHECK: %[[Q:.+]] = ds.constant dense<{{\[\[}}1, 2, 3], [4, 5, 6]]> : tensor<2x3xi8>
+// CHECK: %[[G:.+]] = ds.gather %[[Q]], %[[I]]
+// CHECK: %[[W:.+]] = ds.constant dense<{{\[\[}}1, 2, 3], [4, 5, 6]]> : tensor<2x3xi8>
+// CHECK: %[[S:.+]] = ds.constant dense<2.500000e-01> : tensor<2xf32>
+// CHECK: %[[Y:.+]] = ds.quantized_matmul %[[X]], %[[W]], %[[S]] : (tensor<2x3xf32>, tensor<2x3xi8>, tensor<2xf32>) -> tensor<2x2xf32>
+// CHECK-NOT: ds.transpose
+// CHECK: return %[[Y]], %[[G]]
+func.func @dequantized_weight(%x: tensor<2x3xf32>, %i: tensor<2xi64>) -> (tensor<2x2xf32>, tensor<2x3xi8>) {
+  %q = ds.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi8>
+  %g = ds.gather %q, %i {axis = 0 : i64} : (tensor<2x3xi8>, tensor<2xi64>) -> tensor<2x3xi8>
+  %t = ds.transpose %q {permutation = array<i64: 1, 0>} : (tensor<2x3xi8>) -> tensor<3x2xi8>
+  %f = ds.cast %t : tensor<3x2xi8> -> tensor<3x2xf32>
+  %s = ds.constant dense<0.25> : tensor<f32>
+  %w = ds.mul %f, %s : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
+  %y = ds.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  return %y, %g : tensor<2x2xf32>, tensor<2x3xi8>
+}
+
+// -----
+
+// uint8 weights with a zero point per column: shifted to int8 (value and
+// zero point alike).
+// CHECK-LABEL: func.func @uint8_weight
+// CHECK: %[[W:.+]] = ds.constant dense<{{\[\[}}-127, -125], [-126, -124]]> : tensor<2x2xi8>
+// CHECK: %[[S:.+]] = ds.constant dense<[5.000000e-01, 1.000000e+00]> : tensor<2xf32>
+// CHECK: %[[Z:.+]] = ds.constant dense<[-118, 2]> : tensor<2xi8>
+// CHECK: ds.quantized_matmul %{{.+}}, %[[W]], %[[S]] zero_point %[[Z]]
+func.func @uint8_weight(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %q = ds.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xui8>
+  %z = ds.constant dense<[10.0, 130.0]> : tensor<2xf32>
+  %s = ds.constant dense<[0.5, 1.0]> : tensor<2xf32>
+  %f = ds.cast %q : tensor<2x2xui8> -> tensor<2x2xf32>
+  %c = ds.sub %f, %z : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %w = ds.mul %c, %s : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %y = ds.matmul %x, %w : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}

@@ -85,8 +85,10 @@ def save_tokenizer(path, vocab):
 
 
 # ds's --quantize and onnxruntime-genai's builder precision per --precision.
-PRECISIONS = {"fp32": ([], "fp32"), "int8": (["--quantize", "int8-weight"], "int8"),
-              "int4": (["--quantize", "int4-weight", "--group-size", "32"], "int4")}
+# onnxruntime-genai's CPU int4/int8 (MatMulNBits, accuracy_level 4) quantize
+# the activations to int8 at run time too: ds's *-dynamic schemes do.
+PRECISIONS = {"fp32": ([], "fp32"), "int8": (["--quantize", "int8-dynamic"], "int8"),
+              "int4": (["--quantize", "int4-dynamic", "--group-size", "32"], "int4")}
 
 
 def prepare(name, work, precision):
@@ -198,9 +200,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
-                    help="weights: fp32, int8 (ds --quantize int8-weight; onnxruntime-genai -p "
-                         "int8) or int4 (ds --quantize int4-weight --group-size 32; "
-                         "onnxruntime-genai -p int4, its default blocks of 32). PyTorch stays fp32")
+                    help="weights: fp32, int8 (ds --quantize int8-dynamic; onnxruntime-genai -p "
+                         "int8) or int4 (ds --quantize int4-dynamic --group-size 32; "
+                         "onnxruntime-genai -p int4, its default blocks of 32; both quantize "
+                         "activations to int8 as they run). PyTorch stays fp32")
     ap.add_argument("--work", default=os.path.join(HERE, ".generation"),
                     help="models, exports and plans are kept here between runs")
     args = ap.parse_args()

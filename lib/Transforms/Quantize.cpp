@@ -88,13 +88,15 @@ struct QuantizePass : public mlir::ds::impl::QuantizePassBase<QuantizePass> {
     ActivationQuant act = ActivationQuant::None;
     if (scheme == "int8-dynamic") act = ActivationQuant::DynamicPerRow;
     else if (scheme == "int4-weight") bits = 4;
+    else if (scheme == "int4-dynamic") bits = 4, act = ActivationQuant::DynamicPerRow;
     else if (scheme != "int8-weight") {
-      module.emitError("ds-quantize: scheme must be int8-dynamic, int8-weight or int4-weight, got '")
+      module.emitError("ds-quantize: scheme must be int8-dynamic, int8-weight, int4-weight or "
+                       "int4-dynamic, got '")
           << scheme << "'";
       return signalPassFailure();
     }
     int64_t group = groupSize >= 0 ? groupSize : bits == 4 ? 128 : 0;
-    if (act != ActivationQuant::None && group != 0) {
+    if (act != ActivationQuant::None && bits == 8 && group != 0) {
       module.emitError("ds-quantize: int8-dynamic quantizes weights per output channel; "
                        "group-size applies to the weight-only schemes");
       return signalPassFailure();

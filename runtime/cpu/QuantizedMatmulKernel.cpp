@@ -157,6 +157,7 @@ struct QuantizedMatmul {
   std::shared_ptr<const Epilogue> e;
   bool aliasedAddend = false; // the addend shares the result's bytes
   SkinnyQuantWeight skinny;   // few rows
+  SkinnyVnniWeight vnni;      // few rows, int8 activations, a CPU with VNNI
 #ifdef DS_GEMM_ONEDNN
   // Many rows, int8 activations: oneDNN's int8 matmul.
   struct Int8 {
@@ -202,6 +203,33 @@ struct QuantizedMatmul {
 #endif
     uint8_t zp = 0;
     const float *rowScales = nullptr;
+    if (vnni.data) {
+      // On int8 dot products (a few rows: decode; or group-wise weights,
+      // which oneDNN's int8 product does not take): the rows' int8 values,
+      // their scales and their sums per group.
+      thread_local std::vector<int8_t> xi;
+      thread_local std::vector<float> rs;
+      thread_local std::vector<int32_t> sums;
+      const int64_t groups = k / group;
+      xi.resize(static_cast<size_t>(rows * k));
+      rs.resize(static_cast<size_t>(rows));
+      sums.assign(static_cast<size_t>(rows * groups), 0);
+      quantizeRows(ActQuant::PerRow, x, rows, k, nullptr, rs.data(), xi.data(), nullptr);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < groups; ++g) {
+          int32_t sum = 0;
+          for (int64_t kk = g * group; kk < (g + 1) * group; ++kk) sum += xi[r * k + kk];
+          sums[r * groups + g] = sum;
+        }
+      float *p = out;
+      if (e && aliasedAddend) {
+        product.resize(static_cast<size_t>(rows * n));
+        p = product.data();
+      }
+      skinnyVnniGemm(rows, xi.data(), sums.data(), rs.data(), vnni, p, n,
+                     [&](int64_t c0, int64_t c1) { finish(p, c0, c1); });
+      return absl::OkStatus();
+    }
     if (aq != ActQuant::None) {
       if (!viaInt8) xs.resize(static_cast<size_t>(rows * k));
       rowScaleStore.resize(static_cast<size_t>(rows));
@@ -401,11 +429,17 @@ absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
   q->aliasedAddend = e->addend && e->addend < q->out + numel && q->out < e->addend + numel;
   const bool plain = e->alpha == 1.0f && !e->bias && !e->addend && e->act == Epilogue::Act::None;
   if (!plain) q->e = e;
-  if (q->rows <= kSkinnyMaxRows) {
+  // Int8 activations per row on int8 dot products where the CPU has them:
+  // the streaming kernel for a few rows, and for many when the weight is
+  // group-wise or int4 (oneDNN's int8 product takes per-channel int8 only).
+  const bool oneDnnInt8 = q->bits == 8 && group == 0 && !q->zero;
+  if (q->aq == ActQuant::PerRow && (q->rows <= kSkinnyMaxRows || !oneDnnInt8))
+    q->vnni = packSkinnyVnni(q->weight, q->n, q->k, q->bits, group, q->scale);
+  if (q->rows <= kSkinnyMaxRows && !q->vnni.data) {
     q->skinny = packSkinnyQuant(q->weight, q->n, q->k, q->bits, group, q->scale, q->zero);
   }
 #ifdef DS_GEMM_ONEDNN
-  else if (q->aq != ActQuant::None && q->bits == 8 && group == 0 && !q->zero) {
+  else if (!q->vnni.data && q->rows > kSkinnyMaxRows && q->aq != ActQuant::None && oneDnnInt8) {
     q->int8 = makeInt8(*q);
   }
 #endif

@@ -294,5 +294,162 @@ void skinnyQuantGemm(int64_t m, const float *a, int64_t lda, const SkinnyQuantWe
   });
 }
 
+namespace {
+
+/// Whether this CPU runs the VNNI kernel (the build's AVX-512 set does not
+/// assume it).
+bool hasVnni() {
+#if defined(DS_CPU_ISA_AVX512) && defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx512vnni");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+#if defined(DS_CPU_ISA_AVX512)
+/// Rows [0, M) times panels [p0, p0 + np) (np <= P) of a VNNI-packed
+/// weight: int32 sums per group, scaled into float totals kept in `tot`
+/// (M x P x 16, L1), then by the row scales into C.
+template <int M, int P>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+vnniBlock(const int8_t *xq, const int32_t *xsum, const float *rowScale, const SkinnyVnniWeight &w,
+          int64_t p0, int np, float *c, int64_t ldc) {
+  const int64_t k = w.k, groups = k / w.group;
+  const int64_t step = w.bits == 8 ? 4 : 8;             // k per 64-byte row
+  const int64_t panelBytes = k / step * 64;
+  alignas(64) float tot[M][P][kPanel] = {};
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i acc[M][P];
+    for (int m = 0; m < M; ++m)
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_si512();
+    const int64_t k0 = g * w.group, k1 = k0 + w.group;
+    for (int64_t kk = k0; kk < k1; kk += step) {
+      if (w.bits == 8) {
+        __m512i b[P];
+        for (int p = 0; p < P; ++p)
+          b[p] = _mm512_loadu_si512(w.data.get() + (p0 + (p < np ? p : 0)) * panelBytes + kk / 4 * 64);
+        for (int m = 0; m < M; ++m) {
+          int32_t four;
+          std::memcpy(&four, xq + m * k + kk, 4);
+          const __m512i a = _mm512_set1_epi32(four);
+          for (int p = 0; p < P; ++p) acc[m][p] = _mm512_dpbusd_epi32(acc[m][p], b[p], a);
+        }
+      } else {
+        __m512i lo[P], hi[P];
+        for (int p = 0; p < P; ++p) {
+          const __m512i raw =
+              _mm512_loadu_si512(w.data.get() + (p0 + (p < np ? p : 0)) * panelBytes + kk / 8 * 64);
+          lo[p] = _mm512_and_si512(raw, low);
+          hi[p] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+        }
+        for (int m = 0; m < M; ++m) {
+          int32_t four0, four1;
+          std::memcpy(&four0, xq + m * k + kk, 4);
+          std::memcpy(&four1, xq + m * k + kk + 4, 4);
+          const __m512i a0 = _mm512_set1_epi32(four0), a1 = _mm512_set1_epi32(four1);
+          for (int p = 0; p < P; ++p) {
+            acc[m][p] = _mm512_dpbusd_epi32(acc[m][p], lo[p], a0);
+            acc[m][p] = _mm512_dpbusd_epi32(acc[m][p], hi[p], a1);
+          }
+        }
+      }
+    }
+    // sum_k (q - zero) x = acc - zero * sum_k x, times the group's scale.
+    for (int m = 0; m < M; ++m) {
+      const __m512i corr = _mm512_set1_epi32(w.zero * xsum[m * groups + g]);
+      for (int p = 0; p < P; ++p) {
+        const __m512 s = _mm512_loadu_ps(w.scale.get() + ((p0 + (p < np ? p : 0)) * groups + g) * kPanel);
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[m][p], corr));
+        _mm512_store_ps(tot[m][p], _mm512_fmadd_ps(v, s, _mm512_load_ps(tot[m][p])));
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < np; ++p) {
+      const int64_t col = (p0 + p) * kPanel;
+      const int64_t cols = std::min<int64_t>(kPanel, w.n - col);
+      for (int64_t j = 0; j < cols; ++j) c[m * ldc + col + j] = tot[m][p][j] * rowScale[m];
+    }
+}
+
+constexpr int vnniPanelsFor(int m) { return m <= 2 ? 8 : m <= 4 ? 4 : m <= 6 ? 3 : 2; }
+
+template <int M>
+void vnniRows(const int8_t *xq, const int32_t *xsum, const float *rs, const SkinnyVnniWeight &w,
+              int64_t p0, int np, float *c, int64_t ldc) {
+  vnniBlock<M, vnniPanelsFor(M)>(xq, xsum, rs, w, p0, np, c, ldc);
+}
+
+using VnniRowsFn = void (*)(const int8_t *, const int32_t *, const float *,
+                            const SkinnyVnniWeight &, int64_t, int, float *, int64_t);
+constexpr VnniRowsFn kVnniRows[kMaxBlockRows + 1] = {
+    nullptr, vnniRows<1>, vnniRows<2>, vnniRows<3>, vnniRows<4>,
+    vnniRows<5>, vnniRows<6>, vnniRows<7>, vnniRows<8>};
+#endif
+
+} // namespace
+
+SkinnyVnniWeight packSkinnyVnni(const uint8_t *weight, int64_t n, int64_t k, int bits,
+                                int64_t group, const float *scale) {
+  SkinnyVnniWeight w;
+  const int64_t step = bits == 8 ? 4 : 8;
+  const int64_t g = group ? group : k;
+  if (!hasVnni() || k % step || g % step) return w; // data stays null
+  w.k = k, w.n = n, w.bits = bits, w.group = g, w.zero = bits == 8 ? 128 : 8;
+  w.panels = (n + kPanel - 1) / kPanel;
+  const int64_t groups = k / g, panelBytes = k / step * 64;
+  w.data = alignedArray<uint8_t>(w.panels * panelBytes);
+  w.scale = alignedArray<float>(w.panels * groups * kPanel);
+  parallelFor(w.panels, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const int64_t col = p * kPanel + j;
+        const bool real = col < n;
+        auto q = [&](int64_t kk) -> int { // the value as stored, 0..255 or 0..15
+          if (!real) return bits == 8 ? 128 : 8;
+          if (bits == 8) return static_cast<int8_t>(weight[col * k + kk]) + 128;
+          const uint8_t byte = weight[col * (k / 2) + kk / 2];
+          return kk % 2 ? byte >> 4 : byte & 0xF;
+        };
+        for (int64_t kb = 0; kb < k / step; ++kb)
+          for (int64_t b = 0; b < 4; ++b) {
+            const int64_t kk = kb * step + b;
+            w.data.get()[p * panelBytes + kb * 64 + j * 4 + b] =
+                bits == 8 ? static_cast<uint8_t>(q(kk))
+                          : static_cast<uint8_t>(q(kk) | (q(kk + 4) << 4));
+          }
+        for (int64_t gi = 0; gi < groups; ++gi)
+          w.scale.get()[(p * groups + gi) * kPanel + j] = real ? scale[col * groups + gi] : 0.0f;
+      }
+  });
+  return w;
+}
+
+void skinnyVnniGemm(int64_t m, const int8_t *xq, const int32_t *xsum, const float *rowScale,
+                    const SkinnyVnniWeight &w, float *c, int64_t ldc,
+                    const std::function<void(int64_t, int64_t)> &finish) {
+#if defined(DS_CPU_ISA_AVX512)
+  const int firstRows = static_cast<int>(std::min<int64_t>(m, kMaxBlockRows));
+  const int64_t width = vnniPanelsFor(firstRows), groups = w.k / w.group;
+  const int64_t blocks = (w.panels + width - 1) / width;
+  parallelFor(blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      const int64_t p0 = blk * width;
+      const int np = static_cast<int>(std::min<int64_t>(width, w.panels - p0));
+      for (int64_t r0 = 0; r0 < m; r0 += kMaxBlockRows) {
+        const int rowsHere = static_cast<int>(std::min<int64_t>(kMaxBlockRows, m - r0));
+        kVnniRows[rowsHere](xq + r0 * w.k, xsum + r0 * groups, rowScale + r0, w, p0, np,
+                            c + r0 * ldc, ldc);
+      }
+      if (finish) finish(p0 * kPanel, std::min<int64_t>(w.n, (p0 + np) * kPanel));
+    }
+  });
+#else
+  (void)m, (void)xq, (void)xsum, (void)rowScale, (void)w, (void)c, (void)ldc, (void)finish;
+#endif
+}
+
 } // namespace ds::rt::cpu::DS_CPU_ISA
 #include "runtime/cpu/IsaEnd.h"

@@ -66,3 +66,33 @@ void skinnyQuantGemm(int64_t m, const float *a, int64_t lda, const SkinnyQuantWe
                      const std::function<void(int64_t, int64_t)> &finish);
 
 } // namespace ds::rt::cpu::DS_CPU_ISA
+
+namespace ds::rt::cpu::DS_CPU_ISA {
+
+/// The skinny kernel on int8 dot products (AVX512-VNNI: four u8 x s8
+/// products a lane and instruction) for int8 activations: the weight
+/// packed so each 32-bit lane of a 64-byte row holds four consecutive k
+/// of one channel (int8 shifted to u8 by +128; int4 as 0..15 nibbles, k
+/// and k + 4 in one byte). Null `data` when this CPU or build has no VNNI
+/// or K does not tile.
+struct SkinnyVnniWeight {
+  int64_t k = 0, n = 0, panels = 0, group = 0;
+  int bits = 8;
+  int32_t zero = 0; // what the packed values are offset by (128 for int8, 8 for int4)
+  std::shared_ptr<uint8_t> data;
+  std::shared_ptr<float> scale; // panels * (k / group) * 16
+};
+
+/// Packs an [n, k] weight (i8, or u8 nibbles) with its scales; no zero
+/// points (quantized activations take symmetric weights).
+SkinnyVnniWeight packSkinnyVnni(const uint8_t *weight, int64_t n, int64_t k, int bits,
+                                int64_t group, const float *scale);
+
+/// C[m, n] = rowScale[m] * sum_g scale[., g] * (xq . W_g) for m <= 16 rows
+/// of int8 activations `xq` ([m, k]) whose per-group sums are `xsum`
+/// ([m, k / group]); `finish` as skinnyGemm's.
+void skinnyVnniGemm(int64_t m, const int8_t *xq, const int32_t *xsum, const float *rowScale,
+                    const SkinnyVnniWeight &w, float *c, int64_t ldc,
+                    const std::function<void(int64_t, int64_t)> &finish);
+
+} // namespace ds::rt::cpu::DS_CPU_ISA

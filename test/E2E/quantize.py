@@ -89,7 +89,8 @@ f32, _ = ds_logits("f32")
 for name, flags, bits, group, dynamic, tol in [
         ("int8-weight", ["--quantize", "int8-weight"], 8, 0, False, 1e-5),
         ("int4-weight", ["--quantize", "int4-weight", "--group-size", "16"], 4, 16, False, 1e-5),
-        ("int8-dynamic", ["--quantize", "int8-dynamic"], 8, 0, True, 2e-4)]:
+        ("int8-dynamic", ["--quantize", "int8-dynamic"], 8, 0, True, 2e-4),
+        ("int4-dynamic", ["--quantize", "int4-dynamic", "--group-size", "16"], 4, 16, True, 2e-4)]:
     got, report = ds_logits(name, *flags)
     want = quantized_reference(bits, group, dynamic)
     err = relative_error(got, want)
@@ -158,7 +159,7 @@ def fails(cmd, needle):
 
 
 x = os.path.join(args.workdir, "x.dsplan")
-fails(["ds-opt", onnx_path, "--quantize", "int3", "-o", x], "expected int8-dynamic, int8-weight or int4-weight")
+fails(["ds-opt", onnx_path, "--quantize", "int3", "-o", x], "expected int8-dynamic, int8-weight, int4-weight or int4-dynamic")
 fails(["ds-opt", onnx_path, "--quantize", "int8-dynamic", "--group-size", "32", "-o", x],
       "--group-size applies to int8-weight and int4-weight")
 fails(["ds-opt", onnx_path, "--group-size", "32", "-o", x], "apply to --quantize")

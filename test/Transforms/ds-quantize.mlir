@@ -3,6 +3,7 @@
 // their epilogues carried along.
 // RUN: ds-opt %s --ds-quantize=scheme=int8-dynamic -split-input-file | FileCheck %s --check-prefix=I8
 // RUN: ds-opt %s --ds-quantize="scheme=int4-weight group-size=2" -split-input-file | FileCheck %s --check-prefix=I4
+// RUN: ds-opt %s --ds-quantize="scheme=int4-dynamic group-size=2" -split-input-file | FileCheck %s --check-prefix=W4A8
 // RUN: ds-opt %s --ds-quantize="scheme=int8-weight keep-last=true" -split-input-file | FileCheck %s --check-prefix=KEEP
 // RUN: ds-opt %s --ds-quantize="scheme=int8-weight skip=head" -split-input-file | FileCheck %s --check-prefix=SKIP
 
@@ -25,6 +26,9 @@
 // I4: ds.constant dense<{{\[\[}}27, 191], [143, 177]]> : tensor<2x2xui8>
 // I4: ds.constant dense<{{\[\[}}0.285714298, 0.0714285746], [0.571428597, 0.571428597]]> : tensor<2x2xf32>
 // I4: ds.quantized_matmul {{.+}} {activation = #ds<activation gelu>, bits = 4 : i64, group_size = 2 : i64}
+// int4-dynamic: the same int4 weights, activations per row at run time.
+// W4A8-LABEL: func.func @mlp
+// W4A8: ds.quantized_matmul {{.+}} {activation = #ds<activation gelu>, activation_quant = #ds<activation_quant dynamic_per_row>, bits = 4 : i64, group_size = 2 : i64}
 // keep-last leaves the head in f32; skip=head leaves the product whose weight is named so.
 // KEEP-LABEL: func.func @mlp
 // KEEP: ds.quantized_matmul
@@ -50,6 +54,7 @@ func.func @mlp(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
 // I8-NOT: ds.quantized_matmul
 // I4-LABEL: func.func @left
 // I4-NOT: ds.quantized_matmul
+// W4A8-LABEL: func.func @left
 func.func @left(%x: tensor<3x4xf32>, %y: tensor<4x2xf32>) -> (tensor<3x2xf32>, tensor<3x4xf32>) {
   %a = ds.matmul %x, %y : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
   %w = ds.constant dense<1.0> : tensor<4x4xf32>

@@ -135,12 +135,13 @@ static llvm::cl::opt<std::string>
     quantizeScheme("quantize",
                    llvm::cl::desc("quantize products with constant weights: int8-dynamic (int8 "
                                   "weights per output channel, activations per row at run time), "
-                                  "int8-weight or int4-weight (weights only, activations stay f32)"),
+                                  "int8-weight or int4-weight (weights only, activations stay "
+                                  "f32), int4-dynamic (int4 weights, int8 activations per row)"),
                    llvm::cl::init(""), llvm::cl::cat(quantizeCategory));
 static llvm::cl::opt<int64_t>
     quantizeGroupSize("group-size",
                       llvm::cl::desc("--quantize: values of K per scale (0: one per output "
-                                     "channel; default 128 for int4-weight, 0 for int8)"),
+                                     "channel; default 128 for int4, 0 for int8)"),
                       llvm::cl::init(-1), llvm::cl::cat(quantizeCategory));
 static llvm::cl::list<std::string>
     quantizeSkip("quantize-skip",
@@ -576,8 +577,9 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     return fail("--tensor-parallel compiles inference plans; tensor-parallel training is not "
                 "supported yet");
   if (!quantizeScheme.empty() && quantizeScheme != "int8-dynamic" &&
-      quantizeScheme != "int8-weight" && quantizeScheme != "int4-weight")
-    return fail("--quantize: expected int8-dynamic, int8-weight or int4-weight, got '" +
+      quantizeScheme != "int8-weight" && quantizeScheme != "int4-weight" &&
+      quantizeScheme != "int4-dynamic")
+    return fail("--quantize: expected int8-dynamic, int8-weight, int4-weight or int4-dynamic, got '" +
                 quantizeScheme + "'");
   if (quantizeScheme.empty() &&
       (quantizeGroupSize.getNumOccurrences() || quantizeSkip.getNumOccurrences() ||

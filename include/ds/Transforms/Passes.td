@@ -507,9 +507,11 @@ def QuantizePass : Pass<"ds-quantize", "ModuleOp"> {
       dot products;
     - `int8-weight`: int8 weights, f32 activations (weight-only);
     - `int4-weight`: int4 weights in groups of `group-size` (default 128,
-      ZeroQuant's and onnxruntime-genai's group-wise int4), f32
-      activations: a weight takes an eighth of its f32 bytes plus a scale
-      per group.
+      ZeroQuant's group-wise int4), f32 activations: a weight takes an
+      eighth of its f32 bytes plus a scale per group;
+    - `int4-dynamic`: those int4 weights with each activation row
+      quantized to int8 at run time (ZeroQuant's W4A8, onnxruntime-genai's
+      int4 `accuracy_level` 4): decode runs on int8 dot products.
 
     Products it leaves: those whose weight is a value or a view, row
     epilogues (attention's softmax), gradients, and those named by `skip`
@@ -531,7 +533,7 @@ def QuantizePass : Pass<"ds-quantize", "ModuleOp"> {
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"int8-dynamic\"",
-           "int8-dynamic, int8-weight or int4-weight">,
+           "int8-dynamic, int8-weight, int4-weight or int4-dynamic">,
     Option<"groupSize", "group-size", "int64_t", /*default=*/"-1",
            "values of K per scale (0: one per output channel; default: 128 for int4, 0 for int8)">,
     ListOption<"skip", "skip", "std::string",

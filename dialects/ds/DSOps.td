@@ -1116,6 +1116,35 @@ def DS_FetchOp : DS_Op<"fetch", [Pure, AllTypesMatch<["operand", "result"]>]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Recomputation (ds-recompute)
+//===----------------------------------------------------------------------===//
+
+def DS_OptimizationBarrierOp : DS_Op<"optimization_barrier",
+    [AllTypesMatch<["operand", "result"]>], DS_OwnStep> {
+  let summary = "the operand's value, as a value no pass may merge with it";
+  let description = [{
+    Returns its operand. It is not `Pure`: CSE never merges it or what is
+    computed from it, so a forward segment ds-recompute copies into the
+    backward (reading its checkpoint through a barrier) stays a second
+    computation instead of folding back into the first, whose
+    intermediates would then live through the backward again (StableHLO's
+    `optimization_barrier` serves XLA's rematerialization the same way).
+    The memory planner makes it a view of its operand; where it cannot
+    (the operand is an input or a weight) it is a copy.
+
+    ```mlir
+    %h = ds.optimization_barrier %x : tensor<4x16x64xf32>
+    ```
+
+    **Constraints:**
+    - operand and result have the same type.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Fused ops (made by the ds-fuse-* passes, not by the importer)
 //===----------------------------------------------------------------------===//
 

@@ -408,6 +408,28 @@ llvm::Error readFlopsProfiler(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
+/// activation_checkpointing (deepspeed/runtime/activation_checkpointing/
+/// config.py): every key DeepSpeed reads, with its defaults.
+llvm::Error readActivationCheckpointing(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "activation_checkpointing", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  ActivationCheckpointingConfig &a = c.activationCheckpointing;
+  a.enabled = true;
+  Reader r(o, "activation_checkpointing", top.file());
+  DS_CHECK(r.boolean("partition_activations", a.partitionActivations));
+  DS_CHECK(r.boolean("cpu_checkpointing", a.cpuCheckpointing));
+  DS_CHECK(r.boolean("contiguous_memory_optimization", a.contiguousMemoryOptimization));
+  DS_CHECK(r.boolean("synchronize_checkpoint_boundary", a.synchronizeCheckpointBoundary));
+  DS_CHECK(r.boolean("profile", a.profile));
+  if (const json::Value *v = o->get("number_checkpoints"); v && v->kind() == json::Value::Null)
+    (void)r.get("number_checkpoints");
+  else
+    DS_CHECK(r.integer("number_checkpoints", a.numberCheckpoints, /*positive=*/true));
+  return r.finish();
+}
+
 /// csv_monitor or tensorboard: {enabled, output_path, job_name}
 /// (deepspeed/monitor/config.py).
 llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
@@ -797,7 +819,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   Reader r(root, "", name.str());
 
   // Sections other issues implement: refused while enabled.
-  for (llvm::StringRef key : {"amp", "activation_checkpointing",
+  for (llvm::StringRef key : {"amp",
                               "tensor_parallel", "pipeline", "compression_training",
                               "sparse_attention", "curriculum_learning", "data_efficiency",
                               "autotuning", "elasticity"}) {
@@ -812,6 +834,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readMonitor(r, "csv_monitor", c.csvMonitor));
   DS_CHECK(readMonitor(r, "tensorboard", c.tensorboard));
   DS_CHECK(readFlopsProfiler(r, c));
+  DS_CHECK(readActivationCheckpointing(r, c));
   for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
                               "wandb", "comms_logger"})

@@ -105,6 +105,13 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
     pm.addPass(createRaiseActivationsPass(raise));
   }
   pm.addPass(createBuildTrainStepPass(t));
+  // Recomputation right after autodiff: data parallelism then gathers
+  // (ZeRO-3) and fusion fuses the copied segments like any backward op.
+  RecomputePassOptions r;
+  r.policy = o.recompute;
+  r.checkpoints = o.recomputeCheckpoints;
+  r.budget = o.recomputeBudget;
+  pm.addPass(createRecomputePass(r));
   // bf16/fp16: 16-bit parameters and gradients, fp32 masters (a no-op in fp32).
   pm.addPass(createHalfModelStatesPass());
   if (o.worldSize > 1) {

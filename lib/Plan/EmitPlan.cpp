@@ -266,7 +266,10 @@ private:
     if (op.hasAttr(kArenaViewAttr)) return emitView(op);
 
     plan::Step *s = prog_->add_steps();
-    s->set_location(rt::utf8Escaped(locationString(loc)));
+    // A forward op ds-recompute copied into the backward says so in
+    // traces and profiles.
+    s->set_location(rt::utf8Escaped(locationString(loc) +
+                                    (op.hasAttr("ds.recompute") ? " [recomputed]" : "")));
     if (failed(describeStep(&op, *s))) return failure();
     if (op.hasAttr("ds.loss")) prog_->set_loss_step(static_cast<uint32_t>(prog_->steps_size()));
     for (Value v : op.getOperands()) {

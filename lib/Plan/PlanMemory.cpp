@@ -89,7 +89,8 @@ private:
     llvm::DenseMap<Value, Value> root;
     llvm::DenseMap<Value, SmallVector<Value>> members;
     for (Operation &op : block) {
-      if (!isa<ReshapeOp, SqueezeOp, UnsqueezeOp>(op) || !viewsEnabled) continue;
+      if (!isa<ReshapeOp, SqueezeOp, UnsqueezeOp, OptimizationBarrierOp>(op) || !viewsEnabled)
+        continue;
       Value in = op.getOperand(0), out = op.getResult(0);
       Operation *def = in.getDefiningOp();
       if (!def || hasHome(*def) || returned.contains(in) || inPlace.contains(in) ||

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -52,6 +53,24 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     if (auto c = t.getAs<StringAttr>("communication_data_type")) r.communication = c.str();
     if (auto a = t.getAs<StringAttr>("grad_accum_dtype")) r.gradientAccum = a.str();
     if (auto z = t.getAs<IntegerAttr>("zero_stage")) r.zeroStage = z.getInt();
+  }
+  if (auto rc = module->getAttrOfType<DictionaryAttr>("ds.recompute")) {
+    auto i64 = [&](StringRef k) {
+      auto a = rc.getAs<IntegerAttr>(k);
+      return a ? a.getInt() : 0;
+    };
+    auto f64 = [&](StringRef k) {
+      auto a = rc.getAs<FloatAttr>(k);
+      return a ? a.getValueAsDouble() : 0.0;
+    };
+    if (auto p = rc.getAs<StringAttr>("policy")) r.recomputePolicy = p.str();
+    r.checkpoints = i64("checkpoints");
+    r.recomputedSegments = i64("recomputed_segments");
+    r.checkpointBytes = i64("checkpoint_bytes");
+    r.recomputedOps = i64("recomputed_ops");
+    r.recomputeFlops = f64("recompute_flops");
+    r.forwardFlops = f64("forward_flops");
+    if (auto c = rc.getAs<BoolAttr>("cpu_checkpointing")) r.cpuCheckpointing = c.getValue();
   }
   if (generation) {
     auto i64 = [&](StringRef k) {
@@ -216,6 +235,15 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
          " tokens: " + std::to_string(r.kvCacheBytes / r.kvSequences) + " B per sequence")
             .c_str());
   row("activations (arena)", r.activationArenaBytes, "peak of intermediates, static");
+  if (!r.recomputePolicy.empty())
+    row("  of which checkpoints", r.checkpointBytes,
+        llvm::formatv("activation checkpointing ({0}): {1} checkpoints{2}, {3} of {1} segments "
+                      "recomputed in the backward ({4} ops, +{5:f0}% of the forward's product "
+                      "flops)",
+                      r.recomputePolicy, r.checkpoints, r.cpuCheckpointing ? " in host memory" : "",
+                      r.recomputedSegments, r.recomputedOps,
+                      r.forwardFlops > 0 ? 100.0 * r.recomputeFlops / r.forwardFlops : 0.0)
+            .str());
   row("inputs", r.inputBytes);
   row("outputs", r.outputBytes);
   row("total", r.total());

@@ -783,6 +783,7 @@ private:
     Builder b(module.getContext());
     const OptimizerConfig &o = config_.optimizer;
     const SchedulerConfig &s = config_.scheduler;
+    const ActivationCheckpointingConfig &ac = config_.activationCheckpointing;
     const char *kind = o.kind == OptimizerConfig::Kind::SGD ? "sgd"
                        : o.decoupledWeightDecay           ? "adamw"
                                                           : "adam_l2";
@@ -875,6 +876,10 @@ private:
         b.getNamedAttr("total_num_steps", b.getI64IntegerAttr(s.totalNumSteps)),
         b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio)),
         b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio)),
+        b.getNamedAttr("activation_checkpointing", b.getBoolAttr(ac.enabled)),
+        b.getNamedAttr("partition_activations", b.getBoolAttr(ac.partitionActivations)),
+        b.getNamedAttr("cpu_checkpointing", b.getBoolAttr(ac.cpuCheckpointing)),
+        b.getNamedAttr("number_checkpoints", b.getI64IntegerAttr(ac.numberCheckpoints)),
         b.getNamedAttr("data_inputs", b.getArrayAttr(inputs)),
         b.getNamedAttr("rng_input", b.getStringAttr(rngInput_)),
         b.getNamedAttr("export_bindings", b.getArrayAttr(sources_)),

@@ -241,6 +241,22 @@ static llvm::cl::list<std::string>
     gradInputs("grad-input",
                llvm::cl::desc("graph input whose gradient train_step also returns (repeatable)"),
                llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> recompute(
+    "recompute",
+    llvm::cl::desc("activation checkpointing: none, layers (a checkpoint per layer), sqrt "
+                   "(Chen et al.'s sqrt(n) checkpoints) or budget (--recompute-budget); default: "
+                   "layers when the config has an activation_checkpointing section, else none"),
+    llvm::cl::value_desc("POLICY"), llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> recomputeCheckpoints(
+    "recompute-checkpoints",
+    llvm::cl::desc("--recompute layers: keep this many layer outputs, evenly spread (default: "
+                   "the config's number_checkpoints, else every layer's)"),
+    llvm::cl::init(-1), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> recomputeBudget(
+    "recompute-budget",
+    llvm::cl::desc("recompute the fewest layers whose activations fit SIZE (e.g. 2GiB; "
+                   "estimated before fusion; implies --recompute budget)"),
+    llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> worldSize("world-size", llvm::cl::desc("data-parallel ranks"),
                                         llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string>
@@ -559,7 +575,10 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
              {"--parameters", parametersFile.getNumOccurrences() > 0},
              {"--grad-input", gradInputs.getNumOccurrences() > 0},
              {"--tie", tieNames.getNumOccurrences() > 0},
-             {"--untie", untieNames.getNumOccurrences() > 0}})
+             {"--untie", untieNames.getNumOccurrences() > 0},
+             {"--recompute", recompute.getNumOccurrences() > 0},
+             {"--recompute-checkpoints", recomputeCheckpoints.getNumOccurrences() > 0},
+             {"--recompute-budget", recomputeBudget.getNumOccurrences() > 0}})
       if (given)
         return fail(std::string(name) + " applies to training plans (--config/--loss); this "
                                         "compiles an inference plan");
@@ -615,6 +634,27 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
                       " (--parameters) lists to train: drop one of the two");
     }
     t.gradInputs.assign(gradInputs.begin(), gradInputs.end());
+    t.recompute = recompute;
+    if (!t.recompute.empty() && t.recompute != "none" && t.recompute != "layers" &&
+        t.recompute != "sqrt" && t.recompute != "budget")
+      return fail("--recompute: expected none, layers, sqrt or budget, got '" + t.recompute + "'");
+    if (recomputeCheckpoints.getNumOccurrences() && recomputeCheckpoints < 1)
+      return fail("--recompute-checkpoints must be >= 1, got " +
+                  llvm::Twine(recomputeCheckpoints.getValue()));
+    t.recomputeCheckpoints = recomputeCheckpoints;
+    if (!recomputeBudget.empty()) {
+      std::optional<unsigned long long> bytes = ::ds::tools::parseByteSize(recomputeBudget);
+      if (!bytes || *bytes == 0 || *bytes > (1ull << 62))
+        return fail("--recompute-budget: expected a size such as 2GiB, 512MiB or 2e9, got '" +
+                    recomputeBudget + "'");
+      if (!t.recompute.empty() && t.recompute != "budget")
+        return fail("--recompute-budget goes with --recompute budget, not --recompute " +
+                    t.recompute);
+      t.recompute = "budget";
+      t.recomputeBudget = static_cast<int64_t>(*bytes);
+    } else if (t.recompute == "budget") {
+      return fail("--recompute budget needs --recompute-budget SIZE");
+    }
     t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     // The config's precision (a config that does not read fails in the
     // pipeline, naming its key).

@@ -96,6 +96,7 @@ ShardingDecision UnsqueezeOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr me
 void ReshapeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 void SqueezeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 void UnsqueezeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
+void OptimizationBarrierOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 
 //===----------------------------------------------------------------------===//
 // Transpose

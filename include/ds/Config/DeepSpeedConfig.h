@@ -70,6 +70,24 @@ struct MonitorConfig {
   std::string outputPath, jobName = "DeepSpeedJobName";
 };
 
+/// DeepSpeed's activation_checkpointing section (ds-recompute). DeepSpeed
+/// applies it where the model calls deepspeed.checkpointing.checkpoint;
+/// ds sees the whole step, so the section's presence turns recomputation
+/// on, one checkpoint per layer unless number_checkpoints says otherwise.
+struct ActivationCheckpointingConfig {
+  bool enabled = false; // the section is present
+  /// Checkpoints split over the model-parallel (tp) ranks; with no tp a
+  /// no-op, as in DeepSpeed.
+  bool partitionActivations = false;
+  /// Checkpoints held in host memory between the forward and the backward.
+  bool cpuCheckpointing = false;
+  /// A static arena already places checkpoints contiguously: accepted.
+  bool contiguousMemoryOptimization = false;
+  bool synchronizeCheckpointBoundary = false, profile = false;
+  /// How many checkpoints the forward keeps (0: null, one per layer).
+  int64_t numberCheckpoints = 0;
+};
+
 struct TrainingConfig {
   int64_t worldSize = 1;
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
@@ -134,6 +152,7 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   PrecisionConfig precision;
+  ActivationCheckpointingConfig activationCheckpointing;
 };
 
 /// A DeepSpeed-Inference config (deepspeed.init_inference): tensor_parallel

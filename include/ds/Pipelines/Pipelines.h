@@ -58,6 +58,11 @@ struct TrainingPipelineOptions {
   std::vector<std::string> frozen;
   std::vector<std::string> trainOnly; // --parameters: exactly these are trained
   std::vector<std::string> gradInputs;
+  /// Activation checkpointing (ds-recompute): "" follows the config's
+  /// activation_checkpointing section; none, layers, sqrt or budget.
+  std::string recompute;
+  int64_t recomputeCheckpoints = -1; // layers kept (-1: number_checkpoints / all)
+  int64_t recomputeBudget = -1;      // budget: activation bytes
   InferencePipelineOptions inference;
 };
 

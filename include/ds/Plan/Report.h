@@ -44,6 +44,13 @@ struct MemoryReport {
   // Generation plans: the KV caches (state shared by prefill and decode),
   // for `kvSequences` sequences of up to `kvTokens` tokens each.
   int64_t kvCacheBytes = 0, kvSequences = 0, kvTokens = 0;
+  // Activation checkpointing (ds-recompute): the policy ("" when off), the
+  // checkpoints kept and their bytes, what the backward recomputes, and the
+  // pass's own estimates of the activation peak without and with it.
+  std::string recomputePolicy;
+  int64_t checkpoints = 0, recomputedSegments = 0, checkpointBytes = 0, recomputedOps = 0;
+  double recomputeFlops = 0, forwardFlops = 0;
+  bool cpuCheckpointing = false;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes + kvCacheBytes;

@@ -673,4 +673,58 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::ml_program::MLProgramDialect"];
 }
 
+def RecomputePass : Pass<"ds-recompute", "ModuleOp"> {
+  let summary = "activation checkpointing: recompute forward segments in the backward";
+  let description = [{
+    Trades compute for activation memory, as DeepSpeed's (and Megatron's,
+    and `torch.utils.checkpoint`'s) activation checkpointing does, but
+    decided on the whole training step instead of around the modules a
+    user wrapped. The forward of `@train_step` (up to the op marked
+    `ds.loss`) is cut at *checkpoints*: values every later forward op
+    reaches only through them (the residual stream between layers). Data
+    that does not depend on a parameter (masks, position tables) and
+    parameters themselves do not count as crossing. Each forward segment
+    between two checkpoints is copied into the backward, right before the
+    first backward op that reads one of its values, reading its checkpoint
+    through `ds.optimization_barrier` so CSE cannot merge the copy back;
+    the backward reads the copy, and the segment's own values die at the
+    end of the forward. The segment after the last checkpoint (the head
+    and the loss) is not recomputed: the backward starts with it.
+
+    Policies: `layers` puts a checkpoint at the output of each layer
+    (the ONNX node names' numbered module, `/h.3/`, `/layers.3/`), or at
+    `checkpoints` of them spread evenly; `sqrt` (Chen et al. 2016) puts
+    sqrt(n) checkpoints among the n possible ones, evenly by the bytes
+    the backward reads; `budget` recomputes the fewest layers (the first
+    ones first, Megatron's "block" method) whose estimated activation peak
+    fits `budget` bytes. `cpu` keeps checkpoints in host memory between
+    forward and backward (`ds.offload` / `ds.fetch`, DeepSpeed's
+    cpu_checkpointing). Empty options take the module's `ds.training`
+    (DeepSpeed's activation_checkpointing section); without one the pass
+    does nothing.
+
+    The module's `ds.recompute` attribute records what was chosen for
+    `--report`: checkpoints, their bytes, recomputed ops and the matrix
+    product flops the recomputation adds to the step.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "none, layers, sqrt or budget (empty: layers when the config has an "
+           "activation_checkpointing section, else none)">,
+    Option<"checkpoints", "checkpoints", "int64_t", /*default=*/"-1",
+           "layers: how many layer outputs to keep (-1: the config's number_checkpoints, "
+           "else every layer's)">,
+    Option<"budget", "budget", "int64_t", /*default=*/"-1",
+           "budget: the activation bytes to fit (estimated before fusion)">,
+    Option<"cpu", "cpu", "int64_t", /*default=*/"-1",
+           "1: checkpoints in host memory (cpu_checkpointing), 0: on the device, "
+           "-1: the config's">
+  ];
+  let statistics = [
+    Statistic<"numCheckpoints", "num-checkpoints", "checkpoints kept">,
+    Statistic<"numRecomputed", "num-recomputed", "forward ops copied into the backward">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

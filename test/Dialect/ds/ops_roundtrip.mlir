@@ -238,3 +238,10 @@ func.func @fused_elementwise(%x: tensor<2x3xf32>, %m: tensor<3xi1>) -> tensor<2x
   }
   return %0 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func.func @recompute_barrier
+func.func @recompute_barrier(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: ds.optimization_barrier %{{.*}} : tensor<2x8xf32>
+  %0 = ds.optimization_barrier %x : tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}

@@ -1295,3 +1295,12 @@ func.func @dynamic_quantize_shape(%x: tensor<2x8xf32>) {
   %q, %s, %z = ds.dynamic_quantize %x : (tensor<2x8xf32>) -> (tensor<2x4xui8>, tensor<f32>, tensor<ui8>)
   return
 }
+
+// -----
+
+// optimization_barrier: operand and result have the same type.
+func.func @optimization_barrier_type(%x: tensor<2x8xf32>) {
+  // expected-error@+1 {{failed to verify that all of {operand, result} have same type}}
+  %0 = "ds.optimization_barrier"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf16>
+  return
+}

@@ -500,7 +500,7 @@ def DS_MaxPoolIndicesOp : DS_Op<"max_pool_indices", [Pure], DS_OwnStep> {
 //===----------------------------------------------------------------------===//
 
 class DS_ReduceOp<string mnemonic, string desc>
-    : DS_Op<mnemonic, [Pure, DS_Differentiable,
+    : DS_Op<mnemonic, [Pure, DS_Differentiable, DS_OwnShardingRule,
                        DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = desc # " over axes";
   let description = [{
@@ -961,7 +961,8 @@ def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
   let hasVerifier = 1;
 }
 
-def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>],
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["operand", "dy", "result"]>,
+                                      DS_OwnShardingRule],
                          DS_OwnStep> {
   let summary = "dy * gelu'(x)";
   let description = [{
@@ -1011,7 +1012,7 @@ def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
-def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure], DS_OwnStep> {
+def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "one Adam/AdamW step of a parameter (the fused CPU-Adam kernel)";
   let description = [{
     With `g = grad * grad_scale` (the clipping coefficient): with
@@ -1047,7 +1048,7 @@ def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
-def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure], DS_OwnStep> {
+def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "one SGD step with momentum (torch.optim.SGD)";
   let description = [{
     `d = grad * grad_scale + weight_decay * param`; with momentum
@@ -1120,7 +1121,7 @@ def DS_FetchOp : DS_Op<"fetch", [Pure, AllTypesMatch<["operand", "result"]>]> {
 //===----------------------------------------------------------------------===//
 
 def DS_OptimizationBarrierOp : DS_Op<"optimization_barrier",
-    [AllTypesMatch<["operand", "result"]>], DS_OwnStep> {
+    [AllTypesMatch<["operand", "result"]>, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "the operand's value, as a value no pass may merge with it";
   let description = [{
     Returns its operand. It is not `Pure`: CSE never merges it or what is

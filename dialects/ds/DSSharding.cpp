@@ -282,3 +282,10 @@ int64_t mlir::ds::groupSizeOf(ArrayRef<StringRef> axes, MeshAttr mesh) {
   for (StringRef a : axes) n *= mesh ? mesh.getAxisSize(a).value_or(1) : 1;
   return n;
 }
+
+/// The constraint is the identity on values: its gradient is the result's.
+LogicalResult ShardOp::buildGradients(GradientBuilder &, ArrayRef<Value> dres,
+                                      MutableArrayRef<Value> d) {
+  d[0] = dres[0];
+  return success();
+}

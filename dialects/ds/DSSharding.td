@@ -107,13 +107,16 @@ def DS_CollectiveReductionAttr : EnumAttr<DS_Dialect, DS_CollectiveReduction, "r
 
 // ---- ops ---------------------------------------------------------------------
 
-def DS_ShardOp : DS_Op<"shard", [Pure, SameOperandsAndResultType]> {
+def DS_ShardOp : DS_Op<"shard", [Pure, SameOperandsAndResultType, DS_Differentiable]> {
   let summary = "a sharding constraint: the result is laid out as given";
   let description = [{
     Says where a value must live (Shardy's sharding_constraint): the
     tensor-parallel pass puts one on each weight it splits. ds-reshard turns
     it into the collective (or local slice) that moves the operand's
-    sharding to `sharding`, or into nothing when they agree.
+    sharding to `sharding`, or into nothing when they agree. Its gradient
+    is the result's (the value is the operand's); in a training module a
+    constraint on a parameter's load also lays out the parameter's state
+    (ds-propagate-sharding).
 
     **Constraints:**
     - `sharding` has the operand's rank and names axes of the module's mesh.

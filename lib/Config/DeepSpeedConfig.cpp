@@ -3,6 +3,7 @@
 #include <limits>
 
 #include <cctype>
+#include <cstdio>
 #include <set>
 #include "ds/Support/TextLimits.h"
 
@@ -430,6 +431,55 @@ llvm::Error readActivationCheckpointing(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
+/// tensor_parallel in a training config: DeepSpeed's AutoTP training
+/// (autotp_size), or `given` ranks (ds-opt --tensor-parallel, 0: none
+/// given). Splits the world into tp groups; c.worldSize becomes the
+/// data-parallel size.
+llvm::Error readTensorParallel(Reader &top, TrainingConfig &c, int64_t given) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "tensor_parallel", err);
+  if (err) return err;
+  int64_t size = 0;
+  if (o) {
+    Reader r(o, "tensor_parallel", top.file());
+    DS_CHECK(r.integer("autotp_size", size, /*positive=*/true));
+    // Communication overlap and layer presets: ds schedules its
+    // collectives and finds the column/row pairs itself.
+    bool overlap = false;
+    DS_CHECK(r.boolean("tp_overlap_comm", overlap));
+    std::string preset;
+    DS_CHECK(r.string("preset_model", preset));
+    if (r.has("tp_size"))
+      return r.error("tp_size", "is DeepSpeed-Inference's key; a training config names the "
+                                "tensor-parallel ranks in autotp_size");
+    if (r.has("partition_config"))
+      return r.error("partition_config",
+                     "is not supported yet: ds finds the column- and row-parallel pairs from "
+                     "the graph (leave it out)");
+    DS_CHECK(r.finish());
+    if (!o->get("autotp_size"))
+      return top.error("tensor_parallel", "needs autotp_size (the tensor-parallel ranks)");
+  }
+  if (given > 0 && size > 0 && given != size)
+    return top.error("tensor_parallel.autotp_size",
+                     llvm::formatv("is {0}, but ds-opt --tensor-parallel says {1}", size, given)
+                         .str());
+  const bool fromFlag = given > 0 && size <= 0;
+  if (given > 0) size = given;
+  if (size <= 0) size = 1;
+  if (c.worldSize % size) {
+    std::string msg = llvm::formatv("{0} tensor-parallel ranks do not divide the world of {1}",
+                                    size, c.worldSize);
+    if (fromFlag)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--tensor-parallel " + std::to_string(size) + ": " + msg);
+    return top.error("tensor_parallel.autotp_size", msg);
+  }
+  c.tensorParallel = size;
+  c.worldSize /= size;
+  return llvm::Error::success();
+}
+
 /// csv_monitor or tensorboard: {enabled, output_path, job_name}
 /// (deepspeed/monitor/config.py).
 llvm::Error readMonitor(Reader &top, llvm::StringRef key, MonitorConfig &m) {
@@ -683,6 +733,77 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
   return llvm::Error::success();
 }
 
+/// DeepSpeed's `elasticity` section: when enabled, the global batch, the
+/// micro batch and the accumulation steps come from it for this run's
+/// data-parallel size (ds/Config/Elasticity.h), replacing the batch keys.
+llvm::Error readElasticity(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "elasticity", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  ElasticityConfig &el = c.elasticity;
+  Reader r(o, "elasticity", top.file());
+  DS_CHECK(r.boolean("enabled", el.enabled));
+  if (!el.enabled) {
+    // Disabled: DeepSpeed reads none of it.
+    for (const auto &kv : *o) (void)r.get(kv.first);
+    return llvm::Error::success();
+  }
+  for (const char *key : {"max_train_batch_size", "micro_batch_sizes"})
+    if (!r.has(key))
+      return r.error(key, "is required when elasticity is enabled (DeepSpeed's rule)");
+  DS_CHECK(r.integer("max_train_batch_size", el.maxTrainBatchSize, /*positive=*/true));
+  const json::Array *mbs = r.get("micro_batch_sizes")->getAsArray();
+  if (!mbs || mbs->empty())
+    return r.error("micro_batch_sizes", "expected a non-empty list of positive integers");
+  el.microBatchSizes.clear();
+  for (const json::Value &v : *mbs) {
+    std::optional<int64_t> i = v.getAsInteger();
+    if (!i || *i <= 0 || *i >= kMaxCount)
+      return r.error("micro_batch_sizes", "expected a non-empty list of positive integers");
+    el.microBatchSizes.push_back(*i);
+  }
+  DS_CHECK(r.integer("min_gpus", el.minGpus, true));
+  DS_CHECK(r.integer("max_gpus", el.maxGpus, true));
+  DS_CHECK(r.integer("num_gpus_per_node", el.numGpusPerNode, true));
+  DS_CHECK(r.integer("model_parallel_size", el.modelParallelSize, true));
+  DS_CHECK(r.number("min_time", el.minTime, false, /*nonNegative=*/true)); // the scheduler's
+  DS_CHECK(r.boolean("prefer_larger_batch", el.preferLargerBatch));
+  DS_CHECK(r.boolean("ignore_non_elastic_batch_info", el.ignoreNonElasticBatchInfo));
+  DS_CHECK(r.number("version", el.version, true));
+  DS_CHECK(r.finish());
+  char version[32];
+  std::snprintf(version, sizeof version, "%g", el.version);
+  if (el.version > 0.2)
+    return r.error("version", llvm::Twine(version) +
+                                  " is newer than the latest elasticity version, 0.2");
+  if (el.version != 0.1 && el.version != 0.2)
+    return r.error("version", llvm::Twine(version) + ": elasticity has versions 0.1 and 0.2");
+  if (el.modelParallelSize > 1 && el.version != 0.2)
+    return r.error("model_parallel_size", "needs elasticity version 0.2");
+  if (el.modelParallelSize != c.tensorParallel && el.modelParallelSize > 1)
+    return r.error("model_parallel_size",
+                   llvm::formatv("is {0}, but the run has {1} tensor-parallel ranks",
+                                 el.modelParallelSize, c.tensorParallel)
+                       .str());
+  // The batch keys elasticity replaces (DeepSpeed refuses them beside it).
+  for (const char *key : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                          "gradient_accumulation_steps"}) {
+    if (!top.has(key)) continue;
+    if (!el.ignoreNonElasticBatchInfo)
+      return top.error(key, "is set beside an enabled elasticity section, which computes the "
+                            "batch sizes; remove it or set elasticity.ignore_non_elastic_batch_info");
+    (void)top.get(key);
+  }
+  llvm::Expected<ElasticBatch> b = computeElasticBatch(el, c.worldSize);
+  if (!b) return top.error("elasticity", llvm::toString(b.takeError()));
+  c.trainBatchSize = b->trainBatchSize;
+  c.microBatchSize = b->microBatchSize;
+  c.gradientAccumulationSteps = b->gradientAccumulationSteps;
+  c.elasticValidWorldSizes = b->validWorldSizes;
+  return llvm::Error::success();
+}
+
 /// DeepSpeed's batch arithmetic: train_batch_size = micro batch *
 /// accumulation steps * world size; any two give the third.
 llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
@@ -696,8 +817,9 @@ llvm::Error readBatchSizes(Reader &r, TrainingConfig &c) {
   auto mismatch = [&](const char *why) {
     return r.error("train_batch_size",
                    llvm::formatv("{0}: train_batch_size {1} != train_micro_batch_size_per_gpu "
-                                 "{2} * gradient_accumulation_steps {3} * world size {4}",
-                                 why, tbs, mbs, gas, worldSize)
+                                 "{2} * gradient_accumulation_steps {3} * {5} {4}",
+                                 why, tbs, mbs, gas, worldSize,
+                                 c.tensorParallel > 1 ? "data-parallel size" : "world size")
                        .str());
   };
   // Products in checked arithmetic: absurd sizes are an error, not overflow.
@@ -794,7 +916,8 @@ std::string duplicateKey(llvm::StringRef text) {
 
 llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
                                                               llvm::StringRef name,
-                                                              int64_t worldSize) {
+                                                              int64_t worldSize,
+                                                              int64_t tensorParallel) {
   if (std::string deep = checkNesting(text); !deep.empty())
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
                                    name.str().c_str(), deep.c_str());
@@ -817,12 +940,14 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   TrainingConfig c;
   c.worldSize = worldSize;
   Reader r(root, "", name.str());
+  // Tensor parallelism first: the batch arithmetic counts data-parallel
+  // ranks only (DeepSpeed's with an mpu).
+  DS_CHECK(readTensorParallel(r, c, tensorParallel));
 
   // Sections other issues implement: refused while enabled.
-  for (llvm::StringRef key : {"amp",
-                              "tensor_parallel", "pipeline", "compression_training",
+  for (llvm::StringRef key : {"amp", "pipeline", "compression_training",
                               "sparse_attention", "curriculum_learning", "data_efficiency",
-                              "autotuning", "elasticity"}) {
+                              "autotuning"}) {
     if (enabledSection(r.get(key)))
       return r.error(key, "is not supported yet; remove it or set \"enabled\": false");
   }
@@ -846,7 +971,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(r.boolean("zero_allow_untested_optimizer", ignored));
   DS_CHECK(r.boolean("zero_force_ds_cpu_optimizer", ignored));
 
-  DS_CHECK(readBatchSizes(r, c));
+  DS_CHECK(readElasticity(r, c));
+  if (!c.elasticity.enabled) DS_CHECK(readBatchSizes(r, c));
   DS_CHECK(r.number("gradient_clipping", c.gradientClipping, false, /*nonNegative=*/true));
   DS_CHECK(r.integer("steps_per_print", c.stepsPerPrint, /*positive=*/true));
   DS_CHECK(readOptimizer(r, c));
@@ -859,7 +985,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
 }
 
 llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &path,
-                                                             int64_t worldSize) {
+                                                             int64_t worldSize,
+                                                             int64_t tensorParallel) {
   // A FIFO or device would block or never end: only regular files are read.
   llvm::sys::fs::file_status st;
   if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
@@ -876,7 +1003,7 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),
                                    buf.getError().message().c_str());
-  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize);
+  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize, tensorParallel);
 }
 
 std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &path,

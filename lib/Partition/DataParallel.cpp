@@ -13,6 +13,7 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DATAPARALLELPASS
@@ -45,6 +46,19 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
   //===--------------------------------------------------------------------===//
   // ZeRO stages 1 and 2
   //===--------------------------------------------------------------------===//
+
+  /// The mesh axes a tensor-parallel state global is split over (null when
+  /// it is whole on every rank of a replica).
+  static ArrayAttr splitAxesOf(ModuleOp module, StringRef global) {
+    auto g = module.lookupSymbol<ml_program::GlobalOp>(global);
+    auto a = g ? g->getAttrOfType<ShardingAttr>(kStateShardingAttr) : ShardingAttr();
+    if (!a) return {};
+    SmallVector<Attribute> axes;
+    for (int64_t d = 0; d < a.getRank(); ++d)
+      for (StringRef x : a.axesOf(d)) axes.push_back(StringAttr::get(module.getContext(), x));
+    if (axes.empty()) return {};
+    return ArrayAttr::get(module.getContext(), axes);
+  }
 
   /// Elements of one rank's block of a parameter of `n` elements.
   int64_t blockOf(int64_t n) const { return (n + worldSize - 1) / worldSize; }
@@ -90,6 +104,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       // ... and its shape, for consolidation (zero_to_fp32).
       g->setAttr("ds.partition_shape",
                  DenseI64ArrayAttr::get(module.getContext(), whole.getShape()));
+      // ... and the mesh axis the blocks are spread over.
+      g->setAttr("ds.partition_axis", StringAttr::get(module.getContext(), axis));
     }
     g.setType(blockType);
     module.walk([&](Operation *op) {
@@ -273,6 +289,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     if (!sqrt || updates.empty())
       return opt.emitError("ZeRO expects the optimizer step ds-build-train-step builds");
     Value sumSq;
+    llvm::MapVector<ArrayAttr, Value> splitSums; // tensor-parallel slices, by their axes
     OpBuilder nb(sqrt);
     for (auto [ui, u] : llvm::enumerate(updates)) {
       Value param = u->getOperand(0), grad = u->getOperand(1);
@@ -293,12 +310,19 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         b.setInsertionPointAfter(grad.getDefiningOp());
         gBlock = gradientBlock(b, gl.getLoc(), grad, axes);
       }
-      // Its share of the clipping norm.
+      // Its share of the clipping norm. A tensor-parallel slice's share
+      // is summed over its tp group too (a replicated parameter's must not
+      // be: every tp rank holds the same one).
       Value sq = MulOp::create(nb, sqrt.getLoc(), gBlock, gBlock);
       Value s = ReduceSumOp::create(nb, sqrt.getLoc(), ValueRange{sq},
                                     {nb.getNamedAttr("axes", nb.getDenseI64ArrayAttr({0})),
                                      nb.getNamedAttr("keepdims", nb.getBoolAttr(false))});
-      sumSq = sumSq ? Value(AddOp::create(nb, sqrt.getLoc(), sumSq, s)) : s;
+      if (ArrayAttr tpAxes = splitAxesOf(module, gl.getGlobal().getLeafReference())) {
+        Value &sum = splitSums[tpAxes];
+        sum = sum ? Value(AddOp::create(nb, sqrt.getLoc(), sum, s)) : s;
+      } else {
+        sumSq = sumSq ? Value(AddOp::create(nb, sqrt.getLoc(), sumSq, s)) : s;
+      }
 
       OpBuilder b(u);
       Location loc = u->getLoc();
@@ -349,6 +373,11 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       u->erase();
     }
     // The global norm: every rank's blocks together.
+    for (auto &[groupAxes, sum] : splitSums) {
+      Value whole = AllReduceOp::create(nb, sqrt.getLoc(), sum.getType(), sum, groupAxes,
+                                        CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum));
+      sumSq = sumSq ? Value(AddOp::create(nb, sqrt.getLoc(), sumSq, whole)) : whole;
+    }
     Value total = AllReduceOp::create(nb, sqrt.getLoc(), sumSq.getType(), sumSq, axes,
                                       CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum));
     sqrt->setOperand(0, total);
@@ -368,8 +397,11 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       while (changed) {
         changed = false;
         SmallVector<Operation *> dead;
+        // (An unread all-reduce is dead too: the old norm's, over the
+        // tensor-parallel group.)
         f.walk([&](Operation *op) {
-          if (op != f && isOpTriviallyDead(op)) dead.push_back(op);
+          if (op != f && (isOpTriviallyDead(op) || (isa<AllReduceOp>(op) && op->use_empty())))
+            dead.push_back(op);
         });
         for (Operation *op : dead) op->erase();
         changed = !dead.empty();

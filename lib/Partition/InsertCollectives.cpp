@@ -1,6 +1,7 @@
 //===- InsertCollectives.cpp - sharding disagreements to collectives ------===//
 #include "ds/Partition/Passes.h"
 #include "ds/Partition/Sharding.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/Builders.h"
 
 namespace mlir::ds {
@@ -112,6 +113,23 @@ struct InsertCollectivesPass
             if (failed(moved)) return signalPassFailure();
             o.set(*moved);
           }
+          continue;
+        }
+        // State keeps its layout: a load reads it as it is laid out, and a
+        // store writes a value moved to that layout.
+        if (isa<ml_program::GlobalLoadOp>(op)) continue;
+        if (auto store = dyn_cast<ml_program::GlobalStoreOp>(op)) {
+          // A fill stored alone (zeroed accumulators) is made in the
+          // global's sharding: nothing to slice.
+          if (auto fill = store.getValue().getDefiningOp<FillOp>();
+              fill && fill->hasOneUse() && !stateSharding(store).isReplicated()) {
+            setSharding(fill.getResult(), stateSharding(store));
+            continue;
+          }
+          FailureOr<Value> moved = convert(store.getValue(), shardingOf(store.getValue()),
+                                           stateSharding(store), op);
+          if (failed(moved)) return signalPassFailure();
+          store.getValueMutable().assign(*moved);
           continue;
         }
         if (op->getNumResults() == 0 ||

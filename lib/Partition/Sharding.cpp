@@ -2,6 +2,9 @@
 #include "ds/Partition/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -68,4 +71,21 @@ ShardingDecision mlir::ds::decideSharding(Operation *op, ArrayRef<Sharding> in, 
     for (Value v : op->getResults()) d.results.push_back(Sharding::replicated(rankOf(v)));
   }
   return d;
+}
+
+Sharding mlir::ds::stateSharding(Operation *op) {
+  SymbolRefAttr sym;
+  Type type;
+  if (auto l = dyn_cast<ml_program::GlobalLoadOp>(op)) {
+    sym = l.getGlobal();
+    type = l.getType();
+  } else if (auto s = dyn_cast<ml_program::GlobalStoreOp>(op)) {
+    sym = s.getGlobal();
+    type = s.getValue().getType();
+  }
+  int64_t rank = cast<RankedTensorType>(type).getRank();
+  auto g = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(op, sym);
+  auto a = g ? g->getAttrOfType<ShardingAttr>(kStateShardingAttr) : ShardingAttr();
+  if (a && a.getRank() == rank) return Sharding::fromAttr(a);
+  return Sharding::replicated(rank);
 }

@@ -236,6 +236,17 @@ FailureOr<FusedBytes> readFusedBytes(MatmulOp m, const FusedSplit &s) {
 
 // Part i's own bias (a parameter "name#i" or a constant), added on the same
 // side as the fused bias was.
+/// What a trained part is of, for --export-onnx and checkpoints: the ONNX
+/// initializer whose last-axis block `i` it holds (of its transpose when the
+/// fused weight is stored transposed, ds.transpose_of).
+void markPart(ParameterOp part, ParameterOp fused, size_t i) {
+  Builder b(part.getContext());
+  auto of = fused->getAttrOfType<StringAttr>("ds.transpose_of");
+  part->setAttr("ds.part_of", of ? of : b.getStringAttr(fused.getSymName()));
+  part->setAttr("ds.part_index", b.getI64IntegerAttr(static_cast<int64_t>(i)));
+  if (of) part->setAttr("ds.part_transposed", b.getUnitAttr());
+}
+
 Value addPartBias(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, size_t i,
                   Value y) {
   const FusedPart &part = s.parts[i];
@@ -243,10 +254,12 @@ Value addPartBias(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb,
   auto bt = RankedTensorType::get({part.size}, m.getRhs().getType().getElementType());
   ArrayRef<uint8_t> piece(fb.bias.data() + part.start * es, part.size * es);
   Value pb;
-  if (auto bp = s.biasValue.getDefiningOp<ParameterOp>())
-    pb = ParameterOp::create(b, bp.getLoc(), (bp.getSymName() + "#" + Twine(i)).str(),
-                             denseFromBytes(bt, piece));
-  else
+  if (auto bp = s.biasValue.getDefiningOp<ParameterOp>()) {
+    auto pp = ParameterOp::create(b, bp.getLoc(), (bp.getSymName() + "#" + Twine(i)).str(),
+                                  denseFromBytes(bt, piece));
+    markPart(pp, bp, i);
+    pb = pp;
+  } else
     pb = ConstantOp::create(b, s.bias.getLoc(), denseFromBytes(bt, piece));
   return s.bias.getLhs() == m.getResult() ? Value(AddOp::create(b, s.bias.getLoc(), y, pb))
                                           : Value(AddOp::create(b, s.bias.getLoc(), pb, y));
@@ -282,7 +295,7 @@ Value buildPart(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, s
   auto t = RankedTensorType::get({rows, size}, elem);
   auto pw = ParameterOp::create(b, w.getLoc(), (w.getSymName() + "#" + Twine(i)).str(),
                                 denseFromBytes(t, bytes));
-  pw->setAttr("ds.part_of", b.getStringAttr(w.getSymName()));
+  markPart(pw, w, i);
   Value y = MatmulOp::create(b, m.getLoc(), m.getLhs(), pw.getResult());
   if (s.bias) y = addPartBias(b, m, s, fb, i, y);
   if (s.packed) y = unpackPart(b, s, y, elem);
@@ -349,7 +362,13 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
       s->parts[i].replaced.replaceAllUsesWith(buildPart(b, m, *s, *fb, i));
     for (Operation *u : s->users) u->erase();
     if (s->bias) s->bias->erase();
+    Operation *fusedWeight = m.getRhs().getDefiningOp();
+    Operation *fusedBias = s->biasValue ? s->biasValue.getDefiningOp() : nullptr;
     m->erase();
+    // The fused parameters are read by no one now (a training module
+    // would otherwise list them as held constant).
+    for (Operation *p : {fusedWeight, fusedBias})
+      if (p && isa<ParameterOp>(p) && p->use_empty()) p->erase();
     ++numFusedSplit;
     return success();
   }
@@ -389,6 +408,7 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         if (failed(splitFused(m))) return signalPassFailure();
 
       llvm::SetVector<Operation *> rowParallel, colParallel;
+      SmallVector<std::pair<OpOperand *, Sharding>> extraSplits;
       SmallVector<Operation *> candidates;
       func.walk([&](MatmulOp m) {
         if (isWeightMatmul(m)) candidates.push_back(m);
@@ -459,10 +479,17 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         SmallVector<Operation *> ordered(region.begin(), region.end());
         llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
         bool normalizesSplitAxis = false;
+        SmallVector<std::pair<OpOperand *, Sharding>> leafSplits;
         for (Operation *r : ordered) {
           SmallVector<Sharding> ins;
           for (Value o : r->getOperands()) ins.push_back(get(o));
           ShardingDecision d = decideSharding(r, ins, mesh);
+          // Parameters read in the region (a column-parallel layer's
+          // bias) are split as the region computes.
+          for (auto [i, o] : llvm::enumerate(r->getOperands()))
+            if (o.getDefiningOp<ParameterOp>() && i < d.operands.size() &&
+                llvm::any_of(d.operands[i].dims, [](const DimSharding &x) { return x.isSplit(); }))
+              leafSplits.push_back({&r->getOpOperand(i), d.operands[i]});
           for (auto [i, o] : llvm::enumerate(r->getOperands()))
             if (ins[i].dims != d.operands[i].dims && !isLeaf(o) &&
                 llvm::any_of(ins[i].dims, [](const DimSharding &x) { return x.isSplit(); })) {
@@ -494,6 +521,15 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         for (Operation *c : cols) colParallel.insert(c);
         rowParallel.insert(op);
         ++numPairs;
+        // Training: every parameter the pair splits is constrained, so
+        // its state is laid out split (ds-propagate-sharding): the
+        // row-parallel weight by rows, the region's parameters as read.
+        if (training) {
+          ShardingDecision d2 =
+              decideSharding(m2, {lhs, Sharding::replicated(2)}, mesh);
+          leafSplits.push_back({&m2.getRhsMutable(), d2.operands[1]});
+          for (auto &[operand, sharding] : leafSplits) extraSplits.push_back({operand, sharding});
+        }
       }
       // Asked for tensor parallelism and given none would look like a
       // working split: say so (each rank then holds every weight).
@@ -509,6 +545,12 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         auto s = ShardingAttr::get(ctx, {SmallVector<StringRef>{}, SmallVector<StringRef>{axis}});
         Value w = ShardOp::create(b, m1.getLoc(), m1.getRhs(), s);
         m1.getRhsMutable().assign(w);
+      }
+      for (auto &[operand, sharding] : extraSplits) {
+        Operation *user = operand->getOwner();
+        OpBuilder b(user);
+        Value w = ShardOp::create(b, user->getLoc(), operand->get(), sharding.toAttr(ctx));
+        operand->set(w);
       }
     }
   }

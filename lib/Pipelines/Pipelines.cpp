@@ -98,11 +98,21 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
   t.frozen.assign(o.frozen.begin(), o.frozen.end());
   t.trainOnly.assign(o.trainOnly.begin(), o.trainOnly.end());
   t.gradInputs.assign(o.gradInputs.begin(), o.gradInputs.end());
+  t.tensorParallel = o.tensorParallel;
   // GELU as one op before autodiff: one gradient op instead of a chain's.
   if (!llvm::is_contained(o.inference.disabledFusions, "activations")) {
     RaiseActivationsPassOptions raise;
     raise.trained.assign(o.trainOnly.begin(), o.trainOnly.end());
     pm.addPass(createRaiseActivationsPass(raise));
+  }
+  // Tensor parallelism: the pairs are found on the forward and constrained
+  // (weights, biases); the training step is built from it and partitioned
+  // whole below, backward and optimizer included.
+  if (o.tensorParallel > 1) {
+    TensorParallelPassOptions tp;
+    tp.size = o.tensorParallel;
+    tp.training = true;
+    pm.addPass(createTensorParallelPass(tp));
   }
   pm.addPass(createBuildTrainStepPass(t));
   // Recomputation right after autodiff: data parallelism then gathers
@@ -114,9 +124,15 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOp
   pm.addPass(createRecomputePass(r));
   // bf16/fp16: 16-bit parameters and gradients, fp32 masters (a no-op in fp32).
   pm.addPass(createHalfModelStatesPass());
-  if (o.worldSize > 1) {
+  if (o.tensorParallel > 1) {
+    pm.addPass(createPropagateShardingPass());
+    pm.addPass(createInsertCollectivesPass());
+    pm.addPass(createGlobalToLocalPass());
+  }
+  const int64_t dataParallel = o.worldSize / std::max<int64_t>(1, o.tensorParallel);
+  if (dataParallel > 1) {
     DataParallelPassOptions dp;
-    dp.worldSize = o.worldSize;
+    dp.worldSize = dataParallel;
     pm.addPass(createDataParallelPass(dp));
     pm.addPass(createZeroSchedulePass());
   }

@@ -17,6 +17,7 @@
 #include "ds/Plan/KernelBridge.h"
 #include "ds/Plan/MemorySpaces.h"
 #include "ds/Plan/Passes.h"
+#include "runtime/plan/StateLayout.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/AsmState.h"
@@ -52,6 +53,27 @@ public:
   PlanEmitter(rt::PlanWriter &w, const MemorySpaces &spaces)
       : w_(w), p_(w.plan()), spaces_(spaces) {}
 
+  /// Each rank's initial slice of a tensor-parallel state global (then its
+  /// ZeRO block, when partitioned): cut as checkpoints cut a whole state
+  /// for a layout (runtime/plan/StateLayout.h).
+  LogicalResult emitRankSlices(ModuleOp module, ml_program::GlobalOp g, plan::Buffer &b) {
+    MeshAttr mesh = MeshAttr::lookup(module);
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(g->getAttr("ds.full_value"), g.getLoc());
+    if (failed(bytes)) return failure();
+    rt::HostArray whole;
+    whole.dtype = b.dtype();
+    whole.shape = rt::wholeShapeOf(b);
+    whole.data = std::move(*bytes);
+    b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
+    for (int64_t r = 0; r < mesh.getNumRanks(); ++r) {
+      absl::StatusOr<rt::HostArray> part = rt::rankPart(b, p_.mesh(), mesh.getNumRanks(), r, whole);
+      if (!part.ok())
+        return g.emitError("cannot cut the state per rank: ") << part.status().message();
+      w_.addWeightShard(b, part->data.data(), part->data.size());
+    }
+    return success();
+  }
+
   LogicalResult emitGlobals(ModuleOp module) {
     for (auto g : module.getOps<ml_program::GlobalOp>()) {
       auto t = dyn_cast<RankedTensorType>(g.getType());
@@ -65,9 +87,29 @@ public:
         b.set_partition_numel(n.getInt());
       if (auto shape = g->getAttrOfType<DenseI64ArrayAttr>("ds.partition_shape"))
         for (int64_t d : shape.asArrayRef()) b.add_partition_shape(d);
-      // ZeRO-3: a parameter stored as one block per rank keeps its whole
-      // initial value in ds.full_value; each rank's block of the flattened,
-      // zero-padded value is that rank's initial state.
+      if (auto axis = g->getAttrOfType<StringAttr>("ds.partition_axis"))
+        b.set_partition_axis(axis.str());
+      auto split = g->getAttrOfType<ShardingAttr>("ds.sharding");
+      if (split) {
+        for (int64_t d = 0; d < split.getRank(); ++d) {
+          SmallVector<StringRef> axes = split.axesOf(d);
+          if (axes.empty()) continue;
+          plan::StateSplit *ss = b.add_splits();
+          ss->set_dim(d);
+          for (StringRef a : axes) ss->add_axes(a.str());
+        }
+        if (auto whole = g->getAttrOfType<DenseI64ArrayAttr>("ds.whole_shape"))
+          for (int64_t d : whole.asArrayRef()) b.add_whole_shape(d);
+      }
+      // Tensor parallelism and ZeRO-3: state that differs per rank keeps
+      // its whole initial value in ds.full_value; each rank's initial state
+      // is its slice (tensor parallelism), flattened, zero-padded and cut
+      // into blocks (ZeRO), the block of its coordinate.
+      if (split && b.splits_size() && g->getAttr("ds.full_value")) {
+        if (failed(emitRankSlices(module, g, b))) return failure();
+        state_[g.getSymName()] = *id;
+        continue;
+      }
       if (auto full = g->getAttr("ds.full_value")) {
         // Whole blocks are views of the IR's bytes; the last one is copied
         // with its zero padding.
@@ -80,12 +122,16 @@ public:
         }
         ArrayRef<uint8_t> bytes = view ? *view : ArrayRef<uint8_t>(copy);
         uint64_t block = b.size_bytes();
-        int64_t ranks = MeshAttr::lookup(module) ? MeshAttr::lookup(module).getNumRanks() : 1;
-        if (bytes.size() > block * ranks)
-          return g.emitError("ds.full_value does not fit ") << ranks << " blocks of the state";
+        MeshAttr mesh = MeshAttr::lookup(module);
+        int64_t ranks = mesh ? mesh.getNumRanks() : 1;
+        int64_t blocks = ranks;
+        if (!b.partition_axis().empty() && mesh && mesh.getAxisSize(b.partition_axis()))
+          blocks = *mesh.getAxisSize(b.partition_axis());
+        if (bytes.size() > block * blocks)
+          return g.emitError("ds.full_value does not fit ") << blocks << " blocks of the state";
         b.set_state_init(plan::Buffer::STATE_INIT_WEIGHTS);
         for (int64_t r = 0; r < ranks; ++r) {
-          uint64_t lo = r * block;
+          uint64_t lo = rt::blockIndexOf(b, p_.mesh(), ranks, r) * block;
           if (view && lo + block <= bytes.size()) { // `copy` dies here: views only of the IR
             w_.addWeightShardView(b, bytes.data() + lo, block);
             continue;
@@ -412,6 +458,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_gradient_accumulation_steps(i64("gradient_accumulation_steps"));
   t.set_train_batch_size(i64("train_batch_size"));
   t.set_world_size(i64("world_size"));
+  t.set_tensor_parallel(i64("tensor_parallel"));
   t.set_zero_stage(i64("zero_stage"));
   t.set_gradient_clipping(f64("gradient_clipping"));
   t.set_steps_per_print(i64("steps_per_print"));
@@ -487,6 +534,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
       if (auto v = e.getAs<StringAttr>("initializer")) b->set_initializer(v.str());
       if (auto v = e.getAs<StringAttr>("state")) b->set_state(v.str());
       if (auto v = e.getAs<BoolAttr>("transpose")) b->set_transpose(v.getValue());
+      if (auto v = e.getAs<IntegerAttr>("part")) b->set_part(v.getInt());
     }
   return success();
 }

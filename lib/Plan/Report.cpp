@@ -53,6 +53,16 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     if (auto c = t.getAs<StringAttr>("communication_data_type")) r.communication = c.str();
     if (auto a = t.getAs<StringAttr>("grad_accum_dtype")) r.gradientAccum = a.str();
     if (auto z = t.getAs<IntegerAttr>("zero_stage")) r.zeroStage = z.getInt();
+    auto count = [&](StringRef k) {
+      auto a = t.getAs<IntegerAttr>(k);
+      return a ? a.getInt() : 0;
+    };
+    r.trainBatch = count("train_batch_size");
+    r.microBatch = count("micro_batch_size");
+    r.accumulation = count("gradient_accumulation_steps");
+    r.dataParallel = count("world_size");
+    if (auto e = t.getAs<DenseI64ArrayAttr>("elastic_valid_world_sizes"))
+      r.elasticSizes.assign(e.asArrayRef().begin(), e.asArrayRef().end());
   }
   if (auto rc = module->getAttrOfType<DictionaryAttr>("ds.recompute")) {
     auto i64 = [&](StringRef k) {
@@ -71,6 +81,9 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     r.recomputeFlops = f64("recompute_flops");
     r.forwardFlops = f64("forward_flops");
     if (auto c = rc.getAs<BoolAttr>("cpu_checkpointing")) r.cpuCheckpointing = c.getValue();
+    if (auto c = rc.getAs<IntegerAttr>("partitioned_checkpoints"))
+      r.partitionedCheckpoints = c.getInt();
+    if (auto c = rc.getAs<IntegerAttr>("partitions")) r.checkpointPartitions = c.getInt();
   }
   if (generation) {
     auto i64 = [&](StringRef k) {
@@ -222,6 +235,16 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
        (r.splitParameterBytes ? ", " + std::to_string(r.splitParameterBytes) + " B of it this rank's slices"
                               : std::string())).c_str());
   row("constants", r.constantBytes);
+  if (r.training && r.trainBatch) {
+    os << "  batch: train_batch_size " << r.trainBatch << " = micro " << r.microBatch
+       << " x accumulation " << r.accumulation << " x data-parallel " << r.dataParallel;
+    if (!r.elasticSizes.empty()) {
+      os << " (elasticity; the same global batch trains at data-parallel sizes";
+      for (int64_t s : r.elasticSizes) os << " " << s;
+      os << ")";
+    }
+    os << "\n";
+  }
   if (r.training) {
     row("gradients", r.gradientBytes,
         (r.gradientAccum + " accumulators").c_str());
@@ -240,7 +263,13 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
         llvm::formatv("activation checkpointing ({0}): {1} checkpoints{2}, {3} of {1} segments "
                       "recomputed in the backward ({4} ops, +{5:f0}% of the forward's product "
                       "flops)",
-                      r.recomputePolicy, r.checkpoints, r.cpuCheckpointing ? " in host memory" : "",
+                      r.recomputePolicy, r.checkpoints,
+                      (r.partitionedCheckpoints
+                           ? llvm::formatv(" ({0} split over {1} tensor-parallel ranks)",
+                                           r.partitionedCheckpoints, r.checkpointPartitions)
+                                 .str()
+                           : std::string()) +
+                          (r.cpuCheckpointing ? " in host memory" : ""),
                       r.recomputedSegments, r.recomputedOps,
                       r.forwardFlops > 0 ? 100.0 * r.recomputeFlops / r.forwardFlops : 0.0)
             .str());

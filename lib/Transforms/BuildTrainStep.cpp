@@ -97,14 +97,19 @@ private:
     }
     if (modelBatch < 0)
       return main.emitError("the model has no batched input to train on");
+    if (tensorParallel < 0 || (tensorParallel > 0 && worldSize % tensorParallel))
+      return main.emitError("tensor-parallel size ")
+             << static_cast<int64_t>(tensorParallel) << " does not divide the world of "
+             << static_cast<int64_t>(worldSize);
     if (configPath.empty()) {
-      config_.worldSize = worldSize;
+      config_.tensorParallel = std::max<int64_t>(1, tensorParallel);
+      config_.worldSize = worldSize / config_.tensorParallel;
       config_.microBatchSize = modelBatch;
       config_.gradientAccumulationSteps = 1;
-      config_.trainBatchSize = modelBatch * worldSize;
+      config_.trainBatchSize = modelBatch * config_.worldSize;
       return success();
     }
-    auto c = readDeepSpeedConfig(configPath, worldSize);
+    auto c = readDeepSpeedConfig(configPath, worldSize, tensorParallel);
     if (!c) return main.emitError() << llvm::toString(c.takeError());
     config_ = *c;
     if (config_.microBatchSize != modelBatch)
@@ -380,10 +385,18 @@ private:
       transposed = !transposed;
     }
     Builder b(p.getContext());
-    sources_.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("initializer", b.getStringAttr(initializer)),
-         b.getNamedAttr("state", b.getStringAttr(global)),
-         b.getNamedAttr("transpose", b.getBoolAttr(transposed))}));
+    SmallVector<NamedAttribute> attrs;
+    // One block of a fused projection split for tensor parallelism
+    // (ds-tensor-parallel): the initializer is its parts joined.
+    if (auto of = p->getAttrOfType<StringAttr>("ds.part_of")) {
+      initializer = of.str();
+      if (p->hasAttr("ds.part_transposed")) transposed = !transposed;
+      attrs.push_back(b.getNamedAttr("part", p->getAttr("ds.part_index")));
+    }
+    attrs.push_back(b.getNamedAttr("initializer", b.getStringAttr(initializer)));
+    attrs.push_back(b.getNamedAttr("state", b.getStringAttr(global)));
+    attrs.push_back(b.getNamedAttr("transpose", b.getBoolAttr(transposed)));
+    sources_.push_back(b.getDictionaryAttr(attrs));
   }
 
   struct Seen {
@@ -663,6 +676,18 @@ private:
            config_.precision.kind == PrecisionConfig::Kind::FP32;
   }
 
+  /// Whether a tensor-parallel constraint (ds.shard) reads the parameter.
+  static bool isSliced(ModuleOp module, const Parameter &p) {
+    auto sym = ml_program::GlobalOp(p.global).getSymNameAttr();
+    bool sliced = false;
+    module.walk([&](ml_program::GlobalLoadOp load) {
+      if (load.getGlobal().getLeafReference() == sym &&
+          llvm::any_of(load->getUsers(), [](Operation *u) { return isa<ShardOp>(u); }))
+        sliced = true;
+    });
+    return sliced;
+  }
+
   LogicalResult buildOptimizerStep(ModuleOp module) {
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToEnd(module.getBody());
@@ -687,8 +712,11 @@ private:
     };
 
     // Global L2 norm of all gradients (torch.nn.utils.clip_grad_norm_).
+    // Squares of tensor-parallel slices (a ds.shard reads the parameter)
+    // are summed apart from the others so that one all-reduce completes
+    // them all, not one per parameter.
     SmallVector<std::pair<Parameter, Value>> grads;
-    Value sumSq;
+    Value sumSliced, sumWhole;
     for (const Parameter &p : params_) {
       auto it = gradGlobals_.find(p.name);
       if (it == gradGlobals_.end()) continue;
@@ -703,8 +731,11 @@ private:
                                   b, loc, ValueRange{sq},
                                   {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))}));
-      sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, s)) : s;
+      Value &sum = isSliced(module, p) ? sumSliced : sumWhole;
+      sum = sum ? Value(AddOp::create(b, loc, sum, s)) : s;
     }
+    Value sumSq = sumSliced && sumWhole ? Value(AddOp::create(b, loc, sumSliced, sumWhole))
+                                        : (sumSliced ? sumSliced : sumWhole);
     if (!sumSq)
       return module.emitError("no parameter receives a gradient from the loss (is the loss "
                               "computed from the model's output?)");
@@ -799,6 +830,9 @@ private:
                        b.getI64IntegerAttr(config_.gradientAccumulationSteps)),
         b.getNamedAttr("train_batch_size", b.getI64IntegerAttr(config_.trainBatchSize)),
         b.getNamedAttr("world_size", b.getI64IntegerAttr(config_.worldSize)),
+        b.getNamedAttr("tensor_parallel", b.getI64IntegerAttr(config_.tensorParallel)),
+        b.getNamedAttr("elastic_valid_world_sizes",
+                       b.getDenseI64ArrayAttr(config_.elasticValidWorldSizes)),
         b.getNamedAttr("zero_stage", b.getI64IntegerAttr(config_.zeroStage)),
         b.getNamedAttr("stage3_param_persistence_threshold",
                        b.getI64IntegerAttr(config_.stage3ParamPersistenceThreshold)),

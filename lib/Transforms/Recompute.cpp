@@ -218,16 +218,31 @@ struct Choice {
   SmallVector<int64_t> checkpoints; // indices into StepAnalysis::cuts, increasing
   int64_t recomputed = 0;           // segments 1..recomputed are recomputed
   bool cpu = false;
+  int64_t partitions = 1; // > 1: checkpoints split over the "tp" mesh axis
 };
 
+/// A checkpoint split over the tensor-parallel ranks: its first dimension
+/// they divide (null when none does).
+ShardingAttr partitionedSharding(Value v, int64_t parts) {
+  auto t = cast<RankedTensorType>(v.getType());
+  Sharding s = Sharding::replicated(t.getRank());
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) % parts == 0 && t.getDimSize(d) >= parts) {
+      s.dims[d].axes.push_back("tp");
+      return s.toAttr(v.getContext());
+    }
+  return {};
+}
+
 struct Outcome {
-  int64_t recomputedOps = 0, checkpointBytes = 0;
+  int64_t recomputedOps = 0, checkpointBytes = 0, partitioned = 0;
   double recomputeFlops = 0;
 };
 
 /// Rewrites the analyzed function by `choice`.
 Outcome apply(StepAnalysis &a, const Choice &choice) {
   Outcome out;
+  llvm::DenseSet<Value> split; // checkpoints held partitioned
   SmallVector<Value> kept;
   for (int64_t c : choice.checkpoints) kept.push_back(a.cuts[c]);
   for (int64_t s = 0; s < choice.recomputed && s < static_cast<int64_t>(kept.size()); ++s) {
@@ -265,10 +280,26 @@ Outcome apply(StepAnalysis &a, const Choice &choice) {
     // The segment's checkpoint, held on the host: offloaded where it is
     // made, fetched back here; the backward's other readers after this
     // point read the fetched copy too.
-    if (choice.cpu && input) {
+    // Partitioned (partition_activations): only this rank's part of it is
+    // held, gathered whole again here.
+    ShardingAttr part = input && choice.partitions > 1
+                            ? partitionedSharding(input, choice.partitions)
+                            : ShardingAttr();
+    if ((choice.cpu || part) && input) {
       OpBuilder ob(input.getDefiningOp()->getBlock(), ++Block::iterator(input.getDefiningOp()));
-      Value host = OffloadOp::create(ob, input.getLoc(), input.getType(), input);
-      Value back = FetchOp::create(b, input.getLoc(), input.getType(), host);
+      Value held = part ? Value(ShardOp::create(ob, input.getLoc(), input, part)) : input;
+      if (choice.cpu) held = OffloadOp::create(ob, input.getLoc(), input.getType(), held);
+      Value back = held;
+      if (choice.cpu) back = FetchOp::create(b, input.getLoc(), input.getType(), back);
+      if (part) {
+        auto t = cast<RankedTensorType>(input.getType());
+        back = ShardOp::create(b, input.getLoc(), back,
+                               Sharding::replicated(t.getRank()).toAttr(b.getContext()));
+        // (so the gathered copy is never merged back into the original)
+        back = OptimizationBarrierOp::create(b, input.getLoc(), input.getType(), back);
+        out.partitioned += 1;
+        split.insert(input);
+      }
       input.replaceUsesWithIf(back, [&](OpOperand &u) {
         int64_t t = a.topIndex(u.getOwner());
         return t >= at;
@@ -293,8 +324,9 @@ Outcome apply(StepAnalysis &a, const Choice &choice) {
         return a.topIndex(u.getOwner()) > a.lossIndex;
       });
   }
+  // (a partitioned checkpoint holds its rank's part)
   for (int64_t s = 0; s < static_cast<int64_t>(kept.size()) && s < choice.recomputed; ++s)
-    out.checkpointBytes += bytesOf(kept[s]);
+    out.checkpointBytes += bytesOf(kept[s]) / (split.contains(kept[s]) ? choice.partitions : 1);
   return out;
 }
 
@@ -379,6 +411,14 @@ public:
     bool onHost = cpu > 0;
     if (cpu < 0 && training)
       if (auto c = training.getAs<BoolAttr>("cpu_checkpointing")) onHost = c.getValue();
+    bool split = partition > 0;
+    if (partition < 0 && training)
+      if (auto c = training.getAs<BoolAttr>("partition_activations")) split = c.getValue();
+    // Partitioned over the tensor-parallel ranks: nothing to split without
+    // them (as in DeepSpeed).
+    int64_t parts = 1;
+    if (MeshAttr mesh = MeshAttr::lookup(module); split && mesh)
+      parts = mesh.getAxisSize("tp").value_or(1);
 
     StepAnalysis a;
     if (failed(a.analyze(step))) return signalPassFailure();
@@ -407,7 +447,7 @@ public:
     } else {
       chosen = sqrtCheckpoints(a);
     }
-    Choice choice{chosen, static_cast<int64_t>(chosen.size()), onHost};
+    Choice choice{chosen, static_cast<int64_t>(chosen.size()), onHost, parts};
     const int64_t before = estimatePeak(*a.block);
     if (how == "budget") {
       FailureOr<Choice> fit = fitBudget(step, a, choice, before);
@@ -434,6 +474,8 @@ public:
             b.getNamedAttr("estimated_peak_before", b.getI64IntegerAttr(before)),
             b.getNamedAttr("estimated_peak_after", b.getI64IntegerAttr(after)),
             b.getNamedAttr("cpu_checkpointing", b.getBoolAttr(choice.cpu)),
+            b.getNamedAttr("partitioned_checkpoints", b.getI64IntegerAttr(out.partitioned)),
+            b.getNamedAttr("partitions", b.getI64IntegerAttr(choice.partitions)),
         }));
   }
 
@@ -517,7 +559,7 @@ private:
   /// fits the budget; every possible checkpoint when the layers' do not.
   FailureOr<Choice> fitBudget(func::FuncOp step, const StepAnalysis &a, Choice layers,
                               int64_t none) {
-    if (none <= budget) return Choice{layers.checkpoints, 0, layers.cpu};
+    if (none <= budget) return Choice{layers.checkpoints, 0, layers.cpu, layers.partitions};
     const int64_t n = layers.checkpoints.size();
     auto peakOf = [&](int64_t r) {
       Choice c = layers;
@@ -534,7 +576,7 @@ private:
       layers.recomputed = hi;
       return layers;
     }
-    Choice every{{}, static_cast<int64_t>(a.cuts.size()), layers.cpu};
+    Choice every{{}, static_cast<int64_t>(a.cuts.size()), layers.cpu, layers.partitions};
     for (int64_t i = 0; i < static_cast<int64_t>(a.cuts.size()); ++i) every.checkpoints.push_back(i);
     int64_t finest = peakWith(step, every);
     if (finest <= budget) return every;

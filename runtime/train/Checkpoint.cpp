@@ -1,6 +1,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/io/Files.h"
 #include "runtime/train/PlanIdentity.h"
+#include "runtime/plan/StateLayout.h"
 
 #include <algorithm>
 #include <limits>
@@ -33,6 +34,20 @@
 namespace ds::rt {
 namespace fs = std::filesystem;
 namespace {
+
+/// How many state files a checkpoint has: one per rank when the ranks held
+/// different state (ZeRO, tensor parallelism), else one state.npz.
+int64_t stateFiles(const ds::plan::CheckpointMeta &meta) {
+  if (meta.ranks() > 0) return meta.ranks();
+  return meta.zero_stage() > 0 && meta.world_size() > 1 ? meta.world_size() : 1;
+}
+
+/// The layout `meta` records for a state (null in older checkpoints).
+const ds::plan::Buffer *savedLayout(const ds::plan::CheckpointMeta &meta, const std::string &n) {
+  for (const auto &l : meta.layouts())
+    if (l.io_name() == n) return &l;
+  return nullptr;
+}
 
 absl::Status fsyncPath(const std::string &path, bool directory) {
   int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
@@ -183,15 +198,16 @@ void clearGradient(const std::string &name, HostArray &a) {
 /// reads it): by --resume, --zero-to-fp32 and --export-onnx alike.
 absl::Status checkSameModel(const std::string &ck, const ds::plan::CheckpointMeta &meta,
                             const ds::plan::Plan &p) {
-  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p) &&
-      meta.plan_source() == p.source())
+  const bool sameModel = meta.model_hash() == 0 || meta.model_hash() == modelHash(p) ||
+                         meta.model_hash() == legacyModelHash(p);
+  if (!sameModel && meta.plan_source() == p.source())
     // The same model file: what it trains differs, in type or in set.
     return absl::FailedPreconditionError(absl::StrCat(
         ck, " was saved by a plan of ", meta.plan_source(),
         " that trains other tensors than this one (another precision: fp32 against bf16/fp16 "
         "with fp32 masters, or another --parameters/--freeze/--tie set); compile this plan "
         "with the checkpoint's config and flags, or train it in another --checkpoint-dir"));
-  if (meta.model_hash() != 0 && meta.model_hash() != modelHash(p))
+  if (!sameModel)
     return absl::FailedPreconditionError(absl::StrCat(
         ck, " was saved by a plan of another model (its source graph or trained tensors "
             "differ from this plan's, ", p.source(), "): use it with a plan of ",
@@ -226,8 +242,8 @@ absl::StatusOr<std::pair<uint64_t, uint32_t>> digestFile(const std::string &path
 /// recorded, and every file the load reads has them: without, a stale or
 /// swapped state file would load as this step's.
 absl::Status verifyFiles(const std::string &ck, const ds::plan::CheckpointMeta &meta) {
-  const bool perRank = meta.zero_stage() > 0 && meta.world_size() > 1;
-  for (int64_t r = 0; r < (perRank ? meta.world_size() : 1); ++r) {
+  const bool perRank = stateFiles(meta) > 1;
+  for (int64_t r = 0; r < stateFiles(meta); ++r) {
     std::string expected = perRank ? absl::StrCat("state.rank", r, ".npz") : "state.npz";
     if (std::none_of(meta.files().begin(), meta.files().end(),
                      [&](const auto &f) { return f.name() == expected; }))
@@ -457,6 +473,8 @@ absl::Status saveCheckpoint(const std::string &dir, const ds::plan::CheckpointMe
     f->set_crc32(digest->second);
   }
   std::random_device rd;
+  withFiles.set_ranks(comm ? comm->size() : 1);
+  recordLayouts(session.plan().plan(), &withFiles);
   withFiles.set_checkpoint_id((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
                               static_cast<uint64_t>(::getpid()));
   std::string text;
@@ -622,10 +640,15 @@ namespace {
 /// Every rank's state file of one checkpoint, read once.
 struct RankFiles {
   std::string ck;
+  const ds::plan::CheckpointMeta *meta;
+  const ds::plan::Plan *plan; // the plan the state is read for
   std::vector<std::vector<std::pair<std::string, HostArray>>> files;
 
-  static absl::StatusOr<RankFiles> read(const std::string &ck, int64_t ranks) {
-    RankFiles f{ck, {}};
+  static absl::StatusOr<RankFiles> read(const std::string &ck,
+                                        const ds::plan::CheckpointMeta &meta,
+                                        const ds::plan::Plan &plan) {
+    const int64_t ranks = stateFiles(meta);
+    RankFiles f{ck, &meta, &plan, {}};
     // A one-rank run writes state.npz.
     if (ranks == 1) {
       DS_ASSIGN_OR_RETURN(auto arrays, readNpz(ck + "/state.npz"));
@@ -643,6 +666,20 @@ struct RankFiles {
       if (kv.first == n) return &kv.second;
     return nullptr;
   }
+  /// A state whole, by the layout the checkpoint recorded for it.
+  absl::StatusOr<HostArray> assemble(const ds::plan::Buffer &saved) const {
+    const std::string &n = saved.io_name();
+    if (files.size() == 1 && !differsPerRank(saved)) {
+      const HostArray *a = find(0, n);
+      if (!a)
+        return absl::InvalidArgumentError(
+            absl::StrCat(ck, "/state.npz has no '", n, "' (a checkpoint of another plan?)"));
+      return *a;
+    }
+    return assembleWhole(
+        saved, meta->mesh(), static_cast<int64_t>(files.size()),
+        [&](int64_t r) { return find(r, n); }, ck);
+  }
   /// Buffer `b` whole: replicated state from rank 0's file; state the
   /// checkpoint holds partitioned (rank 0's block is not the whole tensor)
   /// joined from every rank's block in rank order, padding dropped. Whether
@@ -650,6 +687,43 @@ struct RankFiles {
   /// reads a two-rank checkpoint's blocks joined.
   absl::StatusOr<HostArray> whole(const ds::plan::Buffer &b) const {
     const std::string &n = b.io_name();
+    // Laid out as the checkpoint records: its own mesh and partitioning.
+    if (!meta->layouts().empty()) {
+      if (const ds::plan::Buffer *saved = savedLayout(*meta, n)) return assemble(*saved);
+      // Tensor parallelism trains a fused projection (QKV) as parts
+      // ("param:W#0", ...): the fused tensor is its parts joined along the
+      // last axis, and a part is a block of the fused tensor's.
+      if (savedLayout(*meta, n + "#0")) {
+        std::vector<HostArray> parts;
+        for (int64_t i = 0;; ++i) {
+          const ds::plan::Buffer *saved = savedLayout(*meta, absl::StrCat(n, "#", i));
+          if (!saved) break;
+          DS_ASSIGN_OR_RETURN(HostArray a, assemble(*saved));
+          parts.push_back(std::move(a));
+        }
+        return joinLastAxis(parts, n);
+      }
+      if (auto part = splitPartName(n))
+        if (const ds::plan::Buffer *saved = savedLayout(*meta, part->first)) {
+          DS_ASSIGN_OR_RETURN(HostArray fused, assemble(*saved));
+          int64_t begin = 0; // the earlier parts' columns
+          for (int64_t i = 0; i < part->second; ++i) {
+            const std::string prev = absl::StrCat(part->first, "#", i);
+            auto it = std::find_if(plan->buffers().begin(), plan->buffers().end(),
+                                   [&](const auto &x) { return x.io_name() == prev; });
+            if (it == plan->buffers().end() || wholeShapeOf(*it).empty())
+              return absl::InvalidArgumentError(
+                  absl::StrCat("the plan has part '", n, "' but not '", prev, "'"));
+            begin += wholeShapeOf(*it).back();
+          }
+          const std::vector<int64_t> shape = wholeShapeOf(b);
+          if (shape.empty())
+            return absl::InvalidArgumentError(absl::StrCat("part '", n, "' is a scalar"));
+          return lastAxisBlock(fused, begin, shape.back(), absl::StrCat(ck, ": '", n, "'"));
+        }
+      return absl::InvalidArgumentError(
+          absl::StrCat(ck, " has no '", n, "' (a checkpoint of another plan?)"));
+    }
     const HostArray *first = find(0, n);
     if (!first)
       return absl::InvalidArgumentError(
@@ -685,6 +759,19 @@ struct RankFiles {
 };
 } // namespace
 
+/// Whether the checkpoint's recorded layouts are `p`'s (older checkpoints
+/// record none: their world size decided).
+static bool savedOnThisLayout(const ds::plan::CheckpointMeta &meta, const ds::plan::Plan &p) {
+  if (meta.layouts().empty()) return true;
+  if (!sameMesh(meta.mesh(), p.mesh())) return false;
+  for (const auto &b : p.buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    const ds::plan::Buffer *saved = savedLayout(meta, b.io_name());
+    if (!saved || !sameLayout(*saved, b)) return false;
+  }
+  return true;
+}
+
 /// A ZeRO checkpoint of W ranks loaded on W' ranks: every partitioned
 /// state is rebuilt whole from the W blocks and cut again into W' blocks;
 /// replicated state comes from rank 0's file. What DeepSpeed's Universal
@@ -692,23 +779,23 @@ struct RankFiles {
 static absl::StatusOr<ds::plan::CheckpointMeta>
 loadResharded(const std::string &ck, const ds::plan::CheckpointMeta &meta, Session &session) {
   const Comm &comm = session.comm();
-  DS_ASSIGN_OR_RETURN(RankFiles files, RankFiles::read(ck, meta.world_size()));
-  for (const auto &b : session.plan().plan().buffers()) {
+  const ds::plan::Plan &p = session.plan().plan();
+  DS_ASSIGN_OR_RETURN(RankFiles files, RankFiles::read(ck, meta, p));
+  for (const auto &b : p.buffers()) {
     if (b.kind() != ds::plan::Buffer::STATE) continue;
     DS_ASSIGN_OR_RETURN(HostArray whole, files.whole(b));
     DS_RETURN_IF_ERROR(checkLoadedFinite(whole, b.io_name(), ck));
     clearGradient(b.io_name(), whole);
-    if (b.partition_numel() == 0) {
+    if (!differsPerRank(b)) {
       DS_RETURN_IF_ERROR(session.writeState(b.io_name(), whole));
       continue;
     }
-    whole.data.resize(b.size_bytes() * comm.size(), 0); // the new padding
-    HostArray mine;
-    mine.dtype = b.dtype();
-    mine.shape.assign(b.shape().begin(), b.shape().end());
-    mine.data.assign(whole.data.begin() + b.size_bytes() * comm.rank(),
-                     whole.data.begin() + b.size_bytes() * (comm.rank() + 1));
-    DS_RETURN_IF_ERROR(session.writeState(b.io_name(), mine));
+    // This rank's slice and block of it, in this plan's layout.
+    auto mine = rankPart(b, p.mesh(), comm.size(), comm.rank(), whole);
+    if (!mine.ok())
+      return absl::Status(mine.status().code(),
+                          absl::StrCat(ck, ": ", mine.status().message()));
+    DS_RETURN_IF_ERROR(session.writeState(b.io_name(), *mine));
   }
   return meta;
 }
@@ -720,15 +807,17 @@ consolidateLatestCheckpoint(const std::string &dir, const ds::plan::Plan &plan,
   const auto &[ck, meta] = latest;
   if (metaOut) *metaOut = meta;
   DS_RETURN_IF_ERROR(checkSameModel(ck, meta, plan));
-  if (plan.has_training() && plan.training().zero_stage() != meta.zero_stage())
+  // (A checkpoint that records its layouts converts between stages.)
+  if (plan.has_training() && plan.training().zero_stage() != meta.zero_stage() &&
+      meta.layouts().empty())
     return absl::InvalidArgumentError(absl::StrCat(
         ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
         plan.training().zero_stage(), ": consolidate with the plan that trained it"));
-  const bool perRank = meta.zero_stage() > 0 && meta.world_size() > 1;
+  const bool perRank = stateFiles(meta) > 1;
   std::optional<RankFiles> files;
   std::vector<std::pair<std::string, HostArray>> single;
   if (perRank) {
-    DS_ASSIGN_OR_RETURN(files, RankFiles::read(ck, meta.world_size()));
+    DS_ASSIGN_OR_RETURN(files, RankFiles::read(ck, meta, plan));
   } else {
     DS_ASSIGN_OR_RETURN(single, readNpz(ck + "/state.npz"));
   }
@@ -768,22 +857,32 @@ absl::StatusOr<ds::plan::CheckpointMeta> loadLatestCheckpoint(const std::string 
     // stage, resumes).
     DS_RETURN_IF_ERROR(checkSameModel(ck, meta, p));
     // Across ranks a stage decides how state is split: another stage's
-    // checkpoint (stage 0's whole tensors included) does not fit.
-    if (p.has_training() && p.training().zero_stage() != meta.zero_stage() &&
+    // checkpoint (stage 0's whole tensors included) fits only through the
+    // layouts newer checkpoints record.
+    const bool stageConverts = !meta.layouts().empty();
+    if (p.has_training() && p.training().zero_stage() != meta.zero_stage() && !stageConverts &&
         (meta.world_size() > 1 || comm.size() > 1))
       return absl::UnimplementedError(absl::StrCat(
           ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
           p.training().zero_stage(), " on ", comm.size(),
           " ranks (convert between stages is not supported: resume with a plan of stage ",
           meta.zero_stage(), ")"));
-    if (meta.zero_stage() > 0 && (meta.world_size() > 1 || comm.size() > 1)) {
-      if (p.has_training() && p.training().zero_stage() != meta.zero_stage())
+    // State that differs per rank (ZeRO's blocks, tensor parallelism's
+    // slices) on either side: this rank's own file when the checkpoint was
+    // saved on this layout, else resharded.
+    const bool planPerRank =
+        comm.size() > 1 && std::any_of(p.buffers().begin(), p.buffers().end(), [](const auto &b) {
+          return b.kind() == ds::plan::Buffer::STATE && differsPerRank(b);
+        });
+    if (stateFiles(meta) > 1 || planPerRank ||
+        (meta.zero_stage() > 0 && (meta.world_size() > 1 || comm.size() > 1))) {
+      if (p.has_training() && p.training().zero_stage() != meta.zero_stage() && !stageConverts)
         return absl::UnimplementedError(absl::StrCat(
             ck, " was saved with ZeRO stage ", meta.zero_stage(), "; this plan uses stage ",
             p.training().zero_stage(), " (convert between stages is not supported)"));
-      if (meta.world_size() != comm.size())
+      if (stateFiles(meta) != comm.size() || !savedOnThisLayout(meta, p))
         return loadResharded(ck, meta, session);
-      stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
+      if (stateFiles(meta) > 1) stateFile = absl::StrCat(ck, "/state.rank", comm.rank(), ".npz");
     }
     DS_ASSIGN_OR_RETURN(auto arrays, readNpz(stateFile));
     // Same world, other partitioning (a recompile with another

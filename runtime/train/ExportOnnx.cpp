@@ -1,7 +1,11 @@
 #include "runtime/train/ExportOnnx.h"
 #include "runtime/io/Files.h"
+#include "runtime/plan/StateLayout.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -29,36 +33,67 @@ absl::StatusOr<onnx::ModelProto> sourceModel(const ds::plan::Plan &p) {
 absl::StatusOr<std::vector<std::pair<std::string, HostArray>>>
 trainedInitializers(const ds::plan::Plan &p, const StateReader &state) {
   DS_ASSIGN_OR_RETURN(onnx::ModelProto model, sourceModel(p));
-  std::vector<std::pair<std::string, HostArray>> out;
+  // Each initializer's trained value: its state, or its parts' joined.
+  struct Trained {
+    bool transpose = false;
+    std::vector<std::pair<int32_t, HostArray>> parts;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Trained> trained;
   for (const auto &b : p.training().export_bindings()) {
-    const onnx::TensorProto *init = nullptr;
-    for (const auto &t : model.graph().initializer())
-      if (t.name() == b.initializer()) init = &t;
-    if (!init)
+    auto [it, fresh] = trained.try_emplace(b.initializer());
+    if (fresh) order.push_back(b.initializer());
+    else if (!b.has_part())
       return absl::DataLossError(absl::StrCat("initializer '", b.initializer(),
-                                              "' is missing from the plan's ONNX graph"));
+                                              "' is bound to two states"));
+    it->second.transpose = b.transpose();
     DS_ASSIGN_OR_RETURN(HostArray a, state(b.state()));
+    it->second.parts.emplace_back(b.has_part() ? b.part() : 0, std::move(a));
+  }
+  std::vector<std::pair<std::string, HostArray>> out;
+  for (const std::string &name : order) {
+    Trained &t = trained[name];
+    const onnx::TensorProto *init = nullptr;
+    for (const auto &x : model.graph().initializer())
+      if (x.name() == name) init = &x;
+    if (!init)
+      return absl::DataLossError(absl::StrCat("initializer '", name,
+                                              "' is missing from the plan's ONNX graph"));
+    HostArray a;
+    if (t.parts.size() == 1) {
+      a = std::move(t.parts[0].second);
+    } else {
+      std::sort(t.parts.begin(), t.parts.end(),
+                [](const auto &x, const auto &y) { return x.first < y.first; });
+      std::vector<HostArray> parts;
+      for (size_t i = 0; i < t.parts.size(); ++i) {
+        if (t.parts[i].first != static_cast<int32_t>(i))
+          return absl::DataLossError(absl::StrCat("the parts of '", name,
+                                                  "' are not numbered 0 to ", t.parts.size() - 1));
+        parts.push_back(std::move(t.parts[i].second));
+      }
+      DS_ASSIGN_OR_RETURN(a, joinLastAxis(parts, name));
+    }
+    const std::string what = absl::StrCat("the trained value of '", name, "'");
     if (a.dtype != ds::plan::F32 || init->data_type() != onnx::TensorProto_DataType_FLOAT)
-      return absl::UnimplementedError(absl::StrCat("exporting '", b.initializer(),
+      return absl::UnimplementedError(absl::StrCat("exporting '", name,
                                                    "': only float32 weights are exported"));
     std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
-    if (b.transpose()) {
+    if (t.transpose) {
       if (a.shape.size() != 2 || dims.size() != 2 || dims[0] != a.shape[1] || dims[1] != a.shape[0])
-        return absl::DataLossError(absl::StrCat("state '", b.state(), "' is not the transpose of '",
-                                                b.initializer(), "'"));
+        return absl::DataLossError(absl::StrCat(what, " is not the transpose of '", name, "'"));
       int64_t r = a.shape[0], c = a.shape[1];
       const float *src = reinterpret_cast<const float *>(a.data.data());
-      std::vector<uint8_t> t(a.data.size());
-      float *dst = reinterpret_cast<float *>(t.data());
+      std::vector<uint8_t> tr(a.data.size());
+      float *dst = reinterpret_cast<float *>(tr.data());
       for (int64_t i = 0; i < r; ++i)
         for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
-      a.data = std::move(t);
+      a.data = std::move(tr);
       a.shape = dims;
     } else if (dims != a.shape) {
-      return absl::DataLossError(absl::StrCat("state '", b.state(), "' does not have the shape of '",
-                                              b.initializer(), "'"));
+      return absl::DataLossError(absl::StrCat(what, " does not have the shape of '", name, "'"));
     }
-    out.emplace_back(b.initializer(), std::move(a));
+    out.emplace_back(name, std::move(a));
   }
   return out;
 }
@@ -142,13 +177,15 @@ absl::Status exportOnnx(Session &session, const std::string &path) {
   // precision, are one block per rank.
   bool partitioned = false;
   for (const auto &b : p.buffers()) {
-    if (b.kind() != ds::plan::Buffer::STATE || b.partition_numel() == 0) continue;
+    if (b.kind() != ds::plan::Buffer::STATE || (b.partition_numel() == 0 && b.splits_size() == 0))
+      continue;
     for (const auto &e : p.training().export_bindings()) partitioned |= e.state() == b.io_name();
   }
   if (p.has_training() && partitioned && session.comm().size() > 1)
     return absl::InvalidArgumentError(
-        "the ranks hold one block of each trained weight (ZeRO-3, or mixed precision's fp32 "
-        "masters from stage 1): export from a checkpoint, in one process (ds-run PLAN "
+        "the ranks hold one block of each trained weight (tensor parallelism's slices, ZeRO-3, "
+        "or mixed precision's fp32 masters from stage 1): export from a checkpoint, in one "
+        "process (ds-run PLAN "
         "--checkpoint-dir DIR --export-onnx OUT.onnx, without mpirun)");
   return exportOnnx(p, [&](const std::string &n) { return session.readState(n); }, path);
 }

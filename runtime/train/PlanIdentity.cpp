@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/plan/StateLayout.h"
+#include <map>
 
 #include <string>
 
@@ -42,6 +44,34 @@ uint64_t planHash(const ds::plan::Plan &plan) {
 }
 
 uint64_t modelHash(const ds::plan::Plan &plan) {
+  Fnv f;
+  f.add(static_cast<int64_t>(plan.model_fingerprint()));
+  f.add(plan.onnx_graph());
+  // Each trained tensor whole, by name: tensor parallelism's slices and the
+  // parts it trains a fused projection as ("param:W#0", ...) count as the
+  // tensor they are of, so every tp degree, world size and stage agree.
+  std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> trained;
+  for (const auto &b : plan.buffers()) {
+    if (b.kind() != ds::plan::Buffer::STATE) continue;
+    std::string n = b.io_name();
+    if (n.rfind("param:", 0) != 0 && n.rfind("master:", 0) != 0) continue;
+    std::vector<int64_t> shape = wholeShapeOf(b);
+    if (auto part = splitPartName(n); part && !shape.empty()) {
+      auto [it, fresh] = trained.try_emplace(part->first, static_cast<int64_t>(b.dtype()), shape);
+      if (!fresh && !it->second.second.empty()) it->second.second.back() += shape.back();
+      continue;
+    }
+    trained[n] = {static_cast<int64_t>(b.dtype()), shape};
+  }
+  for (const auto &[n, t] : trained) {
+    f.add(n);
+    f.add(t.first);
+    for (int64_t d : t.second) f.add(d);
+  }
+  return f.h;
+}
+
+uint64_t legacyModelHash(const ds::plan::Plan &plan) {
   Fnv f;
   f.add(static_cast<int64_t>(plan.model_fingerprint()));
   f.add(plan.onnx_graph());

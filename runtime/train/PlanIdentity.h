@@ -21,6 +21,9 @@ uint64_t planHash(const ds::plan::Plan &plan);
 /// name, dtype and whole shape. The same for every world
 /// size and ZeRO stage of one model and precision.
 uint64_t modelHash(const ds::plan::Plan &plan);
+/// The model hash checkpoints written before tensor-parallel training
+/// recorded (trained tensors in plan order, local shapes): still accepted.
+uint64_t legacyModelHash(const ds::plan::Plan &plan);
 
 class Comm;
 

@@ -68,7 +68,20 @@ struct FileCloser {
 };
 using LogFile = std::unique_ptr<std::FILE, FileCloser>;
 
-/// The plan trains, and with as many data-parallel ranks as this run has.
+/// Ranks per model replica: tensor parallelism's group (adjacent ranks,
+/// the innermost mesh axis), 1 without.
+int64_t tensorParallel(const ds::plan::Training &t) {
+  return std::max<int64_t>(1, t.tensor_parallel());
+}
+
+/// This rank's data-parallel coordinate: which replica it belongs to, and so
+/// which slice of every batch it reads (the ranks of one replica read the
+/// same samples).
+int64_t dataParallelRank(const Comm &comm, const ds::plan::Training &t) {
+  return comm.rank() / tensorParallel(t);
+}
+
+/// The plan trains, and with as many ranks as this run has.
 absl::Status checkTrainable(Session &session) {
   const ds::plan::Plan &p = session.plan().plan();
   if (!p.has_training())
@@ -77,10 +90,13 @@ absl::Status checkTrainable(Session &session) {
   const ds::plan::Training &t = p.training();
   if (!session.program(t.micro_step_program()) || !session.program(t.optimizer_program()))
     return absl::InvalidArgumentError("the plan's training programs are missing");
-  if (std::max<int64_t>(1, t.world_size()) != session.comm().size())
-    return absl::InvalidArgumentError(absl::StrCat("the plan trains with ", t.world_size(),
-                                                   " data-parallel ranks but runs on ",
-                                                   session.comm().size()));
+  const int64_t dp = std::max<int64_t>(1, t.world_size()), tp = tensorParallel(t);
+  if (dp * tp != session.comm().size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan trains with ", dp, " data-parallel ranks",
+        tp > 1 ? absl::StrCat(" of ", tp, " tensor-parallel ranks each (", dp * tp, " ranks)")
+               : std::string(),
+        " but runs on ", session.comm().size()));
   return absl::OkStatus();
 }
 
@@ -91,7 +107,7 @@ absl::StatusOr<DataLoader> openData(Session &session, const TrainOptions &o) {
   const ds::plan::Training &t = p.training();
   std::vector<std::string> dataInputs(t.data_inputs().begin(), t.data_inputs().end());
   return DataLoader::open(o.dataPath, p, *session.program(t.micro_step_program()), dataInputs,
-                          t.micro_batch_size(), session.comm().rank(),
+                          t.micro_batch_size(), dataParallelRank(session.comm(), t),
                           std::max<int64_t>(1, t.world_size()), o.shuffle, o.seed);
 }
 
@@ -475,9 +491,11 @@ public:
   }
 
 private:
-  // ZeRO >= 1: optimizer state differs per rank, so every rank saves.
-  // Otherwise every rank holds the same state and rank 0 saves it.
-  bool perRankState() const { return t_.zero_stage() > 0 && comm_.size() > 1; }
+  // ZeRO >= 1 or tensor parallelism: state differs per rank, so every rank
+  // saves. Otherwise every rank holds the same state and rank 0 saves it.
+  bool perRankState() const {
+    return (t_.zero_stage() > 0 || tensorParallel(t_) > 1) && comm_.size() > 1;
+  }
 
   /// The micro-batches of one step through the micro-step program (which
   /// accumulates gradients in state); returns their mean loss.
@@ -488,7 +506,7 @@ private:
       std::map<std::string, HostArray> in = data_.next();
       if (scaler_) in["loss_scale"] = scalarF32(static_cast<float>(scaler_->scale()));
       if (!t_.rng_input().empty())
-        in[t_.rng_input()] = scalarI64(dropoutKey(o_.seed, comm_.rank(), step * gas + m));
+        in[t_.rng_input()] = scalarI64(dropoutKey(o_.seed, dataParallelRank(comm_, t_), step * gas + m));
       absl::StatusOr<NamedArrays> ran = session_.run(t_.micro_step_program(), in);
       // A kernel's complaint about the data (a label out of range) names
       // the plan's step; say which training step and samples too.

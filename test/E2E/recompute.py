@@ -25,7 +25,7 @@ sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
 import torch
 import torch.nn.functional as F
-from e2e import MPIRUN, parse_args, run
+from e2e import MPIRUN, parse_args, run, write_config
 from torch_models import GPT, randomize_layernorms
 from train_reference import compare, train_torch
 
@@ -42,11 +42,7 @@ def fail(msg):
 def train(name, onnx_path, cfg, data_path, steps, extra=(), ranks=1, seed=None):
     """Compiles and trains; returns (losses, planned arena bytes, measured
     device pool peak of rank 0)."""
-    d = os.path.join(work, name)
-    os.makedirs(d, exist_ok=True)
-    cfg_path = os.path.join(d, "ds_config.json")
-    with open(cfg_path, "w") as f:
-        json.dump(cfg, f)
+    d, cfg_path = write_config(work, name, cfg)
     plan = os.path.join(d, "train.dsplan")
     report = run(["ds-opt", onnx_path, "--config", cfg_path, "--world-size", str(ranks), "-o", plan,
                   "--report", *extra])

@@ -20,11 +20,11 @@
 // CHECK: module attributes {ds.mesh = #ds.mesh<[<"dp" = 4>]>}
 module {
   ml_program.global private mutable @"param:w"(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
-  // Z3: ml_program.global private mutable @"param:w" : tensor<1xf32> {ds.full_value = dense<1.000000e+00> : tensor<4xf32>, ds.partition_numel = 4 : i64, ds.partition_shape = array<i64: 4>}
+  // Z3: ml_program.global private mutable @"param:w" : tensor<1xf32> {ds.full_value = dense<1.000000e+00> : tensor<4xf32>, ds.partition_axis = "dp", ds.partition_numel = 4 : i64, ds.partition_shape = array<i64: 4>}
   // PERSIST: ml_program.global private mutable @"param:w"(dense<1.000000e+00> : tensor<4xf32>) : tensor<4xf32>
   ml_program.global private mutable @"grad:w" : tensor<4xf32>
   ml_program.global private mutable @"momentum:w" : tensor<4xf32>
-  // Z2: ml_program.global private mutable @"momentum:w" : tensor<1xf32> {ds.partition_numel = 4 : i64, ds.partition_shape = array<i64: 4>}
+  // Z2: ml_program.global private mutable @"momentum:w" : tensor<1xf32> {ds.partition_axis = "dp", ds.partition_numel = 4 : i64, ds.partition_shape = array<i64: 4>}
   // CHECK-LABEL: func.func @train_step
   func.func @train_step(%x: tensor<4xf32>) -> (tensor<f32> {ds.name = "loss"}) {
     // Z3-LABEL: func.func @train_step

@@ -18,7 +18,11 @@ module attributes {ds.mesh = #ds.mesh<[<"tp" = 2>]>} {
     %y = ds.matmul %a, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
     // CHECK: ds.layer_norm {{.*}}ds.sharding = #ds.sharding<{{\[\[}}], []]>
     %ln = ds.layer_norm %y, %g, %g {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    return %y : tensor<4x8xf32>
+    // Dead values go first (autodiff leaves gradients of constants): a
+    // collective inserted for one would never be removed.
+    // CHECK-NOT: ds.exp
+    %dead = ds.exp %a : tensor<4x16xf32>
+    return %ln : tensor<4x8xf32>
   }
 
   // torch MultiheadAttention merges batch and heads: [10, 2, 8] -> [10, 8, 2]

@@ -11,6 +11,7 @@
 // RUN: not ds-opt %s --ds-build-train-step="loss=mse" --ds-recompute="policy=often" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not ds-opt %s --ds-recompute="policy=layers" 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: ds-opt %s --ds-build-train-step="loss=mse" --ds-recompute | FileCheck %s --check-prefix=OFF
+// RUN: sed -e '1i module attributes {ds.mesh = #ds.mesh<[<"tp" = 2>]>} {' -e '$a }' %s | ds-opt --ds-build-train-step="loss=mse" --ds-recompute="policy=layers partition=1" | FileCheck %s --check-prefix=PART
 
 // CHECK: module attributes {{{.*}}ds.recompute = {checkpoint_bytes = 256 : i64, checkpoints = 2 : i64, {{.*}}policy = "layers", {{.*}}recomputed_ops = 4 : i64, recomputed_segments = 2 : i64}
 // CHECK-LABEL: func.func @train_step
@@ -53,6 +54,18 @@
 // CPU: %[[BACK:.+]] = ds.fetch %[[HOST]]
 // CPU-NEXT: ds.matmul %[[BACK]], {{.*}}{ds.recompute = 2 : i64}
 // CPU: ds.transpose %[[BACK]]
+
+// partition_activations on a tensor-parallel module: layer 0's output is
+// held split over tp (half its bytes) and made whole again in front of
+// layer 1's recomputation.
+// PART: checkpoint_bytes = 192 : i64, {{.*}}partitioned_checkpoints = 1 : i64, partitions = 2 : i64
+// PART-LABEL: func.func @train_step
+// PART: %[[H1:.+]] = ds.add %arg0
+// PART-NEXT: %[[P:.+]] = ds.shard %[[H1]] {sharding = #ds.sharding<{{\[\[}}"tp"], []]>}
+// PART: ds.reduce_mean {{.*}}ds.loss
+// PART: %[[W:.+]] = ds.shard %[[P]] {sharding = #ds.sharding<{{\[\[}}], []]>}
+// PART-NEXT: %[[B:.+]] = ds.optimization_barrier %[[W]]
+// PART-NEXT: ds.matmul %[[B]], {{.*}}{ds.recompute = 2 : i64}
 
 // A budget the unchanged step fits recomputes nothing.
 // ROOMY: policy = "budget", {{.*}}recomputed_ops = 0 : i64, recomputed_segments = 0 : i64

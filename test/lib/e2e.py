@@ -74,6 +74,18 @@ def export_and_compare(name, model, inputs, workdir, opset, tol=1e-5, dynamic_ax
     return worst
 
 
+def write_config(workdir, name, cfg):
+    """A directory `name` under `workdir` holding `cfg` as ds_config.json;
+    returns (the directory, the config's path)."""
+    import json
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "ds_config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return d, path
+
+
 def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--workdir", required=True)

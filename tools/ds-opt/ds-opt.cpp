@@ -84,7 +84,8 @@ static llvm::cl::opt<bool>
 static llvm::cl::opt<int64_t>
     tensorParallel("tensor-parallel",
                    llvm::cl::desc("split the model Megatron-style over N ranks (a `tp` mesh axis); "
-                                  "run the plan with mpirun -np N"),
+                                  "inference: run the plan with mpirun -np N; training: groups "
+                                  "of N of the --world-size ranks"),
                    llvm::cl::init(1), llvm::cl::cat(dsCategory));
 
 static llvm::cl::opt<std::string>
@@ -257,7 +258,10 @@ static llvm::cl::opt<std::string> recomputeBudget(
     llvm::cl::desc("recompute the fewest layers whose activations fit SIZE (e.g. 2GiB; "
                    "estimated before fusion; implies --recompute budget)"),
     llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> worldSize("world-size", llvm::cl::desc("data-parallel ranks"),
+static llvm::cl::opt<int64_t> worldSize("world-size",
+                                        llvm::cl::desc("ranks of a training run: data-parallel "
+                                                       "x tensor-parallel (--tensor-parallel or "
+                                                       "tensor_parallel.autotp_size)"),
                                         llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::list<std::string>
     disableFusion("disable-fusion",
@@ -399,7 +403,8 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       bool inference = mlir::ds::asInferenceConfig(configPath, error).has_value();
       if (!inference || !lossKind.empty()) {
         options.training = true;
-        auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize);
+        auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
+                                                 tensorParallel > 1 ? tensorParallel : 0);
         if (!cfg) return fail(llvm::toString(cfg.takeError())), nullptr;
         if (cfg->microBatchSize > 0) {
           options.batchSize = cfg->microBatchSize;
@@ -592,9 +597,10 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
                 "over several ranks is --tensor-parallel N");
   if (tensorParallel < 1 || tensorParallel > 4096)
     return fail("--tensor-parallel must be in [1, 4096], got " + llvm::Twine(tensorParallel));
-  if (training && tensorParallel > 1)
-    return fail("--tensor-parallel compiles inference plans; tensor-parallel training is not "
-                "supported yet");
+  if (training && worldSize % tensorParallel)
+    return fail("--tensor-parallel " + llvm::Twine(tensorParallel.getValue()) +
+                " does not divide --world-size " + llvm::Twine(worldSize.getValue()) +
+                " (every rank is in one tensor-parallel group of that size)");
   if (!quantizeScheme.empty() && quantizeScheme != "int8-dynamic" &&
       quantizeScheme != "int8-weight" && quantizeScheme != "int4-weight" &&
       quantizeScheme != "int4-dynamic")
@@ -656,11 +662,14 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
       return fail("--recompute budget needs --recompute-budget SIZE");
     }
     t.inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
-    // The config's precision (a config that does not read fails in the
-    // pipeline, naming its key).
+    // The config's precision and tensor parallelism (a config that does
+    // not read fails in the pipeline, naming its key).
+    t.tensorParallel = tensorParallel;
     if (!configPath.empty()) {
-      if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize)) {
+      if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
+                                                   tensorParallel > 1 ? tensorParallel : 0)) {
         t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
+        t.tensorParallel = cfg->tensorParallel;
         if (worldSize > 1)
           t.inference.communication = mlir::ds::precisionName(cfg->precision.communication);
       } else

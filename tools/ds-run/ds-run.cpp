@@ -351,7 +351,7 @@ int consolidate(const std::string &planPath) {
     if (absl::Status st = exportOnnx(p, read, onnxOut); !st.ok()) return fail(st);
   std::printf("ds-run: consolidated step %lld of a %lld-rank checkpoint (ZeRO stage %lld)%s\n",
               static_cast<long long>(meta.step()),
-              static_cast<long long>(std::max<int64_t>(1, meta.world_size())),
+              static_cast<long long>(std::max<int64_t>({1, meta.world_size(), meta.ranks()})),
               static_cast<long long>(meta.zero_stage()),
               toFp32.empty() ? ""
                              : absl::StrFormat(": %d fp32 tensors, %d parameters", tensors,

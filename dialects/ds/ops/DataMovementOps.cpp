@@ -97,6 +97,10 @@ void ReshapeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 void SqueezeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 void UnsqueezeOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
 void OptimizationBarrierOp::describeKernelStep(KernelStep &s) { s.kernel = "copy"; }
+/// The value passes as it is laid out, partial sums included.
+ShardingDecision OptimizationBarrierOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return {{in[0]}, {in[0]}};
+}
 
 //===----------------------------------------------------------------------===//
 // Transpose

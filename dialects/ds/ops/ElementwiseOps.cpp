@@ -25,7 +25,7 @@ using namespace mlir::ds::facts;
 /// Result dimension i takes the sharding of the first operand dimension
 /// aligned with it (numpy broadcasting) that has the same extent and is
 /// split on axes not used yet; operands are asked for the matching splits.
-static ShardingDecision elementwiseRule(Operation *op, ArrayRef<Sharding> in) {
+ShardingDecision mlir::ds::facts::elementwiseRule(Operation *op, ArrayRef<Sharding> in) {
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
   int64_t r = out.size();
   Sharding res = Sharding::replicated(r);
@@ -57,6 +57,13 @@ static ShardingDecision elementwiseRule(Operation *op, ArrayRef<Sharding> in) {
 }
 
 ShardingDecision mlir::ds::defaultShardingRule(Operation *op, ArrayRef<Sharding> in) {
+  // Partial sums add (or subtract) as partial sums: the backward's adjoint
+  // accumulation of several row-parallel products costs one all_reduce,
+  // not one per product. Only without broadcasting, and on the same axes.
+  if (isa<AddOp, SubOp>(op) && in.size() == 2 && in[0].isPartial() && in[0] == in[1] &&
+      shapeOf(op->getOperand(0)) == shapeOf(op->getResult(0)) &&
+      shapeOf(op->getOperand(1)) == shapeOf(op->getResult(0)))
+    return {{in[0], in[1]}, {in[0]}};
   if (op->hasTrait<OpTrait::ds::Elementwise>()) return elementwiseRule(op, in);
   return {};
 }

@@ -43,8 +43,11 @@ ShardingDecision SoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
 ShardingDecision LogSoftmaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
 }
+// The probabilities and their gradient are laid out alike.
 ShardingDecision SoftmaxGradOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
-  return keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
+  ShardingDecision d = keepExcept(getOperation(), in[0], {static_cast<int64_t>(getAxis())});
+  d.operands[1] = d.operands[0];
+  return d;
 }
 
 void SoftmaxOp::describeKernelStep(KernelStep &s) { s.setInt("axis", getAxis()); }

@@ -22,6 +22,10 @@ inline int64_t rankOf(Value v) { return typeOf(v).getRank(); }
 /// split, slice). Defined in DataMovementOps.cpp.
 ShardingDecision keepExcept(Operation *op, const Sharding &in, ArrayRef<int64_t> unsplit);
 
+/// The rule elementwise ops share (numpy broadcasting; scalars
+/// replicated). Defined in ElementwiseOps.cpp.
+ShardingDecision elementwiseRule(Operation *op, ArrayRef<Sharding> in);
+
 } // namespace mlir::ds::facts
 
 #endif // DS_DIALECTS_DS_OPS_OPFACTS_H

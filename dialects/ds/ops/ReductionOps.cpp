@@ -6,6 +6,54 @@ using namespace mlir::ds;
 using namespace mlir::ds::facts;
 
 //===----------------------------------------------------------------------===//
+// Sharding
+//===----------------------------------------------------------------------===//
+
+/// Dimensions that are not reduced keep their splits. A sum over a split
+/// dimension leaves a partial sum over its axes (each rank sums its
+/// slice); the other reductions need reduced dimensions whole.
+template <typename ReduceLike>
+static ShardingDecision reduceRule(ReduceLike o, ArrayRef<Sharding> in, bool sum) {
+  const Sharding &x = in[0];
+  if (x.isPartial()) return {};
+  Sharding need = x;
+  Sharding res = Sharding::replicated(rankOf(o.getResult()));
+  ArrayRef<int64_t> axes = o.getAxes();
+  int64_t r = 0;
+  for (int64_t d = 0; d < rankOf(o.getOperand()); ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (reduced && x.dims[d].isSplit()) {
+      if (sum) res.partial.append(x.dims[d].axes.begin(), x.dims[d].axes.end());
+      else need.dims[d] = DimSharding();
+    } else if (!reduced) {
+      res.dims[r] = x.dims[d];
+    }
+    if (!reduced || o.getKeepdims()) ++r;
+  }
+  if (!res.partial.empty()) llvm::sort(res.partial);
+  ShardingDecision dec;
+  dec.operands.push_back(need);
+  dec.results.push_back(res);
+  return dec;
+}
+
+ShardingDecision ReduceSumOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return reduceRule(*this, in, /*sum=*/true);
+}
+ShardingDecision ReduceMeanOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return reduceRule(*this, in, /*sum=*/false);
+}
+ShardingDecision ReduceMaxOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return reduceRule(*this, in, /*sum=*/false);
+}
+ShardingDecision ReduceMinOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return reduceRule(*this, in, /*sum=*/false);
+}
+ShardingDecision ReduceProdOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return reduceRule(*this, in, /*sum=*/false);
+}
+
+//===----------------------------------------------------------------------===//
 // Gradients
 //===----------------------------------------------------------------------===//
 

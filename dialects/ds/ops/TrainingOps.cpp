@@ -21,6 +21,10 @@ void SoftmaxCrossEntropyGradOp::describeKernelStep(KernelStep &s) {
   s.setInt("ignore_index", getIgnoreIndex());
 }
 
+ShardingDecision GeluGradOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+
 void GeluGradOp::describeKernelStep(KernelStep &s) {
   s.setString("approximate", stringifyGeluApproximation(getApproximate()));
 }
@@ -31,6 +35,15 @@ void AdamUpdateOp::describeKernelStep(KernelStep &s) {
   s.setFloat("eps", getEps().convertToDouble());
   s.setFloat("weight_decay", getWeightDecay().convertToDouble());
   s.setInt("decoupled", getDecoupled());
+}
+
+// Optimizer updates are elementwise over a parameter and its state (the
+// scalars replicated): a tensor-parallel slice updates as a slice.
+ShardingDecision AdamUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+ShardingDecision SgdUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
 }
 
 void SgdUpdateOp::describeKernelStep(KernelStep &s) {

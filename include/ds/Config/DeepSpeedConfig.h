@@ -15,6 +15,9 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "ds/Config/Elasticity.h"
+
+#include <vector>
 
 namespace mlir::ds {
 
@@ -89,7 +92,10 @@ struct ActivationCheckpointingConfig {
 };
 
 struct TrainingConfig {
+  /// Data-parallel ranks (the world divided by tensorParallel).
   int64_t worldSize = 1;
+  /// Tensor-parallel ranks per model replica (tensor_parallel.autotp_size).
+  int64_t tensorParallel = 1;
   int64_t trainBatchSize = 0, microBatchSize = 0, gradientAccumulationSteps = 0;
   /// Global-norm clipping threshold; 0 disables. DeepSpeed's code default.
   double gradientClipping = 1.0;
@@ -153,6 +159,11 @@ struct TrainingConfig {
   SchedulerConfig scheduler;
   PrecisionConfig precision;
   ActivationCheckpointingConfig activationCheckpointing;
+  /// elasticity: when enabled, the batch sizes above are its choice for
+  /// this run's data-parallel size, and these the sizes its global batch
+  /// trains with.
+  ElasticityConfig elasticity;
+  std::vector<int64_t> elasticValidWorldSizes;
 };
 
 /// A DeepSpeed-Inference config (deepspeed.init_inference): tensor_parallel
@@ -173,10 +184,14 @@ std::optional<PrecisionConfig::Kind> parseDtypeName(llvm::StringRef name);
 /// one sets `error` (naming the key).
 std::optional<InferenceConfig> asInferenceConfig(const std::string &path, std::string &error);
 
-/// Parses and checks `path` for a run on `worldSize` data-parallel ranks.
-llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize);
+/// Parses and checks `path` for a run on `worldSize` ranks, `tensorParallel`
+/// of them per tensor-parallel group (0: the config's
+/// tensor_parallel.autotp_size, else 1). The result's worldSize is the
+/// data-parallel size, world / tp, which the batch sizes count.
+llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize,
+                                                   int64_t tensorParallel = 0);
 llvm::Expected<TrainingConfig> parseDeepSpeedConfig(llvm::StringRef json, llvm::StringRef name,
-                                                    int64_t worldSize);
+                                                    int64_t worldSize, int64_t tensorParallel = 0);
 
 } // namespace mlir::ds
 

@@ -38,7 +38,10 @@ def TensorParallelPass : Pass<"ds-tensor-parallel", "ModuleOp"> {
   }];
   let options = [
     Option<"size", "size", "int64_t", /*default=*/"2", "ranks on the tp axis">,
-    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"", "name of the mesh axis">
+    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"", "name of the mesh axis">,
+    Option<"training", "training", "bool", /*default=*/"false",
+           "also constrain the row-parallel weights and the parameters read between the "
+           "pair (biases), so a training module's state is laid out split">
   ];
   let statistics = [
     Statistic<"numPairs", "num-pairs", "column/row-parallel matmul pairs">,

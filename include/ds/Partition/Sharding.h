@@ -24,6 +24,14 @@ Sharding shardingOf(Value v);
 /// tell decided from unknown).
 void setSharding(Value v, const Sharding &s);
 
+/// On an ml_program.global: how the state is laid out over the mesh (a
+/// ShardingAttr; absent: whole on every rank). Set by ds-propagate-sharding
+/// from the tensor-parallel constraints on a parameter's loads.
+constexpr llvm::StringLiteral kStateShardingAttr = "ds.sharding";
+
+/// The layout of the global `op` (a load or store) refers to.
+Sharding stateSharding(Operation *loadOrStore);
+
 /// The rule of `op` (its ShardingRuleOpInterface) applied to the shardings
 /// its operands have now. Ops without a rule compute on replicated values
 /// (always correct).

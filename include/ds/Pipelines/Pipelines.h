@@ -50,7 +50,8 @@ void buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &o
 
 struct TrainingPipelineOptions {
   std::string configPath;
-  int64_t worldSize = 1;
+  int64_t worldSize = 1;     // every rank: tensorParallel x data-parallel
+  int64_t tensorParallel = 1; // ranks of a `tp` group (the config's autotp_size or --tensor-parallel)
   std::string loss = "softmax-cross-entropy";
   std::string labels = "labels";
   std::string lossOutput;

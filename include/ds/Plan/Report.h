@@ -51,6 +51,11 @@ struct MemoryReport {
   int64_t checkpoints = 0, recomputedSegments = 0, checkpointBytes = 0, recomputedOps = 0;
   double recomputeFlops = 0, forwardFlops = 0;
   bool cpuCheckpointing = false;
+  int64_t partitionedCheckpoints = 0, checkpointPartitions = 1; // partition_activations
+  // The batch arithmetic (training), and the data-parallel sizes an
+  // elasticity section's global batch trains with (empty without one).
+  int64_t trainBatch = 0, microBatch = 0, accumulation = 0, dataParallel = 0;
+  std::vector<int64_t> elasticSizes;
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes + kvCacheBytes;

@@ -651,7 +651,10 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
     Option<"configPath", "config", "std::string", /*default=*/"\"\"",
            "DeepSpeed config (ds_config.json); empty: AdamW defaults, micro batch from the model">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
-           "data-parallel ranks, for DeepSpeed's batch arithmetic">,
+           "ranks; DeepSpeed's batch arithmetic counts the data-parallel ones (world / tp)">,
+    Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"0",
+           "tensor-parallel ranks per replica (0: the config's tensor_parallel.autotp_size, "
+           "else 1)">,
     Option<"lossKind", "loss", "std::string", /*default=*/"\"softmax-cross-entropy\"",
            "softmax-cross-entropy, mse, or graph (the output named by loss-output is the loss)">,
     Option<"labelsName", "labels", "std::string", /*default=*/"\"labels\"",
@@ -699,7 +702,11 @@ def RecomputePass : Pass<"ds-recompute", "ModuleOp"> {
     ones first, Megatron's "block" method) whose estimated activation peak
     fits `budget` bytes. `cpu` keeps checkpoints in host memory between
     forward and backward (`ds.offload` / `ds.fetch`, DeepSpeed's
-    cpu_checkpointing). Empty options take the module's `ds.training`
+    cpu_checkpointing). `partition` (DeepSpeed's partition_activations)
+    keeps each checkpoint split over the mesh's `tp` axis (a `ds.shard`
+    constraint where it is made, a replicated one before its
+    recomputation: one all-gather per segment) when the module is
+    tensor-parallel. Empty options take the module's `ds.training`
     (DeepSpeed's activation_checkpointing section); without one the pass
     does nothing.
 
@@ -716,6 +723,10 @@ def RecomputePass : Pass<"ds-recompute", "ModuleOp"> {
            "else every layer's)">,
     Option<"budget", "budget", "int64_t", /*default=*/"-1",
            "budget: the activation bytes to fit (estimated before fusion)">,
+    Option<"partition", "partition", "int64_t", /*default=*/"-1",
+           "1: each checkpoint split over the tensor-parallel ranks between forward and "
+           "backward, gathered before its recomputation (partition_activations), 0: kept "
+           "whole, -1: the config's">,
     Option<"cpu", "cpu", "int64_t", /*default=*/"-1",
            "1: checkpoints in host memory (cpu_checkpointing), 0: on the device, "
            "-1: the config's">

@@ -716,7 +716,8 @@ def DS_SliceOp : DS_Op<"slice", [Pure, DS_Differentiable, DS_OwnShardingRule], D
 }
 
 def DS_ConcatOp : DS_Op<"concat",
-    [Pure, DS_Differentiable, DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
+    [Pure, DS_Differentiable, DS_OwnShardingRule,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>], DS_OwnStep> {
   let summary = "joins tensors along an axis";
   let description = [{
     **Constraints:**
@@ -995,7 +996,7 @@ def DS_GatherGradOp : DS_Op<"gather_grad", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
-def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure], DS_OwnStep> {
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "a zero tensor with the operand written at a strided window";
   let description = [{
     The adjoint of `slice`: `result[starts + i * steps] = operand[i]`, zero

@@ -378,6 +378,31 @@ protected:
   /// A tensor proto as an attribute: dense_resource when large (weights),
   /// dense otherwise.
   FailureOr<TypedAttr> tensorAttr(const onnx::TensorProto &t, Location loc) {
+    // --shapes-only: external weights are placeholders of their shape (a
+    // splat of 1/64: exact in every float type, and neither 0 nor 1, which
+    // folds would treat as special).
+    if (opts_.shapesOnly && t.has_data_location() &&
+        t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+      FailureOr<Type> elem = elementType(t.data_type());
+      if (failed(elem)) {
+        emitError(loc) << "tensor '" << t.name() << "' has unsupported element type "
+                       << onnxTypeName(t.data_type());
+        return failure();
+      }
+      SmallVector<int64_t> shape;
+      for (int64_t d : t.dims()) {
+        if (d < 0) {
+          emitError(loc) << "tensor '" << t.name() << "' has a negative dimension";
+          return failure();
+        }
+        shape.push_back(d);
+      }
+      auto type = RankedTensorType::get(shape, *elem);
+      if (auto f = dyn_cast<FloatType>(*elem))
+        return cast<TypedAttr>(DenseElementsAttr::get(type, b_.getFloatAttr(f, 1.0 / 64)));
+      if (elem->isInteger(1)) return cast<TypedAttr>(DenseElementsAttr::get(type, true));
+      return cast<TypedAttr>(DenseElementsAttr::get(type, b_.getIntegerAttr(*elem, 1)));
+    }
     // A model the importer owns gives its weights away instead of copying.
     auto payload = consumeModel_ ? takeTensorPayload(const_cast<onnx::TensorProto &>(t), dir_)
                                  : readTensorPayload(t, dir_);

@@ -853,6 +853,7 @@ static FailureOr<ParameterRecovery> recover(MLIRContext *context, onnx::ModelPro
   ro.tie = options.tie;
   ro.untie = options.untie;
   ro.modelDir = llvm::sys::path::parent_path(path).str();
+  ro.shapesOnly = options.shapesOnly;
   if (ro.modelDir.empty()) ro.modelDir = ".";
   Location loc = FileLineColLoc::get(context, path, 0, 0);
   auto r = recoverParameters(model, ro);

@@ -342,7 +342,9 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
     return err("cannot open external data '" + rel + "': " + std::strerror(errno) +
                (errno == ELOOP || errno == EXDEV ? " (symlinks and paths leaving the "
                                                    "model's directory are refused)"
-                                                 : ""));
+                : errno == ENOENT ? " (ds-opt --shapes-only --report compiles without the "
+                                    "weights, for a what-if report)"
+                                  : ""));
   // Fallback for kernels without openat2 (or seccomp filters refusing it).
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(rel).split(parts, '/', -1, false);
@@ -356,7 +358,10 @@ llvm::Expected<int> openBeneath(const std::string &dir, const std::string &rel) 
     int saved = errno;
     ::close(cur);
     if (next < 0)
-      return err("cannot open external data '" + rel + "': " + std::strerror(saved));
+      return err("cannot open external data '" + rel + "': " + std::strerror(saved) +
+                 (saved == ENOENT ? " (ds-opt --shapes-only --report compiles without the "
+                                    "weights, for a what-if report)"
+                                  : ""));
     cur = next;
   }
   return cur;

@@ -675,9 +675,10 @@ llvm::Error Recovery::foldedTables() {
     // A copy without the trained weights' data (the plan's source model)
     // lacks a table trained as it is; a table with repeated rows is not
     // trained as it is, so it still has its data there.
-    bool stripped = !t->has_raw_data() && t->float_data_size() == 0 &&
-                    t->double_data_size() == 0 && t->int32_data_size() == 0 &&
-                    t->external_data_size() == 0;
+    bool stripped = (!t->has_raw_data() && t->float_data_size() == 0 &&
+                     t->double_data_size() == 0 && t->int32_data_size() == 0 &&
+                     t->external_data_size() == 0) ||
+                    (options_.shapesOnly && t->external_data_size() > 0);
     int64_t width = t->dims(t->dims_size() - 1);
     size_t rowBytes = static_cast<size_t>(width) * onnxElementBytes(t->data_type());
     if (rowBytes == 0) continue;

@@ -174,6 +174,20 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         auto f = l->getParentOfType<func::FuncOp>();
         if (f.getSymName() == "optimizer_step") continue; // updates the block
         f->setAttr("ds.spmd", UnitAttr::get(ctx));
+        // A 16-bit parameter widened once and read by several ops (the
+        // forward's product and the backward's): one widening per reader,
+        // so each gathers its own copy right before it, as fp32 parameters
+        // do, instead of one gathered copy living from forward to backward.
+        for (Operation *u : llvm::make_early_inc_range(l->getUsers())) {
+          auto c = dyn_cast<CastOp>(u);
+          if (!c || c->hasOneUse()) continue;
+          SmallVector<OpOperand *> readers;
+          for (OpOperand &r : c->getUses()) readers.push_back(&r);
+          for (OpOperand *r : llvm::drop_begin(readers)) {
+            OpBuilder cb(r->getOwner());
+            r->set(cb.clone(*c)->getResult(0));
+          }
+        }
         SmallVector<OpOperand *> uses;
         for (OpOperand &use : l.getResult().getUses()) uses.push_back(&use);
         for (OpOperand *use : uses) {

@@ -97,6 +97,15 @@ FailureOr<std::vector<uint8_t>> mlir::ds::constantBytes(Attribute attr, Location
 
 FailureOr<TypedAttr> mlir::ds::roundedTo16Bit(Attribute value, RankedTensorType type,
                                               StringRef resourceKey, Location loc) {
+  // A splat stays one (ds-opt --shapes-only's placeholders are never expanded).
+  if (auto d = dyn_cast<DenseElementsAttr>(value); d && d.isSplat() && d.getElementType().isF32()) {
+    float f = d.getSplatValue<float>();
+    bool loses = false;
+    APFloat h(f);
+    h.convert(type.getElementType().isBF16() ? APFloat::BFloat() : APFloat::IEEEhalf(),
+              APFloat::rmNearestTiesToEven, &loses);
+    return cast<TypedAttr>(DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), h)));
+  }
   std::optional<ArrayRef<uint8_t>> view = constantView(value);
   std::vector<uint8_t> copy;
   if (!view) {

@@ -315,17 +315,30 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       // DeepSpeed's mixed-precision accounting (ZeRO paper): 16-bit
       // parameters and gradients, 12 bytes of fp32 master weights and Adam
       // moments per parameter, each partitioned from its stage on.
-      const double psi = static_cast<double>(total), n = static_cast<double>(r.worldSize);
+      // Under tensor parallelism P is this rank's share (its slices and the
+      // replicated tensors, as its 16-bit parameters hold them) and N the
+      // data-parallel ranks.
+      const int64_t dp = r.dataParallel > 0 ? r.dataParallel : r.worldSize;
+      const bool sliced = dp != r.worldSize;
       const int s = static_cast<int>(r.zeroStage);
+      const double psi = sliced ? r.parameterBytes / 2.0 : static_cast<double>(total),
+                   n = static_cast<double>(dp);
       double formula = (s >= 3 ? 2 * psi / n : 2 * psi) + (s >= 2 ? 2 * psi / n : 2 * psi) +
                        (s >= 1 ? 12 * psi / n : 12 * psi);
       int64_t held = r.parameterBytes + r.gradientBytes + r.optimizerStateBytes;
       os << "mixed precision: " << r.precision << " products, gradients reduced in "
          << r.communication << "\n";
-      os << llvm::format("  model states per rank: ds %lld B; DeepSpeed's 2P + 2P + 12P "
-                         "(ZeRO-%d over %lld ranks, P = %lld) %.0f B\n",
-                         static_cast<long long>(held), s, static_cast<long long>(r.worldSize),
-                         static_cast<long long>(total), formula);
+      if (!sliced)
+        os << llvm::format("  model states per rank: ds %lld B; DeepSpeed's 2P + 2P + 12P "
+                           "(ZeRO-%d over %lld ranks, P = %lld) %.0f B\n",
+                           static_cast<long long>(held), s, static_cast<long long>(r.worldSize),
+                           static_cast<long long>(total), formula);
+      else if (s < 3)
+        os << llvm::format("  model states per rank: ds %lld B; DeepSpeed's 2P + 2P + 12P "
+                           "(ZeRO-%d over %lld data-parallel ranks, P = %.0f: this rank's "
+                           "tensor-parallel share) %.0f B\n",
+                           static_cast<long long>(held), s, static_cast<long long>(dp), psi,
+                           formula);
       os << "  (" << r.precision << " parameters, " << r.gradientAccum
          << " gradients, fp32 master weights and moments; ZeRO partitions them as DeepSpeed "
             "does, except that stage 3 keeps parameters under "

@@ -147,7 +147,7 @@ private:
     if (!(e.isF32() || e.isF64())) return false;
     FailureOr<Seen> v = valuesOf(p);
     if (failed(v)) return false;
-    const size_t n = static_cast<size_t>(p.getType().getNumElements());
+    const size_t n = v->bytes.size() / (e.isF32() ? 4 : 8); // (one for a splat)
     for (size_t i = 0; i < n; ++i) {
       double x;
       if (e.isF32()) {
@@ -464,6 +464,17 @@ private:
   /// them (weights are not copied: ds-opt's memory stays one model).
   static FailureOr<Seen> valuesOf(ParameterOp p) {
     Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr};
+    // A splat (ds-opt --shapes-only's placeholders): one element stands
+    // for all (it is never varied enough to tie, and it is not expanded).
+    if (auto d = dyn_cast<DenseElementsAttr>(p.getValue()); d && d.isSplat()) {
+      auto one = RankedTensorType::get({1}, d.getElementType());
+      FailureOr<std::vector<uint8_t>> b =
+          constantBytes(DenseElementsAttr::get(one, d.getSplatValue<Attribute>()), p.getLoc());
+      if (failed(b)) return failure();
+      s.owned = std::make_shared<std::vector<uint8_t>>(std::move(*b));
+      s.bytes = *s.owned;
+      return s;
+    }
     if (std::optional<ArrayRef<uint8_t>> view = constantView(p.getValue())) {
       s.bytes = *view;
       return s;

@@ -14,7 +14,9 @@
 #     rank without tensor parallelism (the fused QKV parts joined) and the
 #     reverse within 1e-5; the checkpoint consolidates (--export-onnx) to
 #     the one-rank run's trained weights;
-#  4. a plan run on the wrong number of ranks is an error saying how many.
+#  4. a Llama-style decoder (rotary embeddings, SwiGLU; test/lib/llama_graph.py)
+#     at tp=2: inference and training match one rank, nothing gathered;
+#  5. a plan run on the wrong number of ranks is an error saying how many.
 # REQUIRES: torch, compiler, mpi
 # RUN: rm -rf %t && %python %s --workdir %t
 import copy
@@ -171,7 +173,57 @@ print("consolidated weights: worst difference %.2e from one rank's (training mov
 if worst > 1e-3 or worst > 0.2 * moved:
     fail("the consolidated tensor-parallel weights are not the one-rank run's")
 
-# ---- 4. the wrong number of ranks --------------------------------------------
+# ---- 4. a Llama-style decoder (rotary embeddings' slices and concat) ---------
+# tp=2 splits attention through the rotary embedding and the SwiGLU MLP;
+# inference and training match one rank, with no gathers in the step.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from llama_graph import build as build_llama
+llama_dir = os.path.join(work, "llama")
+os.makedirs(llama_dir, exist_ok=True)
+llama = os.path.join(llama_dir, "llama.onnx")
+n = build_llama(llama, vocab=500, d=64, layers=2, heads=4, kv_heads=4, ffn=128, seq=16)
+rng = np.random.default_rng(3)
+weights = (rng.standard_normal(n) * 0.05).astype(np.float32)
+m = onnx.load(llama, load_external_data=False)
+for t in m.graph.initializer:
+    if "norm" in t.name:
+        d = {e.key: int(e.value) for e in t.external_data if e.key != "location"}
+        weights[d["offset"] // 4:(d["offset"] + d["length"]) // 4] += 1.0
+weights.tofile(os.path.join(llama_dir, "weights.bin"))
+tokens = rng.integers(0, 500, (8, 17)).astype(np.int64)
+llama_in = os.path.join(llama_dir, "in.npz")
+np.savez(llama_in, input_ids=tokens[:1, :-1])
+llama_data = os.path.join(llama_dir, "data.npz")
+np.savez(llama_data, input_ids=tokens[:, :-1], labels=tokens[:, 1:])
+outs = {}
+for tp in (1, 2):
+    plan = os.path.join(llama_dir, "tp%d.dsplan" % tp)
+    run(["ds-opt", llama, "-o", plan] + (["--tensor-parallel", "2"] if tp > 1 else []))
+    out = os.path.join(llama_dir, "out%d.npz" % tp)
+    cmd = ["ds-run", plan, "--inputs", llama_in, "--outputs", out]
+    run([*MPIRUN, "-np", "2", *cmd] if tp > 1 else cmd)
+    outs[tp] = np.load(out)["logits"]
+worst = float(np.abs(outs[2] - outs[1]).max())
+print("Llama-style tp=2 inference: worst difference %.2e from one rank" % worst)
+if worst > 1e-4:
+    fail("tp=2 Llama-style logits differ from one rank's by %.3g" % worst)
+llama_cfg = {"train_batch_size": 1, "optimizer": adamw, "gradient_clipping": 1.0}
+losses = {}
+for tp in (1, 2):
+    d, cfg_path = write_config(llama_dir, "train%d" % tp, llama_cfg)
+    plan = os.path.join(d, "train.dsplan")
+    report = run(["ds-opt", llama, "--config", cfg_path, "--loss", "softmax-cross-entropy",
+                  "--world-size", str(tp), "-o", plan, "--report"]
+                 + (["--tensor-parallel", "2"] if tp > 1 else []))
+    if tp > 1 and "train_step: all_gather" in report:
+        fail("tensor-parallel Llama training should gather nothing whole:\n" + report)
+    log = os.path.join(d, "train.jsonl")
+    cmd = ["ds-run", plan, "--data", llama_data, "--steps", "4", "--log", log]
+    run([*MPIRUN, "-np", "2", *cmd] if tp > 1 else cmd)
+    losses[tp] = [json.loads(l)["loss"] for l in open(log)]
+same("Llama-style tp=2 training vs one rank", losses[2], losses[1], 1e-5)
+
+# ---- 5. the wrong number of ranks --------------------------------------------
 p = subprocess.run([*MPIRUN, "-np", "2", "ds-run", plan_auto, "--data", data_path, "--steps", "1"],
                    capture_output=True, text=True)
 want = "was compiled for 4 ranks (mesh dp=2, tp=2) but runs on 2; launch it with mpirun -np 4"

@@ -121,6 +121,12 @@ static llvm::cl::opt<int64_t>
                 llvm::cl::desc("refuse tensors with more elements (inputs, initializers, every "
                                "node's results; default 2^40)"),
                 llvm::cl::init(int64_t(1) << 40), llvm::cl::cat(dsCategory));
+static llvm::cl::opt<bool> shapesOnly(
+    "shapes-only",
+    llvm::cl::desc("import initializers stored as external data as placeholders of their shape, "
+                   "without reading them: --report on a model whose weights are elsewhere or too "
+                   "large to load (what-if at scale); no plan is written"),
+    llvm::cl::init(false), llvm::cl::cat(dsCategory));
 static llvm::cl::opt<int64_t>
     maxConfigBytes("max-config-bytes",
                    llvm::cl::desc("refuse a ds_config.json larger than this (default 16 MiB)"),
@@ -386,6 +392,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
     mlir::ds::ImportOptions options;
     options.maxNodes = maxNodes;
     options.maxElements = maxElements;
+    options.shapesOnly = shapesOnly;
     for (const std::string &spec : inputShapes) {
       std::string error;
       if (!mlir::ds::parseInputShapeSpec(spec, options, error)) return fail(error), nullptr;
@@ -904,6 +911,9 @@ static int runMain(int argc, char **argv) {
 
   if (emit == "plan" && outputFilename == "-")
     return fail("a plan is binary: name the output with -o FILE.dsplan");
+  if (shapesOnly && !reportOnly)
+    return fail("--shapes-only compiles without the weights, for --report alone: leave out -o "
+                "and --emit");
 
   MLIRContext context(registry);
   // Under --max-memory no thread pool: its threads' stacks count against the
@@ -944,7 +954,8 @@ static int runMain(int argc, char **argv) {
       mlir::ScopedDiagnosticHandler quiet(module->getContext(),
                                           [](mlir::Diagnostic &) { return success(); });
       ::ds::rt::PlanWriter w;
-      if (succeeded(mlir::ds::emitPlan(*module, mlir::ds::EmitPlanOptions(), w))) {
+      // (not from placeholders: a plan would hold every weight's bytes)
+      if (!shapesOnly && succeeded(mlir::ds::emitPlan(*module, mlir::ds::EmitPlanOptions(), w))) {
         ::ds::rt::SpaceBytes sb = ::ds::rt::spaceBytes(w.plan());
         r->planDeviceBytes = static_cast<int64_t>(sb.device);
         r->planHostBytes = static_cast<int64_t>(sb.host);

@@ -142,6 +142,15 @@ ShardingDecision SliceOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return keepExcept(getOperation(), in[0], changed);
 }
 
+/// Slice's adjoint: the dimensions it widens must be whole; the others keep
+/// their split (rotary embeddings' gradient under tensor parallelism).
+ShardingDecision InsertSliceOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  SmallVector<int64_t> changed;
+  for (auto [i, e] : llvm::enumerate(shapeOf(getOperand())))
+    if (shapeOf(getResult())[i] != e) changed.push_back(i);
+  return keepExcept(getOperation(), in[0], changed);
+}
+
 template <typename SliceLike> static void describeSlice(SliceLike o, KernelStep &s) {
   s.setInts("starts", o.getStarts());
   s.setInts("steps", o.getSteps());
@@ -161,6 +170,18 @@ LogicalResult ConcatOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres
                            gb.b().getDenseI64ArrayAttr(steps));
   }
   return success();
+}
+
+/// Operands split alike, joined along a dimension none splits: each rank
+/// joins its own parts (rotary embeddings' halves under tensor parallelism).
+ShardingDecision ConcatOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  const Sharding &first = in.front();
+  const int64_t axis = getAxis();
+  if (first.isPartial() || axis < 0 || axis >= static_cast<int64_t>(first.dims.size()) ||
+      first.dims[axis].isSplit() ||
+      !llvm::all_of(in, [&](const Sharding &s) { return s == first; }))
+    return {};
+  return {SmallVector<Sharding>(in.begin(), in.end()), {first}};
 }
 
 LogicalResult SplitOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,

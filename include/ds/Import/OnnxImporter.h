@@ -51,6 +51,11 @@ struct ImportOptions {
   /// elements are refused (ds-opt --max-elements): a shape typo or a hostile
   /// file is an error, not an allocation of terabytes.
   int64_t maxElements = int64_t(1) << 40;
+  /// ds-opt --shapes-only: initializers stored as external data are not
+  /// read; each is a placeholder of its shape (a splat), so a model whose
+  /// weights are elsewhere, or too large to load, can be compiled for
+  /// --report (what-if at scale). No plan is emitted from it.
+  bool shapesOnly = false;
   /// ds-opt --tie / --untie: initializers kept as one parameter / split per
   /// reader (TorchParameters.h).
   std::vector<std::string> tie, untie;

@@ -41,6 +41,9 @@ struct ParameterRecoveryOptions {
   std::vector<std::string> untie;
   /// Where external data is read beneath (a folded table's values).
   std::string modelDir = ".";
+  /// --shapes-only: external data is never read (a table's values are
+  /// unknown, so nothing is inferred from them).
+  bool shapesOnly = false;
 };
 
 struct ParameterRecovery {

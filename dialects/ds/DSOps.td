@@ -854,7 +854,7 @@ def DS_ScatterElementsOp : DS_Op<"scatter_elements", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
-def DS_ExpandOp : DS_Op<"expand", [Pure, DS_Differentiable]> {
+def DS_ExpandOp : DS_Op<"expand", [Pure, DS_Differentiable, DS_OwnShardingRule]> {
   let summary = "broadcasts a tensor to a larger shape";
   let description = [{
     **Constraints:**

@@ -109,8 +109,22 @@ public:
   /// Fails on keys never asked for.
   llvm::Error finish() const {
     for (const auto &kv : *obj_)
-      if (!seen_.contains(kv.first))
-        return error(kv.first.str(), "unknown key");
+      if (!seen_.contains(kv.first)) {
+        // The nearest key this section has, for a misspelling.
+        const std::string name = kv.first.str();
+        llvm::StringRef key = name, best;
+        unsigned bestDistance = ~0u;
+        for (const auto &known : seen_) {
+          unsigned d = key.lower() == known.getKey().lower()
+                           ? 0
+                           : key.edit_distance(known.getKey(), /*AllowReplacements=*/true,
+                                               /*MaxEditDistance=*/4);
+          if (d < bestDistance) bestDistance = d, best = known.getKey();
+        }
+        if (!best.empty() && bestDistance <= std::max<size_t>(2, key.size() / 4))
+          return error(key, "unknown key (did you mean '" + best + "'?)");
+        return error(key, "unknown key");
+      }
     return llvm::Error::success();
   }
   const std::string &path() const { return path_; }

@@ -55,7 +55,7 @@ bool isLeaf(Value v) {
 /// elementwise and layout-only ops, softmaxes, and products of activations.
 bool isTransparent(Operation *op) {
   return (op->hasTrait<OpTrait::ds::Elementwise>() || op->hasTrait<OpTrait::ds::LayoutOnly>() ||
-          isa<SoftmaxOp, LogSoftmaxOp, MatmulOp, SliceOp, ConcatOp>(op)) &&
+          isa<SoftmaxOp, LogSoftmaxOp, MatmulOp, SliceOp, ConcatOp, ExpandOp>(op)) &&
          !isWeightMatmul(op);
 }
 

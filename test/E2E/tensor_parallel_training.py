@@ -14,7 +14,7 @@
 #     rank without tensor parallelism (the fused QKV parts joined) and the
 #     reverse within 1e-5; the checkpoint consolidates (--export-onnx) to
 #     the one-rank run's trained weights;
-#  4. a Llama-style decoder (rotary embeddings, SwiGLU; test/lib/llama_graph.py)
+#  4. a Llama-style decoder (rotary embeddings, GQA, SwiGLU; test/lib/llama_graph.py)
 #     at tp=2: inference and training match one rank, nothing gathered;
 #  5. a plan run on the wrong number of ranks is an error saying how many.
 # REQUIRES: torch, compiler, mpi
@@ -174,14 +174,16 @@ if worst > 1e-3 or worst > 0.2 * moved:
     fail("the consolidated tensor-parallel weights are not the one-rank run's")
 
 # ---- 4. a Llama-style decoder (rotary embeddings' slices and concat) ---------
-# tp=2 splits attention through the rotary embedding and the SwiGLU MLP;
+# tp=2 splits attention (grouped-query: 2 key/value heads for 4 query heads)
+# through the rotary embedding and the repeated key/value heads, and the
+# SwiGLU MLP;
 # inference and training match one rank, with no gathers in the step.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from llama_graph import build as build_llama
 llama_dir = os.path.join(work, "llama")
 os.makedirs(llama_dir, exist_ok=True)
 llama = os.path.join(llama_dir, "llama.onnx")
-n = build_llama(llama, vocab=500, d=64, layers=2, heads=4, kv_heads=4, ffn=128, seq=16)
+n = build_llama(llama, vocab=500, d=64, layers=2, heads=4, kv_heads=2, ffn=128, seq=16)
 rng = np.random.default_rng(3)
 weights = (rng.standard_normal(n) * 0.05).astype(np.float32)
 m = onnx.load(llama, load_external_data=False)

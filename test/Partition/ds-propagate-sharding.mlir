@@ -42,4 +42,25 @@ module attributes {ds.mesh = #ds.mesh<[<"tp" = 2>]>} {
     %m = ds.reshape %b : (tensor<10x8x2xf32>) -> tensor<20x8xf32>
     return %m : tensor<20x8xf32>
   }
+
+  // Rotary embeddings and grouped-query attention on heads split over tp:
+  // halves of the head dimension sliced, negated and joined back (concat
+  // along an unsplit axis), key/value heads repeated (expand keeps the split
+  // of the dimension it does not widen), and the slice's adjoint in the
+  // backward (insert_slice widens only the head dimension).
+  // CHECK-LABEL: func.func @rotary_gqa
+  func.func @rotary_gqa(%x: tensor<2x4x8xf32>, %kv: tensor<2x4x1x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x8xf32>) {
+    %s = ds.shard %x {sharding = #ds.sharding<[[], ["tp"], []]>} : tensor<2x4x8xf32>
+    %lo = ds.slice %s {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+    %hi = ds.slice %s {starts = array<i64: 0, 0, 4>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+    %n = ds.neg %hi : tensor<2x4x4xf32>
+    // CHECK: ds.concat {{.*}}ds.sharding = #ds.sharding<{{\[\[}}], ["tp"], []]>
+    %r = ds.concat %n, %lo {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+    %k = ds.shard %kv {sharding = #ds.sharding<[[], ["tp"], [], []]>} : tensor<2x4x1x8xf32>
+    // CHECK: ds.expand {{.*}}ds.sharding = #ds.sharding<{{\[\[}}], ["tp"], [], []]>
+    %e = ds.expand %k : (tensor<2x4x1x8xf32>) -> tensor<2x4x3x8xf32>
+    // CHECK: ds.insert_slice {{.*}}ds.sharding = #ds.sharding<{{\[\[}}], ["tp"], []]>
+    %g = ds.insert_slice %lo {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+    return %r, %e, %g : tensor<2x4x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x8xf32>
+  }
 }

@@ -142,6 +142,21 @@ ShardingDecision SliceOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return keepExcept(getOperation(), in[0], changed);
 }
 
+/// Broadcasting keeps the operand's splits on the dimensions it does not
+/// widen (grouped-query attention's repeated key/value heads under tensor
+/// parallelism); new leading dimensions are whole.
+ShardingDecision ExpandOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  ArrayRef<int64_t> from = shapeOf(getOperand()), to = shapeOf(getResult());
+  const int64_t lead = static_cast<int64_t>(to.size()) - static_cast<int64_t>(from.size());
+  Sharding s = in[0].withoutPartial();
+  Sharding out = Sharding::replicated(static_cast<int64_t>(to.size()));
+  for (int64_t i = 0; i < static_cast<int64_t>(from.size()); ++i) {
+    if (from[i] != to[i + lead]) s.dims[i] = DimSharding();
+    out.dims[i + lead] = s.dims[i];
+  }
+  return {{s}, {out}};
+}
+
 /// Slice's adjoint: the dimensions it widens must be whole; the others keep
 /// their split (rotary embeddings' gradient under tensor parallelism).
 ShardingDecision InsertSliceOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {

@@ -747,6 +747,66 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
   return llvm::Error::success();
 }
 
+/// DeepSpeed 0.19 keys that change nothing ds does (GPU-only mechanisms,
+/// services, what ds always does), checked for their type and accepted;
+/// and the features not built yet, refused with the reason.
+llvm::Error readInertKeys(Reader &r) {
+  bool flag = false;
+  // memory_breakdown: ds-opt --report prints the breakdown before a run;
+  // load_universal_checkpoint: ds loads any checkpoint into any layout;
+  // graph_harvesting: CUDA graphs; use_data_before_expert_parallelism: MoE.
+  for (llvm::StringRef key : {"memory_breakdown", "load_universal_checkpoint", "graph_harvesting",
+                              "use_data_before_expert_parallelism"})
+    DS_CHECK(r.boolean(key, flag));
+  std::string type;
+  DS_CHECK(r.string("seq_parallel_communication_data_type", type));
+  if (!type.empty() && type != "fp32" && type != "fp16" && type != "bf16")
+    return r.error("seq_parallel_communication_data_type",
+                   "expected \"fp32\", \"fp16\" or \"bf16\", got \"" + type + "\"");
+  // compile (ds compiles the whole step ahead of time), nebula (ds writes
+  // its own checkpoints), eigenvalue (read by DeepSpeed only inside
+  // quantize_training): objects accepted as they are.
+  for (llvm::StringRef key : {"compile", "nebula", "eigenvalue"})
+    if (const json::Value *v = r.get(key); v && !v->getAsObject())
+      return r.error(key, "expected an object");
+  if (r.has("sparse_gradients")) {
+    DS_CHECK(r.boolean("sparse_gradients", flag));
+    if (flag)
+      return r.error("sparse_gradients", "is not supported yet: ds reduces embedding gradients "
+                                         "dense (set it to false)");
+  }
+  llvm::Error err = llvm::Error::success();
+  const json::Object *checkpoint = section(r, "checkpoint", err);
+  if (err) return err;
+  if (const json::Object *o = checkpoint) {
+    Reader ck(o, "checkpoint", r.file());
+    std::string tag;
+    DS_CHECK(ck.string("tag_validation", tag));
+    std::string lower = llvm::StringRef(tag).lower();
+    if (!tag.empty() && lower != "ignore" && lower != "warn" && lower != "fail")
+      return ck.error("tag_validation", "expected Ignore, Warn or Fail, got \"" + tag + "\"");
+    DS_CHECK(ck.boolean("load_universal", flag));
+    DS_CHECK(ck.boolean("use_node_local_storage", flag));
+    for (llvm::StringRef key : {"parallel_write", "writer"})
+      if (const json::Value *v = ck.get(key); v && !v->getAsObject())
+        return ck.error(key, "expected an object");
+    DS_CHECK(ck.finish());
+  }
+  // Features other work builds: refused while enabled, with what to use.
+  const std::pair<const char *, const char *> refused[] = {
+      {"hybrid_engine", "(the RLHF hybrid engine)"},
+      {"weight_quantization", "(ds-opt --quantize int8-dynamic or int4-weight quantizes "
+                              "weights for inference)"},
+      {"quantize_training", "(quantization-aware training)"},
+      {"progressive_layer_drop", "(progressive layer dropping)"},
+      {"torch_autocast", "(use the bf16 or fp16 section: ds's mixed precision)"}};
+  for (const auto &[key, what] : refused)
+    if (enabledSection(r.get(key)))
+      return r.error(key, llvm::Twine("is not supported yet ") + what +
+                              "; remove it or set \"enabled\": false");
+  return llvm::Error::success();
+}
+
 /// DeepSpeed's `elasticity` section: when enabled, the global batch, the
 /// micro batch and the accumulation steps come from it for this run's
 /// data-parallel size (ds/Config/Elasticity.h), replacing the batch keys.
@@ -978,6 +1038,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                               "prescale_gradients", "gradient_predivide_factor",
                               "wandb", "comms_logger"})
     (void)r.get(key);
+  DS_CHECK(readInertKeys(r));
   // DeepSpeed's permission to wrap a client optimizer, and its check that
   // an offloaded optimizer is its own CPU Adam: ds's optimizers are its
   // own either way.

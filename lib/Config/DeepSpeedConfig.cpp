@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include "ds/Support/TextLimits.h"
 
@@ -56,8 +57,8 @@ public:
     std::optional<llvm::StringRef> str = v ? v->getAsString() : std::nullopt;
     if (str && *str == "auto")
       return (what + ", got \"auto\": Hugging Face's Trainer fills that in from its own "
-                     "arguments before DeepSpeed reads the config; ds reads the file as it is, "
-                     "so write the value")
+                     "arguments before DeepSpeed reads the config; write the value or give it "
+                     "with ds-opt --set KEY=VALUE")
           .str();
     return what.str();
   }
@@ -988,10 +989,119 @@ std::string duplicateKey(llvm::StringRef text) {
 
 } // namespace
 
+namespace {
+llvm::Error configError(llvm::StringRef name, const llvm::Twine &msg) {
+  return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
+                                 name.str().c_str(), msg.str().c_str());
+}
+
+/// --set KEY=VALUE: the dotted path's last key gets VALUE (JSON, or else a
+/// string), objects on the way created.
+llvm::Error applyOverrides(json::Value &root, llvm::ArrayRef<std::string> overrides) {
+  for (const std::string &spec : overrides) {
+    auto [key, value] = llvm::StringRef(spec).split('=');
+    if (key.empty() || key.size() == spec.size())
+      return configError("--set " + spec, "expected KEY=VALUE (KEY a dotted path such as "
+                                          "optimizer.params.lr)");
+    llvm::SmallVector<llvm::StringRef> path;
+    key.split(path, '.');
+    json::Object *o = root.getAsObject();
+    for (size_t i = 0; i + 1 < path.size(); ++i) {
+      if (path[i].empty() || !o)
+        return configError("--set " + spec, "'" + key + "' is not a path of keys");
+      json::Value &next = (*o)[path[i]];
+      if (next.kind() == json::Value::Null) next = json::Object();
+      o = next.getAsObject();
+      if (!o)
+        return configError("--set " + spec, "'" + path[i] + "' is not an object in the config");
+    }
+    if (!o || path.back().empty())
+      return configError("--set " + spec, "'" + key + "' is not a path of keys");
+    llvm::Expected<json::Value> v = json::parse(value);
+    if (v) (*o)[path.back()] = std::move(*v);
+    else {
+      llvm::consumeError(v.takeError());
+      (*o)[path.back()] = value.str();
+    }
+  }
+  return llvm::Error::success();
+}
+
+bool isAuto(const json::Value *v) {
+  std::optional<llvm::StringRef> s = v ? v->getAsString() : std::nullopt;
+  return s && *s == "auto";
+}
+
+/// Hugging Face's "auto" (its Trainer fills them from its arguments): the
+/// values ds can know are filled (`filled` lists them for the report), the
+/// batch keys are left to DeepSpeed's arithmetic, and any other is an error
+/// naming the key and ds-opt --set.
+llvm::Error resolveAuto(json::Object &root, llvm::StringRef name,
+                        std::vector<std::string> &filled) {
+  auto fill = [&](json::Object *o, llvm::StringRef path, llvm::StringRef key, json::Value v) {
+    if (!o || !isAuto(o->get(key))) return;
+    (*o)[key] = std::move(v);
+    filled.push_back((path.empty() ? key.str() : (path + "." + key).str()));
+  };
+  // The Trainer's defaults (TrainingArguments) and DeepSpeed's.
+  fill(&root, "", "gradient_clipping", 1.0);
+  for (const char *sec : {"bf16", "fp16"})
+    if (json::Object *o = root.getObject(sec)) fill(o, sec, "enabled", false);
+  if (json::Object *opt = root.getObject("optimizer"))
+    if (json::Object *p = opt->getObject("params")) {
+      fill(p, "optimizer.params", "betas", json::Array{0.9, 0.999});
+      fill(p, "optimizer.params", "eps", 1e-8);
+      fill(p, "optimizer.params", "weight_decay", 0.0);
+    }
+  if (json::Object *sch = root.getObject("scheduler"))
+    if (json::Object *p = sch->getObject("params")) {
+      fill(p, "scheduler.params", "warmup_min_lr", 0.0);
+      fill(p, "scheduler.params", "warmup_num_steps", 0);
+    }
+  if (json::Object *z = root.getObject("zero_optimization"))
+    for (auto [key, value] : {std::pair<const char *, int64_t>{"reduce_bucket_size", 500000000},
+                              {"allgather_bucket_size", 500000000},
+                              {"stage3_prefetch_bucket_size", 50000000},
+                              {"stage3_param_persistence_threshold", 100000},
+                              {"stage3_max_live_parameters", 1000000000},
+                              {"stage3_max_reuse_distance", 1000000000}})
+      fill(z, "zero_optimization", key, value);
+  // Batch sizes: an "auto" one is left to the others (any two give the third).
+  int autos = 0;
+  for (const char *key : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                          "gradient_accumulation_steps"})
+    if (isAuto(root.get(key))) {
+      root.erase(key);
+      filled.push_back(std::string(key) + " (from the other batch sizes)");
+      ++autos;
+    }
+  if (autos > 0 && !root.get("train_batch_size") && !root.get("train_micro_batch_size_per_gpu"))
+    return configError(name, "the batch sizes are \"auto\" and no other gives them: give the "
+                             "micro batch, e.g. ds-opt --set train_micro_batch_size_per_gpu=8");
+  // Anything else "auto" ds cannot know.
+  std::string left;
+  std::function<void(const json::Object &, const std::string &)> walk =
+      [&](const json::Object &o, const std::string &path) {
+        for (const auto &kv : o) {
+          std::string k = path.empty() ? kv.first.str() : path + "." + kv.first.str();
+          if (isAuto(&kv.second) && left.empty()) left = k;
+          if (const json::Object *sub = kv.second.getAsObject()) walk(*sub, k);
+        }
+      };
+  walk(root, "");
+  if (!left.empty())
+    return configError(name, left + ": is \"auto\", which Hugging Face's Trainer fills from its "
+                                    "arguments and ds cannot know: give it, e.g. ds-opt --set " +
+                                    left + "=VALUE");
+  return llvm::Error::success();
+}
+} // namespace
+
 llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef text,
                                                               llvm::StringRef name,
                                                               int64_t worldSize,
-                                                              int64_t tensorParallel) {
+                                                              int64_t tensorParallel,
+                                                              llvm::ArrayRef<std::string> overrides) {
   if (std::string deep = checkNesting(text); !deep.empty())
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
                                    name.str().c_str(), deep.c_str());
@@ -1003,16 +1113,20 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   if (std::string dup = duplicateKey(text); !dup.empty())
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
                                    name.str().c_str(), dup.c_str());
-  const json::Object *root = parsed->getAsObject();
-  if (!root)
+  if (!parsed->getAsObject())
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                    "%s: expected a JSON object", name.str().c_str());
+  DS_CHECK(applyOverrides(*parsed, overrides));
+  std::vector<std::string> filledAuto;
+  DS_CHECK(resolveAuto(*parsed->getAsObject(), name, filledAuto));
+  const json::Object *root = parsed->getAsObject();
   if (worldSize < 1)
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
                                    "%s: world size must be >= 1, got %lld", name.str().c_str(),
                                    static_cast<long long>(worldSize));
   TrainingConfig c;
   c.worldSize = worldSize;
+  c.filledAuto = std::move(filledAuto);
   Reader r(root, "", name.str());
   // Tensor parallelism first: the batch arithmetic counts data-parallel
   // ranks only (DeepSpeed's with an mpu).
@@ -1061,7 +1175,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
 
 llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &path,
                                                              int64_t worldSize,
-                                                             int64_t tensorParallel) {
+                                                             int64_t tensorParallel,
+                                                             llvm::ArrayRef<std::string> overrides) {
   // A FIFO or device would block or never end: only regular files are read.
   llvm::sys::fs::file_status st;
   if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
@@ -1078,7 +1193,7 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),
                                    buf.getError().message().c_str());
-  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize, tensorParallel);
+  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize, tensorParallel, overrides);
 }
 
 std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &path,

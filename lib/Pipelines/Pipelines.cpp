@@ -90,6 +90,7 @@ const std::vector<std::string> &mlir::ds::fusionNames() {
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
   BuildTrainStepPassOptions t;
   t.configPath = o.configPath;
+  t.overrides.assign(o.configOverrides.begin(), o.configOverrides.end());
   t.worldSize = o.worldSize;
   t.lossKind = o.loss;
   t.labelsName = o.labels;

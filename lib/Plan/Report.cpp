@@ -61,6 +61,8 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
     r.microBatch = count("micro_batch_size");
     r.accumulation = count("gradient_accumulation_steps");
     r.dataParallel = count("world_size");
+    if (auto f = t.getAs<ArrayAttr>("filled_auto"))
+      for (auto k : f.getAsRange<StringAttr>()) r.filledAuto.push_back(k.str());
     if (auto e = t.getAs<DenseI64ArrayAttr>("elastic_valid_world_sizes"))
       r.elasticSizes.assign(e.asArrayRef().begin(), e.asArrayRef().end());
   }
@@ -244,6 +246,12 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       os << ")";
     }
     os << "\n";
+    if (!r.filledAuto.empty()) {
+      os << "  \"auto\" filled by ds:";
+      for (size_t i = 0; i < r.filledAuto.size(); ++i)
+        os << (i ? ", " : " ") << r.filledAuto[i];
+      os << "\n";
+    }
   }
   if (r.training) {
     row("gradients", r.gradientBytes,

@@ -109,7 +109,8 @@ private:
       config_.trainBatchSize = modelBatch * config_.worldSize;
       return success();
     }
-    auto c = readDeepSpeedConfig(configPath, worldSize, tensorParallel);
+    auto c = readDeepSpeedConfig(configPath, worldSize, tensorParallel,
+                                 std::vector<std::string>(overrides.begin(), overrides.end()));
     if (!c) return main.emitError() << llvm::toString(c.takeError());
     config_ = *c;
     if (config_.microBatchSize != modelBatch)
@@ -842,6 +843,8 @@ private:
         b.getNamedAttr("train_batch_size", b.getI64IntegerAttr(config_.trainBatchSize)),
         b.getNamedAttr("world_size", b.getI64IntegerAttr(config_.worldSize)),
         b.getNamedAttr("tensor_parallel", b.getI64IntegerAttr(config_.tensorParallel)),
+        b.getNamedAttr("filled_auto", b.getStrArrayAttr(std::vector<StringRef>(
+                                          config_.filledAuto.begin(), config_.filledAuto.end()))),
         b.getNamedAttr("elastic_valid_world_sizes",
                        b.getDenseI64ArrayAttr(config_.elasticValidWorldSizes)),
         b.getNamedAttr("zero_stage", b.getI64IntegerAttr(config_.zeroStage)),

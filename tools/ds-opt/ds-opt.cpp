@@ -121,6 +121,12 @@ static llvm::cl::opt<int64_t>
                 llvm::cl::desc("refuse tensors with more elements (inputs, initializers, every "
                                "node's results; default 2^40)"),
                 llvm::cl::init(int64_t(1) << 40), llvm::cl::cat(dsCategory));
+static llvm::cl::list<std::string> configSet(
+    "set",
+    llvm::cl::desc("override a key of the --config file: KEY=VALUE, KEY a dotted path such as "
+                   "optimizer.params.lr, VALUE JSON or else a string (repeatable); fills "
+                   "Hugging Face's \"auto\" values"),
+    llvm::cl::value_desc("KEY=VALUE"), llvm::cl::cat(dsCategory));
 static llvm::cl::opt<bool> shapesOnly(
     "shapes-only",
     llvm::cl::desc("import initializers stored as external data as placeholders of their shape, "
@@ -411,7 +417,8 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
       if (!inference || !lossKind.empty()) {
         options.training = true;
         auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
-                                                 tensorParallel > 1 ? tensorParallel : 0);
+                                                 tensorParallel > 1 ? tensorParallel : 0,
+                                                 configSet);
         if (!cfg) return fail(llvm::toString(cfg.takeError())), nullptr;
         if (cfg->microBatchSize > 0) {
           options.batchSize = cfg->microBatchSize;
@@ -631,6 +638,7 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (training && pm.size() == 0) {
     mlir::ds::TrainingPipelineOptions t;
     t.configPath = configPath;
+    t.configOverrides.assign(configSet.begin(), configSet.end());
     t.worldSize = worldSize;
     if (!lossKind.empty()) t.loss = lossKind;
     t.labels = labelsName;
@@ -674,7 +682,8 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     t.tensorParallel = tensorParallel;
     if (!configPath.empty()) {
       if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
-                                                   tensorParallel > 1 ? tensorParallel : 0)) {
+                                                   tensorParallel > 1 ? tensorParallel : 0,
+                                                   configSet)) {
         t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
         t.tensorParallel = cfg->tensorParallel;
         if (worldSize > 1)
@@ -911,6 +920,8 @@ static int runMain(int argc, char **argv) {
 
   if (emit == "plan" && outputFilename == "-")
     return fail("a plan is binary: name the output with -o FILE.dsplan");
+  if (!configSet.empty() && configPath.empty())
+    return fail("--set overrides keys of the --config file: give one");
   if (shapesOnly && !reportOnly)
     return fail("--shapes-only compiles without the weights, for --report alone: leave out -o "
                 "and --emit");

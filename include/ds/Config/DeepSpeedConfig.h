@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "ds/Config/Elasticity.h"
@@ -164,6 +165,8 @@ struct TrainingConfig {
   /// trains with.
   ElasticityConfig elasticity;
   std::vector<int64_t> elasticValidWorldSizes;
+  /// Hugging Face "auto" values ds filled in (their keys), for the report.
+  std::vector<std::string> filledAuto;
 };
 
 /// A DeepSpeed-Inference config (deepspeed.init_inference): tensor_parallel
@@ -188,10 +191,17 @@ std::optional<InferenceConfig> asInferenceConfig(const std::string &path, std::s
 /// of them per tensor-parallel group (0: the config's
 /// tensor_parallel.autotp_size, else 1). The result's worldSize is the
 /// data-parallel size, world / tp, which the batch sizes count.
+/// `overrides` (ds-opt --set KEY=VALUE, KEY a dotted path such as
+/// optimizer.params.lr, VALUE JSON or else a string) replace or add keys
+/// before anything is read. Hugging Face's "auto" values are then filled
+/// where ds can know them (DeepSpeed's and the Trainer's defaults, the
+/// batch arithmetic); any other is an error naming the key and --set.
 llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize,
-                                                   int64_t tensorParallel = 0);
+                                                   int64_t tensorParallel = 0,
+                                                   llvm::ArrayRef<std::string> overrides = {});
 llvm::Expected<TrainingConfig> parseDeepSpeedConfig(llvm::StringRef json, llvm::StringRef name,
-                                                    int64_t worldSize, int64_t tensorParallel = 0);
+                                                    int64_t worldSize, int64_t tensorParallel = 0,
+                                                    llvm::ArrayRef<std::string> overrides = {});
 
 } // namespace mlir::ds
 

@@ -50,6 +50,7 @@ void buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &o
 
 struct TrainingPipelineOptions {
   std::string configPath;
+  std::vector<std::string> configOverrides; // ds-opt --set KEY=VALUE
   int64_t worldSize = 1;     // every rank: tensorParallel x data-parallel
   int64_t tensorParallel = 1; // ranks of a `tp` group (the config's autotp_size or --tensor-parallel)
   std::string loss = "softmax-cross-entropy";

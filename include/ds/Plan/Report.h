@@ -56,6 +56,7 @@ struct MemoryReport {
   // elasticity section's global batch trains with (empty without one).
   int64_t trainBatch = 0, microBatch = 0, accumulation = 0, dataParallel = 0;
   std::vector<int64_t> elasticSizes;
+  std::vector<std::string> filledAuto; // Hugging Face "auto" keys ds filled
   int64_t total() const {
     return parameterBytes + constantBytes + gradientBytes + optimizerStateBytes +
            activationArenaBytes + inputBytes + outputBytes + kvCacheBytes;

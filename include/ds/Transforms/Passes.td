@@ -650,6 +650,8 @@ def BuildTrainStepPass : Pass<"ds-build-train-step", "ModuleOp"> {
   let options = [
     Option<"configPath", "config", "std::string", /*default=*/"\"\"",
            "DeepSpeed config (ds_config.json); empty: AdamW defaults, micro batch from the model">,
+    ListOption<"overrides", "set", "std::string",
+               "KEY=VALUE overrides of the config's keys (ds-opt --set)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "ranks; DeepSpeed's batch arithmetic counts the data-parallel ones (world / tp)">,
     Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"0",

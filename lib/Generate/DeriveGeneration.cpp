@@ -646,6 +646,9 @@ LogicalResult Deriver::visit(Operation *op) {
     return success();
   }
   if (auto c = dyn_cast<CumSumOp>(op)) return keep({c.getAxis()}, "accumulates");
+  // Tensor parallelism: a row-parallel product's partial sums, added over
+  // the ranks element by element.
+  if (isa<AllReduceOp>(op)) return keep({}, "");
   if (auto a = dyn_cast<ArgMaxOp>(op)) {
     if (failed(alongStatic(op, in, a.getAxis(), "reduces"))) return failure();
     Layout out;
@@ -694,7 +697,7 @@ LogicalResult Deriver::selectLastRows() {
   Value at = logits;
   while (Operation *def = at.getDefiningOp()) {
     Value in;
-    bool tokenwise = isa<RmsNormOp, LayerNormOp, SoftmaxOp, LogSoftmaxOp, MatmulOp>(def) ||
+    bool tokenwise = isa<RmsNormOp, LayerNormOp, SoftmaxOp, LogSoftmaxOp, MatmulOp, AllReduceOp>(def) ||
                      def->hasTrait<OpTrait::ds::Elementwise>();
     for (Value o : def->getOperands()) {
       if (tables_.contains(o)) tokenwise = false;

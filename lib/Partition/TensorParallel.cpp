@@ -12,6 +12,7 @@
 #include "ds/Partition/Sharding.h"
 #include "ds/Plan/KernelBridge.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -51,6 +52,39 @@ bool isLeaf(Value v) {
   return d && isa<ConstantOp, ParameterOp, FillOp>(d);
 }
 
+/// A value computed from constants alone (an exporter's causal mask or
+/// rotary table before ds-fold-constants; at inference parameters are
+/// constants too): the same on every rank, so a region reads it whole.
+bool isConstantOnly(Value root, bool parametersAreConstants, DenseMap<Value, bool> &memo) {
+  // Depth-first without recursion: a graph may be thousands of ops deep.
+  SmallVector<std::pair<Value, bool>> stack{{root, false}};
+  while (!stack.empty()) {
+    auto [v, expanded] = stack.pop_back_val();
+    if (memo.count(v) && !expanded) continue;
+    Operation *d = v.getDefiningOp();
+    const bool leaf =
+        d && (isa<ConstantOp, FillOp>(d) || (parametersAreConstants && isa<ParameterOp>(d)));
+    if (!d || !(leaf || (d->getNumRegions() == 0 && d->getNumOperands() > 0 &&
+                         isMemoryEffectFree(d) && !isa<ParameterOp>(d)))) {
+      memo[v] = false;
+      continue;
+    }
+    if (leaf) {
+      memo[v] = true;
+      continue;
+    }
+    if (!expanded) {
+      memo[v] = false; // provisional until its operands are known
+      stack.push_back({v, true});
+      for (Value o : d->getOperands())
+        if (!memo.count(o)) stack.push_back({o, false});
+      continue;
+    }
+    memo[v] = llvm::all_of(d->getOperands(), [&](Value o) { return memo.lookup(o); });
+  }
+  return memo.lookup(root);
+}
+
 /// Ops a column split passes through on its way to the row-parallel matmul:
 /// elementwise and layout-only ops, softmaxes, and products of activations.
 bool isTransparent(Operation *op) {
@@ -76,6 +110,7 @@ struct FusedSplit {
   int64_t last = 0; // out's last axis
   AddOp bias;
   Value biasValue;
+  ReshapeOp flat;      // [B*S, cols] back to [B, S, cols] (GPT-2's Conv1D)
   ReshapeOp packed;    // the packed form's reshape,
   TransposeOp packedT; // and its transpose if any
   SmallVector<FusedPart> parts;
@@ -198,12 +233,21 @@ std::optional<FusedSplit> findFusedSplit(MatmulOp m) {
   FusedSplit s;
   s.cols = m.getRhs().getType().getDimSize(1);
   findBias(m, s);
+  // A reshape that only regroups the leading (token) axes comes along.
+  if (s.out.hasOneUse())
+    if (auto r = dyn_cast<ReshapeOp>(*s.out.getUsers().begin());
+        r && r.getType().getRank() >= 2 && r.getType().getShape().back() == s.cols &&
+        cast<RankedTensorType>(s.out.getType()).getShape().back() == s.cols) {
+      s.flat = r;
+      s.out = r.getResult();
+    }
   s.last = cast<RankedTensorType>(s.out.getType()).getRank() - 1;
   s.users.assign(s.out.getUsers().begin(), s.out.getUsers().end());
   if (s.users.empty()) return std::nullopt;
   matchPacked(s);
   if (!s.packed && !matchSlices(s)) return std::nullopt;
   if (!partsTileColumns(s)) return std::nullopt;
+  if (s.flat) s.users.push_back(s.flat); // erased after the ops that read it
   return s;
 }
 
@@ -298,6 +342,11 @@ Value buildPart(OpBuilder &b, MatmulOp m, FusedSplit &s, const FusedBytes &fb, s
   markPart(pw, w, i);
   Value y = MatmulOp::create(b, m.getLoc(), m.getLhs(), pw.getResult());
   if (s.bias) y = addPartBias(b, m, s, fb, i, y);
+  if (s.flat) {
+    SmallVector<int64_t> shape(s.flat.getType().getShape());
+    shape.back() = size;
+    y = ReshapeOp::create(b, s.flat.getLoc(), RankedTensorType::get(shape, elem), y);
+  }
   if (s.packed) y = unpackPart(b, s, y, elem);
   return y;
 }
@@ -410,6 +459,7 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
       llvm::SetVector<Operation *> rowParallel, colParallel;
       SmallVector<std::pair<OpOperand *, Sharding>> extraSplits;
       SmallVector<Operation *> candidates;
+      DenseMap<Value, bool> constantOnly;
       func.walk([&](MatmulOp m) {
         if (isWeightMatmul(m)) candidates.push_back(m);
       });
@@ -422,7 +472,7 @@ struct TensorParallelPass : public mlir::ds::impl::TensorParallelPassBase<Tensor
         bool ok = true;
         while (!work.empty() && ok) {
           Value v = work.pop_back_val();
-          if (isLeaf(v)) continue;
+          if (isLeaf(v) || isConstantOnly(v, !training, constantOnly)) continue;
           Operation *d = v.getDefiningOp();
           if (!d) { ok = false; break; }
           if (isWeightMatmul(d)) {

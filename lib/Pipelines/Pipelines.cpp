@@ -25,12 +25,17 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   pm.addPass(createFoldConstantsPass(fold));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (options.precision != "fp32" || options.communication != "fp32") {
+  auto addMixedPrecision = [&] {
+    if (options.precision == "fp32" && options.communication == "fp32") return;
     MixedPrecisionPassOptions mp;
     mp.dtype = options.precision;
     mp.commDtype = options.communication;
     pm.addPass(createMixedPrecisionPass(mp));
-  }
+  };
+  // Generation derives its programs from the f32 attention it finds; the
+  // weight products go to 16 bits after (the KV cache stays f32).
+  const bool generating = options.generateChunk > 0;
+  if (!generating) addMixedPrecision();
   auto enabled = [&](const char *name) {
     return llvm::find(options.disabledFusions, name) == options.disabledFusions.end();
   };
@@ -51,6 +56,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
     pm.addPass(createDeriveGenerationPass(gen));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    addMixedPrecision();
   }
   if (enabled("softmax")) pm.addPass(createFuseSoftmaxPass());
   if (enabled("matmul-epilogues")) {

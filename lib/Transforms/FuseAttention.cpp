@@ -201,7 +201,13 @@ std::optional<HeadView> headView(Value v, bool swap) {
   for (int i = 0; i < 4; ++i) {
     const ViewDim &d = view.dims[i];
     h.shape[i] = d.size;
-    if (std::optional<int64_t> stride = d.stride()) {
+    if (std::optional<int64_t> stride = d.stride(); stride && i == 1 && *stride == 0) {
+      // Every head repeats one (one key/value head per tensor-parallel
+      // rank): a single head read by all the query heads.
+      h.group = d.size;
+      h.shape[1] = 1;
+      h.strides[1] = 0;
+    } else if (stride) {
       h.strides[i] = *stride;
     } else if (i == 1 && d.parts.size() == 2 && d.parts[1].stride == 0) {
       h.group = d.parts[1].size;

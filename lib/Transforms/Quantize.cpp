@@ -42,6 +42,7 @@ struct Candidate {
 
 std::string nameOf(Operation *op, Value weight) {
   std::string s;
+  if (auto sh = weight.getDefiningOp<ShardSliceOp>()) weight = sh.getOperand();
   if (auto p = weight.getDefiningOp<ParameterOp>()) s = p.getSymName().str();
   llvm::raw_string_ostream os(s);
   os << " ";
@@ -53,6 +54,10 @@ std::string nameOf(Operation *op, Value weight) {
 std::optional<Candidate> candidate(Operation *op) {
   auto constant = [](Value v) {
     Operation *d = v.getDefiningOp();
+    // A tensor-parallel rank's block of a weight (ds-global-to-local):
+    // quantized whole, its block taken of the quantized weight.
+    if (auto s = dyn_cast_or_null<ShardSliceOp>(d); s && isWeightShard(s) && s.getOuter() == 1)
+      return true;
     return d && isa<ConstantOp, ParameterOp>(d);
   };
   Candidate c{op};
@@ -124,14 +129,29 @@ struct QuantizePass : public mlir::ds::impl::QuantizePassBase<QuantizePass> {
   /// Replaces the product by a ds.quantized_matmul with the weight
   /// quantized; products whose K the group size does not divide stay.
   LogicalResult quantize(const Candidate &c, int bits, int64_t group, ActivationQuant act) {
-    RankedTensorType wt = tensorType(c.weight);
+    auto shard = c.weight.getDefiningOp<ShardSliceOp>();
+    Value whole = shard ? shard.getOperand() : c.weight;
+    RankedTensorType wt = tensorType(whole);
     const int64_t n = c.transposed ? wt.getDimSize(0) : wt.getDimSize(1);
     const int64_t k = c.transposed ? wt.getDimSize(1) : wt.getDimSize(0);
     int64_t g = group ? group : k;
     if (k % g || (bits == 4 && (k % 2 || g % 2))) return success(); // left as it is
-    Attribute value = c.weight.getDefiningOp<ConstantOp>()
-                          ? c.weight.getDefiningOp<ConstantOp>().getValue()
-                          : c.weight.getDefiningOp<ParameterOp>().getValue();
+    // A rank's block: of output channels (column-parallel), or of the
+    // reduced K (row-parallel: whole groups and whole int4 bytes only).
+    int64_t ranks = 1;
+    bool alongK = false;
+    if (shard) {
+      MeshAttr mesh = MeshAttr::lookup(shard);
+      if (!mesh) return shard.emitError("ds-quantize: a weight shard needs a ds.mesh");
+      for (Attribute a : shard.getAxes()) ranks *= *mesh.getAxisSize(cast<StringAttr>(a).getValue());
+      alongK = (shard.getDim() == 1) == c.transposed;
+      const int64_t local = (alongK ? k : n) / ranks;
+      if ((alongK ? k : n) % ranks) return success();
+      if (alongK && ((group && local % g) || (bits == 4 && local % 2))) return success();
+    }
+    Operation *wd = whole.getDefiningOp();
+    Attribute value = isa<ConstantOp>(wd) ? cast<ConstantOp>(wd).getValue()
+                                          : cast<ParameterOp>(wd).getValue();
     FailureOr<std::vector<uint8_t>> bytes = constantBytes(value, c.op->getLoc());
     if (failed(bytes)) return failure();
     const float *w = reinterpret_cast<const float *>(bytes->data());
@@ -186,6 +206,21 @@ struct QuantizePass : public mlir::ds::impl::QuantizePassBase<QuantizePass> {
     auto st = group ? RankedTensorType::get({n, groups}, b.getF32Type())
                     : RankedTensorType::get({n}, b.getF32Type());
     Value scale = ConstantOp::create(b, loc, DenseElementsAttr::get(st, ArrayRef<float>(scales)));
+    if (shard) {
+      // This rank's blocks: [N, K] and [N, groups] cut as the weight was
+      // (a per-channel scale over the whole K serves every K block).
+      auto cut = [&](Value v, int64_t dim) {
+        auto t = tensorType(v);
+        SmallVector<int64_t> shape(t.getShape());
+        shape[dim] /= ranks;
+        return ShardSliceOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), v,
+                                    shard.getAxes(), b.getI64IntegerAttr(dim),
+                                    b.getI64IntegerAttr(1))
+            .getResult();
+      };
+      weight = cut(weight, alongK ? 1 : 0);
+      if (!alongK || group) scale = cut(scale, alongK ? 1 : 0);
+    }
     Type result = c.op->getResult(0).getType();
     auto qm = QuantizedMatmulOp::create(
         b, loc, result, c.lhs, weight, scale, Value(), c.bias, c.addend, b.getI64IntegerAttr(bits),
@@ -196,6 +231,7 @@ struct QuantizePass : public mlir::ds::impl::QuantizePassBase<QuantizePass> {
     // The f32 weight goes when nothing else reads it (or it would be in
     // the plan beside its quantized copy).
     if (Operation *def = c.weight.getDefiningOp(); def && def->use_empty()) def->erase();
+    if (shard && wd->use_empty()) wd->erase();
     ++numQuantized;
     bytesSaved += n * k * 4 - (bits == 8 ? n * k : n * k / 2) - n * groups * 4;
     return success();

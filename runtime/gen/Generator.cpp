@@ -140,6 +140,7 @@ absl::Status Generator::run(const std::vector<Request> &requests,
         outs[0].second.shape != std::vector<int64_t>{b, v})
       return absl::InternalError("the generation program's output is not logits [batch, vocab]");
     const float *logits = reinterpret_cast<const float *>(outs[0].second.data.data());
+    std::vector<int64_t> picked(static_cast<size_t>(b), -1);
     for (int64_t i = 0; i < b; ++i) {
       Slot &s = slots[i];
       if (s.request < 0 || lengths[i] == 0) continue;
@@ -149,7 +150,17 @@ absl::Status Generator::run(const std::vector<Request> &requests,
       }
       const Request &r = requests[static_cast<size_t>(s.request)];
       std::copy_n(logits + i * v, v, row.begin());
-      const int64_t tok = nextToken(row, s.history, r.sampling, *s.rng);
+      picked[i] = nextToken(row, s.history, r.sampling, *s.rng);
+    }
+    // Tensor-parallel ranks feed the same tokens: rank 0's picks, whatever
+    // the last bit of another rank's reduced logits.
+    if (session_.comm().size() > 1)
+      DS_RETURN_IF_ERROR(session_.comm().broadcast(picked.data(), b, plan::I64, 0));
+    for (int64_t i = 0; i < b; ++i) {
+      Slot &s = slots[i];
+      if (picked[i] < 0) continue;
+      const Request &r = requests[static_cast<size_t>(s.request)];
+      const int64_t tok = picked[i];
       s.history.push_back(tok);
       s.result.tokens.push_back(tok);
       ++st.generated;

@@ -88,6 +88,53 @@ module attributes {ds.test} {
 
 // -----
 
+// One tensor-parallel rank's program (ds-global-to-local ran first): each
+// row-parallel product's partial sums go through ds.all_reduce, which
+// works token by token; the last row is picked before the last one.
+// CHECK-LABEL: func.func @prefill
+// CHECK: ds.cached_attention
+// CHECK: ds.all_reduce %{{.+}} {axes = ["tp"]} : tensor<2x4x8xf32>
+// CHECK: ds.gather %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+// CHECK: ds.all_reduce %{{.+}} {axes = ["tp"]} : tensor<2x1x8xf32>
+// CHECK-LABEL: func.func @decode
+// CHECK: ds.all_reduce %{{.+}} {axes = ["tp"]} : tensor<2x1x8xf32>
+// CHECK: ds.all_reduce %{{.+}} {axes = ["tp"]} : tensor<2x1x8xf32>
+module attributes {ds.test, ds.mesh = #ds.mesh<[<"tp" = 2>]>} {
+  func.func @main(%ids: tensor<2x8xi64> {ds.name = "input_ids"}) -> (tensor<2x8x16xf32> {ds.name = "logits"}) attributes {ds.spmd} {
+    %emb = ds.parameter "emb" = dense<0.5> : tensor<16x8xf32>
+    %pos = ds.constant dense<[[[0.00,0.01,0.02,0.03,0.04,0.05,0.06,0.07],[0.08,0.09,0.10,0.11,0.12,0.13,0.14,0.15],[0.16,0.17,0.18,0.19,0.20,0.21,0.22,0.23],[0.24,0.25,0.26,0.27,0.28,0.29,0.30,0.31],[0.32,0.33,0.34,0.35,0.36,0.37,0.38,0.39],[0.40,0.41,0.42,0.43,0.44,0.45,0.46,0.47],[0.48,0.49,0.50,0.51,0.52,0.53,0.54,0.55],[0.56,0.57,0.58,0.59,0.60,0.61,0.62,0.63]]]> : tensor<1x8x8xf32>
+    %wq = ds.parameter "wq" = dense<0.1> : tensor<8x8xf32>
+    %wk = ds.parameter "wk" = dense<0.2> : tensor<8x4xf32>
+    %wv = ds.parameter "wv" = dense<0.3> : tensor<8x4xf32>
+    %wo = ds.parameter "wo" = dense<0.4> : tensor<8x8xf32>
+    %head = ds.parameter "head" = dense<0.6> : tensor<8x16xf32>
+    %mask = ds.constant dense<[[[[false,true,true,true,true,true,true,true],[false,false,true,true,true,true,true,true],[false,false,false,true,true,true,true,true],[false,false,false,false,true,true,true,true],[false,false,false,false,false,true,true,true],[false,false,false,false,false,false,true,true],[false,false,false,false,false,false,false,true],[false,false,false,false,false,false,false,false]]]]> : tensor<1x1x8x8xi1>
+    %x = ds.gather %emb, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x8xi64>) -> tensor<2x8x8xf32>
+    %h = ds.add %x, %pos : (tensor<2x8x8xf32>, tensor<1x8x8xf32>) -> tensor<2x8x8xf32>
+    %q = ds.matmul %h, %wq : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+    %k = ds.matmul %h, %wk : (tensor<2x8x8xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+    %v = ds.matmul %h, %wv : (tensor<2x8x8xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+    %a = ds.attention %q, %k, %v mask %mask {mask_fill = 0xFFF0000000000000 : f64,
+        query_shape = array<i64: 2, 2, 8, 4>, query_strides = array<i64: 64, 4, 8, 1>,
+        key_shape = array<i64: 2, 1, 8, 4>, key_strides = array<i64: 32, 4, 4, 1>,
+        value_shape = array<i64: 2, 1, 8, 4>, value_strides = array<i64: 32, 4, 4, 1>,
+        scale = 0.5 : f64, result_bshd}
+        : (tensor<2x8x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<1x1x8x8xi1>) -> tensor<2x8x2x4xf32>
+    %r = ds.reshape %a : (tensor<2x8x2x4xf32>) -> tensor<2x8x8xf32>
+    %o = ds.matmul %r, %wo : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+    %sum = ds.all_reduce %o {axes = ["tp"]} : tensor<2x8x8xf32>
+    %res = ds.add %h, %sum : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %n0 = ds.rms_norm %res {epsilon = 1.0e-06 : f32} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %p = ds.matmul %n0, %wo : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+    %psum = ds.all_reduce %p {axes = ["tp"]} : tensor<2x8x8xf32>
+    %n = ds.rms_norm %psum {epsilon = 1.0e-06 : f32} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %logits = ds.matmul %n, %head : (tensor<2x8x8xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+    return %logits : tensor<2x8x16xf32>
+  }
+}
+
+// -----
+
 // A mask that lets every query see every key (an encoder): not causal.
 func.func @main(%ids: tensor<1x4xi64>) -> tensor<1x4x8xf32> {
   %emb = ds.parameter "emb" = dense<0.5> : tensor<8x8xf32>

@@ -153,3 +153,46 @@ func.func @softmax_over_features(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %y = ds.matmul %p, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// GPT-2 as PyTorch 2 exports it: c_attn on the flattened tokens [B*S, 3D],
+// reshaped back to [B, S, 3D] and split (each part keeps the reshape), and
+// the causal mask computed from initializers (a where of parameters) that
+// the region reads whole, not a split in the way.
+// CHECK-LABEL: func.func @flat_qkv_mask
+// CHECK: ds.parameter "c_attn#0" = dense<5.000000e-01> : tensor<8x8xf32>
+// CHECK-NEXT: ds.shard
+// CHECK-NEXT: ds.matmul {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: ds.reshape {{.*}} -> tensor<2x4x8xf32>
+// CHECK: ds.parameter "c_attn#2"
+// CHECK-NEXT: ds.shard
+// CHECK-NOT: ds.split
+// CHECK: ds.where
+func.func @flat_qkv_mask(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w = ds.parameter "c_attn" = dense<0.5> : tensor<8x24xf32>
+  %wo = ds.parameter "c_proj" = dense<0.25> : tensor<8x8xf32>
+  %zero = ds.parameter "val_0" = dense<0.0> : tensor<f32>
+  %min = ds.parameter "val_1" = dense<-3.4e38> : tensor<f32>
+  %causal = ds.constant dense<true> : tensor<1x1x4x4xi1>
+  %x2 = ds.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %m = ds.matmul %x2, %w : (tensor<8x8xf32>, tensor<8x24xf32>) -> tensor<8x24xf32>
+  %m3 = ds.reshape %m : (tensor<8x24xf32>) -> tensor<2x4x24xf32>
+  %q, %k, %v = ds.split %m3 {axis = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %q4 = ds.reshape %q : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %k4 = ds.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %v4 = ds.reshape %v : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %qt = ds.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %kt = ds.transpose %k4 {permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %vt = ds.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %mask = ds.where %causal, %zero, %min : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %s = ds.matmul %qt, %kt : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %sm = ds.add %s, %mask : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = ds.softmax %sm {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %c = ds.matmul %p, %vt : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ct = ds.transpose %c {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
+  %cm = ds.reshape %ct : (tensor<2x4x2x4xf32>) -> tensor<8x8xf32>
+  %y = ds.matmul %cm, %wo : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %y3 = ds.reshape %y : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return %y3 : tensor<2x4x8xf32>
+}

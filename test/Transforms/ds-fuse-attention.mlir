@@ -72,6 +72,32 @@ func.func @gqa(%q: tensor<1x4x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x
 
 // -----
 
+// The same on one tensor-parallel rank of two: one key/value head repeated
+// for the rank's 2 query heads. The view's head dimension is only the
+// repeat (stride 0): one head in memory, read by both (a KV cache holds 1).
+// CHECK-LABEL: func.func @gqa_one_kv_head
+// CHECK: ds.attention %arg0, %arg1, %arg2
+// CHECK-SAME: key_shape = array<i64: 1, 1, 5, 8>, key_strides = array<i64: 0, 0, 8, 1>
+// CHECK-SAME: value_shape = array<i64: 1, 1, 5, 8>, value_strides = array<i64: 0, 0, 8, 1>
+// CHECK-SAME: -> tensor<1x2x5x8xf32>
+func.func @gqa_one_kv_head(%q: tensor<1x2x5x8xf32>, %k: tensor<1x1x5x8xf32>, %v: tensor<1x1x5x8xf32>) -> tensor<1x2x5x8xf32> {
+  %four = ds.constant dense<4.0> : tensor<f32>
+  %k5 = ds.reshape %k : (tensor<1x1x5x8xf32>) -> tensor<1x1x1x5x8xf32>
+  %ke = ds.expand %k5 : (tensor<1x1x1x5x8xf32>) -> tensor<1x1x2x5x8xf32>
+  %kf = ds.reshape %ke : (tensor<1x1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  %v5 = ds.reshape %v : (tensor<1x1x5x8xf32>) -> tensor<1x1x1x5x8xf32>
+  %ve = ds.expand %v5 : (tensor<1x1x1x5x8xf32>) -> tensor<1x1x2x5x8xf32>
+  %vf = ds.reshape %ve : (tensor<1x1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  %kT = ds.transpose %kf {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x2x5x8xf32>) -> tensor<1x2x8x5xf32>
+  %s = ds.matmul %q, %kT : (tensor<1x2x5x8xf32>, tensor<1x2x8x5xf32>) -> tensor<1x2x5x5xf32>
+  %sd = ds.div %s, %four : (tensor<1x2x5x5xf32>, tensor<f32>) -> tensor<1x2x5x5xf32>
+  %p = ds.softmax %sd {axis = 3 : i64} : tensor<1x2x5x5xf32>
+  %o = ds.matmul %p, %vf : (tensor<1x2x5x5xf32>, tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  return %o : tensor<1x2x5x8xf32>
+}
+
+// -----
+
 // Multi-query attention as Falcon exports it: one key/value head that the
 // products broadcast over 4 query heads and a batch of 1 over 2.
 // CHECK-LABEL: func.func @mqa

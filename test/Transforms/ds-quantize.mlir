@@ -61,3 +61,41 @@ func.func @left(%x: tensor<3x4xf32>, %y: tensor<4x2xf32>) -> (tensor<3x2xf32>, t
   %s = ds.fused_matmul %x, %w {softmax} : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
   return %a, %s : tensor<3x2xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// A tensor-parallel rank's block of a weight (ds.shard_slice after
+// ds-global-to-local): the whole weight is quantized, and the rank takes
+// its block of the quantized weight and scales. Column-parallel [K=4, N=4]
+// cut along N: the int8 [N, K] weight and the per-channel scales along
+// dimension 0. Row-parallel cut along K: the weight along dimension 1 and
+// the per-channel scales whole (one scale per row serves every K block);
+// int4 groups of 2 cut along K with their group scales.
+// I8-LABEL: func.func @rank_blocks
+// I8: %[[W1:.+]] = ds.constant {{.+}} : tensor<4x4xi8>
+// I8: %[[S1:.+]] = ds.constant {{.+}} : tensor<4xf32>
+// I8: %[[B1:.+]] = ds.shard_slice %[[W1]] {axes = ["tp"], dim = 0 : i64} : (tensor<4x4xi8>) -> tensor<2x4xi8>
+// I8: %[[C1:.+]] = ds.shard_slice %[[S1]] {axes = ["tp"], dim = 0 : i64} : (tensor<4xf32>) -> tensor<2xf32>
+// I8: ds.quantized_matmul %{{.+}}, %[[B1]], %[[C1]]
+// I8: %[[W2:.+]] = ds.constant {{.+}} : tensor<3x4xi8>
+// I8: %[[S2:.+]] = ds.constant {{.+}} : tensor<3xf32>
+// I8: %[[B2:.+]] = ds.shard_slice %[[W2]] {axes = ["tp"], dim = 1 : i64} : (tensor<3x4xi8>) -> tensor<3x2xi8>
+// I8: ds.quantized_matmul %{{.+}}, %[[B2]], %[[S2]]
+// I8-NOT: ds.parameter
+// I4-LABEL: func.func @rank_blocks
+// I4: ds.shard_slice {{.+}} dim = 0 {{.+}} : (tensor<4x2xui8>) -> tensor<2x2xui8>
+// I4: ds.shard_slice {{.+}} dim = 0 {{.+}} : (tensor<4x2xf32>) -> tensor<2x2xf32>
+// I4: ds.shard_slice {{.+}} dim = 1 {{.+}} : (tensor<3x2xui8>) -> tensor<3x1xui8>
+// I4: ds.shard_slice {{.+}} dim = 1 {{.+}} : (tensor<3x2xf32>) -> tensor<3x1xf32>
+module attributes {ds.mesh = #ds.mesh<[<"tp" = 2>]>} {
+  func.func @rank_blocks(%x: tensor<3x4xf32>) -> tensor<3x3xf32> attributes {ds.spmd} {
+    %w1 = ds.parameter "fc1" = dense<[[1.0, 4.0, 2.0, -1.0], [-2.0, 0.0, 1.0, 3.0], [0.5, -4.0, 0.0, 1.0], [0.25, 2.0, 1.0, 0.5]]> : tensor<4x4xf32>
+    %w2 = ds.parameter "fc2" = dense<[[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0], [0.25, -2.0, 1.0], [4.0, 1.0, -3.0]]> : tensor<4x3xf32>
+    %s1 = ds.shard_slice %w1 {axes = ["tp"], dim = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x2xf32>
+    %h = ds.matmul %x, %s1 : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    %s2 = ds.shard_slice %w2 {axes = ["tp"], dim = 0 : i64} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+    %y = ds.matmul %h, %s2 : (tensor<3x2xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+    %r = ds.all_reduce %y {axes = ["tp"]} : tensor<3x3xf32>
+    return %r : tensor<3x3xf32>
+  }
+}

@@ -296,7 +296,8 @@ absl::Status generateCommand(Session &session) {
       if (decodeMs > 0) decode.push_back((stats.generated - rows) / (decodeMs / 1e3));
       total.push_back(stats.generated / (stats.wallMs / 1e3));
     }
-    std::printf("{\"runs\": %d, \"batch\": %lld, \"sequences\": %lld, \"max_new_tokens\": %lld, "
+    if (session.comm().rank() == 0) // tensor-parallel ranks time the same steps
+      std::printf("{\"runs\": %d, \"batch\": %lld, \"sequences\": %lld, \"max_new_tokens\": %lld, "
                 "\"ttft_ms\": %.3f, \"decode_tokens_per_s\": %.2f, \"tokens_per_s\": %.2f}\n",
                 iters, static_cast<long long>(g->batch()), static_cast<long long>(rows),
                 static_cast<long long>(maxNew), median(ttft), median(decode), median(total));
@@ -327,7 +328,7 @@ absl::Status generateCommand(Session &session) {
     std::memcpy(counts.data.data() + 8 * r, &n, 8);
     full |= results[r].finish == "max_tokens";
   }
-  if (full)
+  if (full && session.comm().rank() == 0)
     std::fprintf(stderr, "ds-run: warning: a sequence filled the plan's KV cache (%lld tokens, "
                          "ds-opt --max-tokens) before --max-new-tokens\n",
                  static_cast<long long>(g->maxTokens()));

@@ -52,6 +52,18 @@ public:
       if (auto s = training.getAs<StringAttr>("offload_param")) paramDev = s.str();
     if (dev.empty()) dev = "none";
     if (paramDev.empty()) paramDev = "none";
+    if (weights != "none" && weights != "cpu") {
+      module.emitError("ds-offload: weights '") << weights << "' is not supported (cpu or none)";
+      return signalPassFailure();
+    }
+    if (weights == "cpu") {
+      if (training) {
+        module.emitError("ds-offload: weights=cpu places an inference plan's weights; a "
+                         "training plan offloads its parameters with offload_param");
+        return signalPassFailure();
+      }
+      return offloadWeights(module);
+    }
     if (dev == "none" && paramDev == "none") return;
     for (const std::string &d : {dev, paramDev})
       if (d != "cpu" && d != "nvme" && d != "none") {
@@ -162,6 +174,75 @@ public:
   }
 
 private:
+  /// A weight ZeRO-Inference keeps in host memory.
+  bool isBigWeight(Value v) const {
+    Operation *def = v.getDefiningOp();
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return def && isa<ConstantOp, ParameterOp>(def) && t && t.getNumElements() >= weightsThreshold;
+  }
+  void placeWeight(Operation *def) {
+    if (MemorySpaces::placement(def) != MemorySpace::Device) return;
+    MemorySpaces::place(def, MemorySpace::Host);
+    ++numWeightsOffloaded;
+  }
+
+  /// ZeRO-Inference: the large weights in host memory, each reader's fetch
+  /// a layer ahead of it.
+  void offloadWeights(ModuleOp module) {
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
+      Block &block = f.getBody().front();
+      // Readers of offloaded weights in program order, each with its fetches.
+      SmallVector<std::pair<Operation *, SmallVector<Operation *>>> readers;
+      int64_t layers = 0;
+      for (Operation &op : llvm::make_early_inc_range(block)) {
+        if (isa<AttentionOp, CachedAttentionOp>(op)) ++layers;
+        if (isData(&op) || isCollective(&op)) continue;
+        // An embedding lookup runs where its table is: the token ids go
+        // to the host and the rows come back, not the whole table.
+        if (auto g = dyn_cast<GatherOp>(op); g && isBigWeight(g.getData())) {
+          placeWeight(g.getData().getDefiningOp());
+          MemorySpaces::place(g, MemorySpace::Host);
+          OpBuilder b(g);
+          auto ids = OffloadOp::create(b, g.getLoc(), g.getIndices());
+          g.getIndicesMutable().assign(ids.getResult());
+          b.setInsertionPointAfter(g);
+          auto rows = FetchOp::create(b, g.getLoc(), g.getResult());
+          g.getResult().replaceAllUsesExcept(rows.getResult(), rows);
+          numTransfers += 2;
+          continue;
+        }
+        SmallVector<Operation *> fetches;
+        for (OpOperand &use : op.getOpOperands()) {
+          if (!isBigWeight(use.get())) continue;
+          Operation *def = use.get().getDefiningOp();
+          placeWeight(def);
+          OpBuilder b(&op);
+          auto fetch = FetchOp::create(b, def->getLoc(), use.get());
+          use.set(fetch.getResult());
+          fetches.push_back(fetch);
+          ++numTransfers;
+        }
+        if (!fetches.empty()) readers.push_back({&op, std::move(fetches)});
+      }
+      // A layer ahead: reader i's fetches are issued when reader i - ahead
+      // runs (the weights, if defined later, move up with them).
+      const size_t ahead = std::max<size_t>(
+          1, layers ? (readers.size() + layers - 1) / static_cast<size_t>(layers) : 1);
+      for (size_t i = 1; i < readers.size(); ++i) {
+        Operation *before = readers[i - std::min(i, ahead)].first;
+        for (Operation *fetch : readers[i].second) {
+          Operation *def = fetch->getOperand(0).getDefiningOp();
+          if (before->isBeforeInBlock(def)) def->moveBefore(before);
+          fetch->moveBefore(before);
+          ++numPrefetched;
+        }
+      }
+      MemorySpaces spaces(module);
+      if (failed(spaces.verify(f))) return signalPassFailure();
+    }
+  }
+
   static bool isData(Operation *op) {
     return isa<ConstantOp, ParameterOp, ml_program::GlobalLoadOp, ml_program::GlobalStoreOp,
                func::ReturnOp, OffloadOp, FetchOp>(op);

@@ -80,7 +80,10 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("elementwise")) pm.addPass(createFuseElementwisePass());
   // ZeRO-Offload (a no-op unless ds.training asks for it): after fusion,
   // so that fused ops are placed whole.
-  pm.addPass(createOffloadPass());
+  OffloadPassOptions offload;
+  offload.weights = options.offloadWeights;
+  offload.weightsThreshold = options.offloadWeightsThreshold;
+  pm.addPass(createOffloadPass(offload));
   pm.addPass(createPlanMemoryPass());
 }
 

@@ -168,6 +168,8 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       ++r.steps;
       return; // counted per program below
     }
+    if (isa<ParameterOp, ConstantOp>(op) && MemorySpaces::placement(op) == MemorySpace::Host)
+      r.hostWeightBytes += bytesOf(op->getResult(0).getType());
     if (auto p = dyn_cast<ParameterOp>(op); p && !(r.training && p->hasAttr("ds.buffer"))) {
       ++r.parameters;
       int64_t b = bytesOf(p.getType());
@@ -286,11 +288,15 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   row("total", r.total());
   os << "  steps: " << r.steps << "\n";
   if (r.hostBytes() || !r.transferBytes.empty()) {
-    os << "memory spaces per rank (offload_optimizer " << r.offload << "):\n";
+    os << "memory spaces per rank ("
+       << (r.hostWeightBytes ? std::string("weights in host memory, fetched a layer ahead")
+                             : "offload_optimizer " + r.offload)
+       << "):\n";
     row("device", r.deviceBytes(),
         "arena, weights, device state, inputs and outputs (what --device-memory bounds)");
     row("host", r.hostBytes(),
-        ("offloaded state " + std::to_string(r.hostStateBytes) + " B + host arena " +
+        ((r.hostWeightBytes ? "weights " + std::to_string(r.hostWeightBytes) + " B + " : "") +
+         "offloaded state " + std::to_string(r.hostStateBytes) + " B + host arena " +
          std::to_string(r.hostArenaBytes) + " B")
             .c_str());
     if (r.nvmeStateBytes) row("nvme", r.nvmeStateBytes, "swapped optimizer state");

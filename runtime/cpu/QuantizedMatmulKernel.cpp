@@ -288,7 +288,7 @@ struct QuantizedMatmul {
       return absl::OkStatus();
     }
 #endif
-    if (rows <= kSkinnyMaxRows) {
+    if (skinny.data) {
       skinnyQuantGemm(rows, a, k, skinny, p, n, 1.0f,
                       [&](int64_t c0, int64_t c1) { finish(p, c0, c1); });
       return absl::OkStatus();
@@ -432,17 +432,22 @@ absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
   // Int8 activations per row on int8 dot products where the CPU has them:
   // the streaming kernel for a few rows, and for many when the weight is
   // group-wise or int4 (oneDNN's int8 product takes per-channel int8 only).
+  // Repacked copies are made once, here: only of a weight no run changes
+  // (a weight fetched from host memory each run is read as it is).
+  DS_ASSIGN_OR_RETURN(bool constant, flag("constant_weight"));
   const bool oneDnnInt8 = q->bits == 8 && group == 0 && !q->zero;
-  if (q->aq == ActQuant::PerRow && (q->rows <= kSkinnyMaxRows || !oneDnnInt8))
-    q->vnni = packSkinnyVnni(q->weight, q->n, q->k, q->bits, group, q->scale);
-  if (q->rows <= kSkinnyMaxRows && !q->vnni.data) {
-    q->skinny = packSkinnyQuant(q->weight, q->n, q->k, q->bits, group, q->scale, q->zero);
-  }
+  if (constant) {
+    if (q->aq == ActQuant::PerRow && (q->rows <= kSkinnyMaxRows || !oneDnnInt8))
+      q->vnni = packSkinnyVnni(q->weight, q->n, q->k, q->bits, group, q->scale);
+    if (q->rows <= kSkinnyMaxRows && !q->vnni.data) {
+      q->skinny = packSkinnyQuant(q->weight, q->n, q->k, q->bits, group, q->scale, q->zero);
+    }
 #ifdef DS_GEMM_ONEDNN
-  else if (!q->vnni.data && q->rows > kSkinnyMaxRows && q->aq != ActQuant::None && oneDnnInt8) {
-    q->int8 = makeInt8(*q);
-  }
+    else if (!q->vnni.data && q->rows > kSkinnyMaxRows && q->aq != ActQuant::None && oneDnnInt8) {
+      q->int8 = makeInt8(*q);
+    }
 #endif
+  }
   return PreparedStep([q] { return q->run(); });
 }
 

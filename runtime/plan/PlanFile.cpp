@@ -593,6 +593,13 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
         (step.inputs_size() < 2 || p.buffers(step.inputs(1)).kind() != plan::Buffer::WEIGHT))
       return absl::InvalidArgumentError(
           absl::StrCat(sw, " marks operand 1 constant_weight, but it is not a weight buffer"));
+    // A quantized product repacks its scales (and zero points) with it.
+    if (step.attrs().count("constant_weight") && step.kernel() == "quantized_matmul")
+      for (int i = 2; i < (step.attrs().count("zero_point") ? 4 : 3); ++i)
+        if (step.inputs_size() <= i || p.buffers(step.inputs(i)).kind() != plan::Buffer::WEIGHT)
+          return absl::InvalidArgumentError(absl::StrCat(
+              sw, " marks its weight constant_weight, but operand ", i,
+              " (its scales or zero points) is not a weight buffer"));
     for (uint32_t id : step.outputs()) {
       DS_RETURN_IF_ERROR(checkBufferId(p, id, sw));
       auto kind = p.buffers(id).kind();
@@ -914,8 +921,8 @@ absl::Status checkDeviceBudget(const SpaceBytes &s, uint64_t budget) {
       "the plan needs ", s.device, " bytes of device memory per rank (arena ", s.deviceArena,
       ", state ", s.deviceState, ", weights, inputs and outputs ",
       s.device - s.deviceArena - s.deviceState, "), over the device memory budget of ", budget,
-      " bytes; offload more (zero_optimization.offload_optimizer, offload_param) or raise "
-      "--device-memory"));
+      " bytes; offload more (training: zero_optimization.offload_optimizer, offload_param; "
+      "inference: ds-opt --offload-weights cpu) or raise --device-memory"));
 }
 
 std::string dumpPlan(const plan::Plan &p) {

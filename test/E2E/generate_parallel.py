@@ -11,6 +11,7 @@
 import json
 import os
 import re
+import subprocess
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
@@ -86,3 +87,42 @@ for flags in (["--quantize", "int8-weight"], ["--quantize", "int4-weight", "--gr
     if not (one == tp).all():
         sys.exit("llama %s: tp=2 %s, one rank %s" % (" ".join(flags), tp.tolist(), one.tolist()))
     print("llama %s: tp=2 tokens as one rank's" % " ".join(flags))
+
+# ZeRO-Inference: under a device budget smaller than the weights, the plan
+# is refused unless the weights stay in host memory (--offload-weights cpu),
+# each fetched a layer ahead of its use; then it generates Hugging Face's
+# tokens within the budget (ds-run bounds the device pool to it), alone and
+# with int8 weights.
+expected = np.array([e[:NEW] for e in json.load(open(os.path.join(here, "llama.json")))
+                     ["expected"]])
+budget = "150000"  # bytes: the device plan needs ~208 kB, the offloaded one ~176 kB
+res = subprocess.run(["ds-opt", os.path.join(here, "llama.onnx"), "--generate", "--batch", "2",
+                      "--max-tokens", "48", "--device-memory", budget, "-o",
+                      os.path.join(args.workdir, "x.dsplan")], capture_output=True, text=True)
+if res.returncode == 0 or "--offload-weights cpu" not in res.stderr:
+    sys.exit("a plan over --device-memory: %s" % res.stderr)
+OFFLOAD = ("--offload-weights", "cpu", "--offload-weights-threshold", "1000",
+           "--device-memory", "190000")
+plan = os.path.join(args.workdir, "llama_zi.dsplan")
+report = run(["ds-opt", os.path.join(here, "llama.onnx"), "--generate", "--batch", "2",
+              "--max-tokens", "48", "-o", plan, "--report", *OFFLOAD])
+host = int(re.search(r"host\s+\d+ B .*weights (\d+) B", report).group(1))
+device = int(re.search(r"device\s+(\d+) B", report).group(1))
+if host < 80000 or device > 190000 or "decode: host->device" not in report:
+    sys.exit("--offload-weights: %d B of weights in host memory, %d B on the device:\n%s"
+             % (host, device, report))
+got = generate(plan, "llama_zi", 1)
+if not (got == expected).all():
+    sys.exit("llama offloaded: %s, Hugging Face %s" % (got.tolist(), expected.tolist()))
+q = ["--quantize", "int8-weight", "--offload-weights-threshold", "500"]
+one = generate(compile_plan("llama", "llama_q8", "--quantize", "int8-weight")[0], "llama_q8", 1)
+zi = compile_plan("llama", "llama_q8_zi", *q, "--offload-weights", "cpu")[0]
+if "weights in host memory" not in run(["ds-opt", os.path.join(here, "llama.onnx"), "--generate",
+                                        "--batch", "2", "--max-tokens", "48", "--report", *q,
+                                        "--offload-weights", "cpu"]):
+    sys.exit("int8 weights were not offloaded")
+off = generate(zi, "llama_q8_zi", 1)
+if not (one == off).all():
+    sys.exit("llama int8 offloaded: %s, on the device %s" % (off.tolist(), one.tolist()))
+print("ZeRO-Inference: %d B of weights in host memory, %d B on the device (budget 190000); "
+      "tokens as Hugging Face, int8 as on the device" % (host, device))

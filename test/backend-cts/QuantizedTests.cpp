@@ -85,34 +85,39 @@ void checkQuantized(BackendCts &t, const QCase &c, unsigned seed) {
       if (c.activation == "relu") v = std::max(v, 0.0);
       want[r * c.n + col] = c.addend ? v + add[r * c.n + col] : v;
     }
-  Step step("quantized_matmul");
-  step.i("bits", c.bits);
-  if (c.group) step.i("group_size", c.group);
-  if (c.act != "none") step.s("activation_quant", c.act);
-  if (c.activation != "none") step.s("activation", c.activation);
-  std::vector<HostTensor> ins{HostTensor::of(plan::F32, {c.rows, c.k}, xv), weight,
-                              HostTensor::of(plan::F32, scaleShape, scale)};
-  if (c.zeroPoint) {
-    step.i("zero_point", 1);
-    ins.push_back(HostTensor::of(c.bits == 8 ? plan::I8 : plan::U8, scaleShape, zp));
+  // Repacked at load (constant_weight: a plan's own weight) and read as it
+  // is (a weight fetched from host memory each run).
+  for (bool constant : {true, false}) {
+    Step step("quantized_matmul");
+    if (constant) step.i("constant_weight", 1);
+    step.i("bits", c.bits);
+    if (c.group) step.i("group_size", c.group);
+    if (c.act != "none") step.s("activation_quant", c.act);
+    if (c.activation != "none") step.s("activation", c.activation);
+    std::vector<HostTensor> ins{HostTensor::of(plan::F32, {c.rows, c.k}, xv), weight,
+                                HostTensor::of(plan::F32, scaleShape, scale)};
+    if (c.zeroPoint) {
+      step.i("zero_point", 1);
+      ins.push_back(HostTensor::of(c.bits == 8 ? plan::I8 : plan::U8, scaleShape, zp));
+    }
+    if (c.bias) {
+      step.i("bias", 1);
+      ins.push_back(HostTensor::of(plan::F32, {c.n}, bias));
+    }
+    if (c.addend) {
+      step.i("addend", 1).s("combine", "add");
+      ins.push_back(HostTensor::of(plan::F32, {c.rows, c.n}, add));
+    }
+    std::vector<HostTensor> outs{HostTensor::result(plan::F32, {c.rows, c.n})};
+    std::vector<int> alias;
+    if (c.inPlace) alias.push_back(static_cast<int>(ins.size()) - 1);
+    ASSERT_TRUE(t.run(step, ins, outs, alias).ok());
+    expectClose(outs[0].values(), want, 2e-4, 2e-4,
+                "quantized_matmul int" + std::to_string(c.bits) + " group " +
+                    std::to_string(c.group) + " " + c.act + " rows " + std::to_string(c.rows) +
+                    " n " + std::to_string(c.n) + (c.zeroPoint ? " zero points" : "") +
+                    (c.inPlace ? " in place" : "") + (constant ? "" : " unpacked"));
   }
-  if (c.bias) {
-    step.i("bias", 1);
-    ins.push_back(HostTensor::of(plan::F32, {c.n}, bias));
-  }
-  if (c.addend) {
-    step.i("addend", 1).s("combine", "add");
-    ins.push_back(HostTensor::of(plan::F32, {c.rows, c.n}, add));
-  }
-  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {c.rows, c.n})};
-  std::vector<int> alias;
-  if (c.inPlace) alias.push_back(static_cast<int>(ins.size()) - 1);
-  ASSERT_TRUE(t.run(step, ins, outs, alias).ok());
-  expectClose(outs[0].values(), want, 2e-4, 2e-4,
-              "quantized_matmul int" + std::to_string(c.bits) + " group " +
-                  std::to_string(c.group) + " " + c.act + " rows " + std::to_string(c.rows) +
-                  " n " + std::to_string(c.n) + (c.zeroPoint ? " zero points" : "") +
-                  (c.inPlace ? " in place" : ""));
 }
 
 } // namespace

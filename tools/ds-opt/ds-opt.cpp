@@ -111,6 +111,19 @@ static llvm::cl::opt<std::string>
                                 "host)"),
                  llvm::cl::value_desc("SIZE"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
 
+static llvm::cl::opt<std::string>
+    offloadWeights("offload-weights",
+                   llvm::cl::desc("ZeRO-Inference: keep an inference (or --generate) plan's "
+                                  "weights in host memory (cpu), each fetched to the device a "
+                                  "layer ahead of its use; none (default): on the device"),
+                   llvm::cl::value_desc("cpu|none"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
+
+static llvm::cl::opt<int64_t> offloadWeightsThreshold(
+    "offload-weights-threshold",
+    llvm::cl::desc("--offload-weights: weights with fewer elements stay on the device "
+                   "(DeepSpeed's stage3_param_persistence_threshold)"),
+    llvm::cl::init(100000), llvm::cl::cat(dsCategory));
+
 static llvm::cl::opt<int64_t>
     maxNodes("max-nodes",
              llvm::cl::desc("refuse ONNX graphs with more nodes (a bound for untrusted files; "
@@ -629,6 +642,15 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (!quantizeScheme.empty() && quantizeScheme == "int8-dynamic" && quantizeGroupSize > 0)
     return fail("--quantize int8-dynamic quantizes weights per output channel; --group-size "
                 "applies to int8-weight and int4-weight");
+  if (!offloadWeights.empty() && offloadWeights != "cpu" && offloadWeights != "none")
+    return fail("--offload-weights: expected cpu or none, got '" + offloadWeights + "'");
+  if (offloadWeightsThreshold.getNumOccurrences() && offloadWeights != "cpu")
+    return fail("--offload-weights-threshold applies to --offload-weights cpu");
+  if (offloadWeightsThreshold < 0)
+    return fail("--offload-weights-threshold must be >= 0");
+  if (training && !offloadWeights.empty())
+    return fail("--offload-weights places an inference plan's weights; a training plan offloads "
+                "its parameters with the config's zero_optimization.offload_param");
   if (training && !quantizeScheme.empty())
     return fail("--quantize compiles inference plans (quantization-aware training is the "
                 "config's compression_training)");
@@ -693,7 +715,7 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     }
     mlir::ds::buildTrainingPipeline(pm, t);
   } else if ((emit == "plan" || report || tensorParallel > 1 || generate ||
-              !quantizeScheme.empty()) &&
+              !quantizeScheme.empty() || !offloadWeights.empty()) &&
              pm.size() == 0) {
     mlir::ds::InferencePipelineOptions inference;
     if (generate) inference.generateChunk = prefillChunk;
@@ -705,6 +727,8 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     inference.tensorParallel = tensorParallel;
     inference.disabledFusions.assign(disableFusion.begin(), disableFusion.end());
     inference.precision = precision;
+    if (!offloadWeights.empty()) inference.offloadWeights = offloadWeights;
+    inference.offloadWeightsThreshold = offloadWeightsThreshold;
     mlir::ds::buildInferencePipeline(pm, inference);
   }
   return 0;
@@ -877,7 +901,7 @@ static int runMain(int argc, char **argv) {
   // silently mean "not given" (--config '': an inference plan); say so.
   for (llvm::cl::opt<std::string> *o :
        {&emitKind, &sampleInputs, &dtypeName, &maxMemory, &deviceMemory, &configPath, &lossKind,
-        &quantizeScheme,
+        &quantizeScheme, &offloadWeights,
         &trainData, &labelsName, &lossOutput, &parametersFile})
     if (o->getNumOccurrences() > 0 && o->getValue().empty())
       return fail("--" + o->ArgStr.str() + ": given an empty value");
@@ -978,8 +1002,8 @@ static int runMain(int argc, char **argv) {
         return fail("--device-memory: the plan needs " + std::to_string(r->deviceBytes()) +
                     " bytes of device memory per rank, over the budget of " +
                     std::to_string(deviceBudget) +
-                    " bytes; offload more (zero_optimization.offload_optimizer, offload_param) "
-                    "or raise --device-memory");
+                    " bytes; offload more (training: zero_optimization.offload_optimizer, "
+                    "offload_param; inference: --offload-weights cpu) or raise --device-memory");
       return 0;
     }
   }

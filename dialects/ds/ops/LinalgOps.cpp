@@ -99,6 +99,14 @@ ShardingDecision MatmulOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
   return d;
 }
 
+/// A value no run can change: an inference plan's constant or parameter,
+/// or a tensor-parallel rank's block of one (a weight buffer of its own).
+static bool isConstantWeight(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (auto s = dyn_cast_or_null<ShardSliceOp>(def)) def = s.getOperand().getDefiningOp();
+  return def && isa<ConstantOp, ParameterOp>(def);
+}
+
 /// A product's flags, shared by matmul and fused_matmul.
 static void describeProduct(Value rhs, bool transposeLhs, bool transposeRhs, KernelStep &s) {
   // Only when set: plans without transposed operands stay as before.
@@ -106,8 +114,7 @@ static void describeProduct(Value rhs, bool transposeLhs, bool transposeRhs, Ker
   if (transposeRhs) s.setInt("transpose_rhs", 1);
   // A right operand that cannot change between runs (an inference plan's
   // weight) may be packed once when the plan is loaded.
-  if (Operation *def = rhs.getDefiningOp(); def && isa<ConstantOp, ParameterOp>(def))
-    s.setInt("constant_weight", 1);
+  if (isConstantWeight(rhs)) s.setInt("constant_weight", 1);
 }
 
 void MatmulOp::describeKernelStep(KernelStep &s) {
@@ -172,6 +179,11 @@ void DynamicQuantizeOp::describeKernelStep(KernelStep &) {}
 /// The weight's form and the epilogue, defaults left out.
 void QuantizedMatmulOp::describeKernelStep(KernelStep &s) {
   s.setInt("bits", getBits());
+  // The weight and its scales (and zero points) repacked once at load,
+  // when none can change (not a weight fetched from host memory).
+  if (isConstantWeight(getWeight()) && isConstantWeight(getScale()) &&
+      (!getZeroPoint() || isConstantWeight(getZeroPoint())))
+    s.setInt("constant_weight", 1);
   if (getGroupSize()) s.setInt("group_size", getGroupSize());
   if (getActivationQuant() != ActivationQuant::None)
     s.setString("activation_quant", stringifyActivationQuant(getActivationQuant()));

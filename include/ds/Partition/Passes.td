@@ -288,6 +288,14 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     in host memory at once), each at most `buffer_size` elements (a larger
     one is an error naming it).
 
+    With `weights=cpu` (ZeRO-Inference: an inference or generation plan's
+    `offload_param`) every weight of at least `weights-threshold` elements
+    that the device reads (parameters, constants such as quantized weights)
+    lives in host memory. Each reader gets its own `ds.fetch` of it, and the
+    fetches move one layer ahead (the number of weight readers per
+    attention): the device holds the weights of the layer it computes and
+    of the next, which the copy brings in meanwhile.
+
     `ratio` < 1 offloads the parameters (in program order) whose elements
     make up that fraction of the total, the rest update on the device
     (DeepSpeed's partial offload). Runs last before ds-plan-memory, so fused
@@ -317,14 +325,19 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
            "offload_ratio (1)">,
     Option<"subGroupSize", "sub-group-size", "int64_t", /*default=*/"0",
            "elements of optimizer state swapped and updated as one NVMe sub-group; 0: "
-           "ds.training's sub_group_size (1e9)">
+           "ds.training's sub_group_size (1e9)">,
+    Option<"weights", "weights", "std::string", /*default=*/"\"none\"",
+           "cpu or none: where an inference plan's weights live (ZeRO-Inference)">,
+    Option<"weightsThreshold", "weights-threshold", "int64_t", /*default=*/"100000",
+           "weights with fewer elements stay on the device (stage3_param_persistence_threshold)">
   ];
   let statistics = [
     Statistic<"numOffloaded", "num-offloaded", "parameters whose update runs on the host">,
     Statistic<"numTransfers", "num-transfers", "ds.offload and ds.fetch ops inserted">,
     Statistic<"numPrefetched", "num-prefetched", "NVMe swap-ins moved ahead of an earlier update or use">,
     Statistic<"numSubGroups", "num-sub-groups", "NVMe optimizer sub-groups, each swapped as one batch">,
-    Statistic<"numParamsOffloaded", "num-params-offloaded", "parameters kept off the device">
+    Statistic<"numParamsOffloaded", "num-params-offloaded", "parameters kept off the device">,
+    Statistic<"numWeightsOffloaded", "num-weights-offloaded", "inference weights kept in host memory">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -36,6 +36,10 @@ struct InferencePipelineOptions {
   int64_t quantizeGroupSize = -1;
   std::vector<std::string> quantizeSkip;
   bool quantizeKeepFirst = false, quantizeKeepLast = false;
+  /// "cpu": ZeRO-Inference, the weights in host memory fetched a layer
+  /// ahead of their use (ds-offload weights=cpu); "none": on the device.
+  std::string offloadWeights = "none";
+  int64_t offloadWeightsThreshold = 100000; // smaller weights stay on the device
 };
 
 /// The fusions ds-opt --disable-fusion=NAME can turn off, each a pass:

@@ -15,6 +15,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 #include <functional>
+#include <map>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_OFFLOADPASS
@@ -38,6 +39,7 @@ public:
 
 private:
   llvm::StringSet<> offloadedParams_;
+  std::map<std::pair<const void *, const void *>, ml_program::GlobalOp> nvmeWeights_;
   int64_t paramBuffers_ = 5, subGroupSize_ = 1000000000;
 
 public:
@@ -52,11 +54,12 @@ public:
       if (auto s = training.getAs<StringAttr>("offload_param")) paramDev = s.str();
     if (dev.empty()) dev = "none";
     if (paramDev.empty()) paramDev = "none";
-    if (weights != "none" && weights != "cpu") {
-      module.emitError("ds-offload: weights '") << weights << "' is not supported (cpu or none)";
+    if (weights != "none" && weights != "cpu" && weights != "nvme") {
+      module.emitError("ds-offload: weights '")
+          << weights << "' is not supported (cpu, nvme or none)";
       return signalPassFailure();
     }
-    if (weights == "cpu") {
+    if (weights != "none") {
       if (training) {
         module.emitError("ds-offload: weights=cpu places an inference plan's weights; a "
                          "training plan offloads its parameters with offload_param");
@@ -186,9 +189,37 @@ private:
     ++numWeightsOffloaded;
   }
 
-  /// ZeRO-Inference: the large weights in host memory, each reader's fetch
-  /// a layer ahead of it.
+  /// ZeRO-Inference from NVMe: a weight becomes a global on the drive (one
+  /// per weight, shared by the programs that read it: a generation plan's
+  /// prefill and decode), read into host memory where used.
+  Value swapIn(OpBuilder &b, Value weight) {
+    Operation *def = weight.getDefiningOp();
+    Attribute value = isa<ConstantOp>(def) ? cast<ConstantOp>(def).getValue()
+                                           : cast<ParameterOp>(def).getValue();
+    auto key = std::make_pair(value.getAsOpaquePointer(), weight.getType().getAsOpaquePointer());
+    ml_program::GlobalOp &g = nvmeWeights_[key];
+    if (!g) {
+      ModuleOp module = getOperation();
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      std::string name = "weight:" + (isa<ParameterOp>(def)
+                                          ? cast<ParameterOp>(def).getSymName().str()
+                                          : "constant." + std::to_string(nvmeWeights_.size()));
+      for (int i = 1; module.lookupSymbol(name); ++i) name += "." + std::to_string(i);
+      g = ml_program::GlobalOp::create(mb, def->getLoc(), name, weight.getType(),
+                                       /*is_mutable=*/true, value, mb.getStringAttr("private"));
+      g->setAttr(kMemorySpaceAttr, MemorySpaceAttr::get(&getContext(), MemorySpace::Nvme));
+      ++numWeightsOffloaded;
+    }
+    auto load = ml_program::GlobalLoadOp::create(b, def->getLoc(), weight.getType(),
+                                                 SymbolRefAttr::get(g.getSymNameAttr()));
+    ++numTransfers;
+    return FetchOp::create(b, def->getLoc(), load.getResult());
+  }
+
+  /// ZeRO-Inference: the large weights in host memory (or on NVMe), each
+  /// reader's fetch a layer ahead of it.
   void offloadWeights(ModuleOp module) {
+    const bool nvme = weights == "nvme";
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
       Block &block = f.getBody().front();
@@ -201,9 +232,12 @@ private:
         // An embedding lookup runs where its table is: the token ids go
         // to the host and the rows come back, not the whole table.
         if (auto g = dyn_cast<GatherOp>(op); g && isBigWeight(g.getData())) {
-          placeWeight(g.getData().getDefiningOp());
-          MemorySpaces::place(g, MemorySpace::Host);
           OpBuilder b(g);
+          if (nvme) // the table comes to host memory for the lookup
+            g.getDataMutable().assign(swapIn(b, g.getData()));
+          else
+            placeWeight(g.getData().getDefiningOp());
+          MemorySpaces::place(g, MemorySpace::Host);
           auto ids = OffloadOp::create(b, g.getLoc(), g.getIndices());
           g.getIndicesMutable().assign(ids.getResult());
           b.setInsertionPointAfter(g);
@@ -216,24 +250,41 @@ private:
         for (OpOperand &use : op.getOpOperands()) {
           if (!isBigWeight(use.get())) continue;
           Operation *def = use.get().getDefiningOp();
-          placeWeight(def);
           OpBuilder b(&op);
-          auto fetch = FetchOp::create(b, def->getLoc(), use.get());
+          Value from = use.get();
+          if (nvme) from = swapIn(b, from);
+          else placeWeight(def);
+          auto fetch = FetchOp::create(b, def->getLoc(), from);
           use.set(fetch.getResult());
           fetches.push_back(fetch);
           ++numTransfers;
         }
         if (!fetches.empty()) readers.push_back({&op, std::move(fetches)});
       }
+      // The weights now read from their globals go.
+      for (Operation &op : llvm::make_early_inc_range(block))
+        if (isa<ConstantOp, ParameterOp>(op) && op.use_empty() && nvme) op.erase();
       // A layer ahead: reader i's fetches are issued when reader i - ahead
       // runs (the weights, if defined later, move up with them).
       const size_t ahead = std::max<size_t>(
           1, layers ? (readers.size() + layers - 1) / static_cast<size_t>(layers) : 1);
+      // From NVMe, the swap-in (its global's load, the read into host
+      // memory) another layer earlier: the drive reads layer k+2 while
+      // layer k+1 is copied to the device and layer k computes.
       for (size_t i = 1; i < readers.size(); ++i) {
         Operation *before = readers[i - std::min(i, ahead)].first;
+        Operation *earlier = readers[i - std::min(i, 2 * ahead)].first;
         for (Operation *fetch : readers[i].second) {
           Operation *def = fetch->getOperand(0).getDefiningOp();
-          if (before->isBeforeInBlock(def)) def->moveBefore(before);
+          if (isa<FetchOp>(def)) { // NVMe: load -> swap-in -> fetch
+            Operation *load = def->getOperand(0).getDefiningOp();
+            if (earlier->isBeforeInBlock(def)) {
+              load->moveBefore(earlier);
+              def->moveBefore(earlier);
+            }
+          } else if (before->isBeforeInBlock(def)) {
+            def->moveBefore(before);
+          }
           fetch->moveBefore(before);
           ++numPrefetched;
         }

@@ -118,6 +118,10 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
       r.kvCacheBytes += b;
       continue;
     }
+    if (name.starts_with("weight:")) { // ZeRO-Inference's weights on NVMe
+      r.nvmeWeightBytes += b;
+      continue;
+    }
     r.training = true;
     if (spaces.ofGlobal(name) == MemorySpace::Host) r.hostStateBytes += b;
     if (spaces.ofGlobal(name) == MemorySpace::Nvme) r.nvmeStateBytes += b;
@@ -289,8 +293,9 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   os << "  steps: " << r.steps << "\n";
   if (r.hostBytes() || !r.transferBytes.empty()) {
     os << "memory spaces per rank ("
-       << (r.hostWeightBytes ? std::string("weights in host memory, fetched a layer ahead")
-                             : "offload_optimizer " + r.offload)
+       << (r.nvmeWeightBytes ? std::string("weights on NVMe, read two layers ahead")
+           : r.hostWeightBytes ? std::string("weights in host memory, fetched a layer ahead")
+                               : "offload_optimizer " + r.offload)
        << "):\n";
     row("device", r.deviceBytes(),
         "arena, weights, device state, inputs and outputs (what --device-memory bounds)");
@@ -300,6 +305,7 @@ void mlir::ds::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
          std::to_string(r.hostArenaBytes) + " B")
             .c_str());
     if (r.nvmeStateBytes) row("nvme", r.nvmeStateBytes, "swapped optimizer state");
+    if (r.nvmeWeightBytes) row("nvme", r.nvmeWeightBytes, "weights, staged to the drive at start");
     os << "transfers per program run:\n";
     for (const auto &[key, bytes] : r.transferBytes) row(key, bytes);
   }

@@ -45,7 +45,25 @@ absl::StatusOr<std::unique_ptr<Session>> Session::create(const LoadedPlan &plan,
   if (comm->rank() != plan.rank())
     return absl::InternalError("the plan was loaded for another rank");
   DS_RETURN_IF_ERROR(s->bind());
+  DS_RETURN_IF_ERROR(s->stageNvmeWeights());
   return s;
+}
+
+/// ZeRO-Inference from NVMe: an inference plan's NVMe state is its weights
+/// (ds-offload weights=nvme), read-only. They go to the drive once, now,
+/// so every swap-in reads the drive, not the plan's bytes in memory
+/// (training plans' NVMe state starts as its initial value and is written
+/// by the steps).
+absl::Status Session::stageNvmeWeights() {
+  if (plan_.plan().has_training()) return absl::OkStatus();
+  std::vector<NvmeSwapper::Transfer> stage;
+  for (const auto &[id, region] : nvmeRegion_)
+    if (nvmeInit_[region])
+      stage.push_back({region, const_cast<uint8_t *>(nvmeInit_[region]),
+                       plan_.plan().buffers(id).io_name()});
+  if (stage.empty()) return absl::OkStatus();
+  DS_RETURN_IF_ERROR(openSwapper());
+  return swapper_->writeMany(stage);
 }
 
 /// The communicator of the ranks that differ from this one only along
@@ -285,6 +303,11 @@ absl::Status Session::openSwapper() {
   std::lock_guard<std::mutex> lock(swapMu_);
   if (swapper_ || nvmeRegions_.empty()) return absl::OkStatus();
   const plan::Plan &p = plan_.plan();
+  if (nvmePath_.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plan ", plan_.path(), " keeps ",
+        p.has_training() ? "state" : "weights (ds-opt --offload-weights nvme)",
+        " on NVMe and names no directory for its swap file: give ds-run --nvme-path DIR"));
   NvmeSwapOptions o;
   o.directory = nvmePath_;
   o.blockSize = p.nvme().block_size();

@@ -69,6 +69,7 @@ public:
   /// so a missing directory or a full disk is found before the first step);
   /// otherwise the first swap-out does.
   absl::Status openSwapper();
+  absl::Status stageNvmeWeights();
 
   /// Binds the program's inputs by ONNX name (every input, exact dtype and
   /// shape), runs it and returns its outputs in graph order.

@@ -126,3 +126,25 @@ if not (one == off).all():
     sys.exit("llama int8 offloaded: %s, on the device %s" % (off.tolist(), one.tolist()))
 print("ZeRO-Inference: %d B of weights in host memory, %d B on the device (budget 190000); "
       "tokens as Hugging Face, int8 as on the device" % (host, device))
+
+# From NVMe: the weights go to the swap file once when the run starts and
+# every program run reads them from it (two layers ahead of their use).
+plan = os.path.join(args.workdir, "llama_nvme.dsplan")
+report = run(["ds-opt", os.path.join(here, "llama.onnx"), "--generate", "--batch", "2",
+              "--max-tokens", "48", "-o", plan, "--report", "--offload-weights", "nvme",
+              "--offload-weights-threshold", "1000"])
+if not re.search(r"nvme\s+90112 B .*weights, staged to the drive", report):
+    sys.exit("--offload-weights nvme:\n" + report)
+swap = os.path.join(args.workdir, "swap")
+os.makedirs(swap, exist_ok=True)
+out = os.path.join(args.workdir, "llama_nvme.npz")
+stats = json.loads(run(["ds-run", plan, "--prompt", prompts, "--max-new-tokens", str(NEW),
+                        "--outputs", out, "--nvme-path", swap, "--rank-report"])
+                   .strip().splitlines()[-1])
+got = np.load(out)["sequences"][:, width:]
+if not (got == expected).all():
+    sys.exit("llama from NVMe: %s, Hugging Face %s" % (got.tolist(), expected.tolist()))
+if stats["nvme_written_bytes"] != 90112 or stats["nvme_read_bytes"] < 90112 * NEW:
+    sys.exit("llama from NVMe: %s" % stats)
+print("ZeRO-Inference from NVMe: 90112 B of weights staged once, %d B read in %d tokens; tokens "
+      "as Hugging Face" % (stats["nvme_read_bytes"], NEW))

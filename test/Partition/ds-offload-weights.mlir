@@ -6,6 +6,7 @@
 // there, the rows come back); small weights stay on the device.
 // RUN: ds-opt %s --ds-offload="weights=cpu weights-threshold=16" | FileCheck %s
 // RUN: ds-opt %s --ds-offload="weights=cpu weights-threshold=16" --ds-plan-memory | FileCheck %s --check-prefix=ARENA
+// RUN: ds-opt %s --ds-offload="weights=nvme weights-threshold=16" | FileCheck %s --check-prefix=NVME
 // RUN: not ds-opt %s --ds-offload="weights=disk" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // CHECK-LABEL: func.func @layers
@@ -29,7 +30,25 @@
 // CHECK: ds.parameter "bias" = dense<1.000000e+00> : tensor<8xf32>{{$}}
 // ARENA-LABEL: func.func @layers
 // ARENA-SAME: ds.host_arena_bytes
-// BAD: ds-offload: weights 'disk' is not supported (cpu or none)
+// BAD: ds-offload: weights 'disk' is not supported (cpu, nvme or none)
+// From NVMe: each weight a global on the drive; a reader's swap-in (load,
+// NVMe -> host) two layers ahead, its fetch to the device one layer ahead.
+// NVME-DAG: ml_program.global private mutable @"weight:w0"(dense<1.000000e-01> : tensor<8x8xf32>) : tensor<8x8xf32> {ds.memory_space = #ds<memory_space nvme>}
+// NVME-DAG: ml_program.global private mutable @"weight:emb"
+// NVME-LABEL: func.func @layers
+// NVME: %[[E:.+]] = ml_program.global_load @"weight:emb"
+// NVME: %[[EH:.+]] = ds.fetch %[[E]]
+// NVME: ds.gather %[[EH]], %{{.+}} {axis = 0 : i64, ds.memory_space = #ds<memory_space host>}
+// NVME: %[[L0:.+]] = ml_program.global_load @"weight:w0"
+// NVME: %[[H0:.+]] = ds.fetch %[[L0]]
+// NVME: %[[D0:.+]] = ds.fetch %[[H0]]
+// NVME: ml_program.global_load @"weight:w3"
+// NVME: %[[H3:.+]] = ds.fetch
+// NVME: ds.matmul %{{.+}}, %[[D0]]
+// NVME: %[[D3:.+]] = ds.fetch %[[H3]]
+// NVME: ds.matmul %{{.+}}, %[[D3]]
+// NVME-NOT: ds.parameter "w
+// NVME: ds.parameter "bias"
 func.func @layers(%ids: tensor<1x4xi64>) -> tensor<1x4x8xf32> {
   %emb = ds.parameter "emb" = dense<0.5> : tensor<16x8xf32>
   %x = ds.gather %emb, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<1x4xi64>) -> tensor<1x4x8xf32>

@@ -114,9 +114,10 @@ static llvm::cl::opt<std::string>
 static llvm::cl::opt<std::string>
     offloadWeights("offload-weights",
                    llvm::cl::desc("ZeRO-Inference: keep an inference (or --generate) plan's "
-                                  "weights in host memory (cpu), each fetched to the device a "
-                                  "layer ahead of its use; none (default): on the device"),
-                   llvm::cl::value_desc("cpu|none"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
+                                  "weights in host memory (cpu) or on NVMe (nvme; ds-run "
+                                  "--nvme-path), each fetched to the device a layer ahead of "
+                                  "its use; none (default): on the device"),
+                   llvm::cl::value_desc("cpu|nvme|none"), llvm::cl::init(""), llvm::cl::cat(dsCategory));
 
 static llvm::cl::opt<int64_t> offloadWeightsThreshold(
     "offload-weights-threshold",
@@ -642,10 +643,12 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
   if (!quantizeScheme.empty() && quantizeScheme == "int8-dynamic" && quantizeGroupSize > 0)
     return fail("--quantize int8-dynamic quantizes weights per output channel; --group-size "
                 "applies to int8-weight and int4-weight");
-  if (!offloadWeights.empty() && offloadWeights != "cpu" && offloadWeights != "none")
-    return fail("--offload-weights: expected cpu or none, got '" + offloadWeights + "'");
-  if (offloadWeightsThreshold.getNumOccurrences() && offloadWeights != "cpu")
-    return fail("--offload-weights-threshold applies to --offload-weights cpu");
+  if (!offloadWeights.empty() && offloadWeights != "cpu" && offloadWeights != "nvme" &&
+      offloadWeights != "none")
+    return fail("--offload-weights: expected cpu, nvme or none, got '" + offloadWeights + "'");
+  if (offloadWeightsThreshold.getNumOccurrences() && offloadWeights != "cpu" &&
+      offloadWeights != "nvme")
+    return fail("--offload-weights-threshold applies to --offload-weights cpu or nvme");
   if (offloadWeightsThreshold < 0)
     return fail("--offload-weights-threshold must be >= 0");
   if (training && !offloadWeights.empty())

@@ -294,7 +294,12 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     lives in host memory. Each reader gets its own `ds.fetch` of it, and the
     fetches move one layer ahead (the number of weight readers per
     attention): the device holds the weights of the layer it computes and
-    of the next, which the copy brings in meanwhile.
+    of the next, which the copy brings in meanwhile. With `weights=nvme`
+    each such weight becomes an immutable global on NVMe (`weight:NAME`,
+    one per weight, shared by a generation plan's programs); a reader's
+    swap-in (`ds.fetch` of its load, NVMe to host) moves two layers ahead,
+    its fetch to the device one layer ahead, so the drive, the copy and
+    the compute each work on their own layer.
 
     `ratio` < 1 offloads the parameters (in program order) whose elements
     make up that fraction of the total, the rest update on the device
@@ -327,7 +332,7 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
            "elements of optimizer state swapped and updated as one NVMe sub-group; 0: "
            "ds.training's sub_group_size (1e9)">,
     Option<"weights", "weights", "std::string", /*default=*/"\"none\"",
-           "cpu or none: where an inference plan's weights live (ZeRO-Inference)">,
+           "cpu, nvme or none: where an inference plan's weights live (ZeRO-Inference)">,
     Option<"weightsThreshold", "weights-threshold", "int64_t", /*default=*/"100000",
            "weights with fewer elements stay on the device (stage3_param_persistence_threshold)">
   ];
@@ -339,7 +344,7 @@ def OffloadPass : Pass<"ds-offload", "ModuleOp"> {
     Statistic<"numParamsOffloaded", "num-params-offloaded", "parameters kept off the device">,
     Statistic<"numWeightsOffloaded", "num-weights-offloaded", "inference weights kept in host memory">
   ];
-  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::ml_program::MLProgramDialect"];
 }
 
 #endif // DS_PARTITION_PASSES_TD

@@ -40,7 +40,8 @@ struct MemoryReport {
   // run ("train_step: device->host").
   std::string offload = "none";
   int64_t hostStateBytes = 0, hostArenaBytes = 0, nvmeStateBytes = 0;
-  int64_t hostWeightBytes = 0; // ZeRO-Inference: weights kept in host memory (--offload-weights)
+  // ZeRO-Inference: weights kept in host memory or on NVMe (--offload-weights)
+  int64_t hostWeightBytes = 0, nvmeWeightBytes = 0;
   std::map<std::string, int64_t> transferBytes;
   // Generation plans: the KV caches (state shared by prefill and decode),
   // for `kvSequences` sequences of up to `kvTokens` tokens each.

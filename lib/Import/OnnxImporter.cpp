@@ -196,6 +196,7 @@ private:
   LogicalResult addGenerationInput(const onnx::ValueInfoProto &vi, GraphInputs &inputs,
                                    Location loc);
   int64_t generateTokens_; // a model's fixed sequence length overrides the default
+  bool hasPastInputs_ = false; // --generate on a KV-cache export: its present outputs go
   FailureOr<SmallVector<int64_t>> inputShape(const onnx::ValueInfoProto &vi, Location loc);
   /// Fails naming `loc` when `shape` has more elements than --max-elements
   /// (computed without overflow; negative dimensions are other checks').
@@ -406,6 +407,14 @@ LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs
   return define(vi.name(), loc);
 }
 
+/// Hugging Face's and Optimum's names of a KV-cache export's inputs and
+/// outputs: past_key_values.N.key, past.N.value, present.N.key, ...
+static bool isPastInput(llvm::StringRef name) {
+  return name.starts_with("past_key_values") || name.starts_with("past.") ||
+         name.starts_with("past_key") || name.starts_with("past_value");
+}
+static bool isPresentOutput(llvm::StringRef name) { return name.starts_with("present"); }
+
 LogicalResult OnnxImporter::addGenerationInput(const onnx::ValueInfoProto &vi,
                                                GraphInputs &inputs, Location loc) {
   if (!vi.type().has_tensor_type()) return emitError(loc) << "is not a tensor";
@@ -414,6 +423,35 @@ LogicalResult OnnxImporter::addGenerationInput(const onnx::ValueInfoProto &vi,
   auto it = dyn_cast_or_null<IntegerType>(succeeded(elem) ? *elem : Type());
   const bool ids = inputs.argTypes.empty() && vi.name() != "attention_mask" &&
                    vi.name() != "position_ids";
+  // An export with a KV cache (past_key_values.N.key/value [batch, heads,
+  // past, head_dim]): ds keeps its own cache, so the model runs with no
+  // past (the past axis empty, its concatenations left out) and its
+  // present outputs are dropped (importOutputs).
+  if (!ids && isPastInput(vi.name())) {
+    if (failed(elem) || !isa<FloatType>(*elem) || !tt.has_shape())
+      return emitError(loc) << "--generate: a past key/value input must be a float tensor of "
+                               "known rank";
+    SmallVector<int64_t> shape;
+    int past = -1;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      if (dim.has_dim_value()) shape.push_back(dim.dim_value());
+      else if (d == 0) shape.push_back(opts_.generateBatch);
+      else if (past < 0) past = d, shape.push_back(0);
+      else
+        return emitError(loc) << "--generate: a past key/value input with two dynamic "
+                                 "dimensions besides the batch (dimensions "
+                              << past << " and " << d << "); ds can only leave out the past "
+                                                         "length";
+    }
+    if (past < 0)
+      return emitError(loc) << "--generate: a past key/value input whose past length is fixed; "
+                               "export it with a dynamic past dimension";
+    auto type = RankedTensorType::get(shape, *elem);
+    inputs.bound.push_back({vi.name(), DenseElementsAttr::get(type, ArrayRef<Attribute>{})});
+    hasPastInputs_ = true;
+    return define(vi.name(), loc);
+  }
   if (!ids && vi.name() != "attention_mask" && vi.name() != "position_ids")
     return emitError(loc) << "--generate: a causal LM takes token ids (and optionally "
                              "attention_mask and position_ids); fix this input with "
@@ -613,7 +651,12 @@ LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncO
   SmallVector<Type> resultTypes;
   if (g.output_size() == 0)
     return fileError() << "graph '" << g.name() << "' has no outputs: there is nothing to compute";
+  SmallVector<std::string> names;
   for (const auto &vi : g.output()) {
+    // With --generate, a KV-cache export's present keys and values (ds
+    // derives its own cache).
+    if (hasPastInputs_ && isPresentOutput(vi.name())) continue;
+    names.push_back(vi.name());
     auto it = values_.find(vi.name());
     Location loc = NameLoc::get(b_.getStringAttr("graph output '" + vi.name() + "'"));
     if (it == values_.end() && state_.sequences.count(vi.name()))
@@ -654,8 +697,8 @@ LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncO
   func::ReturnOp::create(b_, func.getLoc(), results);
   // The arguments as they are now: Dropout may have added its key.
   func.setFunctionType(b_.getFunctionType(func.getArgumentTypes(), resultTypes));
-  for (auto [i, vi] : llvm::enumerate(g.output()))
-    func.setResultAttr(i, "ds.name", b_.getStringAttr(vi.name()));
+  for (auto [i, name] : llvm::enumerate(names))
+    func.setResultAttr(i, "ds.name", b_.getStringAttr(name));
   return success();
 }
 

@@ -211,6 +211,26 @@ LogicalResult TensorImporter::concat(const onnx::NodeProto &n) {
   if (inputs.empty()) return nodeError(n) << "needs at least one input";
   DS_TRY(axis, intAttr(n, "axis"));
   if (failed(normalizeAxis(n, axis, typeOf(inputs[0]).getRank()))) return failure();
+  // An input empty along the axis adds nothing (a language model's past
+  // keys when --generate gives it no past): left out, so a concatenation
+  // of one input is that input.
+  auto empty = [&](Value v) {
+    RankedTensorType t = typeOf(v), first = typeOf(inputs[0]);
+    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType() ||
+        t.getDimSize(axis) != 0)
+      return false;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d)) return false;
+    return true;
+  };
+  SmallVector<Value> kept;
+  for (Value v : inputs)
+    if (!empty(v)) kept.push_back(v);
+  if (!kept.empty() && kept.size() < inputs.size()) inputs = kept;
+  if (inputs.size() == 1) {
+    setOutput(n, 0, inputs[0]);
+    return success();
+  }
   DS_TRY(y, build<ConcatOp>(inputs, {i64Attr("axis", axis)}));
   setOutput(n, 0, y);
   return success();

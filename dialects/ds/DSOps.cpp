@@ -1361,5 +1361,19 @@ LogicalResult SgdUpdateOp::verify() {
   return checkScalars(*this, scalars);
 }
 
+/// Lion and Adagrad: a parameter, its gradient and one state of one type,
+/// their two results, f32 scalars.
+template <typename Op> static LogicalResult verifyOneStateUpdate(Op op, Value state) {
+  Type t = op.getParam().getType();
+  if (op.getGrad().getType() != t || state.getType() != t ||
+      op->getResult(0).getType() != t || op->getResult(1).getType() != t)
+    return op.emitOpError("param, grad, its state and the results must have one type");
+  SmallVector<Value> scalars{op.getLr(), op.getGradScale()};
+  if (op.getFoundInf()) scalars.push_back(op.getFoundInf());
+  return checkScalars(op, scalars);
+}
+LogicalResult LionUpdateOp::verify() { return verifyOneStateUpdate(*this, getM()); }
+LogicalResult AdagradUpdateOp::verify() { return verifyOneStateUpdate(*this, getSum()); }
+
 #define GET_OP_CLASSES
 #include "dialects/ds/DSOps.cpp.inc"

@@ -26,6 +26,14 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<ArrayRef<int64_t>> shap
 std::optional<double> knownFloatSplat(Value v);
 /// Keys per tile of ds.cached_attention's key cache ([Bc, Hkv, M / 16, D, 16]).
 constexpr int64_t kCachedKeyTile = 16;
+/// An optimizer's update of one parameter: operands (param, grad, its
+/// states..., scalars), results (param, states...).
+inline bool isOptimizerUpdate(Operation *op) {
+  return isa<AdamUpdateOp, SgdUpdateOp, LionUpdateOp, AdagradUpdateOp>(op);
+}
+/// The per-parameter states an update reads after its gradient (Adam's two
+/// moments; SGD's momentum buffer, Lion's moment, Adagrad's sum: one).
+inline unsigned optimizerStateCount(Operation *op) { return isa<AdamUpdateOp>(op) ? 2 : 1; }
 } // namespace mlir::ds
 
 #endif // DS_DIALECTS_DS_DSOPS_H

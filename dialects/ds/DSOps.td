@@ -1077,6 +1077,61 @@ def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure, DS_OwnShardingRule], DS_OwnStep>
   let hasVerifier = 1;
 }
 
+def DS_LionUpdateOp : DS_Op<"lion_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
+  let summary = "one Lion step (DeepSpeed's Lion: FusedLion, DeepSpeedCPULion)";
+  let description = [{
+    `g = grad * grad_scale`; `c = beta1 m + (1 - beta1) g`;
+    `param = param (1 - lr weight_decay) - lr sign(c)` (a zero `c` moves
+    by `-lr`, as DeepSpeedCPULion's `-copysign(lr, c)` does for +0);
+    `m = beta2 m + (1 - beta2) g`. No bias correction, no epsilon.
+
+    `found_inf` as in `ds.adam_update`: not 0 leaves everything unchanged.
+
+    **Constraints:**
+    - `param`, `grad` and `m` have one type; the results are `param` and
+      `m` of that type.
+    - `lr`, `grad_scale` and `found_inf` are f32 scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$m,
+                   DS_FloatTensor:$lr, DS_FloatTensor:$grad_scale,
+                   Optional<DS_FloatTensor>:$found_inf,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $lr `,` $grad_scale (`found_inf` $found_inf^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AdagradUpdateOp : DS_Op<"adagrad_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
+  let summary = "one Adagrad step (torch.optim.Adagrad, DeepSpeedCPUAdagrad)";
+  let description = [{
+    `g = grad * grad_scale`; `d = g + weight_decay param`;
+    `sum += d^2`; `param -= lr n / (sqrt(sum) + eps)` where `n` is `d`
+    (torch.optim.Adagrad, what DeepSpeed runs on the device) or, with
+    `decay_in_sum_only`, `g` (DeepSpeedCPUAdagrad, what it runs with the
+    optimizer offloaded: the decay enters the accumulator only).
+
+    `found_inf` as in `ds.adam_update`: not 0 leaves everything unchanged.
+
+    **Constraints:**
+    - `param`, `grad` and `sum` have one type; the results are `param` and
+      `sum` of that type.
+    - `lr`, `grad_scale` and `found_inf` are f32 scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$sum,
+                   DS_FloatTensor:$lr, DS_FloatTensor:$grad_scale,
+                   Optional<DS_FloatTensor>:$found_inf,
+                   F64Attr:$eps, F64Attr:$weight_decay, BoolAttr:$decay_in_sum_only);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_sum);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $sum `,` $lr `,` $grad_scale (`found_inf` $found_inf^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Memory spaces: transfers the offload pass inserts (ZeRO-Offload)
 //===----------------------------------------------------------------------===//

@@ -168,10 +168,17 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.kind = OptimizerConfig::Kind::AdamW;
   } else if (lower == "sgd") {
     opt.kind = OptimizerConfig::Kind::SGD;
+  } else if (lower == "lion") {
+    opt.kind = OptimizerConfig::Kind::Lion; // FusedLion's defaults: lr 1e-3, betas (0.9, 0.999)
+  } else if (lower == "adagrad") {
+    opt.kind = OptimizerConfig::Kind::Adagrad; // DeepSpeed's: lr 1e-2, eps 1e-10
+    opt.lr = 1e-2;
+    opt.eps = 1e-10;
   } else if (type.empty()) {
-    return r.error("type", "missing; expected Adam, AdamW or SGD");
+    return r.error("type", "missing; expected Adam, AdamW, SGD, Lion or Adagrad");
   } else {
-    return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW and SGD)");
+    return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, SGD, Lion and "
+                                        "Adagrad)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -184,7 +191,15 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     // lr 0 is DeepSpeed's too (a frozen run, or a schedule that sets it).
     DS_CHECK(p.number("lr", opt.lr, /*positive=*/false, /*nonNegative=*/true));
     DS_CHECK(p.number("weight_decay", opt.weightDecay, false, /*nonNegative=*/true));
-    if (opt.kind == OptimizerConfig::Kind::SGD) {
+    if (opt.kind == OptimizerConfig::Kind::Adagrad) {
+      DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
+      // torch.optim.Adagrad's other knobs, at their defaults only.
+      double lrDecay = 0, initial = 0;
+      DS_CHECK(p.number("lr_decay", lrDecay, false, true));
+      DS_CHECK(p.number("initial_accumulator_value", initial, false, true));
+      if (lrDecay != 0) return p.error("lr_decay", "is not supported (0 only)");
+      if (initial != 0) return p.error("initial_accumulator_value", "is not supported (0 only)");
+    } else if (opt.kind == OptimizerConfig::Kind::SGD) {
       DS_CHECK(p.number("momentum", opt.momentum, false, true));
       DS_CHECK(p.number("dampening", opt.dampening, false, true));
       DS_CHECK(p.boolean("nesterov", opt.nesterov));
@@ -200,7 +215,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         opt.beta1 = *b1;
         opt.beta2 = *b2;
       }
-      DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
+      if (opt.kind != OptimizerConfig::Kind::Lion) // Lion has no epsilon
+        DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
       // Below f32's smallest normal it is a subnormal the kernels flush to
       // 0 (FTZ/DAZ, docs/security.md): a zero gradient would divide 0 by 0.
       if (opt.eps < static_cast<double>(std::numeric_limits<float>::min()))
@@ -209,14 +225,17 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
                                             static_cast<double>(std::numeric_limits<float>::min()),
                                             opt.eps)
                                   .str());
-      DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
+      if (opt.kind != OptimizerConfig::Kind::Lion)
+        DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
       if (opt.kind == OptimizerConfig::Kind::Adam)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
-      bool amsgrad = false;
-      DS_CHECK(p.boolean("amsgrad", amsgrad));
-      if (amsgrad) return p.error("amsgrad", "is not supported");
-      bool torchAdam = false;
-      DS_CHECK(p.boolean("torch_adam", torchAdam));
+      if (opt.kind != OptimizerConfig::Kind::Lion) {
+        bool amsgrad = false;
+        DS_CHECK(p.boolean("amsgrad", amsgrad));
+        if (amsgrad) return p.error("amsgrad", "is not supported");
+        bool torchAdam = false;
+        DS_CHECK(p.boolean("torch_adam", torchAdam));
+      }
     }
     DS_CHECK(p.finish());
   } else if (opt.kind == OptimizerConfig::Kind::SGD) {

@@ -290,7 +290,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     // The update of each parameter, on this rank's blocks.
     SmallVector<Operation *> updates;
     opt.walk([&](Operation *op) {
-      if (isa<AdamUpdateOp, SgdUpdateOp>(op)) updates.push_back(op);
+      if (isOptimizerUpdate(op)) updates.push_back(op);
     });
     SmallVector<RankedTensorType> paramTypes; // before stage 3 shrinks them
     for (Operation *u : updates) paramTypes.push_back(cast<RankedTensorType>(u->getOperand(0).getType()));
@@ -355,7 +355,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       operands[0] = pBlock;
       operands[1] = gBlock;
       // The moments: one block per rank.
-      unsigned states = isa<AdamUpdateOp>(u) ? 2 : 1;
+      unsigned states = optimizerStateCount(u);
       for (unsigned i = 0; i < states; ++i) {
         auto sl = u->getOperand(2 + i).getDefiningOp<ml_program::GlobalLoadOp>();
         if (!sl) return u->emitError("ZeRO expects optimizer state read from its global");

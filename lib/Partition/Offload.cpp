@@ -321,7 +321,7 @@ private:
       bool host = storedOnlyToHost(op);
       // An update runs where its optimizer state (operand 2: Adam's first
       // moment, SGD's momentum) lives.
-      if (isa<AdamUpdateOp, SgdUpdateOp>(op))
+      if (isOptimizerUpdate(&op))
         host = spaces.of(op.getOperand(2)) != MemorySpace::Device;
       if (!host) {
         int64_t hostOperands = 0, deviceOperands = 0;
@@ -369,7 +369,7 @@ private:
     SmallVector<SmallVector<Update>> groups;
     int64_t filled = 0;
     for (Operation &op : f.getBody().front()) {
-      if (!isa<AdamUpdateOp, SgdUpdateOp>(op)) continue;
+      if (!isOptimizerUpdate(&op)) continue;
       Update u{&op, {}, {}};
       for (Value v : op.getOperands())
         if (auto fetch = v.getDefiningOp<FetchOp>())
@@ -417,7 +417,7 @@ private:
       Operation *reader = nullptr;
       for (Operation *u : fetch->getUsers())
         if (!reader || u->isBeforeInBlock(reader)) reader = u;
-      if (!reader || isa<AdamUpdateOp, SgdUpdateOp>(reader)) continue;
+      if (!reader || isOptimizerUpdate(reader)) continue;
       if (uses.empty() || uses.back().first != reader) uses.push_back({reader, {}});
       uses.back().second.push_back(fetch);
     }

@@ -494,7 +494,9 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   }
   plan::Optimizer *o = t.mutable_optimizer();
   StringRef kind = str("optimizer");
-  o->set_kind(kind == "sgd" ? plan::Optimizer::SGD
+  o->set_kind(kind == "sgd"       ? plan::Optimizer::SGD
+              : kind == "lion"    ? plan::Optimizer::LION
+              : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);
   o->set_lr(f64("lr"));

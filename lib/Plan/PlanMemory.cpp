@@ -212,7 +212,7 @@ private:
   /// of a fused product (its kernel accumulates into it or reads it first).
   static bool readsBeforeWriting(Operation *def, OpOperand &use, Value result) {
     if (use.get().getType() != result.getType()) return false;
-    if (isa<AddOp, SubOp, MulOp, DivOp, AdamUpdateOp, SgdUpdateOp, FusedElementwiseOp>(def))
+    if (isa<AddOp, SubOp, MulOp, DivOp, FusedElementwiseOp>(def) || isOptimizerUpdate(def))
       return true;
     // A cache's new rows are written into the cache itself, which is what
     // its attention then reads.

@@ -706,10 +706,13 @@ private:
     Location loc = module.getLoc();
     const OptimizerConfig &opt = config_.optimizer;
     bool sgd = opt.kind == OptimizerConfig::Kind::SGD;
+    const bool lion = opt.kind == OptimizerConfig::Kind::Lion;
+    const bool adagrad = opt.kind == OptimizerConfig::Kind::Adagrad;
     auto f32 = RankedTensorType::get({}, mb.getF32Type());
     SmallVector<std::string> scalarNames =
-        sgd ? SmallVector<std::string>{"lr", "first"}
-            : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
+        sgd              ? SmallVector<std::string>{"lr", "first"}
+        : lion || adagrad ? SmallVector<std::string>{"lr"}
+                          : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
     if (lossScaled()) scalarNames.push_back("inv_loss_scale");
     SmallVector<Type> argTypes(scalarNames.size(), f32);
     auto fn = func::FuncOp::create(mb, loc, "optimizer_step",
@@ -783,7 +786,26 @@ private:
       Type t = pg.getType();
       auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
       Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
-      if (sgd) {
+      if (lion || adagrad) {
+        // The one state (Lion's moment, Adagrad's sum of squares) under the
+        // name SGD's momentum has: what offload, ZeRO and checkpoints know.
+        auto ssym = global("momentum:" + p.name, t);
+        Value st = ml_program::GlobalLoadOp::create(b, loc, t, ssym);
+        Operation *upd;
+        if (lion)
+          upd = LionUpdateOp::create(b, loc, TypeRange{t, t}, param, g, st, body->getArgument(0),
+                                     gscale, foundInf, b.getF64FloatAttr(opt.beta1),
+                                     b.getF64FloatAttr(opt.beta2),
+                                     b.getF64FloatAttr(opt.weightDecay));
+        else // on the host (offloaded) DeepSpeed runs DeepSpeedCPUAdagrad
+          upd = AdagradUpdateOp::create(b, loc, TypeRange{t, t}, param, g, st,
+                                        body->getArgument(0), gscale, foundInf,
+                                        b.getF64FloatAttr(opt.eps),
+                                        b.getF64FloatAttr(opt.weightDecay),
+                                        b.getBoolAttr(config_.offloadOptimizer != "none"));
+        ml_program::GlobalStoreOp::create(b, loc, psym, upd->getResult(0));
+        ml_program::GlobalStoreOp::create(b, loc, ssym, upd->getResult(1));
+      } else if (sgd) {
         auto bsym = global("momentum:" + p.name, t);
         Value buf = ml_program::GlobalLoadOp::create(b, loc, t, bsym);
         auto upd = SgdUpdateOp::create(
@@ -827,9 +849,11 @@ private:
     const OptimizerConfig &o = config_.optimizer;
     const SchedulerConfig &s = config_.scheduler;
     const ActivationCheckpointingConfig &ac = config_.activationCheckpointing;
-    const char *kind = o.kind == OptimizerConfig::Kind::SGD ? "sgd"
-                       : o.decoupledWeightDecay           ? "adamw"
-                                                          : "adam_l2";
+    const char *kind = o.kind == OptimizerConfig::Kind::SGD       ? "sgd"
+                       : o.kind == OptimizerConfig::Kind::Lion    ? "lion"
+                       : o.kind == OptimizerConfig::Kind::Adagrad ? "adagrad"
+                       : o.decoupledWeightDecay                   ? "adamw"
+                                                                  : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
                         : s.kind == SchedulerConfig::Kind::WarmupDecayLR  ? "warmup_decay_lr"
                         : s.kind == SchedulerConfig::Kind::WarmupCosineLR ? "warmup_cosine_lr"

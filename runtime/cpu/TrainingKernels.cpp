@@ -505,6 +505,64 @@ absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
   });
 }
 
+// lion_update(p, g, m, lr, grad_scale) -> (p, m)
+absl::StatusOr<PreparedStep> prepareLionUpdate(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 3, 2));
+  DS_ASSIGN_OR_RETURN(double b1, c.floatAttr("beta1"));
+  DS_ASSIGN_OR_RETURN(double b2, c.floatAttr("beta2"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>();
+  const float *lrp = c.in[3].as<float>(), *gsp = c.in[4].as<float>();
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>();
+  int64_t n = c.in[0].numel;
+  KeepOperands keep(c);
+  return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
+    const float lr = *lrp, gs = *gsp;
+    const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float decay = 1.0f - lr * static_cast<float>(wd);
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        const float grad = g[i] * gs;
+        const float cur = beta1 * m[i] + (1.0f - beta1) * grad;
+        po[i] = p[i] * decay - std::copysign(lr, cur);
+        mo[i] = beta2 * m[i] + (1.0f - beta2) * grad;
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// adagrad_update(p, g, sum, lr, grad_scale) -> (p, sum)
+absl::StatusOr<PreparedStep> prepareAdagradUpdate(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 3, 2));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("eps"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  DS_ASSIGN_OR_RETURN(int64_t sumOnly, c.intAttr("decay_in_sum_only"));
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *sq = c.in[2].as<float>();
+  const float *lrp = c.in[3].as<float>(), *gsp = c.in[4].as<float>();
+  float *po = c.out[0].as<float>(), *so = c.out[1].as<float>();
+  int64_t n = c.in[0].numel;
+  KeepOperands keep(c);
+  return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
+    const float lr = *lrp, gs = *gsp, epsf = static_cast<float>(eps);
+    const float wdf = static_cast<float>(wd);
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        const float grad = g[i] * gs;
+        const float d = grad + wdf * p[i];
+        const float s2 = sq[i] + d * d;
+        po[i] = p[i] - lr * (sumOnly ? grad : d) / (std::sqrt(s2) + epsf);
+        so[i] = s2;
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 } // namespace
 
 /// sum_squares: sum of x^2 over every element of every operand (the
@@ -551,6 +609,8 @@ void registerTrainingKernels(KernelRegistry &r) {
   r.add("insert_slice", prepareInsertSlice);
   r.add("adam_update", prepareAdamUpdate);
   r.add("sgd_update", prepareSgdUpdate);
+  r.add("lion_update", prepareLionUpdate);
+  r.add("adagrad_update", prepareAdagradUpdate);
 }
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

@@ -571,8 +571,11 @@ private:
   absl::StatusOr<float> applyOptimizer(int64_t step, double lr) {
     std::map<std::string, HostArray> scalars;
     scalars["lr"] = scalarF32(static_cast<float>(lr));
-    if (t_.optimizer().kind() == ds::plan::Optimizer::SGD) {
+    const auto kind = t_.optimizer().kind();
+    if (kind == ds::plan::Optimizer::SGD) {
       scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);
+    } else if (kind == ds::plan::Optimizer::LION || kind == ds::plan::Optimizer::ADAGRAD) {
+      // The learning rate alone (neither has a bias correction).
     } else {
       AdamScalars a = adamScalars(t_.optimizer(), lr, step + 1);
       scalars["step_size"] = scalarF32(static_cast<float>(a.stepSize));

@@ -1,8 +1,8 @@
 # An MLP trained by ds (ds-opt --config, ds-run --data) and by PyTorch from
 # the same initial weights and batches gives the same per-step losses
 # (relative error <= 1e-4 over 20 steps): AdamW with weight decay, gradient
-# accumulation, clipping and a warmup schedule; then Adam (L2 mode) and SGD
-# with momentum.
+# accumulation, clipping and a warmup schedule; then Adam (L2 mode), Lion,
+# Adagrad and SGD with momentum.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import copy
@@ -37,6 +37,20 @@ configs = {
         "gradient_clipping": 0.5,
         "optimizer": {"type": "Adam", "params": {"lr": 2e-3, "weight_decay": 0.01, "adam_w_mode": False}},
         "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 4, "total_num_steps": 20}},
+    },
+    # DeepSpeed's Lion (its CPU kernel's arithmetic) and Adagrad
+    # (torch.optim.Adagrad, what DeepSpeed runs without offload), with a
+    # schedule and clipping.
+    "lion_wd": {
+        "train_batch_size": 8, "gradient_clipping": 1.0,
+        "optimizer": {"type": "Lion", "params": {"lr": 1e-3, "betas": [0.9, 0.99],
+                                                 "weight_decay": 0.1}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 1e-3,
+                                                     "warmup_num_steps": 5}},
+    },
+    "adagrad_wd": {
+        "train_batch_size": 16, "train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,
+        "optimizer": {"type": "Adagrad", "params": {"lr": 0.05, "weight_decay": 0.01}},
     },
     "sgd_momentum": {
         "train_batch_size": 8, "gradient_clipping": 0.0,

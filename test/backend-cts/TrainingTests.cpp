@@ -533,3 +533,59 @@ CTS_TEST(SumSquares, "sum_squares") {
   std::vector<HostTensor> scalar{HostTensor::result(plan::F32, {})};
   expectError(run(Step("sum_squares"), {HostTensor::of(plan::F64, {2}, {1, 2})}, scalar), "f32");
 }
+
+// Lion (DeepSpeed's CPU arithmetic: a zero interpolation moves by -lr) and
+// Adagrad (torch's, and DeepSpeedCPUAdagrad's with decay_in_sum_only), in
+// place or not, and skipped when found_inf is set.
+CTS_TEST(LionAndAdagradUpdates, "lion_update", "adagrad_update") {
+  const double lr = 0.01, gs = 0.5, b1 = 0.9, b2 = 0.99, wd = 0.1, eps = 1e-10;
+  for (const Shape &s : {Shape{1023}, Shape{}, Shape{0}, Shape{4, 3}})
+    for (bool inPlace : {false, true}) {
+      int64_t n = numel(s);
+      HostTensor p = f32(s, sample(n, -1, 1, 80)), g = f32(s, sample(n, -1, 1, 81)),
+                 m = f32(s, sample(n, -1, 1, 82)), sq = f32(s, sample(n, 0, 1, 83));
+      std::vector<double> P = p.values(), G = g.values(), M = m.values(), S = sq.values();
+      if (n > 2) G[0] = 0, M[0] = 0; // c = +0
+      if (n > 2) g = f32(s, G), m = f32(s, M);
+      std::vector<double> lionP(n), lionM(n), adaP(n), adaS(n), cpuP(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double grad = G[i] * gs, c = b1 * M[i] + (1 - b1) * grad;
+        lionP[i] = P[i] * (1 - lr * wd) - std::copysign(lr, c);
+        lionM[i] = b2 * M[i] + (1 - b2) * grad;
+        const double d = grad + wd * P[i];
+        adaS[i] = S[i] + d * d;
+        adaP[i] = P[i] - lr * d / (std::sqrt(adaS[i]) + eps);
+        cpuP[i] = P[i] - lr * grad / (std::sqrt(adaS[i]) + eps);
+      }
+      const std::string where = shapeStr(s) + (inPlace ? " in place" : "");
+      auto outs = [&] {
+        return std::vector<HostTensor>{HostTensor::result(plan::F32, s),
+                                       HostTensor::result(plan::F32, s)};
+      };
+      std::vector<int> alias = inPlace ? std::vector<int>{0, 2} : std::vector<int>{};
+      std::vector<HostTensor> lo = outs();
+      absl::Status st = run(Step("lion_update").f("beta1", b1).f("beta2", b2).f("weight_decay", wd),
+                            {p, g, m, f32({}, {lr}), f32({}, {gs})}, lo, alias);
+      ASSERT_TRUE(st.ok()) << st.message();
+      expectClose(lo[0].values(), lionP, 1e-6, 1e-7, "lion_update " + where + " param");
+      expectClose(lo[1].values(), lionM, 1e-6, 1e-7, "lion_update " + where + " m");
+      for (int sumOnly : {0, 1}) {
+        std::vector<HostTensor> ao = outs();
+        st = run(Step("adagrad_update").f("eps", eps).f("weight_decay", wd).i("decay_in_sum_only", sumOnly),
+                 {p, g, sq, f32({}, {lr}), f32({}, {gs})}, ao, alias);
+        ASSERT_TRUE(st.ok()) << st.message();
+        expectClose(ao[0].values(), sumOnly ? cpuP : adaP, 1e-5, 1e-7, "adagrad_update " + where + " param");
+        expectClose(ao[1].values(), adaS, 1e-6, 1e-7, "adagrad_update " + where + " sum");
+      }
+      std::vector<HostTensor> skipped = outs();
+      ASSERT_TRUE(run(Step("lion_update").f("beta1", b1).f("beta2", b2).f("weight_decay", wd),
+                      {p, g, m, f32({}, {lr}), f32({}, {gs}), f32({}, {1})}, skipped, alias)
+                      .ok());
+      expectEqualValues(skipped[0].values(), p.values(), "lion_update skipped: param");
+      expectEqualValues(skipped[1].values(), m.values(), "lion_update skipped: m");
+    }
+  HostTensor t = f32({2}, {1, 2}), one = f32({}, {1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2}), HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("adagrad_update").f("eps", 1e-10).f("weight_decay", 0), {t, t, t, one, one}, outs),
+              "integer attribute 'decay_in_sum_only'");
+}

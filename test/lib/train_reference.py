@@ -54,10 +54,36 @@ def deepspeed_lr(cfg, step):
     raise ValueError(sched["type"])
 
 
+class DeepSpeedLion(torch.optim.Optimizer):
+    """DeepSpeed's Lion as its CPU kernel computes it (csrc/lion/cpu_lion_impl.cpp):
+    c = b1 m + (1 - b1) g; p = p (1 - lr wd) - copysign(lr, c); m = b2 m + (1 - b2) g."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
+                c = b1 * m + (1 - b1) * p.grad
+                p.mul_(1 - lr * wd).sub_(torch.copysign(torch.full_like(c, lr), c))
+                m.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
 def torch_optimizer(cfg, params):
     o = cfg.get("optimizer", {"type": "AdamW"})
     p = o.get("params", {})
     kind = o["type"].lower()
+    if kind == "lion":
+        return DeepSpeedLion(params, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
+                             weight_decay=p.get("weight_decay", 0.0))
+    if kind == "adagrad":
+        return torch.optim.Adagrad(params, lr=p.get("lr", 1e-2), eps=p.get("eps", 1e-10),
+                                   weight_decay=p.get("weight_decay", 0.0))
     if kind in ("adam", "adamw"):
         betas = tuple(p.get("betas", (0.9, 0.999)))
         decoupled = kind == "adamw" or p.get("adam_w_mode", True)

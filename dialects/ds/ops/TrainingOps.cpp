@@ -52,3 +52,21 @@ void SgdUpdateOp::describeKernelStep(KernelStep &s) {
   s.setFloat("weight_decay", getWeightDecay().convertToDouble());
   s.setInt("nesterov", getNesterov());
 }
+
+ShardingDecision LionUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+void LionUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("beta1", getBeta1().convertToDouble());
+  s.setFloat("beta2", getBeta2().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+}
+
+ShardingDecision AdagradUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+void AdagradUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("eps", getEps().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+  s.setInt("decay_in_sum_only", getDecayInSumOnly());
+}

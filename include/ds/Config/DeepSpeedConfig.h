@@ -23,7 +23,7 @@
 namespace mlir::ds {
 
 struct OptimizerConfig {
-  enum class Kind { Adam, AdamW, SGD };
+  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;

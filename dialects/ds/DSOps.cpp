@@ -1348,6 +1348,7 @@ LogicalResult AdamUpdateOp::verify() {
     return emitOpError("param, grad, m, v and the results must have one type");
   SmallVector<Value> scalars{getLr(), getStepSize(), getBias2Sqrt(), getGradScale()};
   if (getFoundInf()) scalars.push_back(getFoundInf());
+  if (getBeta1Now()) scalars.push_back(getBeta1Now());
   return checkScalars(*this, scalars);
 }
 

@@ -1013,7 +1013,8 @@ def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure, DS_OwnShardingRule], DS_OwnS
   let hasVerifier = 1;
 }
 
-def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
+def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure, DS_OwnShardingRule, AttrSizedOperandSegments],
+                             DS_OwnStep> {
   let summary = "one Adam/AdamW step of a parameter (the fused CPU-Adam kernel)";
   let description = [{
     With `g = grad * grad_scale` (the clipping coefficient): with
@@ -1029,6 +1030,10 @@ def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure, DS_OwnShardingRule], DS_OwnSte
     as an overflowing fp16 step is skipped (DeepSpeed's loss scaler, torch's
     fused optimizers' `found_inf`) and a non-finite fp32 step is refused.
 
+    With `beta1_now` given, the first moment's decay is that scalar instead
+    of the `beta1` attribute: a schedule that cycles it (DeepSpeed's
+    OneCycle), the runtime's `step_size` using the same value.
+
     **Constraints:**
     - `param`, `grad`, `m` and `v` have one type; the results are
       `param`, `m` and `v` of that type.
@@ -1038,13 +1043,14 @@ def DS_AdamUpdateOp : DS_Op<"adam_update", [Pure, DS_OwnShardingRule], DS_OwnSte
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$m,
                    DS_FloatTensor:$v, DS_FloatTensor:$lr, DS_FloatTensor:$step_size,
                    DS_FloatTensor:$bias2_sqrt, DS_FloatTensor:$grad_scale,
-                   Optional<DS_FloatTensor>:$found_inf,
+                   Optional<DS_FloatTensor>:$found_inf, Optional<DS_FloatTensor>:$beta1_now,
                    F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
                    BoolAttr:$decoupled);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m, DS_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step_size `,` $bias2_sqrt `,` $grad_scale
-    (`found_inf` $found_inf^)? attr-dict `:` functional-type(operands, results)
+    (`found_inf` $found_inf^)? (`beta1` $beta1_now^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

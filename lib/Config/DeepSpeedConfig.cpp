@@ -257,9 +257,8 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
   if (type == "WarmupLR") s.kind = SchedulerConfig::Kind::WarmupLR;
   else if (type == "WarmupDecayLR") s.kind = SchedulerConfig::Kind::WarmupDecayLR;
   else if (type == "WarmupCosineLR") s.kind = SchedulerConfig::Kind::WarmupCosineLR;
-  else if (type == "OneCycle" || type == "LRRangeTest")
-    return r.error("type", "'" + type + "' is not supported yet (ds has WarmupLR, "
-                                         "WarmupDecayLR and WarmupCosineLR)");
+  else if (type == "OneCycle") s.kind = SchedulerConfig::Kind::OneCycle;
+  else if (type == "LRRangeTest") s.kind = SchedulerConfig::Kind::LRRangeTest;
   else
     return r.error("type", "'" + type + "' is not a DeepSpeed scheduler");
   const json::Object *po = nullptr;
@@ -269,6 +268,46 @@ llvm::Error readScheduler(Reader &top, TrainingConfig &c) {
   }
   json::Object empty;
   Reader p(po ? po : &empty, "scheduler.params", top.file());
+  int64_t lastBatch = -1;
+  if (s.kind == SchedulerConfig::Kind::OneCycle || s.kind == SchedulerConfig::Kind::LRRangeTest) {
+    DS_CHECK(p.integer("last_batch_iteration", lastBatch));
+    if (lastBatch != -1)
+      return p.error("last_batch_iteration", "only -1 (--resume continues a schedule)");
+  }
+  if (s.kind == SchedulerConfig::Kind::OneCycle) {
+    for (const char *k : {"cycle_min_lr", "cycle_max_lr"})
+      if (!p.has(k)) return p.error(k, "is required for OneCycle");
+    DS_CHECK(p.number("cycle_min_lr", s.cycleMinLr, false, true));
+    DS_CHECK(p.number("cycle_max_lr", s.cycleMaxLr, false, true));
+    DS_CHECK(p.number("decay_lr_rate", s.decayLrRate, false, true));
+    DS_CHECK(p.number("cycle_first_step_size", s.cycleFirstStepSize, /*positive=*/true));
+    if (p.has("cycle_second_step_size"))
+      DS_CHECK(p.number("cycle_second_step_size", s.cycleSecondStepSize, false, true));
+    DS_CHECK(p.integer("cycle_first_stair_count", s.cycleFirstStairCount));
+    if (p.has("cycle_second_stair_count"))
+      DS_CHECK(p.integer("cycle_second_stair_count", s.cycleSecondStairCount));
+    if (s.cycleFirstStairCount < 0 || s.cycleSecondStairCount < -1)
+      return p.error("cycle_first_stair_count", "stair counts must be >= 0");
+    DS_CHECK(p.number("decay_step_size", s.decayStepSize, false, true));
+    DS_CHECK(p.boolean("cycle_momentum", s.cycleMomentum));
+    DS_CHECK(p.number("cycle_min_mom", s.cycleMinMom, false, true));
+    DS_CHECK(p.number("cycle_max_mom", s.cycleMaxMom, false, true));
+    DS_CHECK(p.number("decay_mom_rate", s.decayMomRate, false, true));
+    if (s.cycleMomentum && (s.cycleMinMom >= 1 || s.cycleMaxMom >= 1))
+      return p.error("cycle_max_mom", "momenta (Adam's beta1) must be below 1");
+    if (s.cycleSecondStepSize < 0) s.cycleSecondStepSize = s.cycleFirstStepSize;
+    if (s.cycleSecondStairCount < 0) s.cycleSecondStairCount = s.cycleFirstStairCount;
+    DS_CHECK(p.finish());
+    return r.finish();
+  }
+  if (s.kind == SchedulerConfig::Kind::LRRangeTest) {
+    DS_CHECK(p.number("lr_range_test_min_lr", s.rangeMinLr, false, true));
+    DS_CHECK(p.integer("lr_range_test_step_size", s.rangeStepSize, /*positive=*/true));
+    DS_CHECK(p.number("lr_range_test_step_rate", s.rangeStepRate, false, true));
+    DS_CHECK(p.boolean("lr_range_test_staircase", s.rangeStaircase));
+    DS_CHECK(p.finish());
+    return r.finish();
+  }
   std::string warmupType = "log";
   DS_CHECK(p.string("warmup_type", warmupType));
   if (warmupType != "log" && warmupType != "linear")
@@ -1186,8 +1225,23 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readOptimizer(r, c));
   DS_CHECK(readScheduler(r, c));
   if (c.scheduler.kind != SchedulerConfig::Kind::Constant &&
-      c.scheduler.kind != SchedulerConfig::Kind::WarmupCosineLR && !root->get("optimizer"))
+      c.scheduler.kind != SchedulerConfig::Kind::WarmupCosineLR &&
+      c.scheduler.kind != SchedulerConfig::Kind::OneCycle &&
+      c.scheduler.kind != SchedulerConfig::Kind::LRRangeTest && !root->get("optimizer"))
     c.optimizer.lr = c.scheduler.warmupMaxLr;
+  // OneCycle cycles Adam's beta1 and holds its beta2 at 0.99 (DeepSpeed's
+  // constructor); optimizers without betas do not cycle (a warning there).
+  const bool hasBetas = c.optimizer.kind == OptimizerConfig::Kind::Adam ||
+                        c.optimizer.kind == OptimizerConfig::Kind::AdamW ||
+                        c.optimizer.kind == OptimizerConfig::Kind::Lion;
+  if (c.scheduler.kind == SchedulerConfig::Kind::OneCycle && c.scheduler.cycleMomentum) {
+    if (c.optimizer.kind == OptimizerConfig::Kind::Lion)
+      return r.error("scheduler", "OneCycle's cycle_momentum cycles Lion's betas[0], which ds "
+                                  "does for Adam and AdamW only: set "
+                                  "scheduler.params.cycle_momentum to false");
+    if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
+    else c.optimizer.beta2 = 0.99;
+  }
   DS_CHECK(r.finish());
   return c;
 }

@@ -513,6 +513,8 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   s->set_kind(sched == "warmup_lr"          ? plan::Schedule::WARMUP_LR
               : sched == "warmup_decay_lr"  ? plan::Schedule::WARMUP_DECAY_LR
               : sched == "warmup_cosine_lr" ? plan::Schedule::WARMUP_COSINE_LR
+              : sched == "one_cycle"        ? plan::Schedule::ONE_CYCLE
+              : sched == "lr_range_test"    ? plan::Schedule::LR_RANGE_TEST
                                             : plan::Schedule::CONSTANT);
   s->set_warmup_min_lr(f64("warmup_min_lr"));
   s->set_warmup_max_lr(f64("warmup_max_lr"));
@@ -521,6 +523,22 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   s->set_total_num_steps(i64("total_num_steps"));
   s->set_warmup_min_ratio(f64("warmup_min_ratio"));
   s->set_cos_min_ratio(f64("cos_min_ratio"));
+  s->set_cycle_min_lr(f64("cycle_min_lr"));
+  s->set_cycle_max_lr(f64("cycle_max_lr"));
+  s->set_decay_lr_rate(f64("decay_lr_rate"));
+  s->set_cycle_first_step_size(f64("cycle_first_step_size"));
+  s->set_cycle_second_step_size(f64("cycle_second_step_size"));
+  s->set_cycle_first_stair_count(i64("cycle_first_stair_count"));
+  s->set_cycle_second_stair_count(i64("cycle_second_stair_count"));
+  s->set_decay_step_size(f64("decay_step_size"));
+  s->set_cycle_momentum(flag("cycle_momentum"));
+  s->set_cycle_min_mom(f64("cycle_min_mom"));
+  s->set_cycle_max_mom(f64("cycle_max_mom"));
+  s->set_decay_mom_rate(f64("decay_mom_rate"));
+  s->set_range_min_lr(f64("lr_range_test_min_lr"));
+  s->set_range_step_size(i64("lr_range_test_step_size"));
+  s->set_range_step_rate(f64("lr_range_test_step_rate"));
+  s->set_range_staircase(flag("lr_range_test_staircase"));
   t.set_micro_step_program("train_step");
   t.set_optimizer_program("optimizer_step");
   t.set_loss_output("loss");

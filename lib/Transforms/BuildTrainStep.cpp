@@ -713,6 +713,11 @@ private:
         sgd              ? SmallVector<std::string>{"lr", "first"}
         : lion || adagrad ? SmallVector<std::string>{"lr"}
                           : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
+    // OneCycle's momentum cycling: Adam's beta1 is this step's scalar.
+    const bool cycledBeta1 = !sgd && !lion && !adagrad &&
+                             config_.scheduler.kind == SchedulerConfig::Kind::OneCycle &&
+                             config_.scheduler.cycleMomentum;
+    if (cycledBeta1) scalarNames.push_back("beta1");
     if (lossScaled()) scalarNames.push_back("inv_loss_scale");
     SmallVector<Type> argTypes(scalarNames.size(), f32);
     auto fn = func::FuncOp::create(mb, loc, "optimizer_step",
@@ -759,7 +764,10 @@ private:
     Value norm = normOp;
     // fp16: the gradients carry the loss scale; the norm and the update
     // use them unscaled (DeepSpeed's unscale_and_clip_grads).
-    Value invScale = lossScaled() ? body->getArgument(scalarNames.size() - 1) : Value();
+    Value invScale = lossScaled() ? body->getArgument(llvm::find(scalarNames, "inv_loss_scale") -
+                                                      scalarNames.begin())
+                                  : Value();
+    Value beta1Now = cycledBeta1 ? body->getArgument(3) : Value();
     if (invScale) norm = MulOp::create(b, loc, norm, invScale);
     Value gscale = scalar(1.0);
     if (config_.gradientClipping > 0) {
@@ -820,7 +828,7 @@ private:
         Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
         auto upd = AdamUpdateOp::create(
             b, loc, TypeRange{t, t, t}, param, g, m, v, body->getArgument(0),
-            body->getArgument(1), body->getArgument(2), gscale, foundInf,
+            body->getArgument(1), body->getArgument(2), gscale, foundInf, beta1Now,
             b.getF64FloatAttr(opt.beta1),
             b.getF64FloatAttr(opt.beta2), b.getF64FloatAttr(opt.eps),
             b.getF64FloatAttr(opt.weightDecay), b.getBoolAttr(opt.decoupledWeightDecay));
@@ -857,6 +865,8 @@ private:
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
                         : s.kind == SchedulerConfig::Kind::WarmupDecayLR  ? "warmup_decay_lr"
                         : s.kind == SchedulerConfig::Kind::WarmupCosineLR ? "warmup_cosine_lr"
+                        : s.kind == SchedulerConfig::Kind::OneCycle       ? "one_cycle"
+                        : s.kind == SchedulerConfig::Kind::LRRangeTest    ? "lr_range_test"
                                                                           : "constant";
     SmallVector<Attribute> inputs;
     for (const std::string &n : dataInputs_) inputs.push_back(b.getStringAttr(n));
@@ -948,6 +958,22 @@ private:
         b.getNamedAttr("total_num_steps", b.getI64IntegerAttr(s.totalNumSteps)),
         b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio)),
         b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio)),
+        b.getNamedAttr("cycle_min_lr", b.getF64FloatAttr(s.cycleMinLr)),
+        b.getNamedAttr("cycle_max_lr", b.getF64FloatAttr(s.cycleMaxLr)),
+        b.getNamedAttr("decay_lr_rate", b.getF64FloatAttr(s.decayLrRate)),
+        b.getNamedAttr("cycle_first_step_size", b.getF64FloatAttr(s.cycleFirstStepSize)),
+        b.getNamedAttr("cycle_second_step_size", b.getF64FloatAttr(s.cycleSecondStepSize)),
+        b.getNamedAttr("cycle_first_stair_count", b.getI64IntegerAttr(s.cycleFirstStairCount)),
+        b.getNamedAttr("cycle_second_stair_count", b.getI64IntegerAttr(s.cycleSecondStairCount)),
+        b.getNamedAttr("decay_step_size", b.getF64FloatAttr(s.decayStepSize)),
+        b.getNamedAttr("cycle_momentum", b.getBoolAttr(s.cycleMomentum)),
+        b.getNamedAttr("cycle_min_mom", b.getF64FloatAttr(s.cycleMinMom)),
+        b.getNamedAttr("cycle_max_mom", b.getF64FloatAttr(s.cycleMaxMom)),
+        b.getNamedAttr("decay_mom_rate", b.getF64FloatAttr(s.decayMomRate)),
+        b.getNamedAttr("lr_range_test_min_lr", b.getF64FloatAttr(s.rangeMinLr)),
+        b.getNamedAttr("lr_range_test_step_size", b.getI64IntegerAttr(s.rangeStepSize)),
+        b.getNamedAttr("lr_range_test_step_rate", b.getF64FloatAttr(s.rangeStepRate)),
+        b.getNamedAttr("lr_range_test_staircase", b.getBoolAttr(s.rangeStaircase)),
         b.getNamedAttr("activation_checkpointing", b.getBoolAttr(ac.enabled)),
         b.getNamedAttr("partition_activations", b.getBoolAttr(ac.partitionActivations)),
         b.getNamedAttr("cpu_checkpointing", b.getBoolAttr(ac.cpuCheckpointing)),

@@ -433,7 +433,15 @@ struct KeepOperands {
 
 // adam_update(p, g, m, v, lr, step_size, bias2_sqrt, grad_scale) -> (p, m, v)
 absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
-  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 4, 4));
+  // A cycled beta1 (OneCycle) comes as the last operand, after found_inf.
+  int64_t beta1Now = 0;
+  if (c.hasAttr("beta1_now")) {
+    DS_ASSIGN_OR_RETURN(beta1Now, c.intAttr("beta1_now"));
+  }
+  DS_ASSIGN_OR_RETURN(const float *lastOperand, checkUpdate(c, 4, beta1Now ? 5 : 4));
+  const float *b1p = beta1Now ? c.in.back().as<float>() : nullptr;
+  const float *foundInf = beta1Now ? (c.in.size() == 10 ? c.in[8].as<float>() : nullptr)
+                                   : lastOperand;
   DS_ASSIGN_OR_RETURN(double b1, c.floatAttr("beta1"));
   DS_ASSIGN_OR_RETURN(double b2, c.floatAttr("beta2"));
   DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("eps"));
@@ -449,7 +457,7 @@ absl::StatusOr<PreparedStep> prepareAdamUpdate(const KernelContext &c) {
   return PreparedStep([=] {
     if (foundInf && *foundInf != 0.0f) return keep();
     const float lr = *lrp, stepSize = *ssp, bias2 = *bcp, gs = *gsp;
-    const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float beta1 = b1p ? *b1p : static_cast<float>(b1), beta2 = static_cast<float>(b2);
     const float epsf = static_cast<float>(eps), wdf = static_cast<float>(wd);
     const float decay = decoupled ? 1.0f - lr * wdf : 1.0f;
     parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {

@@ -809,6 +809,17 @@ absl::Status checkTraining(const plan::Plan &p) {
                             sc.warmup_num_steps(), ") for WarmupCosineLR"));
   if (sc.kind() == plan::Schedule::WARMUP_DECAY_LR && sc.total_num_steps() < 1)
     return bad("schedule total_num_steps", "must be > 0 for WarmupDecayLR");
+  if (sc.kind() == plan::Schedule::ONE_CYCLE &&
+      (!rate(sc.cycle_min_lr()) || !rate(sc.cycle_max_lr()) || !rate(sc.decay_lr_rate()) ||
+       !(sc.cycle_first_step_size() > 0) || !finite(sc.cycle_first_step_size()) ||
+       !rate(sc.cycle_second_step_size()) || !rate(sc.decay_step_size()) ||
+       sc.cycle_first_stair_count() < 0 || sc.cycle_second_stair_count() < 0 ||
+       !rate(sc.decay_mom_rate()) || !(sc.cycle_min_mom() >= 0 && sc.cycle_min_mom() < 1) ||
+       !(sc.cycle_max_mom() >= 0 && sc.cycle_max_mom() < 1)))
+    return bad("schedule", "has a OneCycle setting out of range");
+  if (sc.kind() == plan::Schedule::LR_RANGE_TEST &&
+      (!rate(sc.range_min_lr()) || !rate(sc.range_step_rate()) || sc.range_step_size() < 1))
+    return bad("schedule", "has an LRRangeTest setting out of range");
   if (!t.precision().empty() && t.precision() != "fp32" && t.precision() != "bf16" &&
       t.precision() != "fp16")
     return bad("precision", absl::StrCat("'", t.precision(), "' is not fp32, bf16 or fp16"));

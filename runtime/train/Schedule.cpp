@@ -5,6 +5,37 @@
 
 namespace ds::rt {
 
+namespace {
+
+/// OneCycle's position in its cycle at last_batch_iteration `i`: 0 at the
+/// ends, 1 at the peak (DeepSpeed 0.19's _get_scale_factor, stairs too).
+double oneCycleScale(const ds::plan::Schedule &s, int64_t i) {
+  const double first = s.cycle_first_step_size(), second = s.cycle_second_step_size();
+  const double total = first + second, ratio = first / total;
+  const double n = static_cast<double>(i + 1);
+  const double cycle = std::floor(1.0 + n / total), x = 1.0 + n / total - cycle;
+  double scale;
+  int64_t stairs;
+  if (x <= ratio) {
+    scale = x / ratio;
+    stairs = s.cycle_first_stair_count();
+  } else {
+    scale = (x - 1.0) / (ratio - 1.0);
+    stairs = s.cycle_second_stair_count();
+  }
+  if (stairs > 0) {
+    // From the integer offset in the cycle, not from `scale` (DeepSpeed:
+    // a scale a hair under a stair would drop a whole one).
+    const double at = std::fmod(n, total);
+    const double pos = at <= first ? at * static_cast<double>(stairs) / first
+                                   : (total - at) * static_cast<double>(stairs) / second;
+    scale = std::floor(pos) / static_cast<double>(stairs);
+  }
+  return scale;
+}
+
+} // namespace
+
 double learningRateAt(const ds::plan::Training &t, int64_t applied) {
   const auto &s = t.schedule();
   const double base = t.optimizer().lr();
@@ -52,14 +83,47 @@ double learningRateAt(const ds::plan::Training &t, int64_t applied) {
     }
     return base * ratio;
   }
+  case ds::plan::Schedule::LR_RANGE_TEST: {
+    // lr = min_lr (1 + rate * interval), interval = n / step_size (floored
+    // with staircase), n = last_batch_iteration + 1 (the constructor's: 0).
+    const double n = static_cast<double>(i + 1), size = static_cast<double>(s.range_step_size());
+    const double interval = s.range_staircase() ? std::floor(n / size) : n / size;
+    return s.range_min_lr() * (1.0 + s.range_step_rate() * interval);
+  }
+  case ds::plan::Schedule::ONE_CYCLE: {
+    if (i < 0) return s.cycle_min_lr(); // the constructor's rate
+    const double total = s.cycle_first_step_size() + s.cycle_second_step_size();
+    if (static_cast<double>(i) < total)
+      return s.cycle_min_lr() + (s.cycle_max_lr() - s.cycle_min_lr()) * oneCycleScale(s, i);
+    if (s.decay_step_size() == 0 || s.decay_lr_rate() == 0) return s.cycle_min_lr();
+    const double interval = (static_cast<double>(i) - total + 1) / s.decay_step_size();
+    return s.cycle_min_lr() / (1.0 + s.decay_lr_rate() * interval);
+  }
   default:
     return base;
   }
 }
 
+double beta1At(const ds::plan::Training &t, int64_t applied) {
+  const auto &s = t.schedule();
+  if (s.kind() != ds::plan::Schedule::ONE_CYCLE || !s.cycle_momentum()) return t.optimizer().beta1();
+  const int64_t i = applied - 1;
+  if (i < 0) return s.cycle_min_mom(); // the constructor's betas
+  const double total = s.cycle_first_step_size() + s.cycle_second_step_size();
+  if (static_cast<double>(i) < total)
+    return s.cycle_max_mom() - (s.cycle_max_mom() - s.cycle_min_mom()) * oneCycleScale(s, i);
+  if (s.decay_step_size() == 0 || s.decay_mom_rate() == 0) return s.cycle_max_mom();
+  const double interval = (static_cast<double>(i) - total + 1) / s.decay_step_size();
+  return s.cycle_max_mom() * (1.0 + s.decay_mom_rate() * interval);
+}
+
 AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t) {
+  return adamScalars(o, lr, t, o.beta1());
+}
+
+AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t, double beta1) {
   if (!o.bias_correction()) return {lr, 1.0};
-  double bc1 = 1.0 - std::pow(o.beta1(), static_cast<double>(t));
+  double bc1 = 1.0 - std::pow(beta1, static_cast<double>(t));
   double bc2 = 1.0 - std::pow(o.beta2(), static_cast<double>(t));
   return {lr / bc1, std::sqrt(bc2)};
 }

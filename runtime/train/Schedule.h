@@ -14,6 +14,10 @@ namespace ds::rt {
 /// constructor set), as DeepSpeed 0.19's engine runs it.
 double learningRateAt(const ds::plan::Training &t, int64_t applied);
 
+/// Adam's beta1 for that step: OneCycle's cycled momentum
+/// (`cycle_momentum`), else the optimizer's.
+double beta1At(const ds::plan::Training &t, int64_t applied);
+
 /// Adam's step-dependent scalars for the 1-based step count `t`, in double
 /// like torch.optim.AdamW: step_size = lr / (1 - beta1^t) and
 /// bias2_sqrt = sqrt(1 - beta2^t) (both plain lr / 1 without bias correction).
@@ -21,5 +25,8 @@ struct AdamScalars {
   double stepSize, bias2Sqrt;
 };
 AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t);
+/// The same with this step's beta1 (a cycled one: the bias correction uses
+/// the current value, as torch's Adam and DeepSpeed's FusedAdam do).
+AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t, double beta1);
 
 } // namespace ds::rt

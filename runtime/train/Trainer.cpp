@@ -185,6 +185,7 @@ struct StepRecord {
   /// overflowed so the update was skipped. lossScale 0: no scaler.
   double lossScale = 0;
   bool skipped = false;
+  double beta1 = -1; // >= 0: the step's cycled Adam beta1 (OneCycle), logged
 };
 
 /// A JSON number, or null for NaN and infinities (which JSON lacks); the
@@ -206,6 +207,7 @@ absl::Status logStep(std::FILE *log, const std::string &path, const StepRecord &
   if (r.lossScale > 0)
     scaler = absl::StrFormat(", \"loss_scale\": %.9g, \"skipped\": %s", r.lossScale,
                              r.skipped ? "true" : "false");
+  if (r.beta1 >= 0) scaler += absl::StrFormat(", \"beta1\": %.9g", r.beta1);
   std::fprintf(log,
                "{\"step\": %lld, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
                "\"time\": %.6f, \"samples_per_sec\": %.3f%s%s}\n",
@@ -401,6 +403,7 @@ public:
     // The schedule and Adam's step count advance with applied steps only
     // (DeepSpeed skips lr_scheduler.step() after an fp16 overflow).
     double lr = learningRateAt(t_, applied_);
+    const int64_t appliedBefore = applied_;
     DS_ASSIGN_OR_RETURN(float gradNorm, applyOptimizer(applied_, lr));
     // The norm is all-reduced, so every rank decides alike.
     const bool overflow = !std::isfinite(gradNorm);
@@ -423,6 +426,7 @@ public:
     StepRecord r{step + 1, loss, lr, gradNorm, secs, t_.train_batch_size() / std::max(secs, 1e-9)};
     r.lossScale = lossScale;
     r.skipped = overflow;
+    if (programTakes(t_.optimizer_program(), "beta1")) r.beta1 = beta1At(t_, appliedBefore);
     return r;
   }
 
@@ -566,6 +570,16 @@ private:
     return "";
   }
 
+  /// Whether program `name` has an input called `input` (a scalar only
+  /// some configurations' programs take).
+  bool programTakes(const std::string &name, const std::string &input) const {
+    for (const auto &prog : p_.programs())
+      if (prog.name() == name)
+        for (uint32_t id : prog.inputs())
+          if (p_.buffers(id).io_name() == input) return true;
+    return false;
+  }
+
   /// The optimizer program with this step's scalars (`step`: updates
   /// applied before this one); returns the gradient norm.
   absl::StatusOr<float> applyOptimizer(int64_t step, double lr) {
@@ -577,9 +591,12 @@ private:
     } else if (kind == ds::plan::Optimizer::LION || kind == ds::plan::Optimizer::ADAGRAD) {
       // The learning rate alone (neither has a bias correction).
     } else {
-      AdamScalars a = adamScalars(t_.optimizer(), lr, step + 1);
+      const double beta1 = beta1At(t_, step);
+      AdamScalars a = adamScalars(t_.optimizer(), lr, step + 1, beta1);
       scalars["step_size"] = scalarF32(static_cast<float>(a.stepSize));
       scalars["bias2_sqrt"] = scalarF32(static_cast<float>(a.bias2Sqrt));
+      if (programTakes(t_.optimizer_program(), "beta1"))
+        scalars["beta1"] = scalarF32(static_cast<float>(beta1));
     }
     if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
     DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));

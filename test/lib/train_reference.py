@@ -108,7 +108,8 @@ def batch_sizes(cfg, world=1):
     return mbs, gas
 
 
-def train_torch(model, cfg, data, steps, loss_fn, autocast=None, half_states=False):
+def train_torch(model, cfg, data, steps, loss_fn, autocast=None, half_states=False,
+                schedule=None):
     """data: dict of numpy arrays with a leading sample dim, in model input
     order then 'labels'. Micro-batches in order, wrapping around. autocast:
     a torch dtype to run the forward under torch.autocast("cpu") with fp32
@@ -127,7 +128,9 @@ def train_torch(model, cfg, data, steps, loss_fn, autocast=None, half_states=Fal
     losses = []
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = deepspeed_lr(cfg, step)
+            g["lr"] = deepspeed_lr(cfg, step) if schedule is None else schedule["lr"][step]
+            if schedule is not None and "betas" in g:  # DeepSpeed's own values, step by step
+                g["betas"] = (schedule["beta1"][step], schedule["beta2"][step])
         total = 0.0
         if half_states:
             with torch.no_grad():

@@ -35,6 +35,7 @@ void AdamUpdateOp::describeKernelStep(KernelStep &s) {
   s.setFloat("eps", getEps().convertToDouble());
   s.setFloat("weight_decay", getWeightDecay().convertToDouble());
   s.setInt("decoupled", getDecoupled());
+  if (getBeta1Now()) s.setInt("beta1_now", 1); // its last operand
 }
 
 // Optimizer updates are elementwise over a parameter and its state (the

@@ -37,13 +37,24 @@ struct OptimizerConfig {
 };
 
 struct SchedulerConfig {
-  enum class Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+  enum class Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
   Kind kind = Kind::Constant;
   double warmupMinLr = 0.0, warmupMaxLr = 1e-3;
   int64_t warmupNumSteps = 1000;
   bool warmupLinear = false; // warmup_type "linear" (default "log")
   int64_t totalNumSteps = 0;
   double warmupMinRatio = 0.0, cosMinRatio = 1e-4; // WarmupCosineLR
+  // OneCycle (DeepSpeed's lr_schedules.py defaults).
+  double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
+  double cycleFirstStepSize = 2000, cycleSecondStepSize = -1; // -1: the first's
+  int64_t cycleFirstStairCount = 0, cycleSecondStairCount = -1; // -1: the first's
+  double decayStepSize = 0;
+  bool cycleMomentum = true;
+  double cycleMinMom = 0.8, cycleMaxMom = 0.9, decayMomRate = 0;
+  // LRRangeTest.
+  double rangeMinLr = 1e-3, rangeStepRate = 1.0;
+  int64_t rangeStepSize = 2000;
+  bool rangeStaircase = false;
 };
 
 /// Mixed precision: DeepSpeed's "bf16" / "fp16" sections. Master weights

@@ -1373,6 +1373,15 @@ template <typename Op> static LogicalResult verifyOneStateUpdate(Op op, Value st
   if (op.getFoundInf()) scalars.push_back(op.getFoundInf());
   return checkScalars(op, scalars);
 }
+LogicalResult LambUpdateOp::verify() {
+  Type t = getParam().getType();
+  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
+      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
+    return emitOpError("param, grad, m, v and the results must have one type");
+  SmallVector<Value> scalars{getLr(), getStepSize(), getBias2Sqrt(), getGradScale()};
+  if (getFoundInf()) scalars.push_back(getFoundInf());
+  return checkScalars(*this, scalars);
+}
 LogicalResult LionUpdateOp::verify() { return verifyOneStateUpdate(*this, getM()); }
 LogicalResult AdagradUpdateOp::verify() { return verifyOneStateUpdate(*this, getSum()); }
 

@@ -29,11 +29,13 @@ constexpr int64_t kCachedKeyTile = 16;
 /// An optimizer's update of one parameter: operands (param, grad, its
 /// states..., scalars), results (param, states...).
 inline bool isOptimizerUpdate(Operation *op) {
-  return isa<AdamUpdateOp, SgdUpdateOp, LionUpdateOp, AdagradUpdateOp>(op);
+  return isa<AdamUpdateOp, LambUpdateOp, SgdUpdateOp, LionUpdateOp, AdagradUpdateOp>(op);
 }
-/// The per-parameter states an update reads after its gradient (Adam's two
-/// moments; SGD's momentum buffer, Lion's moment, Adagrad's sum: one).
-inline unsigned optimizerStateCount(Operation *op) { return isa<AdamUpdateOp>(op) ? 2 : 1; }
+/// The per-parameter states an update reads after its gradient (Adam's and
+/// LAMB's two moments; SGD's momentum buffer, Lion's moment, Adagrad's sum: one).
+inline unsigned optimizerStateCount(Operation *op) {
+  return isa<AdamUpdateOp, LambUpdateOp>(op) ? 2 : 1;
+}
 } // namespace mlir::ds
 
 #endif // DS_DIALECTS_DS_DSOPS_H

@@ -1083,6 +1083,43 @@ def DS_SgdUpdateOp : DS_Op<"sgd_update", [Pure, DS_OwnShardingRule], DS_OwnStep>
   let hasVerifier = 1;
 }
 
+def DS_LambUpdateOp : DS_Op<"lamb_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
+  let summary = "one LAMB step of a whole parameter (DeepSpeed's FusedLamb)";
+  let description = [{
+    `g = grad * grad_scale`; `m = beta1 m + (1 - beta1) g`,
+    `v = beta2 v + (1 - beta2) g^2`; `u = m / (sqrt(v) + eps) + weight_decay
+    param` (`sqrt(v + eps)` with `eps_inside_sqrt`; the moments without
+    bias correction); the trust ratio `c = clamp(|param| / |u|, min_coeff,
+    max_coeff)` over the whole tensor (1 when either norm is 0); then
+    `param -= step_size * bias2_sqrt * c * u`, where the runtime supplies
+    `step_size = lr / (1 - beta1^t)` and `bias2_sqrt = sqrt(1 - beta2^t)`
+    (both plain `lr` and 1 without bias correction).
+
+    The norms are over the operand, so it must be the whole parameter: ZeRO
+    partitions and tensor-parallel slices are refused before this op is built.
+
+    `found_inf` as in `ds.adam_update`: not 0 leaves everything unchanged.
+
+    **Constraints:**
+    - `param`, `grad`, `m` and `v` have one type; the results are `param`,
+      `m` and `v` of that type.
+    - `lr`, `step_size`, `bias2_sqrt`, `grad_scale` and `found_inf` are f32
+      scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$m,
+                   DS_FloatTensor:$v, DS_FloatTensor:$lr, DS_FloatTensor:$step_size,
+                   DS_FloatTensor:$bias2_sqrt, DS_FloatTensor:$grad_scale,
+                   Optional<DS_FloatTensor>:$found_inf,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay,
+                   F64Attr:$max_coeff, F64Attr:$min_coeff, BoolAttr:$eps_inside_sqrt);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m, DS_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step_size `,` $bias2_sqrt `,` $grad_scale
+    (`found_inf` $found_inf^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LionUpdateOp : DS_Op<"lion_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "one Lion step (DeepSpeed's Lion: FusedLion, DeepSpeedCPULion)";
   let description = [{

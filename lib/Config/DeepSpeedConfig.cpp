@@ -168,6 +168,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.kind = OptimizerConfig::Kind::AdamW;
   } else if (lower == "sgd") {
     opt.kind = OptimizerConfig::Kind::SGD;
+  } else if (lower == "lamb") {
+    opt.kind = OptimizerConfig::Kind::Lamb; // FusedLamb's defaults, as Adam's
   } else if (lower == "lion") {
     opt.kind = OptimizerConfig::Kind::Lion; // FusedLion's defaults: lr 1e-3, betas (0.9, 0.999)
   } else if (lower == "adagrad") {
@@ -175,10 +177,10 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.lr = 1e-2;
     opt.eps = 1e-10;
   } else if (type.empty()) {
-    return r.error("type", "missing; expected Adam, AdamW, SGD, Lion or Adagrad");
+    return r.error("type", "missing; expected Adam, AdamW, Lamb, SGD, Lion or Adagrad");
   } else {
-    return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, SGD, Lion and "
-                                        "Adagrad)");
+    return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, Lamb, SGD, "
+                                        "Lion and Adagrad)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -229,10 +231,22 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
       if (opt.kind == OptimizerConfig::Kind::Adam)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
+      if (opt.kind == OptimizerConfig::Kind::Lamb) {
+        DS_CHECK(p.number("max_coeff", opt.maxCoeff, false, true));
+        DS_CHECK(p.number("min_coeff", opt.minCoeff, false, true));
+        DS_CHECK(p.boolean("eps_inside_sqrt", opt.epsInsideSqrt));
+        if (opt.minCoeff > opt.maxCoeff)
+          return p.error("min_coeff", "is above max_coeff: the trust ratio's clamp is empty");
+        if (p.has("max_grad_norm"))
+          return p.error("max_grad_norm", "is refused by DeepSpeed in optimizer params: use "
+                                          "gradient_clipping");
+      }
       if (opt.kind != OptimizerConfig::Kind::Lion) {
         bool amsgrad = false;
         DS_CHECK(p.boolean("amsgrad", amsgrad));
         if (amsgrad) return p.error("amsgrad", "is not supported");
+      }
+      if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::AdamW) {
         bool torchAdam = false;
         DS_CHECK(p.boolean("torch_adam", torchAdam));
       }
@@ -1242,6 +1256,14 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
     else c.optimizer.beta2 = 0.99;
   }
+  // DeepSpeed lists no LAMB among ZeRO's optimizers (zero/utils.py): its
+  // trust ratio is per whole parameter, which a ZeRO partition is not.
+  if (c.optimizer.kind == OptimizerConfig::Kind::Lamb && c.zeroStage > 0 &&
+      c.worldSize / std::max<int64_t>(1, c.tensorParallel) > 1)
+    return r.error("optimizer", "Lamb's trust ratio needs each parameter whole, and ZeRO stage " +
+                                    std::to_string(c.zeroStage) +
+                                    " partitions them over the data-parallel ranks (DeepSpeed "
+                                    "does not support Lamb with ZeRO either): use stage 0");
   DS_CHECK(r.finish());
   return c;
 }

@@ -496,6 +496,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   StringRef kind = str("optimizer");
   o->set_kind(kind == "sgd"       ? plan::Optimizer::SGD
               : kind == "lion"    ? plan::Optimizer::LION
+              : kind == "lamb"    ? plan::Optimizer::LAMB
               : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);

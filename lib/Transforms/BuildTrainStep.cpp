@@ -822,6 +822,25 @@ private:
             b.getBoolAttr(opt.nesterov), b.getF64FloatAttr(opt.weightDecay));
         ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
         ml_program::GlobalStoreOp::create(b, loc, bsym, upd.getNewBuf());
+      } else if (opt.kind == OptimizerConfig::Kind::Lamb) {
+        // Its trust ratio needs the whole tensor: no tensor-parallel slice
+        // (ZeRO partitions are refused with the config, lambRefusal).
+        if (isSliced(module, p))
+          return emitError(loc) << "Lamb's trust ratio is over each whole parameter; '" << p.name
+                                << "' is split over tensor-parallel ranks (use AdamW, or no "
+                                   "tensor parallelism)";
+        auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
+        Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
+        Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
+        auto upd = LambUpdateOp::create(
+            b, loc, TypeRange{t, t, t}, param, g, m, v, body->getArgument(0),
+            body->getArgument(1), body->getArgument(2), gscale, foundInf,
+            b.getF64FloatAttr(opt.beta1), b.getF64FloatAttr(opt.beta2), b.getF64FloatAttr(opt.eps),
+            b.getF64FloatAttr(opt.weightDecay), b.getF64FloatAttr(opt.maxCoeff),
+            b.getF64FloatAttr(opt.minCoeff), b.getBoolAttr(opt.epsInsideSqrt));
+        ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
+        ml_program::GlobalStoreOp::create(b, loc, msym, upd.getNewM());
+        ml_program::GlobalStoreOp::create(b, loc, vsym, upd.getNewV());
       } else {
         auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
         Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
@@ -860,6 +879,7 @@ private:
     const char *kind = o.kind == OptimizerConfig::Kind::SGD       ? "sgd"
                        : o.kind == OptimizerConfig::Kind::Lion    ? "lion"
                        : o.kind == OptimizerConfig::Kind::Adagrad ? "adagrad"
+                       : o.kind == OptimizerConfig::Kind::Lamb    ? "lamb"
                        : o.decoupledWeightDecay                   ? "adamw"
                                                                   : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"

@@ -513,6 +513,70 @@ absl::StatusOr<PreparedStep> prepareSgdUpdate(const KernelContext &c) {
   });
 }
 
+// lamb_update(p, g, m, v, lr, step_size, bias2_sqrt, grad_scale) -> (p, m, v)
+absl::StatusOr<PreparedStep> prepareLambUpdate(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 4, 4));
+  DS_ASSIGN_OR_RETURN(double b1, c.floatAttr("beta1"));
+  DS_ASSIGN_OR_RETURN(double b2, c.floatAttr("beta2"));
+  DS_ASSIGN_OR_RETURN(double eps, c.floatAttr("eps"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  DS_ASSIGN_OR_RETURN(double maxCoeff, c.floatAttr("max_coeff"));
+  DS_ASSIGN_OR_RETURN(double minCoeff, c.floatAttr("min_coeff"));
+  DS_ASSIGN_OR_RETURN(int64_t inside, c.intAttr("eps_inside_sqrt"));
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
+              *v = c.in[3].as<float>();
+  const float *lrp = c.in[4].as<float>(), *ssp = c.in[5].as<float>(), *bcp = c.in[6].as<float>(),
+              *gsp = c.in[7].as<float>();
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  const int64_t n = c.in[0].numel;
+  KeepOperands keep(c);
+  // The update u, kept until the trust ratio is known (p may be updated in
+  // place, and its norm is of the old values).
+  auto u = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  auto sums = std::make_shared<std::vector<double>>(static_cast<size_t>(2 * chunks));
+  return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
+    const float gs = *gsp, beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float epsf = static_cast<float>(eps), wdf = static_cast<float>(wd);
+    float *uu = u->data();
+    // Moments, u, and per-chunk squared norms of p and u (chunks summed in
+    // order in double: the same ratio whatever the thread count).
+    parallelFor(chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        double pp = 0, qq = 0;
+        for (int64_t i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i) {
+          const float grad = g[i] * gs;
+          const float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+          const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+          const float denom = inside ? std::sqrt(vi + epsf) : std::sqrt(vi) + epsf;
+          const float ui = mi / denom + wdf * p[i];
+          uu[i] = ui;
+          mo[i] = mi;
+          vo[i] = vi;
+          pp += static_cast<double>(p[i]) * p[i];
+          qq += static_cast<double>(ui) * ui;
+        }
+        (*sums)[2 * k] = pp;
+        (*sums)[2 * k + 1] = qq;
+      }
+    });
+    double pn = 0, un = 0;
+    for (int64_t k = 0; k < chunks; ++k) pn += (*sums)[2 * k], un += (*sums)[2 * k + 1];
+    pn = std::sqrt(pn), un = std::sqrt(un);
+    double ratio = 1.0;
+    if (pn != 0 && un != 0) ratio = std::min(std::max(pn / un, minCoeff), maxCoeff);
+    const float step = static_cast<float>(static_cast<double>(*ssp) * *bcp * ratio);
+    (void)lrp;
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) po[i] = p[i] - step * uu[i];
+    });
+    return absl::OkStatus();
+  });
+}
+
 // lion_update(p, g, m, lr, grad_scale) -> (p, m)
 absl::StatusOr<PreparedStep> prepareLionUpdate(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 3, 2));
@@ -618,6 +682,7 @@ void registerTrainingKernels(KernelRegistry &r) {
   r.add("adam_update", prepareAdamUpdate);
   r.add("sgd_update", prepareSgdUpdate);
   r.add("lion_update", prepareLionUpdate);
+  r.add("lamb_update", prepareLambUpdate);
   r.add("adagrad_update", prepareAdagradUpdate);
 }
 

@@ -1,7 +1,7 @@
 # An MLP trained by ds (ds-opt --config, ds-run --data) and by PyTorch from
 # the same initial weights and batches gives the same per-step losses
 # (relative error <= 1e-4 over 20 steps): AdamW with weight decay, gradient
-# accumulation, clipping and a warmup schedule; then Adam (L2 mode), Lion,
+# accumulation, clipping and a warmup schedule; then Adam (L2 mode), Lamb, Lion,
 # Adagrad and SGD with momentum.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
@@ -47,6 +47,12 @@ configs = {
                                                  "weight_decay": 0.1}},
         "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 1e-3,
                                                      "warmup_num_steps": 5}},
+    },
+    # DeepSpeed's FusedLamb: a trust ratio per tensor, clamped.
+    "lamb_wd": {
+        "train_batch_size": 8, "gradient_clipping": 1.0,
+        "optimizer": {"type": "Lamb", "params": {"lr": 5e-3, "weight_decay": 0.01,
+                                                 "max_coeff": 0.5, "min_coeff": 0.01}},
     },
     "adagrad_wd": {
         "train_batch_size": 16, "train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,

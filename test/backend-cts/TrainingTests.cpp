@@ -589,3 +589,42 @@ CTS_TEST(LionAndAdagradUpdates, "lion_update", "adagrad_update") {
   expectError(run(Step("adagrad_update").f("eps", 1e-10).f("weight_decay", 0), {t, t, t, one, one}, outs),
               "integer attribute 'decay_in_sum_only'");
 }
+
+// LAMB: Adam's moments, the trust ratio |p| / |u| over the whole tensor
+// clamped to [min_coeff, max_coeff] (1 when a norm is 0), in place or not.
+CTS_TEST(LambUpdate, "lamb_update") {
+  const double lr = 0.01, ss = 0.02, bc = 0.3, gs = 0.5, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+  for (double maxCoeff : {10.0, 0.05})
+    for (const Shape &s : {Shape{40000}, Shape{4, 3}, Shape{0}})
+      for (bool inPlace : {false, true}) {
+        int64_t n = numel(s);
+        HostTensor p = f32(s, sample(n, -1, 1, 90)), g = f32(s, sample(n, -1, 1, 91)),
+                   m = f32(s, sample(n, -1, 1, 92)), v = f32(s, sample(n, 0, 1, 93));
+        std::vector<double> P = p.values(), G = g.values(), M = m.values(), V = v.values();
+        std::vector<double> U(n), wantM(n), wantV(n), wantP(n);
+        double pn = 0, un = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double grad = G[i] * gs;
+          wantM[i] = b1 * M[i] + (1 - b1) * grad;
+          wantV[i] = b2 * V[i] + (1 - b2) * grad * grad;
+          U[i] = wantM[i] / (std::sqrt(wantV[i]) + eps) + wd * P[i];
+          pn += P[i] * P[i], un += U[i] * U[i];
+        }
+        pn = std::sqrt(pn), un = std::sqrt(un);
+        const double c = pn > 0 && un > 0 ? std::min(std::max(pn / un, 0.01), maxCoeff) : 1.0;
+        for (int64_t i = 0; i < n; ++i) wantP[i] = P[i] - ss * bc * c * U[i];
+        std::vector<HostTensor> outs{HostTensor::result(plan::F32, s), HostTensor::result(plan::F32, s),
+                                     HostTensor::result(plan::F32, s)};
+        absl::Status st = run(Step("lamb_update").f("beta1", b1).f("beta2", b2).f("eps", eps)
+                                  .f("weight_decay", wd).f("max_coeff", maxCoeff).f("min_coeff", 0.01)
+                                  .i("eps_inside_sqrt", 0),
+                              {p, g, m, v, f32({}, {lr}), f32({}, {ss}), f32({}, {bc}), f32({}, {gs})},
+                              outs, inPlace ? std::vector<int>{0, 2, 3} : std::vector<int>{});
+        ASSERT_TRUE(st.ok()) << st.message();
+        const std::string what = "lamb_update " + shapeStr(s) + " max_coeff " +
+                                 std::to_string(maxCoeff) + (inPlace ? " in place" : "");
+        expectClose(outs[0].values(), wantP, 1e-5, 1e-7, what + " param");
+        expectClose(outs[1].values(), wantM, 1e-6, 1e-7, what + " m");
+        expectClose(outs[2].values(), wantV, 1e-6, 1e-7, what + " v");
+      }
+}

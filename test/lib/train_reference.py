@@ -74,10 +74,45 @@ class DeepSpeedLion(torch.optim.Optimizer):
                 m.mul_(b2).add_(p.grad, alpha=1 - b2)
 
 
+class DeepSpeedLamb(torch.optim.Optimizer):
+    """DeepSpeed's FusedLamb (csrc/lamb/fused_lamb_cuda_kernel.cu), per tensor:
+    m, v as Adam's; u = m / (sqrt(v) + eps) + wd p with the moments
+    uncorrected; c = clamp(|p| / |u|, min_coeff, max_coeff) (1 if a norm is
+    0); p -= lr sqrt(1 - b2^t) / (1 - b1^t) c u."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 max_coeff=10.0, min_coeff=0.01):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      max_coeff=max_coeff, min_coeff=min_coeff))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                st = self.state[p]
+                if not st:
+                    st["t"], st["m"], st["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                st["t"] += 1
+                g = p.grad.double()
+                st["m"].mul_(b1).add_(p.grad, alpha=1 - b1)
+                st["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                u = st["m"].double() / (st["v"].double().sqrt() + eps) + wd * p.double()
+                pn, un = float(p.double().norm()), float(u.norm())
+                c = min(max(pn / un, group["min_coeff"]), group["max_coeff"]) if pn and un else 1.0
+                step = group["lr"] * math.sqrt(1 - b2 ** st["t"]) / (1 - b1 ** st["t"])
+                p.sub_((step * c * u).float())
+                del g
+
+
 def torch_optimizer(cfg, params):
     o = cfg.get("optimizer", {"type": "AdamW"})
     p = o.get("params", {})
     kind = o["type"].lower()
+    if kind == "lamb":
+        return DeepSpeedLamb(params, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
+                             eps=p.get("eps", 1e-8), weight_decay=p.get("weight_decay", 0.0),
+                             max_coeff=p.get("max_coeff", 10.0), min_coeff=p.get("min_coeff", 0.01))
     if kind == "lion":
         return DeepSpeedLion(params, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
                              weight_decay=p.get("weight_decay", 0.0))

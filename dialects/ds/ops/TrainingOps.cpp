@@ -71,3 +71,18 @@ void AdagradUpdateOp::describeKernelStep(KernelStep &s) {
   s.setFloat("weight_decay", getWeightDecay().convertToDouble());
   s.setInt("decay_in_sum_only", getDecayInSumOnly());
 }
+
+// LAMB's trust ratio is over the whole parameter: replicated operands only
+// (ds-build-train-step refuses tensor-parallel slices).
+ShardingDecision LambUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+void LambUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("beta1", getBeta1().convertToDouble());
+  s.setFloat("beta2", getBeta2().convertToDouble());
+  s.setFloat("eps", getEps().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+  s.setFloat("max_coeff", getMaxCoeff().convertToDouble());
+  s.setFloat("min_coeff", getMinCoeff().convertToDouble());
+  s.setInt("eps_inside_sqrt", getEpsInsideSqrt());
+}

@@ -23,7 +23,7 @@
 namespace mlir::ds {
 
 struct OptimizerConfig {
-  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad };
+  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -34,6 +34,8 @@ struct OptimizerConfig {
   bool biasCorrection = true;
   double momentum = 0.0, dampening = 0.0; // SGD
   bool nesterov = false;
+  double maxCoeff = 10.0, minCoeff = 0.01; // Lamb's trust-ratio clamp (FusedLamb)
+  bool epsInsideSqrt = false;
 };
 
 struct SchedulerConfig {

@@ -1341,16 +1341,20 @@ static LogicalResult checkScalars(Operation *op, ValueRange scalars) {
   return success();
 }
 
-LogicalResult AdamUpdateOp::verify() {
-  Type t = getParam().getType();
-  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
-      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
-    return emitOpError("param, grad, m, v and the results must have one type");
-  SmallVector<Value> scalars{getLr(), getStepSize(), getBias2Sqrt(), getGradScale()};
-  if (getFoundInf()) scalars.push_back(getFoundInf());
-  if (getBeta1Now()) scalars.push_back(getBeta1Now());
-  return checkScalars(*this, scalars);
+/// Adam and LAMB: a parameter, its gradient and two moments of one type,
+/// their three results, f32 scalars (`extra`: Adam's cycled beta1).
+template <typename Op> static LogicalResult verifyTwoMomentUpdate(Op op, Value extra) {
+  Type t = op.getParam().getType();
+  if (op.getGrad().getType() != t || op.getM().getType() != t || op.getV().getType() != t ||
+      op.getNewParam().getType() != t || op.getNewM().getType() != t ||
+      op.getNewV().getType() != t)
+    return op.emitOpError("param, grad, m, v and the results must have one type");
+  SmallVector<Value> scalars{op.getLr(), op.getStepSize(), op.getBias2Sqrt(), op.getGradScale()};
+  if (op.getFoundInf()) scalars.push_back(op.getFoundInf());
+  if (extra) scalars.push_back(extra);
+  return checkScalars(op, scalars);
 }
+LogicalResult AdamUpdateOp::verify() { return verifyTwoMomentUpdate(*this, getBeta1Now()); }
 
 LogicalResult SgdUpdateOp::verify() {
   Type t = getParam().getType();
@@ -1373,15 +1377,7 @@ template <typename Op> static LogicalResult verifyOneStateUpdate(Op op, Value st
   if (op.getFoundInf()) scalars.push_back(op.getFoundInf());
   return checkScalars(op, scalars);
 }
-LogicalResult LambUpdateOp::verify() {
-  Type t = getParam().getType();
-  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
-      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
-    return emitOpError("param, grad, m, v and the results must have one type");
-  SmallVector<Value> scalars{getLr(), getStepSize(), getBias2Sqrt(), getGradScale()};
-  if (getFoundInf()) scalars.push_back(getFoundInf());
-  return checkScalars(*this, scalars);
-}
+LogicalResult LambUpdateOp::verify() { return verifyTwoMomentUpdate(*this, Value()); }
 LogicalResult LionUpdateOp::verify() { return verifyOneStateUpdate(*this, getM()); }
 LogicalResult AdagradUpdateOp::verify() { return verifyOneStateUpdate(*this, getSum()); }
 

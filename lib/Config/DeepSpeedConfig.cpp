@@ -1109,7 +1109,7 @@ bool isAuto(const json::Value *v) {
 /// batch keys are left to DeepSpeed's arithmetic, and any other is an error
 /// naming the key and ds-opt --set.
 llvm::Error resolveAuto(json::Object &root, llvm::StringRef name,
-                        std::vector<std::string> &filled) {
+                        std::vector<std::string> &filled, int64_t modelMicroBatch) {
   auto fill = [&](json::Object *o, llvm::StringRef path, llvm::StringRef key, json::Value v) {
     if (!o || !isAuto(o->get(key))) return;
     (*o)[key] = std::move(v);
@@ -1138,6 +1138,13 @@ llvm::Error resolveAuto(json::Object &root, llvm::StringRef name,
                               {"stage3_max_live_parameters", 1000000000},
                               {"stage3_max_reuse_distance", 1000000000}})
       fill(z, "zero_optimization", key, value);
+  // The micro batch: the Trainer's per-device batch, which is the batch
+  // the model's inputs have (exported or --input-shape) when they fix one.
+  if (modelMicroBatch > 0 && isAuto(root.get("train_micro_batch_size_per_gpu"))) {
+    root["train_micro_batch_size_per_gpu"] = modelMicroBatch;
+    filled.push_back("train_micro_batch_size_per_gpu (" + std::to_string(modelMicroBatch) +
+                     ", the model's input batch)");
+  }
   // Batch sizes: an "auto" one is left to the others (any two give the third).
   int autos = 0;
   for (const char *key : {"train_batch_size", "train_micro_batch_size_per_gpu",
@@ -1149,7 +1156,8 @@ llvm::Error resolveAuto(json::Object &root, llvm::StringRef name,
     }
   if (autos > 0 && !root.get("train_batch_size") && !root.get("train_micro_batch_size_per_gpu"))
     return configError(name, "the batch sizes are \"auto\" and no other gives them: give the "
-                             "micro batch, e.g. ds-opt --set train_micro_batch_size_per_gpu=8");
+                             "micro batch, e.g. ds-opt --set train_micro_batch_size_per_gpu=8, "
+                             "or fix the model's batch with --input-shape");
   // Anything else "auto" ds cannot know.
   std::string left;
   std::function<void(const json::Object &, const std::string &)> walk =
@@ -1173,7 +1181,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                                                               llvm::StringRef name,
                                                               int64_t worldSize,
                                                               int64_t tensorParallel,
-                                                              llvm::ArrayRef<std::string> overrides) {
+                                                              llvm::ArrayRef<std::string> overrides,
+                                                              int64_t modelMicroBatch) {
   if (std::string deep = checkNesting(text); !deep.empty())
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument), "%s: %s",
                                    name.str().c_str(), deep.c_str());
@@ -1190,7 +1199,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                                    "%s: expected a JSON object", name.str().c_str());
   DS_CHECK(applyOverrides(*parsed, overrides));
   std::vector<std::string> filledAuto;
-  DS_CHECK(resolveAuto(*parsed->getAsObject(), name, filledAuto));
+  DS_CHECK(resolveAuto(*parsed->getAsObject(), name, filledAuto, modelMicroBatch));
   const json::Object *root = parsed->getAsObject();
   if (worldSize < 1)
     return llvm::createStringError(std::make_error_code(std::errc::invalid_argument),
@@ -1271,7 +1280,8 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
 llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &path,
                                                              int64_t worldSize,
                                                              int64_t tensorParallel,
-                                                             llvm::ArrayRef<std::string> overrides) {
+                                                             llvm::ArrayRef<std::string> overrides,
+                                                             int64_t modelMicroBatch) {
   // A FIFO or device would block or never end: only regular files are read.
   llvm::sys::fs::file_status st;
   if (!llvm::sys::fs::status(path, st) && !llvm::sys::fs::is_regular_file(st))
@@ -1288,7 +1298,8 @@ llvm::Expected<TrainingConfig> mlir::ds::readDeepSpeedConfig(const std::string &
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read %s: %s", path.c_str(),
                                    buf.getError().message().c_str());
-  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize, tensorParallel, overrides);
+  return parseDeepSpeedConfig((*buf)->getBuffer(), path, worldSize, tensorParallel, overrides,
+                              modelMicroBatch);
 }
 
 std::optional<InferenceConfig> mlir::ds::asInferenceConfig(const std::string &path,

@@ -110,7 +110,8 @@ private:
       return success();
     }
     auto c = readDeepSpeedConfig(configPath, worldSize, tensorParallel,
-                                 std::vector<std::string>(overrides.begin(), overrides.end()));
+                                 std::vector<std::string>(overrides.begin(), overrides.end()),
+                                 modelBatch);
     if (!c) return main.emitError() << llvm::toString(c.takeError());
     config_ = *c;
     if (config_.microBatchSize != modelBatch)

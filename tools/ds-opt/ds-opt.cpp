@@ -16,6 +16,7 @@
 #include "ds/Plan/EmitPlan.h"
 #include "ds/Pipelines/Pipelines.h"
 #include "ds/Plan/Report.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -25,6 +26,8 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "ds/BuildInfo.h"
 #include "ds/Support/TextLimits.h"
@@ -400,6 +403,51 @@ static int checkGenerateFlags(bool onnx) {
   return 0;
 }
 
+/// Hugging Face's "auto" micro batch: the batch the model's inputs have,
+/// from --input-shape or the exported graph's first input (0: neither
+/// fixes one, or the config does not ask).
+static int64_t modelMicroBatch(const std::string &inputFilename,
+                               const mlir::ds::ImportOptions &options) {
+  // Only a config the reader would read: a regular file within the size
+  // and nesting limits (it reports the others).
+  llvm::sys::fs::file_status st;
+  if (llvm::sys::fs::status(configPath, st) || !llvm::sys::fs::is_regular_file(st) ||
+      st.getSize() > static_cast<uint64_t>(mlir::ds::maxConfigBytes()))
+    return 0;
+  auto text = llvm::MemoryBuffer::getFile(configPath);
+  if (!text || !mlir::ds::checkNesting((*text)->getBuffer()).empty()) return 0;
+  llvm::Expected<llvm::json::Value> cfg = llvm::json::parse((*text)->getBuffer());
+  if (!cfg) {
+    llvm::consumeError(cfg.takeError());
+    return 0;
+  }
+  const llvm::json::Object *root = cfg->getAsObject();
+  const llvm::json::Value *mbs = root ? root->get("train_micro_batch_size_per_gpu") : nullptr;
+  if (!mbs || mbs->getAsString() != std::optional<llvm::StringRef>("auto")) return 0;
+  for (const std::string &set : configSet)
+    if (llvm::StringRef(set).starts_with("train_micro_batch_size_per_gpu=")) return 0;
+  if (!inputShapes.empty()) { // the first --input-shape given
+    llvm::StringRef name = llvm::StringRef(inputShapes.front()).split('=').first;
+    auto it = options.inputShapes.find(name);
+    return it != options.inputShapes.end() && !it->second.empty() ? it->second.front() : 0;
+  }
+  auto model = mlir::ds::readModelWithoutData(inputFilename, [](const std::string &) { return true; });
+  if (!model) {
+    llvm::consumeError(model.takeError());
+    return 0;
+  }
+  std::set<std::string> initializers;
+  for (const auto &t : model->graph().initializer()) initializers.insert(t.name());
+  for (const auto &in : model->graph().input()) {
+    if (initializers.count(in.name())) continue;
+    const auto &tt = in.type().tensor_type();
+    if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value())
+      return tt.shape().dim(0).dim_value();
+    return 0;
+  }
+  return 0;
+}
+
 /// The module to compile: an ONNX model imported (errors name its nodes) or
 /// ds IR parsed. Null after printing the error.
 static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string &inputFilename,
@@ -432,7 +480,7 @@ static OwningOpRef<ModuleOp> loadModule(MLIRContext &context, const std::string 
         options.training = true;
         auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
                                                  tensorParallel > 1 ? tensorParallel : 0,
-                                                 configSet);
+                                                 configSet, modelMicroBatch(inputFilename, options));
         if (!cfg) return fail(llvm::toString(cfg.takeError())), nullptr;
         if (cfg->microBatchSize > 0) {
           options.batchSize = cfg->microBatchSize;
@@ -569,7 +617,7 @@ static llvm::Expected<std::vector<std::string>> readParameterNames(const std::st
 /// --config/--loss, the inference pipeline when a plan or report is wanted.
 /// A DeepSpeed-Inference config (tensor_parallel.tp_size) compiles an
 /// inference plan; any other --config a training one. Non-zero: exit code.
-static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
+static int addDefaultPipeline(PassManager &pm, const std::string &emit, int64_t modelBatch) {
   for (const std::string &name : disableFusion)
     if (llvm::find(mlir::ds::fusionNames(), name) == mlir::ds::fusionNames().end())
       return fail("--disable-fusion: unknown fusion '" + name + "' (known: " +
@@ -708,7 +756,7 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit) {
     if (!configPath.empty()) {
       if (auto cfg = mlir::ds::readDeepSpeedConfig(configPath, worldSize,
                                                    tensorParallel > 1 ? tensorParallel : 0,
-                                                   configSet)) {
+                                                   configSet, modelBatch)) {
         t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
         t.tensorParallel = cfg->tensorParallel;
         if (worldSize > 1)
@@ -977,7 +1025,16 @@ static int runMain(int argc, char **argv) {
   pm.enableTiming(timing);
   if (failed(config.setupPassPipeline(pm)))
     return fail("bad pass pipeline");
-  if (int rc = addDefaultPipeline(pm, emit)) return rc;
+  // The imported model's batch (its first batched input): what an "auto"
+  // micro batch becomes, as ds-build-train-step reads it.
+  int64_t modelBatch = 0;
+  if (auto main = module->lookupSymbol<mlir::func::FuncOp>("main"))
+    for (Type t : main.getArgumentTypes())
+      if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
+        modelBatch = rt.getDimSize(0);
+        break;
+      }
+  if (int rc = addDefaultPipeline(pm, emit, modelBatch)) return rc;
   if (failed(pm.run(*module)))
     return 1;
 

@@ -208,13 +208,17 @@ std::optional<InferenceConfig> asInferenceConfig(const std::string &path, std::s
 /// optimizer.params.lr, VALUE JSON or else a string) replace or add keys
 /// before anything is read. Hugging Face's "auto" values are then filled
 /// where ds can know them (DeepSpeed's and the Trainer's defaults, the
-/// batch arithmetic); any other is an error naming the key and --set.
+/// batch arithmetic, the micro batch from `modelMicroBatch` when > 0: the
+/// batch dimension the model's inputs have, or --input-shape gives); any
+/// other is an error naming the key and --set.
 llvm::Expected<TrainingConfig> readDeepSpeedConfig(const std::string &path, int64_t worldSize,
                                                    int64_t tensorParallel = 0,
-                                                   llvm::ArrayRef<std::string> overrides = {});
+                                                   llvm::ArrayRef<std::string> overrides = {},
+                                                   int64_t modelMicroBatch = 0);
 llvm::Expected<TrainingConfig> parseDeepSpeedConfig(llvm::StringRef json, llvm::StringRef name,
                                                     int64_t worldSize, int64_t tensorParallel = 0,
-                                                    llvm::ArrayRef<std::string> overrides = {});
+                                                    llvm::ArrayRef<std::string> overrides = {},
+                                                    int64_t modelMicroBatch = 0);
 
 } // namespace mlir::ds
 

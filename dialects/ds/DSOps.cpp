@@ -1380,6 +1380,14 @@ template <typename Op> static LogicalResult verifyOneStateUpdate(Op op, Value st
 LogicalResult LambUpdateOp::verify() { return verifyTwoMomentUpdate(*this, Value()); }
 LogicalResult LionUpdateOp::verify() { return verifyOneStateUpdate(*this, getM()); }
 LogicalResult AdagradUpdateOp::verify() { return verifyOneStateUpdate(*this, getSum()); }
+LogicalResult MuonUpdateOp::verify() {
+  if (cast<RankedTensorType>(getParam().getType()).getRank() < 2)
+    return emitOpError("orthogonalizes matrices: the parameter must have rank >= 2");
+  if (getNsSteps() < 0 || getNsSteps() > 100) return emitOpError("ns_steps must be in [0, 100]");
+  if (!(getScale().convertToDouble() > 0) || !std::isfinite(getScale().convertToDouble()))
+    return emitOpError("scale must be finite and > 0");
+  return verifyOneStateUpdate(*this, getBuf());
+}
 
 #define GET_OP_CLASSES
 #include "dialects/ds/DSOps.cpp.inc"

@@ -29,7 +29,8 @@ constexpr int64_t kCachedKeyTile = 16;
 /// An optimizer's update of one parameter: operands (param, grad, its
 /// states..., scalars), results (param, states...).
 inline bool isOptimizerUpdate(Operation *op) {
-  return isa<AdamUpdateOp, LambUpdateOp, SgdUpdateOp, LionUpdateOp, AdagradUpdateOp>(op);
+  return isa<AdamUpdateOp, LambUpdateOp, SgdUpdateOp, LionUpdateOp, AdagradUpdateOp,
+             MuonUpdateOp>(op);
 }
 /// The per-parameter states an update reads after its gradient (Adam's and
 /// LAMB's two moments; SGD's momentum buffer, Lion's moment, Adagrad's sum: one).

@@ -1120,6 +1120,47 @@ def DS_LambUpdateOp : DS_Op<"lamb_update", [Pure, DS_OwnShardingRule], DS_OwnSte
   let hasVerifier = 1;
 }
 
+def DS_MuonUpdateOp : DS_Op<"muon_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
+  let summary = "one Muon step of a whole weight matrix (DeepSpeed's MuonWithAuxAdam)";
+  let description = [{
+    Momentum orthogonalized by Newton-Schulz, as DeepSpeed 0.19's
+    `muon_update`: `g = grad * grad_scale`; `buf = lerp(buf, g, 1 - momentum)`;
+    `u = lerp(g, buf, momentum)` with `nesterov`, else `buf`; `O` is `u`
+    orthogonalized by `ns_steps` quintic Newton-Schulz iterations
+    (coefficients 3.4445, -4.7750, 2.0315; `X = u / (|u|_F + 1e-7)`, on the
+    wide orientation: `A = X X^T`, `X = a X + (b A + c A A) X`), computed in
+    f32; then `param = param (1 - lr weight_decay) - lr scale O`.
+
+    The matrices: a rank-2 operand is one; rank 4 (a convolution's
+    `[O, I, kh, kw]`) is `O x (I kh kw)`, as DeepSpeed views filters; other
+    ranks are a batch of their last two dimensions. `scale` is DeepSpeed's
+    `sqrt(max(1, rows / cols))` of the layer's `[out, in]` shape, which
+    ds-build-train-step reads from how the model uses the weight (ONNX
+    stores a MatMul weight as `[in, out]`).
+
+    The norms are over the operand, so it must be the whole parameter: ZeRO
+    partitions and tensor-parallel slices are refused before this op is built.
+
+    `found_inf` as in `ds.adam_update`: not 0 leaves everything unchanged.
+
+    **Constraints:**
+    - `param`, `grad` and `buf` have one type, of rank >= 2; the results are
+      `param` and `buf` of that type.
+    - `lr`, `grad_scale` and `found_inf` are f32 scalars.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$buf,
+                   DS_FloatTensor:$lr, DS_FloatTensor:$grad_scale,
+                   Optional<DS_FloatTensor>:$found_inf,
+                   F64Attr:$momentum, F64Attr:$weight_decay, BoolAttr:$nesterov,
+                   I64Attr:$ns_steps, F64Attr:$scale);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buf `,` $lr `,` $grad_scale (`found_inf` $found_inf^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LionUpdateOp : DS_Op<"lion_update", [Pure, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "one Lion step (DeepSpeed's Lion: FusedLion, DeepSpeedCPULion)";
   let description = [{

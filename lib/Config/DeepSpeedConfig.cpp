@@ -176,11 +176,17 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.kind = OptimizerConfig::Kind::Adagrad; // DeepSpeed's: lr 1e-2, eps 1e-10
     opt.lr = 1e-2;
     opt.eps = 1e-10;
+  } else if (lower == "muon") {
+    // MuonWithAuxAdam's defaults for its Adam half (original_muon.py).
+    opt.kind = OptimizerConfig::Kind::Muon;
+    opt.lr = 3e-4;
+    opt.beta2 = 0.95;
+    opt.eps = 1e-10;
   } else if (type.empty()) {
-    return r.error("type", "missing; expected Adam, AdamW, Lamb, SGD, Lion or Adagrad");
+    return r.error("type", "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad or Muon");
   } else {
     return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, Lamb, SGD, "
-                                        "Lion and Adagrad)");
+                                        "Lion, Adagrad and Muon)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -193,6 +199,24 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     // lr 0 is DeepSpeed's too (a frozen run, or a schedule that sets it).
     DS_CHECK(p.number("lr", opt.lr, /*positive=*/false, /*nonNegative=*/true));
     DS_CHECK(p.number("weight_decay", opt.weightDecay, false, /*nonNegative=*/true));
+    if (opt.kind == OptimizerConfig::Kind::Muon) {
+      // DeepSpeed's engine gives `lr` to both halves, then `muon_lr` and
+      // `adam_lr` override each (_muon_half_defaults).
+      if (p.has("lr")) opt.muonLr = opt.lr;
+      DS_CHECK(p.number("muon_lr", opt.muonLr, false, true));
+      DS_CHECK(p.number("adam_lr", opt.lr, false, true));
+      DS_CHECK(p.number("momentum", opt.muonMomentum, false, true));
+      if (opt.muonMomentum >= 1) return p.error("momentum", "must be below 1");
+      std::string ns = "gram";
+      DS_CHECK(p.string("ns_method", ns));
+      if (ns != "gram" && ns != "standard")
+        return p.error("ns_method", "'" + ns + "' is not a Newton-Schulz method (gram, standard)");
+      bool perHead = false;
+      DS_CHECK(p.boolean("per_head_muon", perHead));
+      if (perHead)
+        return p.error("per_head_muon", "is not supported yet: ds orthogonalizes each whole "
+                                        "matrix (set it to false)");
+    }
     if (opt.kind == OptimizerConfig::Kind::Adagrad) {
       DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
       // torch.optim.Adagrad's other knobs, at their defaults only.
@@ -229,7 +253,7 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
                                   .str());
       if (opt.kind != OptimizerConfig::Kind::Lion)
         DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
-      if (opt.kind == OptimizerConfig::Kind::Adam)
+      if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::Muon)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
       if (opt.kind == OptimizerConfig::Kind::Lamb) {
         DS_CHECK(p.number("max_coeff", opt.maxCoeff, false, true));
@@ -246,7 +270,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         DS_CHECK(p.boolean("amsgrad", amsgrad));
         if (amsgrad) return p.error("amsgrad", "is not supported");
       }
-      if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::AdamW) {
+      if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::AdamW ||
+          opt.kind == OptimizerConfig::Kind::Muon) {
         bool torchAdam = false;
         DS_CHECK(p.boolean("torch_adam", torchAdam));
       }
@@ -1265,14 +1290,22 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
     if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
     else c.optimizer.beta2 = 0.99;
   }
-  // DeepSpeed lists no LAMB among ZeRO's optimizers (zero/utils.py): its
-  // trust ratio is per whole parameter, which a ZeRO partition is not.
-  if (c.optimizer.kind == OptimizerConfig::Kind::Lamb && c.zeroStage > 0 &&
+  // Lamb's trust ratio and Muon's orthogonalization need each parameter
+  // whole, which a ZeRO partition is not: DeepSpeed lists no LAMB among
+  // ZeRO's optimizers (zero/utils.py), and orthogonalizes Muon's whole
+  // gradient before ZeRO cuts it (get_flat_partition), where ds's ZeRO
+  // updates run on a rank's block.
+  const bool lamb = c.optimizer.kind == OptimizerConfig::Kind::Lamb;
+  if ((lamb || c.optimizer.kind == OptimizerConfig::Kind::Muon) && c.zeroStage > 0 &&
       c.worldSize / std::max<int64_t>(1, c.tensorParallel) > 1)
-    return r.error("optimizer", "Lamb's trust ratio needs each parameter whole, and ZeRO stage " +
-                                    std::to_string(c.zeroStage) +
-                                    " partitions them over the data-parallel ranks (DeepSpeed "
-                                    "does not support Lamb with ZeRO either): use stage 0");
+    return r.error("optimizer",
+                   (lamb ? "Lamb's trust ratio needs each parameter whole"
+                         : "Muon orthogonalizes each whole weight matrix") +
+                       std::string(", and ZeRO stage ") + std::to_string(c.zeroStage) +
+                       " partitions them over the data-parallel ranks " +
+                       (lamb ? "(DeepSpeed does not support Lamb with ZeRO either)"
+                             : "(ds does not support that with Muon yet)") +
+                       ": use stage 0");
   DS_CHECK(r.finish());
   return c;
 }

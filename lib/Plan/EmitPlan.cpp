@@ -497,10 +497,12 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   o->set_kind(kind == "sgd"       ? plan::Optimizer::SGD
               : kind == "lion"    ? plan::Optimizer::LION
               : kind == "lamb"    ? plan::Optimizer::LAMB
+              : kind == "muon"    ? plan::Optimizer::MUON
               : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);
   o->set_lr(f64("lr"));
+  if (kind == "muon") o->set_muon_lr(f64("muon_lr"));
   o->set_beta1(f64("beta1"));
   o->set_beta2(f64("beta2"));
   o->set_eps(f64("eps"));

@@ -29,7 +29,63 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 struct Parameter {
   std::string name;
   ml_program::GlobalOp global;
+  /// Muon's choice (optimizer type Muon): orthogonalized updates, and
+  /// DeepSpeed's sqrt(max(1, out / in)) for the layer's shape.
+  bool muon = false;
+  double muonScale = 1.0;
 };
+
+/// The ONNX node names of a value's consumers (their NameLoc, "node 'N'
+/// (...)"), lowercased, through layout ops.
+std::string consumerNames(Value v, int depth = 0) {
+  std::string names;
+  for (Operation *u : v.getUsers()) {
+    if (auto n = dyn_cast<NameLoc>(u->getLoc())) names += n.getName().str() + " ";
+    if (depth < 2 && isa<TransposeOp, ReshapeOp, CastOp>(u))
+      names += consumerNames(u->getResult(0), depth + 1);
+  }
+  return llvm::StringRef(names).lower();
+}
+
+/// How DeepSpeed's Muon (set_optimizer_flags, muon_update) treats the
+/// parameter: matrices (rank >= 2) whose name has neither "embed" nor
+/// "lm_head" are Muon's; an exporter's anonymous name ("onnx::MatMul_7")
+/// is judged by its consumers' node names ("/lm_head/MatMul"). The scale
+/// uses the torch layer's [out, in] (a matmul's right operand is [in, out]
+/// in ONNX); other ranks use their last two dimensions, as DeepSpeed does.
+void chooseMuon(ParameterOp p, Parameter &out) {
+  RankedTensorType t = p.getType();
+  if (t.getRank() < 2) return;
+  std::string name = p.getSymName().str();
+  if (auto of = p->getAttrOfType<StringAttr>("ds.transpose_of")) name = of.str();
+  std::string judged = llvm::StringRef(name).starts_with("onnx::")
+                           ? consumerNames(p.getResult())
+                           : llvm::StringRef(name).lower();
+  if (llvm::StringRef(judged).contains("embed") || llvm::StringRef(judged).contains("lm_head"))
+    return;
+  out.muon = true;
+  double rows = static_cast<double>(t.getDimSize(t.getRank() - 2));
+  double cols = static_cast<double>(t.getDimSize(t.getRank() - 1));
+  if (t.getRank() == 2)
+    for (OpOperand &use : p.getResult().getUses()) {
+      Operation *u = use.getOwner();
+      bool flipped = false;
+      unsigned index = use.getOperandNumber();
+      if (auto tr = dyn_cast<TransposeOp>(u); tr && tr->hasOneUse()) {
+        flipped = true;
+        index = tr->use_begin()->getOperandNumber();
+        u = *tr->user_begin();
+      }
+      auto mm = dyn_cast<MatmulOp>(u);
+      if (!mm || index != 1) continue;
+      // Stored [in, out] when the product reads it as it is stored (or a
+      // transposed read undoes a transpose): out is its last dimension.
+      bool inOut = flipped == mm.getTransposeRhs();
+      if (inOut) std::swap(rows, cols);
+      break;
+    }
+  out.muonScale = rows > cols ? std::sqrt(rows / cols) : 1.0;
+}
 
 class BuildTrainStepPass
     : public mlir::ds::impl::BuildTrainStepPassBase<BuildTrainStepPass> {
@@ -319,9 +375,11 @@ private:
       OpBuilder b(p);
       auto load = ml_program::GlobalLoadOp::create(b, p.getLoc(), p.getType(),
                                                    SymbolRefAttr::get(global.getSymNameAttr()));
+      Parameter param{name, global};
+      if (config_.optimizer.kind == OptimizerConfig::Kind::Muon) chooseMuon(p, param);
       p.replaceAllUsesWith(load.getResult());
       p.erase();
-      params_.push_back({name, global});
+      params_.push_back(param);
       if (tieable)
         seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned});
     }
@@ -714,6 +772,9 @@ private:
         sgd              ? SmallVector<std::string>{"lr", "first"}
         : lion || adagrad ? SmallVector<std::string>{"lr"}
                           : SmallVector<std::string>{"lr", "step_size", "bias2_sqrt"};
+    // Muon's half has its own rate (muon_lr; the Adam half's is lr).
+    const bool muon = opt.kind == OptimizerConfig::Kind::Muon;
+    if (muon) scalarNames.push_back("muon_lr");
     // OneCycle's momentum cycling: Adam's beta1 is this step's scalar.
     const bool cycledBeta1 = !sgd && !lion && !adagrad &&
                              config_.scheduler.kind == SchedulerConfig::Kind::OneCycle &&
@@ -795,7 +856,23 @@ private:
       Type t = pg.getType();
       auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
       Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
-      if (lion || adagrad) {
+      if (muon && p.muon) {
+        if (isSliced(module, p))
+          return emitError(loc) << "Muon orthogonalizes each whole matrix; '" << p.name
+                                << "' is split over tensor-parallel ranks (use AdamW, or no "
+                                   "tensor parallelism)";
+        // The momentum buffer under SGD's name: what offload, ZeRO and
+        // checkpoints know.
+        auto bsym = global("momentum:" + p.name, t);
+        Value buf = ml_program::GlobalLoadOp::create(b, loc, t, bsym);
+        Value muonLr = body->getArgument(llvm::find(scalarNames, "muon_lr") - scalarNames.begin());
+        auto upd = MuonUpdateOp::create(
+            b, loc, TypeRange{t, t}, param, g, buf, muonLr, gscale, foundInf,
+            b.getF64FloatAttr(opt.muonMomentum), b.getF64FloatAttr(opt.weightDecay),
+            b.getBoolAttr(true), b.getI64IntegerAttr(5), b.getF64FloatAttr(p.muonScale));
+        ml_program::GlobalStoreOp::create(b, loc, psym, upd.getNewParam());
+        ml_program::GlobalStoreOp::create(b, loc, bsym, upd.getNewBuf());
+      } else if (lion || adagrad) {
         // The one state (Lion's moment, Adagrad's sum of squares) under the
         // name SGD's momentum has: what offload, ZeRO and checkpoints know.
         auto ssym = global("momentum:" + p.name, t);
@@ -881,6 +958,7 @@ private:
                        : o.kind == OptimizerConfig::Kind::Lion    ? "lion"
                        : o.kind == OptimizerConfig::Kind::Adagrad ? "adagrad"
                        : o.kind == OptimizerConfig::Kind::Lamb    ? "lamb"
+                       : o.kind == OptimizerConfig::Kind::Muon    ? "muon"
                        : o.decoupledWeightDecay                   ? "adamw"
                                                                   : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
@@ -963,6 +1041,7 @@ private:
         b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(config_.precision.minLossScale)),
         b.getNamedAttr("optimizer", b.getStringAttr(kind)),
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
+        b.getNamedAttr("muon_lr", b.getF64FloatAttr(o.muonLr)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
         b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
         b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),

@@ -635,6 +635,97 @@ absl::StatusOr<PreparedStep> prepareAdagradUpdate(const KernelContext &c) {
   });
 }
 
+
+/// C (rows x n) = alpha A B + beta C over row blocks on the pool's threads
+/// (sgemm itself is single-threaded).
+void parallelSgemm(bool transB, int64_t rows, int64_t n, int64_t k, float alpha, const float *a,
+                   const float *b, int64_t ldb, float beta, float *cOut) {
+  parallelFor(rows, 32, [&](int64_t lo, int64_t hi) {
+    sgemm(false, transB, hi - lo, n, k, alpha, a + lo * k, k, b, ldb, beta, cOut + lo * n, n);
+  });
+}
+
+/// Muon's orthogonalization of one n x m matrix (n <= m) in place: the
+/// quintic Newton-Schulz iteration of DeepSpeed's zeropower_via_newtonschulz5
+/// in f32. `a` and `b` are n x n scratch, `next` n x m.
+void newtonSchulz(float *x, int64_t n, int64_t m, int64_t steps, float *a, float *b,
+                  float *next) {
+  constexpr float ka = 3.4445f, kb = -4.7750f, kc = 2.0315f;
+  double sq = 0;
+  for (int64_t i = 0; i < n * m; ++i) sq += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7));
+  for (int64_t i = 0; i < n * m; ++i) x[i] *= inv;
+  for (int64_t it = 0; it < steps; ++it) {
+    parallelSgemm(true, n, n, m, 1.0f, x, x, m, 0.0f, a);       // A = X X^T
+    std::memcpy(b, a, sizeof(float) * n * n);
+    parallelSgemm(false, n, n, n, kc, a, a, n, kb, b);          // B = b A + c A A
+    std::memcpy(next, x, sizeof(float) * n * m);
+    parallelSgemm(false, n, m, n, 1.0f, b, x, m, ka, next);     // X = a X + B X
+    std::memcpy(x, next, sizeof(float) * n * m);
+  }
+}
+
+// muon_update(p, g, buf, lr, grad_scale) -> (p, buf)
+absl::StatusOr<PreparedStep> prepareMuonUpdate(const KernelContext &c) {
+  DS_ASSIGN_OR_RETURN(const float *foundInf, checkUpdate(c, 3, 2));
+  DS_ASSIGN_OR_RETURN(double beta, c.floatAttr("momentum"));
+  DS_ASSIGN_OR_RETURN(double wd, c.floatAttr("weight_decay"));
+  DS_ASSIGN_OR_RETURN(int64_t nesterov, c.intAttr("nesterov"));
+  DS_ASSIGN_OR_RETURN(int64_t steps, c.intAttr("ns_steps"));
+  DS_ASSIGN_OR_RETURN(double scale, c.floatAttr("scale"));
+  const std::vector<int64_t> &shape = c.in[0].shape;
+  if (shape.size() < 2) return c.error("muon_update needs a parameter of rank >= 2");
+  if (steps < 0 || steps > 100) return c.error("ns_steps must be in [0, 100]");
+  // The matrices DeepSpeed orthogonalizes: a filter [O, I, kh, kw] as
+  // O x (I kh kw); otherwise a batch of the last two dimensions.
+  const int64_t numel = c.in[0].numel;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (shape.size() == 4) rows = shape[0], cols = numel / std::max<int64_t>(1, shape[0]);
+  const int64_t batch = rows * cols == 0 ? 0 : numel / (rows * cols);
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *buf = c.in[2].as<float>();
+  const float *lrp = c.in[3].as<float>(), *gsp = c.in[4].as<float>();
+  float *po = c.out[0].as<float>(), *bo = c.out[1].as<float>();
+  const int64_t n = std::min(rows, cols), m = std::max(rows, cols);
+  const bool wide = rows <= cols;
+  auto u = std::make_shared<std::vector<float>>(static_cast<size_t>(numel));
+  auto scratch = std::make_shared<std::vector<float>>(static_cast<size_t>(2 * n * n + 2 * n * m));
+  KeepOperands keep(c);
+  return PreparedStep([=] {
+    if (foundInf && *foundInf != 0.0f) return keep();
+    const float gs = *gsp, mom = static_cast<float>(beta), lr = *lrp;
+    float *uu = u->data();
+    // buf = lerp(buf, g, 1 - momentum); u = lerp(g, buf, momentum) (Nesterov).
+    parallelFor(numel, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        const float grad = g[i] * gs;
+        const float nb = buf[i] + (1.0f - mom) * (grad - buf[i]);
+        bo[i] = nb;
+        uu[i] = nesterov ? grad + mom * (nb - grad) : nb;
+      }
+    });
+    float *x = scratch->data(), *a = x + n * m, *bb = a + n * n, *next = bb + n * n;
+    for (int64_t k = 0; k < batch; ++k) {
+      float *mat = uu + k * rows * cols;
+      if (wide) std::memcpy(x, mat, sizeof(float) * n * m);
+      else
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) x[j * rows + i] = mat[i * cols + j];
+      newtonSchulz(x, n, m, steps, a, bb, next);
+      if (wide) std::memcpy(mat, x, sizeof(float) * n * m);
+      else
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) mat[i * cols + j] = x[j * rows + i];
+    }
+    const float decay = 1.0f - lr * static_cast<float>(wd);
+    const float step = lr * static_cast<float>(scale);
+    parallelFor(numel, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) po[i] = p[i] * decay - step * uu[i];
+    });
+    return absl::OkStatus();
+  });
+}
 } // namespace
 
 /// sum_squares: sum of x^2 over every element of every operand (the
@@ -684,6 +775,7 @@ void registerTrainingKernels(KernelRegistry &r) {
   r.add("lion_update", prepareLionUpdate);
   r.add("lamb_update", prepareLambUpdate);
   r.add("adagrad_update", prepareAdagradUpdate);
+  r.add("muon_update", prepareMuonUpdate);
 }
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

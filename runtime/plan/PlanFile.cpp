@@ -785,6 +785,8 @@ absl::Status checkTraining(const plan::Plan &p) {
   const plan::Optimizer &o = t.optimizer();
   if (!plan::Optimizer::Kind_IsValid(o.kind())) return bad("optimizer kind", "is unknown");
   if (!finite(o.lr()) || o.lr() < 0) return bad("optimizer lr", "must be finite and >= 0");
+  if (!finite(o.muon_lr()) || o.muon_lr() < 0)
+    return bad("optimizer muon_lr", "must be finite and >= 0");
   if (o.kind() != plan::Optimizer::SGD && o.kind() != plan::Optimizer::ADAGRAD &&
       (!(o.beta1() >= 0 && o.beta1() < 1) || !(o.beta2() >= 0 && o.beta2() < 1) ||
        !(o.eps() >= 0) || !finite(o.eps()) ||

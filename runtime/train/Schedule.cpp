@@ -37,8 +37,11 @@ double oneCycleScale(const ds::plan::Schedule &s, int64_t i) {
 } // namespace
 
 double learningRateAt(const ds::plan::Training &t, int64_t applied) {
+  return learningRateAt(t, applied, t.optimizer().lr());
+}
+
+double learningRateAt(const ds::plan::Training &t, int64_t applied, double base) {
   const auto &s = t.schedule();
-  const double base = t.optimizer().lr();
   // DeepSpeed's engine steps the scheduler after each applied optimizer
   // step, and its constructor set the first rate at last_batch_iteration
   // -1: step 1 runs at i = -1, step k at i = k - 2 (so with the default log

@@ -13,6 +13,10 @@ namespace ds::rt {
 /// DeepSpeed's last_batch_iteration = applied - 1 (-1: the rate its
 /// constructor set), as DeepSpeed 0.19's engine runs it.
 double learningRateAt(const ds::plan::Training &t, int64_t applied);
+/// The same for a parameter group whose own rate is `base` (Muon's half):
+/// DeepSpeed's schedules set every group to one rate, except
+/// WarmupCosineLR, which scales each group's own.
+double learningRateAt(const ds::plan::Training &t, int64_t applied, double base);
 
 /// Adam's beta1 for that step: OneCycle's cycled momentum
 /// (`cycle_momentum`), else the optimizer's.

@@ -597,6 +597,9 @@ private:
       scalars["bias2_sqrt"] = scalarF32(static_cast<float>(a.bias2Sqrt));
       if (programTakes(t_.optimizer_program(), "beta1"))
         scalars["beta1"] = scalarF32(static_cast<float>(beta1));
+      if (kind == ds::plan::Optimizer::MUON)
+        scalars["muon_lr"] = scalarF32(
+            static_cast<float>(learningRateAt(t_, step, t_.optimizer().muon_lr())));
     }
     if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
     DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));

@@ -628,3 +628,84 @@ CTS_TEST(LambUpdate, "lamb_update") {
         expectClose(outs[2].values(), wantV, 1e-6, 1e-7, what + " v");
       }
 }
+
+// Muon: momentum (Nesterov or not) orthogonalized by five quintic
+// Newton-Schulz steps on the wide orientation, per matrix (a filter as
+// O x I kh kw, a rank-3 operand as a batch), scaled, with decoupled decay.
+namespace {
+/// DeepSpeed's zeropower_via_newtonschulz5 in double, on one rows x cols matrix.
+std::vector<double> newtonSchulzReference(std::vector<double> g, int64_t rows, int64_t cols) {
+  const bool tall = rows > cols;
+  const int64_t n = std::min(rows, cols), m = std::max(rows, cols);
+  std::vector<double> x(n * m);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) (tall ? x[j * rows + i] : x[i * cols + j]) = g[i * cols + j];
+  double norm = 0;
+  for (double v : x) norm += v * v;
+  for (double &v : x) v /= std::sqrt(norm) + 1e-7;
+  for (int step = 0; step < 5; ++step) {
+    std::vector<double> a(n * n, 0), b(n * n, 0), next(n * m, 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t k = 0; k < m; ++k) a[i * n + j] += x[i * m + k] * x[j * m + k];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double aa = 0;
+        for (int64_t k = 0; k < n; ++k) aa += a[i * n + k] * a[k * n + j];
+        b[i * n + j] = -4.7750 * a[i * n + j] + 2.0315 * aa;
+      }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double bx = 0;
+        for (int64_t k = 0; k < n; ++k) bx += b[i * n + k] * x[k * m + j];
+        next[i * m + j] = 3.4445 * x[i * m + j] + bx;
+      }
+    x = next;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) g[i * cols + j] = tall ? x[j * rows + i] : x[i * cols + j];
+  return g;
+}
+} // namespace
+
+CTS_TEST(MuonUpdate, "muon_update") {
+  const double lr = 0.02, gs = 0.5, beta = 0.95, wd = 0.1, scale = 1.5;
+  for (const Shape &s : {Shape{6, 10}, Shape{10, 6}, Shape{3, 2, 4, 4}, Shape{2, 5, 3}})
+    for (int nesterov : {0, 1})
+      for (bool inPlace : {false, true}) {
+        const int64_t n = numel(s);
+        HostTensor p = f32(s, sample(n, -1, 1, 94)), g = f32(s, sample(n, -1, 1, 95)),
+                   buf = f32(s, sample(n, -1, 1, 96));
+        std::vector<double> P = p.values(), G = g.values(), B = buf.values();
+        std::vector<double> wantB(n), u(n), wantP(n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double grad = G[i] * gs;
+          wantB[i] = beta * B[i] + (1 - beta) * grad;
+          u[i] = nesterov ? (1 - beta) * grad + beta * wantB[i] : wantB[i];
+        }
+        const int64_t rows = s.size() == 4 ? s[0] : s[s.size() - 2];
+        const int64_t cols = s.size() == 4 ? n / s[0] : s.back();
+        for (int64_t k = 0; k < n / (rows * cols); ++k) {
+          std::vector<double> mat(u.begin() + k * rows * cols, u.begin() + (k + 1) * rows * cols);
+          mat = newtonSchulzReference(mat, rows, cols);
+          std::copy(mat.begin(), mat.end(), u.begin() + k * rows * cols);
+        }
+        for (int64_t i = 0; i < n; ++i) wantP[i] = P[i] * (1 - lr * wd) - lr * scale * u[i];
+        std::vector<HostTensor> outs{HostTensor::result(plan::F32, s), HostTensor::result(plan::F32, s)};
+        absl::Status st = run(Step("muon_update").f("momentum", beta).f("weight_decay", wd)
+                                  .i("nesterov", nesterov).i("ns_steps", 5).f("scale", scale),
+                              {p, g, buf, f32({}, {lr}), f32({}, {gs})}, outs,
+                              inPlace ? std::vector<int>{0, 2} : std::vector<int>{});
+        ASSERT_TRUE(st.ok()) << st.message();
+        const std::string what = "muon_update " + shapeStr(s) + (nesterov ? " nesterov" : "") +
+                                 (inPlace ? " in place" : "");
+        expectClose(outs[0].values(), wantP, 1e-5, 1e-6, what + " param");
+        expectClose(outs[1].values(), wantB, 1e-6, 1e-7, what + " buf");
+      }
+  HostTensor v = f32({4}, {1, 2, 3, 4}), one = f32({}, {1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {4}), HostTensor::result(plan::F32, {4})};
+  expectError(run(Step("muon_update").f("momentum", 0.95).f("weight_decay", 0).i("nesterov", 1)
+                      .i("ns_steps", 5).f("scale", 1),
+                  {v, v, v, one, one}, outs),
+              "rank >= 2");
+}

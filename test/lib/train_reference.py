@@ -13,13 +13,14 @@ import torch
 from e2e import run
 
 
-def deepspeed_lr(cfg, step):
+def deepspeed_lr(cfg, step, base=None):
     """The rate of the optimizer step after `step` applied steps, as
     DeepSpeed 0.19's engine runs lr_schedules.py: the constructor sets the
     rate at last_batch_iteration -1, and each applied step advances it, so
     step k (from 1) runs at i = k - 2. Checked against DeepSpeed 0.19.8's
     WarmupLR, WarmupDecayLR and WarmupCosineLR."""
-    base = cfg.get("optimizer", {}).get("params", {}).get("lr", 1e-3)
+    if base is None:
+        base = cfg.get("optimizer", {}).get("params", {}).get("lr", 1e-3)
     sched = cfg.get("scheduler")
     if not sched:
         return base
@@ -105,10 +106,86 @@ class DeepSpeedLamb(torch.optim.Optimizer):
                 del g
 
 
+def newton_schulz(g, steps=5):
+    """DeepSpeed's zeropower_via_newtonschulz5 (quintic, on the wide
+    orientation) in float64: DeepSpeed runs it in fp16 (Gram) or bf16, ds in
+    f32; the iteration is the same (muon.py checks it against DeepSpeed's)."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.double()
+    tall = x.shape[-2] > x.shape[-1]
+    if tall:
+        x = x.transpose(-1, -2)
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for _ in range(steps):
+        A = x @ x.transpose(-1, -2)
+        x = a * x + (b * A + c * A @ A) @ x
+    return x.transpose(-1, -2) if tall else x
+
+
+def muon_direction(grad, buf, beta):
+    """DeepSpeed's muon_update (Nesterov): the momentum buffer updated in
+    place, and the scaled orthogonalized update."""
+    buf.lerp_(grad, 1 - beta)
+    u = grad.lerp(buf, beta)
+    shaped = u.reshape(len(u), -1) if u.ndim == 4 else u
+    o = newton_schulz(shaped).reshape(u.shape)
+    rows, cols = grad.shape[-2], grad.shape[-1]
+    return o * (math.sqrt(rows / cols) if rows > cols else 1.0)
+
+
+class DeepSpeedMuon(torch.optim.Optimizer):
+    """DeepSpeed 0.19's MuonWithAuxAdam as deepspeed.initialize sets it up:
+    parameters of rank >= 2 whose name has neither "embed" nor "lm_head"
+    (the `use_muon` flag, set by train_torch) take Muon's update
+    p = p (1 - lr wd) - lr muon_update(g); the rest take AdamW (Adam with
+    L2 decay when adam_w_mode is false). Each group keeps its own base rate
+    (`base_lr`) for the schedules that scale it."""
+
+    def __init__(self, params, muon_lr, adam_lr, momentum, betas, eps, weight_decay, adam_w_mode):
+        params = list(params)
+        groups = [dict(params=[p for p in params if p.use_muon], lr=muon_lr, base_lr=muon_lr,
+                       use_muon=True),
+                  dict(params=[p for p in params if not p.use_muon], lr=adam_lr, base_lr=adam_lr,
+                       use_muon=False)]
+        super().__init__([g for g in groups if g["params"]],
+                         dict(momentum=momentum, betas=betas, eps=eps, weight_decay=weight_decay))
+        self.adam_w_mode = adam_w_mode
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, wd = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                st = self.state[p]
+                if group["use_muon"]:
+                    buf = st.setdefault("momentum_buffer", torch.zeros_like(p))
+                    update = muon_direction(p.grad, buf, group["momentum"])
+                    p.mul_(1 - lr * wd).sub_((lr * update).float())
+                    continue
+                (b1, b2), eps = group["betas"], group["eps"]
+                g = p.grad if self.adam_w_mode else p.grad.add(p, alpha=wd)
+                if not st:
+                    st["t"], st["m"], st["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                st["t"] += 1
+                st["m"].lerp_(g, 1 - b1)
+                st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (st["v"] / (1 - b2 ** st["t"])).sqrt() + eps
+                if self.adam_w_mode:
+                    p.mul_(1 - lr * wd)
+                p.addcdiv_(st["m"] / (1 - b1 ** st["t"]), denom, value=-lr)
+
+
 def torch_optimizer(cfg, params):
     o = cfg.get("optimizer", {"type": "AdamW"})
     p = o.get("params", {})
     kind = o["type"].lower()
+    if kind == "muon":
+        return DeepSpeedMuon(params, muon_lr=p.get("muon_lr", p.get("lr", 0.02)),
+                             adam_lr=p.get("adam_lr", p.get("lr", 3e-4)),
+                             momentum=p.get("momentum", 0.95),
+                             betas=tuple(p.get("betas", (0.9, 0.95))), eps=p.get("eps", 1e-10),
+                             weight_decay=p.get("weight_decay", 0.0),
+                             adam_w_mode=p.get("adam_w_mode", True))
     if kind == "lamb":
         return DeepSpeedLamb(params, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
                              eps=p.get("eps", 1e-8), weight_decay=p.get("weight_decay", 0.0),
@@ -155,15 +232,19 @@ def train_torch(model, cfg, data, steps, loss_fn, autocast=None, half_states=Fal
     import contextlib
     mbs, gas = batch_sizes(cfg)
     clip = cfg.get("gradient_clipping", 1.0)
-    params = list(model.parameters())
+    named = list(model.named_parameters())
+    params = [p for _, p in named]
     masters = [p.detach().clone().requires_grad_(True) for p in params] if half_states else params
+    for (name, _), m in zip(named, masters):  # DeepSpeed's set_optimizer_flags, for Muon
+        m.use_muon = m.ndim >= 2 and not any(k in name.lower() for k in ("embed", "lm_head"))
     opt = torch_optimizer(cfg, masters)
     n = len(data["labels"])
     cursor = 0
     losses = []
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = deepspeed_lr(cfg, step) if schedule is None else schedule["lr"][step]
+            g["lr"] = (deepspeed_lr(cfg, step, g.get("base_lr")) if schedule is None
+                       else schedule["lr"][step])
             if schedule is not None and "betas" in g:  # DeepSpeed's own values, step by step
                 g["betas"] = (schedule["beta1"][step], schedule["beta2"][step])
         total = 0.0

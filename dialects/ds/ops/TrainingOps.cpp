@@ -86,3 +86,14 @@ void LambUpdateOp::describeKernelStep(KernelStep &s) {
   s.setFloat("min_coeff", getMinCoeff().convertToDouble());
   s.setInt("eps_inside_sqrt", getEpsInsideSqrt());
 }
+
+ShardingDecision MuonUpdateOp::getShardingRule(ArrayRef<Sharding> in, MeshAttr) {
+  return elementwiseRule(getOperation(), in);
+}
+void MuonUpdateOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("momentum", getMomentum().convertToDouble());
+  s.setFloat("weight_decay", getWeightDecay().convertToDouble());
+  s.setInt("nesterov", getNesterov());
+  s.setInt("ns_steps", getNsSteps());
+  s.setFloat("scale", getScale().convertToDouble());
+}

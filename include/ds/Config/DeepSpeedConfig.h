@@ -23,7 +23,9 @@
 namespace mlir::ds {
 
 struct OptimizerConfig {
-  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb };
+  /// Muon: DeepSpeed's MuonWithAuxAdam (Muon for 2-D hidden weights, Adam
+  /// with this config's lr/betas/eps for the rest).
+  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -36,6 +38,8 @@ struct OptimizerConfig {
   bool nesterov = false;
   double maxCoeff = 10.0, minCoeff = 0.01; // Lamb's trust-ratio clamp (FusedLamb)
   bool epsInsideSqrt = false;
+  // Muon's half (MuonWithAuxAdam's defaults): lr, momentum, Newton-Schulz.
+  double muonLr = 0.02, muonMomentum = 0.95;
 };
 
 struct SchedulerConfig {

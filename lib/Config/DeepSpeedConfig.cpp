@@ -521,6 +521,41 @@ llvm::Error readFlopsProfiler(Reader &top, TrainingConfig &c) {
   return r.finish();
 }
 
+/// The collectives ds runs, by the names DeepSpeed's comms logger gives
+/// them (deepspeed/comm/comm.py).
+constexpr const char *kCommsLoggerOps[] = {"all_reduce", "all_gather_into_tensor",
+                                           "reduce_scatter_tensor", "broadcast",
+                                           "all_to_all_single"};
+
+/// comms_logger (deepspeed/comm/config.py): enabled, verbose, prof_all,
+/// prof_ops, debug.
+llvm::Error readCommsLogger(Reader &top, TrainingConfig &c) {
+  llvm::Error err = llvm::Error::success();
+  const json::Object *o = section(top, "comms_logger", err);
+  if (err) return err;
+  if (!o) return llvm::Error::success();
+  TrainingConfig::CommsLogger &l = c.commsLogger;
+  Reader r(o, "comms_logger", top.file());
+  DS_CHECK(r.boolean("enabled", l.enabled));
+  DS_CHECK(r.boolean("verbose", l.verbose));
+  DS_CHECK(r.boolean("prof_all", l.profAll));
+  DS_CHECK(r.boolean("debug", l.debug));
+  if (const json::Value *v = r.get("prof_ops")) {
+    const json::Array *a = v->getAsArray();
+    if (!a) return r.error("prof_ops", "expected a list of collective names");
+    for (const json::Value &e : *a) {
+      std::optional<llvm::StringRef> name = e.getAsString();
+      if (!name || !llvm::is_contained(kCommsLoggerOps, *name))
+        return r.error("prof_ops", (name ? "'" + name->str() + "'" : std::string("an entry")) +
+                                       " is not a collective ds runs (all_reduce, "
+                                       "all_gather_into_tensor, reduce_scatter_tensor, "
+                                       "broadcast, all_to_all_single)");
+      l.profOps.push_back(name->str());
+    }
+  }
+  return r.finish();
+}
+
 /// activation_checkpointing (deepspeed/runtime/activation_checkpointing/
 /// config.py): every key DeepSpeed reads, with its defaults.
 llvm::Error readActivationCheckpointing(Reader &top, TrainingConfig &c) {
@@ -1254,9 +1289,10 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   DS_CHECK(readMonitor(r, "tensorboard", c.tensorboard));
   DS_CHECK(readFlopsProfiler(r, c));
   DS_CHECK(readActivationCheckpointing(r, c));
+  DS_CHECK(readCommsLogger(r, c));
   for (llvm::StringRef key : {"dump_state",
                               "prescale_gradients", "gradient_predivide_factor",
-                              "wandb", "comms_logger"})
+                              "wandb"})
     (void)r.get(key);
   DS_CHECK(readInertKeys(r));
   // DeepSpeed's permission to wrap a client optimizer, and its check that

@@ -473,6 +473,16 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
     f->set_detailed(flag("profile_detailed"));
     f->set_output_file(str("profile_output_file").str());
   }
+  if (flag("comms_logger")) {
+    plan::CommsLogger *l = t.mutable_comms_logger();
+    l->set_enabled(true);
+    l->set_verbose(flag("comms_logger_verbose"));
+    l->set_prof_all(flag("comms_logger_prof_all"));
+    l->set_debug(flag("comms_logger_debug"));
+    SmallVector<StringRef> ops;
+    str("comms_logger_prof_ops").split(ops, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef op : ops) l->add_prof_ops(op.str());
+  }
   if (flag("csv_monitor")) {
     t.mutable_csv_monitor()->set_enabled(true);
     t.mutable_csv_monitor()->set_output_path(str("csv_output_path").str());

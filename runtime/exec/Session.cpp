@@ -102,6 +102,13 @@ void Session::record(TraceEvent e) {
   trace_.push_back(std::move(e));
 }
 
+std::vector<Session::CommRecord> Session::takeCommRecords() {
+  std::lock_guard<std::mutex> lock(commRecordsMu_);
+  std::vector<CommRecord> out;
+  out.swap(commRecords_);
+  return out;
+}
+
 std::vector<TraceEvent> Session::takeTrace() {
   std::lock_guard<std::mutex> lock(traceMu_);
   return std::move(trace_);
@@ -192,6 +199,7 @@ absl::Status Session::bind() {
     auto &ranges = ranges_[prog.name()];
     auto &comm = isComm_[prog.name()];
     auto &bytes = stepBytes_[prog.name()];
+    auto &stepRanks = stepRanks_[prog.name()];
     // Swap steps (direction: 1 in, 0 out), by step; -1 for the others.
     std::vector<std::pair<int, NvmeSwapper::Transfer>> swaps;
     for (const auto &step : prog.steps()) {
@@ -223,6 +231,7 @@ absl::Status Session::bind() {
       comm.push_back(collective && step.stream() == 1);
       bytes.push_back(collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes() : touched);
       absl::StatusOr<PreparedStep> ps = absl::UnknownError("");
+      if (!collective) stepRanks.push_back(0);
       if (collective) {
         auto axes = step.attrs().find("axes");
         auto group = groupFor(axes == step.attrs().end() ? "" : axes->second.s());
@@ -231,6 +240,7 @@ absl::Status Session::bind() {
                                                          prog.name(), "', step ", step.kernel(),
                                                          ": ", group.status().message()));
         ps = prepareCollective(step, ins, outs, **group, scratch_);
+        stepRanks.push_back((*group)->size());
         if (!worker_) {
           DS_ASSIGN_OR_RETURN(worker_, CommWorker::start("communication"));
         }
@@ -395,6 +405,7 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
   const auto &ranges = ranges_[name];
   const auto &isComm = isComm_[name];
   const auto &bytes = stepBytes_[name];
+  const auto &stepRanks = stepRanks_[name];
   const auto &transfers = transfers_[name];
   const auto &batchEnd = batchEnd_[name];
   // Collectives go to the communication thread; a step waits only for the
@@ -442,14 +453,27 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
       PreparedStep fn = steps[i];
       TraceEvent ev{ps.kernel(), ps.location(), isComm[i], 0, 0, bytes[i]};
       bool trace = tracing_, timing = timing_ && isComm[i] == 1;
+      const bool logged = recordComms_ && isComm[i] == 1;
+      const int ranks = stepRanks[i];
+      // What the collective serves: its program, and the ONNX node when a
+      // node's location survived the passes that inserted it.
+      const std::string caller =
+          ps.location().rfind("node '", 0) == 0 ? name + ": " + ps.location() : name;
       CommWorker *w = isComm[i] == 2 ? ioWorker_.get() : worker_.get();
-      inFlight.push_back({w, w->submit([this, fn, ev, trace, timing, usPast]() mutable {
+      inFlight.push_back({w, w->submit([this, fn, ev, trace, timing, logged, ranks, caller,
+                                        usPast]() mutable {
                             auto t0 = std::chrono::steady_clock::now();
                             absl::Status st = fn();
+                            const double seconds = std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - t0).count();
                             if (timing) {
                               std::lock_guard<std::mutex> lock(timesMu_);
-                              times_.collectives += std::chrono::duration<double>(
-                                  std::chrono::steady_clock::now() - t0).count();
+                              times_.collectives += seconds;
+                            }
+                            if (logged && st.ok()) {
+                              std::lock_guard<std::mutex> lock(commRecordsMu_);
+                              commRecords_.push_back(
+                                  {ev.name, caller, ev.bytes, seconds, ranks});
                             }
                             if (trace) {
                               ev.startUs = usPast(t0);

@@ -97,6 +97,20 @@ public:
   void setMark(const std::string &program, int64_t step) { marks_[program] = step; }
   const RunTimes &lastTimes() const { return times_; }
 
+  /// Each collective of each run as it ends (comms_logger), when
+  /// setCommRecording(true): its kernel, what it serves (its program, and
+  /// the ONNX node when known), the bytes of its input, its own time and
+  /// its group's ranks.
+  struct CommRecord {
+    std::string kernel, location;
+    uint64_t bytes = 0;
+    double seconds = 0;
+    int ranks = 1;
+  };
+  void setCommRecording(bool on) { recordComms_ = on; }
+  /// The records since the last call, in the order the collectives ended.
+  std::vector<CommRecord> takeCommRecords();
+
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<StepTiming> &lastProfile() const { return profile_; }
   /// Records every step of every run as a TraceEvent (see takeTrace()).
@@ -154,6 +168,10 @@ private:
   std::map<std::string, std::vector<std::vector<Range>>> ranges_; // by program, step
   std::map<std::string, std::vector<uint8_t>> isComm_; // by program, step: 1 comm, 2 I/O thread
   std::map<std::string, std::vector<uint64_t>> stepBytes_;        // by program, step
+  std::map<std::string, std::vector<int>> stepRanks_; // by program, step: a collective's group size
+  bool recordComms_ = false;
+  std::mutex commRecordsMu_;
+  std::vector<CommRecord> commRecords_;
   std::unique_ptr<CommWorker> worker_;
   std::unique_ptr<CommWorker> ioWorker_; // NVMe swaps (stream 2)
   bool tracing_ = false;

@@ -12,6 +12,7 @@
 #include "runtime/io/Files.h"
 #include "runtime/kernels/ElementMath.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/CommsLogger.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/FlopsProfiler.h"
 #include "runtime/train/LossScaler.h"
@@ -369,7 +370,15 @@ public:
         comm_(session.comm()), data_(std::move(data)),
         clock_(session, p_.training(), p_.training().wall_clock_breakdown()) {
     if (t_.precision() == "fp16") scaler_.emplace(t_.loss_scaler());
+    if (t_.comms_logger().enabled()) {
+      comms_.emplace(t_.comms_logger());
+      session_.setCommRecording(true);
+    }
   }
+
+  /// DeepSpeed's comms_logger table so far ("" when it is off or nothing
+  /// was logged).
+  std::string commsSummary() const { return comms_ ? comms_->summary() : std::string(); }
 
   /// Continues from a checkpoint's step counts and loss scaler.
   absl::Status restore(const ds::plan::CheckpointMeta &meta) {
@@ -417,6 +426,13 @@ public:
                      event->c_str());
     }
     if (!overflow) ++applied_;
+    if (comms_) {
+      const std::string lines = comms_->add(session_.takeCommRecords());
+      if (!lines.empty() && root() && !o_.quiet) {
+        std::fputs(lines.c_str(), stdout);
+        std::fflush(stdout);
+      }
+    }
     double secs = secondsSince(t0);
     if (profiling_) {
       session_.setProfiling(false);
@@ -638,6 +654,7 @@ private:
   bool profiling_ = false;             // this step is the flops profiler's
   std::vector<StepTiming> profiled_;   // its steps' timings and FLOPs
   std::optional<LossScaler> scaler_;
+  std::optional<CommsLogger> comms_; // comms_logger
   int64_t applied_ = 0; // optimizer updates applied (fp16 overflows skip some)
 };
 
@@ -706,6 +723,8 @@ absl::Status train(Session &session, const TrainOptions &o) {
     if (progress.printsLine(record.step)) {
       std::string breakdown = run.clock().take();
       if (!breakdown.empty() && run.root() && !o.quiet) std::printf("%s\n", breakdown.c_str());
+      std::string comms = run.commsSummary();
+      if (!comms.empty() && run.root() && !o.quiet) std::printf("%s", comms.c_str());
     }
     DS_RETURN_IF_ERROR(run.checkFinite(record));
     DS_ASSIGN_OR_RETURN(int32_t sig, agreedStopSignal(run.comm()));

@@ -132,6 +132,15 @@ struct TrainingConfig {
   int64_t profileStep = 1, moduleDepth = -1, topModules = 1;
   bool profileDetailed = true;
   std::string profileOutputFile;
+  /// comms_logger (deepspeed/comm/config.py): rank 0 prints a table of the
+  /// collectives (count, size, latency, algorithmic and bus bandwidth) with
+  /// each progress line; `verbose` prints each collective as it ends;
+  /// `prof_all` (else only `prof_ops`) selects them; `debug` names the
+  /// ONNX node each serves.
+  struct CommsLogger {
+    bool enabled = false, verbose = false, profAll = true, debug = false;
+    std::vector<std::string> profOps;
+  } commsLogger;
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

@@ -252,6 +252,28 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 
+LogicalResult CompressedAllReduceOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n)) return failure();
+  auto in = cast<RankedTensorType>(getOperand().getType());
+  auto we = cast<RankedTensorType>(getWorkerError().getType());
+  auto se = cast<RankedTensorType>(getServerError().getType());
+  Type f32 = Float32Type::get(getContext());
+  if (in.getElementType() != f32 || we.getElementType() != f32 || se.getElementType() != f32)
+    return emitOpError("operands must be f32");
+  if (getResult().getType() != in || getNewWorkerError().getType() != we ||
+      getNewServerError().getType() != se)
+    return emitOpError("results must have the types of the operand and the errors");
+  if (we.getRank() != 1 || se.getRank() != 1)
+    return emitOpError("the errors must be 1-D");
+  const int64_t big = we.getDimSize(0);
+  if (big < in.getNumElements() || big % (8 * *n) || se.getDimSize(0) * *n != big)
+    return emitOpError("worker_error must have N >= ")
+           << in.getNumElements() << " elements, a multiple of 8 times the group size " << *n
+           << ", and server_error N / " << *n;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Sharding values (DSInterfaces.h)
 //===----------------------------------------------------------------------===//

@@ -252,4 +252,34 @@ def DS_AllToAllOp : DS_CollectiveOp<"all_to_all"> {
   let hasVerifier = 1;
 }
 
+def DS_CompressedAllReduceOp : DS_CollectiveOp<"compressed_all_reduce"> {
+  let summary = "the group's average by DeepSpeed's error-compensated 1-bit all-reduce";
+  let description = [{
+    DeepSpeed's `compressed_allreduce` (1-bit Adam's momentum exchange), on
+    the operand flattened and zero-padded to the `N` elements of
+    `worker_error`: each rank adds its worker error, sends the signs (one
+    bit each, `>= 0` as +1) and one scale `|x| / sqrt(N)`, and keeps the new
+    worker error `x - scale sign(x)`; rank j averages chunk j of every
+    rank's scaled signs, adds its server error, and sends back that chunk's
+    signs and scale the same way. The result is the operand's shape, each
+    element a chunk's scale times its sign; the new errors are results.
+    Per rank, about N / 8 bytes go out in an all-to-all and N / (8 n) in an
+    all-gather (an f32 all-reduce moves about 4 N per direction).
+
+    **Constraints:**
+    - the module has a `ds.mesh`; `axes` are distinct axes of it.
+    - f32 operands; the result has the operand's type.
+    - `worker_error` is 1-D with `N >=` the operand's elements and `N` a
+      multiple of 8 times the group size; `server_error` is 1-D of `N / n`.
+  }];
+  let arguments = (ins DS_FloatTensor:$operand, DS_FloatTensor:$worker_error,
+                   DS_FloatTensor:$server_error, StrArrayAttr:$axes);
+  let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$new_worker_error,
+                      DS_FloatTensor:$new_server_error);
+  let assemblyFormat = [{
+    $operand `,` $worker_error `,` $server_error attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DS_SHARDING_TD

@@ -182,11 +182,15 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.lr = 3e-4;
     opt.beta2 = 0.95;
     opt.eps = 1e-10;
+  } else if (lower == "onebitadam") {
+    opt.kind = OptimizerConfig::Kind::OneBitAdam; // Adam's defaults; no bias correction
+    opt.biasCorrection = false;
   } else if (type.empty()) {
-    return r.error("type", "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad or Muon");
+    return r.error("type",
+                   "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad, Muon or OneBitAdam");
   } else {
     return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, Lamb, SGD, "
-                                        "Lion, Adagrad and Muon)");
+                                        "Lion, Adagrad, Muon and OneBitAdam)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -216,6 +220,19 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
       if (perHead)
         return p.error("per_head_muon", "is not supported yet: ds orthogonalizes each whole "
                                         "matrix (set it to false)");
+    }
+    if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
+      DS_CHECK(p.integer("freeze_step", opt.freezeStep));
+      if (opt.freezeStep < 0) return p.error("freeze_step", "must be >= 0");
+      // How DeepSpeed moves the compressed bits (NCCL, MPI, CUDA-aware
+      // MPI): ds runs them over its own communicator either way.
+      bool cudaAware = false;
+      DS_CHECK(p.boolean("cuda_aware", cudaAware));
+      std::string backend = "nccl";
+      DS_CHECK(p.string("comm_backend_name", backend));
+      if (backend != "nccl" && backend != "mpi" && backend != "hccl" && backend != "compressed")
+        return p.error("comm_backend_name",
+                       "'" + backend + "' is not one of DeepSpeed's (nccl, mpi, hccl, compressed)");
     }
     if (opt.kind == OptimizerConfig::Kind::Adagrad) {
       DS_CHECK(p.number("eps", opt.eps, /*positive=*/true));
@@ -255,6 +272,15 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
       if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::Muon)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
+      if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
+        // Accepted and ignored, as DeepSpeed's OnebitAdam does: its update
+        // is always m / (sqrt(v) + eps), without bias correction.
+        bool inside = false;
+        double maxNorm = 0;
+        DS_CHECK(p.boolean("eps_inside_sqrt", inside));
+        DS_CHECK(p.number("max_grad_norm", maxNorm));
+        opt.biasCorrection = false;
+      }
       if (opt.kind == OptimizerConfig::Kind::Lamb) {
         DS_CHECK(p.number("max_coeff", opt.maxCoeff, false, true));
         DS_CHECK(p.number("min_coeff", opt.minCoeff, false, true));
@@ -525,7 +551,7 @@ llvm::Error readFlopsProfiler(Reader &top, TrainingConfig &c) {
 /// them (deepspeed/comm/comm.py).
 constexpr const char *kCommsLoggerOps[] = {"all_reduce", "all_gather_into_tensor",
                                            "reduce_scatter_tensor", "broadcast",
-                                           "all_to_all_single"};
+                                           "all_to_all_single", "compressed_allreduce"};
 
 /// comms_logger (deepspeed/comm/config.py): enabled, verbose, prof_all,
 /// prof_ops, debug.
@@ -549,7 +575,7 @@ llvm::Error readCommsLogger(Reader &top, TrainingConfig &c) {
         return r.error("prof_ops", (name ? "'" + name->str() + "'" : std::string("an entry")) +
                                        " is not a collective ds runs (all_reduce, "
                                        "all_gather_into_tensor, reduce_scatter_tensor, "
-                                       "broadcast, all_to_all_single)");
+                                       "broadcast, all_to_all_single, compressed_allreduce)");
       l.profOps.push_back(name->str());
     }
   }
@@ -1319,10 +1345,14 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                         c.optimizer.kind == OptimizerConfig::Kind::AdamW ||
                         c.optimizer.kind == OptimizerConfig::Kind::Lion;
   if (c.scheduler.kind == SchedulerConfig::Kind::OneCycle && c.scheduler.cycleMomentum) {
-    if (c.optimizer.kind == OptimizerConfig::Kind::Lion)
-      return r.error("scheduler", "OneCycle's cycle_momentum cycles Lion's betas[0], which ds "
-                                  "does for Adam and AdamW only: set "
-                                  "scheduler.params.cycle_momentum to false");
+    if (c.optimizer.kind == OptimizerConfig::Kind::Lion ||
+        c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam)
+      return r.error("scheduler", std::string("OneCycle's cycle_momentum cycles ") +
+                                      (c.optimizer.kind == OptimizerConfig::Kind::Lion
+                                           ? "Lion's"
+                                           : "OneBitAdam's") +
+                                      " betas[0], which ds does for Adam and AdamW only: set "
+                                      "scheduler.params.cycle_momentum to false");
     if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
     else c.optimizer.beta2 = 0.99;
   }
@@ -1342,6 +1372,16 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                        (lamb ? "(DeepSpeed does not support Lamb with ZeRO either)"
                              : "(ds does not support that with Muon yet)") +
                        ": use stage 0");
+  // DeepSpeed's 1-bit optimizers assert ZeRO is off; the rest are ds's
+  // limits for now.
+  if (c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam) {
+    const char *why = c.zeroStage > 0 ? "runs without ZeRO (DeepSpeed asserts stage 0)"
+                      : c.tensorParallel > 1 ? "runs without tensor parallelism in ds"
+                      : c.precision.kind != PrecisionConfig::Kind::FP32
+                          ? "runs in fp32 in ds (bf16 and fp16 are not supported with it yet)"
+                          : nullptr;
+    if (why) return r.error("optimizer", std::string("OneBitAdam ") + why);
+  }
   DS_CHECK(r.finish());
   return c;
 }

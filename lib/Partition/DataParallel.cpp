@@ -14,6 +14,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <limits>
+#include <numeric>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DATAPARALLELPASS
@@ -470,8 +474,94 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       if (failed(partitionOptimizer(module, step, opt, axes))) return signalPassFailure();
     } else {
       averageGradients(opt, axes);
+      if (auto compressed = module.lookupSymbol<func::FuncOp>("optimizer_step_compressed"))
+        compressMomenta(module, compressed, axes);
     }
     averageLoss(step, axes);
+  }
+
+  /// 1-bit Adam after its warm-up (ds-build-train-step's
+  /// @optimizer_step_compressed): each rank's momentum, from its own
+  /// gradients, is averaged by DeepSpeed's error-compensated 1-bit
+  /// all-reduce, its worker and server errors kept as state; and since each
+  /// rank's gradient norm is its own, the ranks agree on a non-finite one.
+  void compressMomenta(ModuleOp module, func::FuncOp f, ArrayAttr axes) {
+    MLIRContext *ctx = module.getContext();
+    SmallVector<ml_program::GlobalStoreOp> stores;
+    f.walk([&](ml_program::GlobalStoreOp st) {
+      if (st.getGlobal().getLeafReference().getValue().starts_with("adam_m:")) stores.push_back(st);
+    });
+    // DeepSpeed pads each tensor to a multiple of size * lcm(size, 8).
+    const int64_t n = worldSize, unit = n * std::lcm<int64_t>(n, 8);
+    OpBuilder gb(module.getBodyRegion());
+    gb.setInsertionPointToStart(module.getBody());
+    auto f32 = Float32Type::get(ctx);
+    // States the importer stores transposed (a Gemm's transB weight): the
+    // first binding of a state is its own initializer's (later ones tie
+    // copies to it).
+    llvm::StringSet<> transposedStates, bound;
+    if (auto t = module->getAttrOfType<DictionaryAttr>("ds.training"))
+      if (auto bindings = t.getAs<ArrayAttr>("export_bindings"))
+        for (auto d : bindings.getAsRange<DictionaryAttr>()) {
+          auto state = d.getAs<StringAttr>("state");
+          auto tr = d.getAs<BoolAttr>("transpose");
+          if (!state || !bound.insert(state.getValue()).second) continue;
+          if (tr && tr.getValue()) transposedStates.insert(state.getValue());
+        }
+    for (auto st : stores) {
+      Value m = st.getValue();
+      auto t = cast<RankedTensorType>(m.getType());
+      const int64_t big = (t.getNumElements() + unit - 1) / unit * unit;
+      StringRef name = st.getGlobal().getLeafReference().getValue().drop_front(strlen("adam_m:"));
+      auto weT = RankedTensorType::get({big}, f32), seT = RankedTensorType::get({big / n}, f32);
+      auto error = [&](StringRef kind, RankedTensorType type) {
+        auto g = ml_program::GlobalOp::create(gb, st.getLoc(), (kind + name).str(), type,
+                                              /*is_mutable=*/true, Attribute(),
+                                              gb.getStringAttr("private"));
+        return SymbolRefAttr::get(g.getSymNameAttr());
+      };
+      SymbolRefAttr weSym = error("onebit_worker_error:", weT),
+                    seSym = error("onebit_server_error:", seT);
+      OpBuilder b(ctx);
+      b.setInsertionPointAfterValue(m);
+      Value we = ml_program::GlobalLoadOp::create(b, st.getLoc(), weT, weSym);
+      Value se = ml_program::GlobalLoadOp::create(b, st.getLoc(), seT, seSym);
+      // The chunks (and so the server scales) follow the element order:
+      // compress in the ONNX initializer's layout (DeepSpeed flattens the
+      // torch parameter), undoing the importer's transposed storage.
+      const bool transposed = transposedStates.contains(("param:" + name).str());
+      auto flip = [&](Value v) {
+        return TransposeOp::create(b, st.getLoc(), ValueRange{v},
+                                   {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))})
+            .getResult();
+      };
+      Value in = transposed ? flip(m) : m;
+      auto c = CompressedAllReduceOp::create(b, st.getLoc(),
+                                             TypeRange{in.getType(), weT, seT}, in, we, se, axes);
+      Value avg = transposed ? flip(c.getResult()) : c.getResult();
+      m.replaceUsesWithIf(avg, [&](OpOperand &u) {
+        return u.getOwner() != c && u.getOwner() != in.getDefiningOp();
+      });
+      ml_program::GlobalStoreOp::create(b, st.getLoc(), weSym, c.getNewWorkerError());
+      ml_program::GlobalStoreOp::create(b, st.getLoc(), seSym, c.getNewServerError());
+      ++numReduced;
+    }
+    Operation *ret = f.getBody().front().getTerminator();
+    OpBuilder b(ret);
+    Location loc = ret->getLoc();
+    Value norm = ret->getOperand(0);
+    auto i1 = RankedTensorType::get({}, b.getI1Type());
+    auto st = RankedTensorType::get({}, f32);
+    Value bad = OrOp::create(b, loc, i1, IsNanOp::create(b, loc, i1, norm),
+                             IsInfOp::create(b, loc, i1, norm));
+    Value count = AllReduceOp::create(
+        b, loc, st, CastOp::create(b, loc, st, bad), axes,
+        CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum));
+    Value zero = ConstantOp::create(b, loc, DenseElementsAttr::get(st, b.getF32FloatAttr(0)));
+    Value inf = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(st, b.getF32FloatAttr(std::numeric_limits<float>::infinity())));
+    Value anyBad = GreaterOp::create(b, loc, i1, count, zero);
+    ret->setOperand(0, WhereOp::create(b, loc, st, anyBad, inf, norm));
   }
 
   void averageGradients(func::FuncOp opt, ArrayAttr axes) {

@@ -508,11 +508,13 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
               : kind == "lion"    ? plan::Optimizer::LION
               : kind == "lamb"    ? plan::Optimizer::LAMB
               : kind == "muon"    ? plan::Optimizer::MUON
+              : kind == "onebit_adam" ? plan::Optimizer::ONEBIT_ADAM
               : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);
   o->set_lr(f64("lr"));
   if (kind == "muon") o->set_muon_lr(f64("muon_lr"));
+  if (kind == "onebit_adam") o->set_freeze_step(i64("freeze_step"));
   o->set_beta1(f64("beta1"));
   o->set_beta2(f64("beta2"));
   o->set_eps(f64("eps"));
@@ -554,6 +556,8 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   s->set_range_staircase(flag("lr_range_test_staircase"));
   t.set_micro_step_program("train_step");
   t.set_optimizer_program("optimizer_step");
+  if (module.lookupSymbol("optimizer_step_compressed"))
+    t.set_compressed_optimizer_program("optimizer_step_compressed");
   t.set_loss_output("loss");
   if (auto inputs = d.getAs<ArrayAttr>("data_inputs"))
     for (Attribute a : inputs)

@@ -143,7 +143,8 @@ DenseElementsAttr mlir::ds::denseFromBytes(RankedTensorType type, ArrayRef<uint8
 }
 
 bool mlir::ds::isCollective(Operation *op) {
-  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp>(op);
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp, BroadcastOp, AllToAllOp,
+             CompressedAllReduceOp>(op);
 }
 
 bool mlir::ds::isWeightShard(Operation *op) {

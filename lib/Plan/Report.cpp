@@ -139,11 +139,15 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   // optimizer step) as the ZeRO paper counts it: the whole tensor for a
   // reduce-scatter or all-gather, twice it for an all-reduce (a
   // reduce-scatter plus an all-gather). Stage 0 moves 2 Psi per step,
-  // stages 1-2 Psi + Psi, stage 3 3 Psi.
+  // stages 1-2 Psi + Psi, stage 3 3 Psi. 1-bit Adam's all-reduce sends a
+  // bit per element of the padded tensor twice (the workers' all-to-all,
+  // the servers' all-gather): 1/32 of an fp32 all-reduce.
   for (auto f : module.getOps<func::FuncOp>())
     f.walk([&](Operation *op) {
       if (!isCollective(op) || isa<ShardSliceOp>(op)) return;
-      int64_t whole = isa<AllGatherOp>(op) ? bytesOf(op->getResult(0).getType())
+      int64_t whole = isa<CompressedAllReduceOp>(op)
+                          ? 2 * (bytesOf(op->getOperand(1).getType()) / 32)
+                      : isa<AllGatherOp>(op) ? bytesOf(op->getResult(0).getType())
                       : isa<AllReduceOp>(op) ? 2 * bytesOf(op->getOperand(0).getType())
                                              : bytesOf(op->getOperand(0).getType());
       std::string key = (f.getSymName() == "main" ? std::string("forward") : f.getSymName().str()) +

@@ -104,7 +104,9 @@ public:
       return signalPassFailure();
     }
     if (failed(readConfig(main)) || failed(promoteParameters(module, main)) ||
-        failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)))
+        failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)) ||
+        (config_.optimizer.kind == OptimizerConfig::Kind::OneBitAdam &&
+         failed(buildOptimizerStep(module, /*compressedPhase=*/true))))
       return signalPassFailure();
     evalDropout(main);
     recordGradientless(module);
@@ -759,11 +761,16 @@ private:
     return sliced;
   }
 
-  LogicalResult buildOptimizerStep(ModuleOp module) {
+  /// @optimizer_step; with `compressedPhase`, 1-bit Adam's
+  /// @optimizer_step_compressed (momentum from the rank's own gradients,
+  /// which ds-data-parallel averages by the 1-bit all-reduce; the variance
+  /// frozen).
+  LogicalResult buildOptimizerStep(ModuleOp module, bool compressedPhase = false) {
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     const OptimizerConfig &opt = config_.optimizer;
+    const bool oneBit = opt.kind == OptimizerConfig::Kind::OneBitAdam;
     bool sgd = opt.kind == OptimizerConfig::Kind::SGD;
     const bool lion = opt.kind == OptimizerConfig::Kind::Lion;
     const bool adagrad = opt.kind == OptimizerConfig::Kind::Adagrad;
@@ -775,6 +782,10 @@ private:
     // Muon's half has its own rate (muon_lr; the Adam half's is lr).
     const bool muon = opt.kind == OptimizerConfig::Kind::Muon;
     if (muon) scalarNames.push_back("muon_lr");
+    // 1-bit Adam's first step only initializes (DeepSpeed's OnebitAdam
+    // makes no update then): `skip` leaves everything unchanged.
+    if (oneBit && !compressedPhase) scalarNames.push_back("skip");
+    if (compressedPhase) scalarNames = {"lr"};
     // OneCycle's momentum cycling: Adam's beta1 is this step's scalar.
     const bool cycledBeta1 = !sgd && !lion && !adagrad &&
                              config_.scheduler.kind == SchedulerConfig::Kind::OneCycle &&
@@ -782,8 +793,9 @@ private:
     if (cycledBeta1) scalarNames.push_back("beta1");
     if (lossScaled()) scalarNames.push_back("inv_loss_scale");
     SmallVector<Type> argTypes(scalarNames.size(), f32);
-    auto fn = func::FuncOp::create(mb, loc, "optimizer_step",
-                                   mb.getFunctionType(argTypes, {f32}));
+    auto fn = func::FuncOp::create(
+        mb, loc, compressedPhase ? "optimizer_step_compressed" : "optimizer_step",
+        mb.getFunctionType(argTypes, {f32}));
     Block *body = fn.addEntryBlock();
     for (auto [i, n] : llvm::enumerate(scalarNames))
       fn.setArgAttr(i, "ds.name", mb.getStringAttr(n));
@@ -847,8 +859,14 @@ private:
     Value isInf = IsInfOp::create(b, loc, i1, norm);
     Value nonFinite = OrOp::create(b, loc, i1, isNan, isInf);
     Value foundInf = CastOp::create(b, loc, f32, nonFinite);
+    if (oneBit && !compressedPhase)
+      foundInf = MaxOp::create(b, loc, foundInf,
+                               body->getArgument(llvm::find(scalarNames, "skip") -
+                                                 scalarNames.begin()));
     auto global = [&](const std::string &name, Type t) {
-      auto g = stateGlobal(module, name, t);
+      // 1-bit Adam's second optimizer program shares the first's moments.
+      auto g = module.lookupSymbol<ml_program::GlobalOp>(name);
+      if (!g) g = stateGlobal(module, name, t);
       return SymbolRefAttr::get(g.getSymNameAttr());
     };
     for (auto &[p, g] : grads) {
@@ -856,7 +874,26 @@ private:
       Type t = pg.getType();
       auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
       Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
-      if (muon && p.muon) {
+      if (compressedPhase) {
+        // m = b1 m + (1 - b1) g; param -= lr (m / (sqrt(v) + eps) + wd
+        // param), v frozen (DeepSpeed's OnebitAdam after freeze_step). The
+        // stored m is what ds-data-parallel averages by the 1-bit all-reduce.
+        auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
+        Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
+        Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
+        Value grad = MulOp::create(b, loc, g, gscale);
+        Value m1 = AddOp::create(b, loc, MulOp::create(b, loc, m, scalar(opt.beta1)),
+                                 MulOp::create(b, loc, grad, scalar(1.0 - opt.beta1)));
+        ml_program::GlobalStoreOp::create(b, loc, msym, m1);
+        Value denom = AddOp::create(b, loc, SqrtOp::create(b, loc, t, v), scalar(opt.eps));
+        Value update = DivOp::create(b, loc, m1, denom);
+        if (opt.weightDecay > 0)
+          update = AddOp::create(b, loc, update,
+                                 MulOp::create(b, loc, param, scalar(opt.weightDecay)));
+        Value lr = body->getArgument(0);
+        ml_program::GlobalStoreOp::create(
+            b, loc, psym, SubOp::create(b, loc, param, MulOp::create(b, loc, update, lr)));
+      } else if (muon && p.muon) {
         if (isSliced(module, p))
           return emitError(loc) << "Muon orthogonalizes each whole matrix; '" << p.name
                                 << "' is split over tensor-parallel ranks (use AdamW, or no "
@@ -959,6 +996,7 @@ private:
                        : o.kind == OptimizerConfig::Kind::Adagrad ? "adagrad"
                        : o.kind == OptimizerConfig::Kind::Lamb    ? "lamb"
                        : o.kind == OptimizerConfig::Kind::Muon    ? "muon"
+                       : o.kind == OptimizerConfig::Kind::OneBitAdam ? "onebit_adam"
                        : o.decoupledWeightDecay                   ? "adamw"
                                                                   : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
@@ -1048,6 +1086,7 @@ private:
         b.getNamedAttr("optimizer", b.getStringAttr(kind)),
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
         b.getNamedAttr("muon_lr", b.getF64FloatAttr(o.muonLr)),
+        b.getNamedAttr("freeze_step", b.getI64IntegerAttr(o.freezeStep)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
         b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
         b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),

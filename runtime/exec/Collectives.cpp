@@ -1,5 +1,6 @@
 #include "runtime/exec/Collectives.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -45,17 +46,105 @@ absl::StatusOr<ReduceOp> reduction(const plan::Step &s) {
   return stepError(s, "unknown reduction '" + r + "'");
 }
 
+/// Packs `n` signs (x >= 0 as 1), eight to a byte, first element in the
+/// high bit (numpy's and cupy's packbits order, as DeepSpeed packs them).
+void packSigns(const float *x, int64_t n, uint8_t *bits) {
+  for (int64_t b = 0; b < n / 8; ++b) {
+    uint8_t byte = 0;
+    for (int k = 0; k < 8; ++k) byte |= static_cast<uint8_t>(x[8 * b + k] >= 0.0f) << (7 - k);
+    bits[b] = byte;
+  }
+}
+inline float signAt(const uint8_t *bits, int64_t i) {
+  return (bits[i / 8] >> (7 - i % 8)) & 1 ? 1.0f : -1.0f;
+}
+/// The root mean square of x[0, n): the scale DeepSpeed sends with signs.
+float rootMeanSquare(const float *x, int64_t n) {
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(std::sqrt(sq) / std::sqrt(static_cast<double>(n)));
+}
+
+/// DeepSpeed's compressed_allreduce (runtime/comm/nccl.py): the operand
+/// plus the worker error, sent as signs and one scale per rank (an
+/// all-to-all of each rank's chunk); each rank averages its chunk, adds
+/// its server error and sends back signs and a scale (all-gathers).
+absl::StatusOr<PreparedStep> prepareCompressedAllReduce(const plan::Step &s,
+                                                        const std::vector<TensorView> &ins,
+                                                        const std::vector<TensorView> &outs,
+                                                        Comm &g,
+                                                        std::vector<std::vector<uint8_t>> &scratch) {
+  if (ins.size() != 3 || outs.size() != 3)
+    return stepError(s, "takes the operand and the two errors, and returns all three");
+  for (const TensorView &t : ins)
+    if (t.dtype != plan::F32) return stepError(s, "operands must be f32");
+  for (const TensorView &t : outs)
+    if (t.dtype != plan::F32) return stepError(s, "results must be f32");
+  const TensorView x = ins[0], we = ins[1], se = ins[2], out = outs[0], weOut = outs[1],
+                   seOut = outs[2];
+  const int64_t n = g.size(), big = we.numel, chunk = se.numel, numel = x.numel;
+  if (big < numel || big % (8 * n) || chunk * n != big || out.numel != numel ||
+      weOut.numel != big || seOut.numel != chunk)
+    return stepError(s, absl::StrCat("worker_error has ", big, " elements and server_error ",
+                                     chunk, ": N must be >= ", numel,
+                                     ", a multiple of 8 times the group's ", n,
+                                     " ranks, and server_error N / ", n));
+  auto bytes = [&](int64_t count) {
+    scratch.emplace_back(static_cast<size_t>(count));
+    return scratch.back().data(); // a moved vector keeps its storage
+  };
+  auto floats = [&](int64_t count) {
+    return reinterpret_cast<float *>(bytes(count * static_cast<int64_t>(sizeof(float))));
+  };
+  float *sum = floats(big), *server = floats(chunk), *workerScales = floats(n),
+        *serverScales = floats(n);
+  uint8_t *sent = bytes(big / 8), *received = bytes(big / 8), *serverBits = bytes(chunk / 8),
+          *allServerBits = bytes(big / 8);
+  return PreparedStep([=, &g]() -> absl::Status {
+    const float *xv = x.as<float>(), *wev = we.as<float>(), *sev = se.as<float>();
+    // 1. The worker's compensated value, its signs, scale and new error.
+    for (int64_t i = 0; i < big; ++i) sum[i] = (i < numel ? xv[i] : 0.0f) + wev[i];
+    float scale = rootMeanSquare(sum, big);
+    packSigns(sum, big, sent);
+    float *weo = weOut.as<float>();
+    for (int64_t i = 0; i < big; ++i) weo[i] = sum[i] - scale * (sum[i] >= 0.0f ? 1.0f : -1.0f);
+    // 2. Chunk j of every rank's signs to rank j, and every rank's scale.
+    DS_RETURN_IF_ERROR(g.allToAll(sent, received, big / 8 / n, plan::U8));
+    DS_RETURN_IF_ERROR(g.allGather(&scale, workerScales, 1, plan::F32));
+    // 3. This rank's chunk: the average, compensated by the server error.
+    const float inv = 1.0f / static_cast<float>(n);
+    for (int64_t e = 0; e < chunk; ++e) {
+      float c = 0;
+      for (int64_t r = 0; r < n; ++r) c += signAt(received + r * chunk / 8, e) * workerScales[r];
+      server[e] = c * inv + sev[e];
+    }
+    float serverScale = rootMeanSquare(server, chunk);
+    packSigns(server, chunk, serverBits);
+    float *seo = seOut.as<float>();
+    for (int64_t e = 0; e < chunk; ++e)
+      seo[e] = server[e] - serverScale * (server[e] >= 0.0f ? 1.0f : -1.0f);
+    // 4. Every chunk's signs and scale to every rank; 5. the average.
+    DS_RETURN_IF_ERROR(g.allGather(serverBits, allServerBits, chunk / 8, plan::U8));
+    DS_RETURN_IF_ERROR(g.allGather(&serverScale, serverScales, 1, plan::F32));
+    float *o = out.as<float>();
+    for (int64_t i = 0; i < numel; ++i) o[i] = signAt(allServerBits, i) * serverScales[i / chunk];
+    return absl::OkStatus();
+  });
+}
+
 } // namespace
 
 bool isCollective(const std::string &k) {
   return k == "all_reduce" || k == "all_gather" || k == "reduce_scatter" || k == "broadcast" ||
-         k == "all_to_all" || k == "shard_slice";
+         k == "all_to_all" || k == "shard_slice" || k == "compressed_all_reduce";
 }
 
 absl::StatusOr<PreparedStep> prepareCollective(const plan::Step &s,
                                                const std::vector<TensorView> &ins,
                                                const std::vector<TensorView> &outs, Comm &g,
                                                std::vector<std::vector<uint8_t>> &scratch) {
+  if (s.kernel() == "compressed_all_reduce")
+    return prepareCompressedAllReduce(s, ins, outs, g, scratch);
   if (ins.size() != 1 || outs.size() != 1) return stepError(s, "takes one input and one output");
   const TensorView in = ins[0], out = outs[0];
   if (in.dtype != out.dtype) return stepError(s, "input and output differ in element type");

@@ -229,7 +229,12 @@ absl::Status Session::bind() {
       // Stream 1 runs on the communication thread; a collective on stream 0
       // (shard_slice, which only copies) runs in order like a kernel.
       comm.push_back(collective && step.stream() == 1);
-      bytes.push_back(collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes() : touched);
+      // A collective's bytes are its input's; the 1-bit all-reduce sends
+      // one bit per element of its padded buffer (the worker error's).
+      bytes.push_back(step.kernel() == "compressed_all_reduce" && ins.size() > 1
+                          ? p.buffers(step.inputs(1)).size_bytes() / 32
+                      : collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes()
+                                                   : touched);
       absl::StatusOr<PreparedStep> ps = absl::UnknownError("");
       if (!collective) stepRanks.push_back(0);
       if (collective) {

@@ -13,6 +13,7 @@ std::string CommsLogger::deepspeedName(const std::string &kernel) {
   if (kernel == "all_gather") return "all_gather_into_tensor";
   if (kernel == "reduce_scatter") return "reduce_scatter_tensor";
   if (kernel == "all_to_all") return "all_to_all_single";
+  if (kernel == "compressed_all_reduce") return "compressed_allreduce";
   return "";
 }
 
@@ -32,7 +33,7 @@ std::pair<double, double> CommsLogger::bandwidth(const std::string &op, uint64_t
                                                  int ranks) {
   const double n = std::max(1, ranks), d = std::max(ms, 1e-9);
   double size = static_cast<double>(bytes), tput, busbw;
-  if (op == "all_to_all_single") {
+  if (op == "all_to_all_single" || op == "compressed_allreduce") {
     tput = size / d;
     busbw = tput * (n - 1) / n;
   } else if (op == "all_gather_into_tensor" || op == "reduce_scatter_tensor") {

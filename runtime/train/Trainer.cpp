@@ -89,8 +89,13 @@ absl::Status checkTrainable(Session &session) {
     return absl::InvalidArgumentError(
         "this plan has no training step; compile with ds-opt --config/--loss to train");
   const ds::plan::Training &t = p.training();
-  if (!session.program(t.micro_step_program()) || !session.program(t.optimizer_program()))
+  if (!session.program(t.micro_step_program()) || !session.program(t.optimizer_program()) ||
+      (!t.compressed_optimizer_program().empty() &&
+       !session.program(t.compressed_optimizer_program())))
     return absl::InvalidArgumentError("the plan's training programs are missing");
+  if (t.optimizer().kind() == ds::plan::Optimizer::ONEBIT_ADAM &&
+      t.compressed_optimizer_program().empty())
+    return absl::InvalidArgumentError("the plan's 1-bit Adam has no compressed optimizer program");
   const int64_t dp = std::max<int64_t>(1, t.world_size()), tp = tensorParallel(t);
   if (dp * tp != session.comm().size())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -602,7 +607,19 @@ private:
     std::map<std::string, HostArray> scalars;
     scalars["lr"] = scalarF32(static_cast<float>(lr));
     const auto kind = t_.optimizer().kind();
-    if (kind == ds::plan::Optimizer::SGD) {
+    std::string program = t_.optimizer_program();
+    // DeepSpeed's OnebitAdam: step 1 initializes only; then Adam on
+    // averaged gradients (no bias correction: adamScalars' plain lr) until
+    // a step ends with its count >= freeze_step (checked from step 2 on);
+    // then each rank's own gradients with the momentum averaged by the
+    // 1-bit all-reduce.
+    const bool compressed = kind == ds::plan::Optimizer::ONEBIT_ADAM &&
+                            step >= std::max<int64_t>(2, t_.optimizer().freeze_step());
+    if (kind == ds::plan::Optimizer::ONEBIT_ADAM && !compressed)
+      scalars["skip"] = scalarF32(step == 0 ? 1.0f : 0.0f);
+    if (compressed) {
+      program = t_.compressed_optimizer_program();
+    } else if (kind == ds::plan::Optimizer::SGD) {
       scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);
     } else if (kind == ds::plan::Optimizer::LION || kind == ds::plan::Optimizer::ADAGRAD) {
       // The learning rate alone (neither has a bias correction).
@@ -618,7 +635,7 @@ private:
             static_cast<float>(learningRateAt(t_, step, t_.optimizer().muon_lr())));
     }
     if (scaler_) scalars["inv_loss_scale"] = scalarF32(static_cast<float>(1.0 / scaler_->scale()));
-    DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(t_.optimizer_program(), scalars));
+    DS_ASSIGN_OR_RETURN(NamedArrays out, session_.run(program, scalars));
     clock_.optimizerStep();
     if (profiling_)
       profiled_.insert(profiled_.end(), session_.lastProfile().begin(), session_.lastProfile().end());

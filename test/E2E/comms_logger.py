@@ -11,7 +11,6 @@ import collections
 import json
 import os
 import re
-import subprocess
 import sys
 sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 from e2e import MPIRUN, parse_args, run
@@ -46,7 +45,7 @@ def train(name, logger, steps=4, trace=None):
     cmd = MPIRUN + ["-np", "2", "ds-run", plan, "--data", data_path, "--steps", str(steps)]
     if trace:
         cmd += ["--trace", os.path.join(work, trace)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = run(cmd)
     return out, work
 
 

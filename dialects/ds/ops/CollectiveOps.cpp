@@ -39,3 +39,6 @@ void BroadcastOp::describeKernelStep(KernelStep &s) {
 void AllToAllOp::describeKernelStep(KernelStep &s) {
   describeCollective(getOperation(), getAxes(), s);
 }
+void CompressedAllReduceOp::describeKernelStep(KernelStep &s) {
+  describeCollective(getOperation(), getAxes(), s);
+}

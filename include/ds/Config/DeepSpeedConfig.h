@@ -25,7 +25,9 @@ namespace mlir::ds {
 struct OptimizerConfig {
   /// Muon: DeepSpeed's MuonWithAuxAdam (Muon for 2-D hidden weights, Adam
   /// with this config's lr/betas/eps for the rest).
-  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon };
+  /// OneBitAdam: DeepSpeed's 1-bit Adam (Adam warm-up until freezeStep,
+  /// then momentum averaged by an error-compensated 1-bit all-reduce).
+  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon, OneBitAdam };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -40,6 +42,7 @@ struct OptimizerConfig {
   bool epsInsideSqrt = false;
   // Muon's half (MuonWithAuxAdam's defaults): lr, momentum, Newton-Schulz.
   double muonLr = 0.02, muonMomentum = 0.95;
+  int64_t freezeStep = 100000; // OneBitAdam's warm-up steps (the first is init-only)
 };
 
 struct SchedulerConfig {

@@ -1,0 +1,194 @@
+# DeepSpeed's 1-bit Adam (optimizer type "OneBitAdam") on 1, 2 and 4 data-
+# parallel ranks follows a numpy transcription of the algorithm (DeepSpeed's
+# runtime/fp16/onebit/adam.py and comm/nccl.py compressed_allreduce, as
+# DEEPSPEED-ALGORITHMS.md records them) within 1e-5 per step over 20 steps:
+# the first step only initializes, Adam without bias correction on averaged
+# gradients until freeze_step, then each rank's momentum from its own
+# gradients averaged by the error-compensated 1-bit all-reduce, the
+# variance frozen. A 1-bit decision is discontinuous: where the reference
+# meets a near tie (an element within 1e-6 of its buffer's scale from 0,
+# not exactly 0), ds's float-rounding-different momentum may take the other
+# sign and the trajectories part; the strict comparison stops at such a
+# step and must have covered at least 4 compressed updates. The report
+# counts the compressed traffic (1/32 of the fp32 all-reduce's per element)
+# and the comms logger measures it.
+# REQUIRES: torch, compiler, mpi
+# RUN: rm -rf %t && %python %s --workdir %t
+import copy
+import json
+import math
+import os
+import re
+import sys
+sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
+import numpy as np
+import torch
+import torch.nn.functional as F
+from e2e import MPIRUN, parse_args, run
+from torch_models import MLP
+from train_reference import compare
+
+args = parse_args()
+os.makedirs(args.workdir, exist_ok=True)
+STEPS, FREEZE = 20, 5
+rng = np.random.default_rng(0)
+data = {"x": rng.standard_normal((64, 32)).astype(np.float32),
+        "labels": rng.integers(0, 10, 64).astype(np.int64)}
+data_path = os.path.join(args.workdir, "data.npz")
+np.savez(data_path, **data)
+PARAMS = {"lr": 2e-3, "freeze_step": FREEZE, "betas": [0.9, 0.99], "eps": 1e-8,
+          "weight_decay": 0.01}
+
+
+def sign(x):  # DeepSpeed's: x >= 0 counts as +1
+    return np.where(x >= 0, np.float32(1), np.float32(-1))
+
+
+def rms(x):
+    return np.float32(math.sqrt(float(np.dot(x.astype(np.float64), x.astype(np.float64)))) /
+                      math.sqrt(x.size))
+
+
+MARGINS = []  # each sign decision's distance from a tie, this step
+
+
+def margin(x):
+    nonzero = np.abs(x[x != 0])  # exact zeros (padding) decide alike everywhere
+    return float(nonzero.min() / rms(x)) if nonzero.size else 1.0
+
+
+def compressed_allreduce(bufs, worker_err, server_err):
+    """bufs, worker_err: one flat padded float32 array per rank;
+    server_err: one chunk per rank. Updates the errors; returns the
+    average every rank receives."""
+    n, N = len(bufs), len(worker_err[0])
+    chunk = N // n
+    signs, scales = [], []
+    for r in range(n):
+        x = bufs[r] + worker_err[r]
+        MARGINS.append(margin(x))
+        s = rms(x)
+        worker_err[r][:] = x - s * sign(x)
+        signs.append(sign(x))
+        scales.append(s)
+    out = np.empty(N, np.float32)
+    for j in range(n):
+        c = np.zeros(chunk, np.float32)
+        for r in range(n):
+            c += signs[r][j * chunk:(j + 1) * chunk] * scales[r]
+        c = c * np.float32(1.0 / n) + server_err[j]
+        MARGINS.append(margin(c))
+        s = rms(c)
+        server_err[j][:] = c - s * sign(c)
+        out[j * chunk:(j + 1) * chunk] = s * sign(c)
+    return out
+
+
+def reference(model, world, mbs, gas):
+    """Per-step losses of 1-bit Adam over `world` ranks, each reading the
+    samples ds-run's loader gives it, from `model`'s weights; and the first
+    step whose update met a near tie (None if none did)."""
+    params = [p for p in model.parameters()]
+    m = [np.zeros(p.numel(), np.float32) for p in params]
+    v = [np.zeros(p.numel(), np.float32) for p in params]
+    unit = world * (world * 8 // math.gcd(world, 8))
+    padded = [(p.numel() + unit - 1) // unit * unit for p in params]
+    we = [[np.zeros(N, np.float32) for _ in range(world)] for N in padded]
+    se = [[np.zeros(N // world, np.float32) for _ in range(world)] for N in padded]
+    b1, b2 = PARAMS["betas"]
+    eps, wd, lr = PARAMS["eps"], PARAMS["weight_decay"], PARAMS["lr"]
+    losses, micro, n, tie = [], 0, len(data["labels"]), None
+    for step in range(STEPS):
+        grads, total = [], 0.0
+        for r in range(world):  # each rank's accumulated gradient
+            model.zero_grad()
+            for k in range(gas):
+                first = (micro + k) * mbs * world + r * mbs
+                idx = [(first + i) % n for i in range(mbs)]
+                loss = F.cross_entropy(model(torch.from_numpy(data["x"][idx])),
+                                       torch.from_numpy(data["labels"][idx]))
+                (loss / gas).backward()
+                total += loss.item() / gas
+            grads.append([p.grad.detach().numpy().reshape(-1).copy() for p in params])
+        micro += gas
+        losses.append(total / world)
+        compressed = step >= max(2, FREEZE)
+        if not compressed:  # the engine averages the gradients
+            avg = [sum(g[i] for g in grads) / np.float32(world) for i in range(len(params))]
+            grads = [avg] * world
+        # Clipping (1.0) on each rank's own gradients (averaged ones before).
+        for r in range(world):
+            norm = math.sqrt(sum(float(np.dot(g.astype(np.float64), g)) for g in grads[r]))
+            coef = min(1.0, 1.0 / (norm + 1e-6))
+            grads[r] = [g * np.float32(coef) for g in grads[r]]
+        if step == 0:
+            continue  # DeepSpeed's initialization step
+        with torch.no_grad():
+            for i, p in enumerate(params):
+                if compressed:
+                    local = [b1 * m[i] + (1 - b1) * grads[r][i] for r in range(world)]
+                    if world > 1:
+                        bufs = [np.concatenate([x, np.zeros(padded[i] - x.size, np.float32)])
+                                for x in local]
+                        m[i] = compressed_allreduce(bufs, we[i], se[i])[:p.numel()]
+                    else:
+                        m[i] = local[0]
+                else:
+                    g = grads[0][i]
+                    m[i] = b1 * m[i] + (1 - b1) * g
+                    v[i] = b2 * v[i] + (1 - b2) * g * g
+                update = m[i] / (np.sqrt(v[i]) + np.float32(eps)) + np.float32(wd) * \
+                    p.detach().numpy().reshape(-1)
+                p -= torch.from_numpy((np.float32(lr) * update).reshape(p.shape))
+        if tie is None and MARGINS and min(MARGINS) < 1e-6:
+            tie = step + 1
+        MARGINS.clear()
+    return losses, tie
+
+
+def train_ds(world, mbs, gas, extra_cfg=None):
+    work = os.path.join(args.workdir, "ranks%d" % world)
+    os.makedirs(work, exist_ok=True)
+    cfg = {"train_micro_batch_size_per_gpu": mbs, "gradient_accumulation_steps": gas,
+           "gradient_clipping": 1.0, "optimizer": {"type": "OneBitAdam", "params": PARAMS},
+           "steps_per_print": STEPS, "comms_logger": {"enabled": True}}
+    json.dump(cfg, open(os.path.join(work, "c.json"), "w"))
+    plan = os.path.join(work, "t.dsplan")
+    report = run(["ds-opt", onnx_path, "--config", os.path.join(work, "c.json"), "--world-size",
+                  str(world), "--loss", "softmax-cross-entropy", "--input-shape",
+                  "x=%d,32" % mbs, "--report", "-o", plan])
+    log = os.path.join(work, "train.jsonl")
+    cmd = ["ds-run", plan, "--data", data_path, "--steps", str(STEPS), "--log", log]
+    out = run(MPIRUN + ["-np", str(world)] + cmd if world > 1 else cmd)
+    return [json.loads(l)["loss"] for l in open(log)], report, out
+
+
+torch.manual_seed(0)
+model = MLP()
+onnx_path = os.path.join(args.workdir, "mlp.onnx")
+torch.onnx.export(copy.deepcopy(model), (torch.zeros(4, 32),), onnx_path, input_names=["x"],
+                  output_names=["logits"], opset_version=17,
+                  dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
+    got, report, out = train_ds(world, mbs, gas)
+    want, tie = reference(copy.deepcopy(model), world, mbs, gas)
+    # The loss of step k reflects the updates before it: with a near tie
+    # in update k, losses 1..k are comparable.
+    upto = tie or STEPS
+    compressed_checked = upto - 1 - max(2, FREEZE)
+    print("ranks %d: near tie in update %s; comparing %d steps (%d compressed updates)"
+          % (world, tie, upto, compressed_checked))
+    if compressed_checked < 4:
+        sys.exit("only %d compressed updates before a near tie" % compressed_checked)
+    compare("1-bit Adam on %d rank%s" % (world, "s" if world > 1 else ""), got[:upto], want[:upto],
+            tol=1e-5)
+    if world == 1:
+        continue
+    # Traffic: the report's per-program volume, the logger's measurement.
+    volume = dict(re.findall(r"^\s*(optimizer_step\S*: \S+)\s+([0-9.]+ \S+)", report, re.M))
+    print("ranks %d: report: %s" % (world, volume))
+    if "optimizer_step_compressed: compressed_all_reduce" not in volume:
+        sys.exit("the report lacks the compressed all-reduce:\n" + report)
+    if "compressed_allreduce" not in out:
+        sys.exit("the comms logger did not log the compressed all-reduce:\n" + out)
+    print(out[out.index("Comm. Op"):])

@@ -1,0 +1,39 @@
+// 1-bit Adam (optimizer type OneBitAdam): ds-build-train-step builds
+// @optimizer_step (Adam without bias correction, `skip` for the init-only
+// first step) and @optimizer_step_compressed (the momentum from this rank's
+// own gradients, the variance frozen); ds-data-parallel averages the
+// gradients of the first and, in the second, the momentum by the 1-bit
+// all-reduce, its errors as state padded to a multiple of
+// n * lcm(n, 8) = 32 elements at 4 ranks and the stored-transposed weight
+// compressed in its initializer's layout; the ranks agree on a non-finite
+// local gradient norm.
+// RUN: echo '{"train_batch_size": 16, "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 3}}}' > %t.json
+// RUN: ds-opt %s --ds-build-train-step="config=%t.json loss=mse world-size=4" --ds-data-parallel=world-size=4 | FileCheck %s
+
+// CHECK-DAG: ml_program.global private mutable @"onebit_worker_error:w" : tensor<32xf32>
+// CHECK-DAG: ml_program.global private mutable @"onebit_server_error:w" : tensor<8xf32>
+// CHECK-DAG: ml_program.global private mutable @"onebit_worker_error:b" : tensor<32xf32>
+// CHECK-LABEL: func.func @optimizer_step(
+// CHECK-SAME: {ds.name = "skip"})
+// CHECK: ds.all_reduce
+// CHECK: ds.adam_update
+// CHECK-NOT: compressed_all_reduce
+// CHECK-LABEL: func.func @optimizer_step_compressed(
+// CHECK-SAME: {ds.name = "lr"}) -> (tensor<f32> {ds.name = "grad_norm"})
+// CHECK-NOT: ds.all_reduce %{{.*}}grad
+// CHECK: %[[T:.+]] = ds.transpose %[[M:.+]] {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+// CHECK: %[[AVG:.+]], %[[WE:.+]], %[[SE:.+]] = ds.compressed_all_reduce %[[T]], %{{.+}}, %{{.+}} {axes = ["dp"]} : (tensor<2x3xf32>, tensor<32xf32>, tensor<8xf32>)
+// CHECK: %[[BACK:.+]] = ds.transpose %[[AVG]]
+// CHECK: ml_program.global_store @"onebit_worker_error:w" = %[[WE]]
+// CHECK: ml_program.global_store @"onebit_server_error:w" = %[[SE]]
+// CHECK: ml_program.global_store @"adam_m:w" = %[[BACK]]
+// CHECK: %[[BAD:.+]] = ds.all_reduce %{{.+}} {axes = ["dp"]} : tensor<f32>
+// CHECK: ds.greater %[[BAD]]
+// CHECK: ds.where
+func.func @main(%x: tensor<4x3xf32> {ds.name = "x"}) -> (tensor<4x2xf32> {ds.name = "y"}) {
+  %w = ds.parameter "w" = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf32> {ds.transpose_of = "W"}
+  %b = ds.parameter "b" = dense<[0.1, -0.2]> : tensor<2xf32>
+  %0 = ds.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %1 = ds.add %0, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  return %1 : tensor<4x2xf32>
+}

@@ -182,15 +182,17 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.lr = 3e-4;
     opt.beta2 = 0.95;
     opt.eps = 1e-10;
-  } else if (lower == "onebitadam") {
-    opt.kind = OptimizerConfig::Kind::OneBitAdam; // Adam's defaults; no bias correction
+  } else if (lower == "onebitadam" || lower == "zerooneadam") {
+    // Adam's defaults; no bias correction.
+    opt.kind = lower == "onebitadam" ? OptimizerConfig::Kind::OneBitAdam
+                                     : OptimizerConfig::Kind::ZeroOneAdam;
     opt.biasCorrection = false;
   } else if (type.empty()) {
     return r.error("type",
-                   "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad, Muon or OneBitAdam");
+                   "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad, Muon, OneBitAdam or ZeroOneAdam");
   } else {
     return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, Lamb, SGD, "
-                                        "Lion, Adagrad, Muon and OneBitAdam)");
+                                        "Lion, Adagrad, Muon, OneBitAdam and ZeroOneAdam)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -221,9 +223,19 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         return p.error("per_head_muon", "is not supported yet: ds orthogonalizes each whole "
                                         "matrix (set it to false)");
     }
-    if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
-      DS_CHECK(p.integer("freeze_step", opt.freezeStep));
-      if (opt.freezeStep < 0) return p.error("freeze_step", "must be >= 0");
+    if (opt.kind == OptimizerConfig::Kind::ZeroOneAdam) {
+      DS_CHECK(p.integer("var_freeze_step", opt.varFreezeStep));
+      if (opt.varFreezeStep < 0) return p.error("var_freeze_step", "must be >= 0");
+      DS_CHECK(p.integer("var_update_scaler", opt.varUpdateScaler, /*positive=*/true));
+      DS_CHECK(p.integer("local_step_scaler", opt.localStepScaler, /*positive=*/true));
+      DS_CHECK(p.integer("local_step_clipper", opt.localStepClipper, /*positive=*/true));
+    }
+    if (opt.kind == OptimizerConfig::Kind::OneBitAdam ||
+        opt.kind == OptimizerConfig::Kind::ZeroOneAdam) {
+      if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
+        DS_CHECK(p.integer("freeze_step", opt.freezeStep));
+        if (opt.freezeStep < 0) return p.error("freeze_step", "must be >= 0");
+      }
       // How DeepSpeed moves the compressed bits (NCCL, MPI, CUDA-aware
       // MPI): ds runs them over its own communicator either way.
       bool cudaAware = false;
@@ -272,7 +284,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         DS_CHECK(p.boolean("bias_correction", opt.biasCorrection));
       if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::Muon)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
-      if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
+      if (opt.kind == OptimizerConfig::Kind::OneBitAdam ||
+          opt.kind == OptimizerConfig::Kind::ZeroOneAdam) {
         // Accepted and ignored, as DeepSpeed's OnebitAdam does: its update
         // is always m / (sqrt(v) + eps), without bias correction.
         bool inside = false;
@@ -1346,11 +1359,13 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                         c.optimizer.kind == OptimizerConfig::Kind::Lion;
   if (c.scheduler.kind == SchedulerConfig::Kind::OneCycle && c.scheduler.cycleMomentum) {
     if (c.optimizer.kind == OptimizerConfig::Kind::Lion ||
-        c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam)
+        c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ||
+        c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam)
       return r.error("scheduler", std::string("OneCycle's cycle_momentum cycles ") +
-                                      (c.optimizer.kind == OptimizerConfig::Kind::Lion
-                                           ? "Lion's"
-                                           : "OneBitAdam's") +
+                                      (c.optimizer.kind == OptimizerConfig::Kind::Lion ? "Lion's"
+                                       : c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam
+                                           ? "OneBitAdam's"
+                                           : "ZeroOneAdam's") +
                                       " betas[0], which ds does for Adam and AdamW only: set "
                                       "scheduler.params.cycle_momentum to false");
     if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
@@ -1374,13 +1389,16 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                        ": use stage 0");
   // DeepSpeed's 1-bit optimizers assert ZeRO is off; the rest are ds's
   // limits for now.
-  if (c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam) {
+  if (c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ||
+      c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam) {
+    const char *name =
+        c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ? "OneBitAdam " : "ZeroOneAdam ";
     const char *why = c.zeroStage > 0 ? "runs without ZeRO (DeepSpeed asserts stage 0)"
                       : c.tensorParallel > 1 ? "runs without tensor parallelism in ds"
                       : c.precision.kind != PrecisionConfig::Kind::FP32
                           ? "runs in fp32 in ds (bf16 and fp16 are not supported with it yet)"
                           : nullptr;
-    if (why) return r.error("optimizer", std::string("OneBitAdam ") + why);
+    if (why) return r.error("optimizer", std::string(name) + why);
   }
   DS_CHECK(r.finish());
   return c;

@@ -474,22 +474,24 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       if (failed(partitionOptimizer(module, step, opt, axes))) return signalPassFailure();
     } else {
       averageGradients(opt, axes);
-      if (auto compressed = module.lookupSymbol<func::FuncOp>("optimizer_step_compressed"))
-        compressMomenta(module, compressed, axes);
+      // The 1-bit optimizers' programs over each rank's own gradients.
+      for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+        if (f.getSymName().starts_with("optimizer_step_")) compressMarked(module, f, axes);
     }
     averageLoss(step, axes);
   }
 
-  /// 1-bit Adam after its warm-up (ds-build-train-step's
-  /// @optimizer_step_compressed): each rank's momentum, from its own
-  /// gradients, is averaged by DeepSpeed's error-compensated 1-bit
+  /// A 1-bit optimizer's program over each rank's own gradients
+  /// (ds-build-train-step's @optimizer_step_*): every value marked
+  /// `ds.onebit_compress` (1-bit Adam's momentum, 0/1 Adam's gradient or
+  /// accumulated steps) is averaged by DeepSpeed's error-compensated 1-bit
   /// all-reduce, its worker and server errors kept as state; and since each
   /// rank's gradient norm is its own, the ranks agree on a non-finite one.
-  void compressMomenta(ModuleOp module, func::FuncOp f, ArrayAttr axes) {
+  void compressMarked(ModuleOp module, func::FuncOp f, ArrayAttr axes) {
     MLIRContext *ctx = module.getContext();
-    SmallVector<ml_program::GlobalStoreOp> stores;
-    f.walk([&](ml_program::GlobalStoreOp st) {
-      if (st.getGlobal().getLeafReference().getValue().starts_with("adam_m:")) stores.push_back(st);
+    SmallVector<Operation *> marked;
+    f.walk([&](Operation *op) {
+      if (op->hasAttr("ds.onebit_compress")) marked.push_back(op);
     });
     // DeepSpeed pads each tensor to a multiple of size * lcm(size, 8).
     const int64_t n = worldSize, unit = n * std::lcm<int64_t>(n, 8);
@@ -508,42 +510,48 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
           if (!state || !bound.insert(state.getValue()).second) continue;
           if (tr && tr.getValue()) transposedStates.insert(state.getValue());
         }
-    for (auto st : stores) {
-      Value m = st.getValue();
+    for (Operation *op : marked) {
+      Value m = op->getResult(0);
+      Location loc = op->getLoc();
       auto t = cast<RankedTensorType>(m.getType());
       const int64_t big = (t.getNumElements() + unit - 1) / unit * unit;
-      StringRef name = st.getGlobal().getLeafReference().getValue().drop_front(strlen("adam_m:"));
+      std::string name = op->getAttrOfType<StringAttr>("ds.onebit_compress").str();
+      std::string param = op->getAttrOfType<StringAttr>("ds.onebit_param").str();
+      op->removeAttr("ds.onebit_compress");
+      op->removeAttr("ds.onebit_param");
       auto weT = RankedTensorType::get({big}, f32), seT = RankedTensorType::get({big / n}, f32);
       auto error = [&](StringRef kind, RankedTensorType type) {
-        auto g = ml_program::GlobalOp::create(gb, st.getLoc(), (kind + name).str(), type,
-                                              /*is_mutable=*/true, Attribute(),
-                                              gb.getStringAttr("private"));
+        std::string symbol = (kind + name).str();
+        auto g = module.lookupSymbol<ml_program::GlobalOp>(symbol);
+        if (!g)
+          g = ml_program::GlobalOp::create(gb, loc, symbol, type, /*is_mutable=*/true,
+                                           Attribute(), gb.getStringAttr("private"));
         return SymbolRefAttr::get(g.getSymNameAttr());
       };
       SymbolRefAttr weSym = error("onebit_worker_error:", weT),
                     seSym = error("onebit_server_error:", seT);
       OpBuilder b(ctx);
       b.setInsertionPointAfterValue(m);
-      Value we = ml_program::GlobalLoadOp::create(b, st.getLoc(), weT, weSym);
-      Value se = ml_program::GlobalLoadOp::create(b, st.getLoc(), seT, seSym);
+      Value we = ml_program::GlobalLoadOp::create(b, loc, weT, weSym);
+      Value se = ml_program::GlobalLoadOp::create(b, loc, seT, seSym);
       // The chunks (and so the server scales) follow the element order:
       // compress in the ONNX initializer's layout (DeepSpeed flattens the
       // torch parameter), undoing the importer's transposed storage.
-      const bool transposed = transposedStates.contains(("param:" + name).str());
+      const bool transposed = transposedStates.contains("param:" + param);
       auto flip = [&](Value v) {
-        return TransposeOp::create(b, st.getLoc(), ValueRange{v},
+        return TransposeOp::create(b, loc, ValueRange{v},
                                    {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))})
             .getResult();
       };
       Value in = transposed ? flip(m) : m;
-      auto c = CompressedAllReduceOp::create(b, st.getLoc(),
-                                             TypeRange{in.getType(), weT, seT}, in, we, se, axes);
+      auto c = CompressedAllReduceOp::create(b, loc, TypeRange{in.getType(), weT, seT}, in, we,
+                                             se, axes);
       Value avg = transposed ? flip(c.getResult()) : c.getResult();
       m.replaceUsesWithIf(avg, [&](OpOperand &u) {
         return u.getOwner() != c && u.getOwner() != in.getDefiningOp();
       });
-      ml_program::GlobalStoreOp::create(b, st.getLoc(), weSym, c.getNewWorkerError());
-      ml_program::GlobalStoreOp::create(b, st.getLoc(), seSym, c.getNewServerError());
+      ml_program::GlobalStoreOp::create(b, loc, weSym, c.getNewWorkerError());
+      ml_program::GlobalStoreOp::create(b, loc, seSym, c.getNewServerError());
       ++numReduced;
     }
     Operation *ret = f.getBody().front().getTerminator();

@@ -509,12 +509,19 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
               : kind == "lamb"    ? plan::Optimizer::LAMB
               : kind == "muon"    ? plan::Optimizer::MUON
               : kind == "onebit_adam" ? plan::Optimizer::ONEBIT_ADAM
+              : kind == "zero_one_adam" ? plan::Optimizer::ZERO_ONE_ADAM
               : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);
   o->set_lr(f64("lr"));
   if (kind == "muon") o->set_muon_lr(f64("muon_lr"));
   if (kind == "onebit_adam") o->set_freeze_step(i64("freeze_step"));
+  if (kind == "zero_one_adam") {
+    o->set_var_freeze_step(i64("var_freeze_step"));
+    o->set_var_update_scaler(i64("var_update_scaler"));
+    o->set_local_step_scaler(i64("local_step_scaler"));
+    o->set_local_step_clipper(i64("local_step_clipper"));
+  }
   o->set_beta1(f64("beta1"));
   o->set_beta2(f64("beta2"));
   o->set_eps(f64("eps"));
@@ -558,6 +565,11 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   t.set_optimizer_program("optimizer_step");
   if (module.lookupSymbol("optimizer_step_compressed"))
     t.set_compressed_optimizer_program("optimizer_step_compressed");
+  if (module.lookupSymbol("optimizer_step_sync")) {
+    t.set_gradient_compressed_program("optimizer_step_onebit_grad");
+    t.set_local_step_program("optimizer_step_local");
+    t.set_sync_step_program("optimizer_step_sync");
+  }
   t.set_loss_output("loss");
   if (auto inputs = d.getAs<ArrayAttr>("data_inputs"))
     for (Attribute a : inputs)

@@ -104,10 +104,16 @@ public:
       return signalPassFailure();
     }
     if (failed(readConfig(main)) || failed(promoteParameters(module, main)) ||
-        failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)) ||
-        (config_.optimizer.kind == OptimizerConfig::Kind::OneBitAdam &&
-         failed(buildOptimizerStep(module, /*compressedPhase=*/true))))
+        failed(buildTrainStep(module, main)) || failed(buildOptimizerStep(module)))
       return signalPassFailure();
+    // The 1-bit optimizers' programs over each rank's own gradients.
+    SmallVector<Phase> phases;
+    if (config_.optimizer.kind == OptimizerConfig::Kind::OneBitAdam)
+      phases = {Phase::OneBitMomentum};
+    if (config_.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam)
+      phases = {Phase::ZeroOneGradient, Phase::ZeroOneLocal, Phase::ZeroOneSync};
+    for (Phase ph : phases)
+      if (failed(buildOptimizerStep(module, ph))) return signalPassFailure();
     evalDropout(main);
     recordGradientless(module);
     recordConfig(module);
@@ -761,16 +767,106 @@ private:
     return sliced;
   }
 
-  /// @optimizer_step; with `compressedPhase`, 1-bit Adam's
-  /// @optimizer_step_compressed (momentum from the rank's own gradients,
-  /// which ds-data-parallel averages by the 1-bit all-reduce; the variance
-  /// frozen).
-  LogicalResult buildOptimizerStep(ModuleOp module, bool compressedPhase = false) {
+  /// The optimizer programs: @optimizer_step (Phase::Full), and those of
+  /// the 1-bit optimizers over each rank's own gradients, where a value
+  /// marked `ds.onebit_compress` is what ds-data-parallel averages by the
+  /// 1-bit all-reduce (ranks > 1).
+  enum class Phase {
+    Full,
+    OneBitMomentum,  // OneBitAdam after freeze_step: m from local gradients, v frozen
+    ZeroOneGradient, // 0/1 Adam between variance updates: m from 1-bit-averaged gradients
+    ZeroOneLocal,    // 0/1 Adam after var_freeze_step: a local step
+    ZeroOneSync,     // ... and the local steps' sum averaged (1-bit), m rebuilt from it
+  };
+  static const char *programName(Phase ph) {
+    switch (ph) {
+    case Phase::Full: return "optimizer_step";
+    case Phase::OneBitMomentum: return "optimizer_step_compressed";
+    case Phase::ZeroOneGradient: return "optimizer_step_onebit_grad";
+    case Phase::ZeroOneLocal: return "optimizer_step_local";
+    case Phase::ZeroOneSync: return "optimizer_step_sync";
+    }
+    return "";
+  }
+
+  /// Marks `v` for ds-data-parallel's 1-bit all-reduce, with error state
+  /// `errors` of parameter `param` (ranks > 1; one rank keeps it as is).
+  Value compressed(Value v, const std::string &errors, const std::string &param) {
+    if (config_.worldSize <= 1) return v;
+    Operation *def = v.getDefiningOp();
+    Builder b(def->getContext());
+    def->setAttr("ds.onebit_compress", b.getStringAttr(errors));
+    def->setAttr("ds.onebit_param", b.getStringAttr(param));
+    return v;
+  }
+
+  /// One parameter's update in a 1-bit optimizer's program over local
+  /// gradients (`grad`, clipped): DeepSpeed's OnebitAdam after freeze_step,
+  /// or ZeroOneAdam's steps (deepspeed/runtime/fp16/onebit/{adam,zoadam}.py).
+  template <typename GlobalFn, typename ScalarFn>
+  void buildOneBitUpdate(OpBuilder &b, Phase phase, const Parameter &p, Value param,
+                         SymbolRefAttr psym, Value grad, Block *body, GlobalFn &global,
+                         ScalarFn &scalar) {
+    const OptimizerConfig &opt = config_.optimizer;
+    Location loc = param.getLoc();
+    Type t = param.getType();
+    auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
+    Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
+    Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
+    Value lr = body->getArgument(0);
+    auto momentum = [&](Value g) {
+      return AddOp::create(b, loc, MulOp::create(b, loc, m, scalar(opt.beta1)),
+                           MulOp::create(b, loc, g, scalar(1.0 - opt.beta1)))
+          .getResult();
+    };
+    Value denom = AddOp::create(b, loc, SqrtOp::create(b, loc, t, v), scalar(opt.eps));
+    // u = m / (sqrt(v) + eps) + wd param (v frozen in every phase here).
+    auto update = [&](Value mNow) {
+      Value u = DivOp::create(b, loc, mNow, denom);
+      if (opt.weightDecay > 0)
+        u = AddOp::create(b, loc, u, MulOp::create(b, loc, param, scalar(opt.weightDecay)));
+      return MulOp::create(b, loc, u, lr).getResult();
+    };
+    Value mNew = m;
+    if (phase == Phase::OneBitMomentum) {
+      mNew = compressed(momentum(grad), p.name, p.name);
+    } else if (phase == Phase::ZeroOneGradient) {
+      // One rank has no other gradients to average: DeepSpeed leaves m.
+      if (config_.worldSize > 1) mNew = momentum(compressed(grad, p.name, p.name));
+    } else {
+      mNew = momentum(grad);
+    }
+    Value step = update(mNew);
+    Value newParam = SubOp::create(b, loc, param, step);
+    if (phase == Phase::ZeroOneLocal || phase == Phase::ZeroOneSync) {
+      // acc, the local steps' sum (0/1 Adam's u): acc -= lr u.
+      auto asym = global("onebit_accumulator:" + p.name, t);
+      Value acc = SubOp::create(b, loc, ml_program::GlobalLoadOp::create(b, loc, t, asym), step);
+      if (phase == Phase::ZeroOneSync) {
+        // Back to the last synced point, the sum averaged (1-bit) in
+        // gradient scale, m rebuilt from it: param += avg / (sqrt(v) + eps),
+        // m = -avg / lrs, acc = 0.
+        Value lrs = body->getArgument(1);
+        Value back = SubOp::create(b, loc, newParam, acc);
+        Value avg = compressed(MulOp::create(b, loc, acc, denom), "acc:" + p.name, p.name);
+        newParam = AddOp::create(b, loc, back, DivOp::create(b, loc, avg, denom));
+        mNew = DivOp::create(b, loc, NegOp::create(b, loc, avg), lrs);
+        acc = FillOp::create(b, loc, t, b.getF64FloatAttr(0.0));
+      }
+      ml_program::GlobalStoreOp::create(b, loc, asym, acc);
+    }
+    if (mNew != m) ml_program::GlobalStoreOp::create(b, loc, msym, mNew);
+    ml_program::GlobalStoreOp::create(b, loc, psym, newParam);
+  }
+
+  LogicalResult buildOptimizerStep(ModuleOp module, Phase phase = Phase::Full) {
+    const bool compressedPhase = phase != Phase::Full;
     OpBuilder mb(module.getBodyRegion());
     mb.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     const OptimizerConfig &opt = config_.optimizer;
-    const bool oneBit = opt.kind == OptimizerConfig::Kind::OneBitAdam;
+    const bool oneBit = opt.kind == OptimizerConfig::Kind::OneBitAdam ||
+                        opt.kind == OptimizerConfig::Kind::ZeroOneAdam;
     bool sgd = opt.kind == OptimizerConfig::Kind::SGD;
     const bool lion = opt.kind == OptimizerConfig::Kind::Lion;
     const bool adagrad = opt.kind == OptimizerConfig::Kind::Adagrad;
@@ -786,6 +882,7 @@ private:
     // makes no update then): `skip` leaves everything unchanged.
     if (oneBit && !compressedPhase) scalarNames.push_back("skip");
     if (compressedPhase) scalarNames = {"lr"};
+    if (phase == Phase::ZeroOneSync) scalarNames.push_back("lrs"); // lr summed since the last sync
     // OneCycle's momentum cycling: Adam's beta1 is this step's scalar.
     const bool cycledBeta1 = !sgd && !lion && !adagrad &&
                              config_.scheduler.kind == SchedulerConfig::Kind::OneCycle &&
@@ -793,9 +890,8 @@ private:
     if (cycledBeta1) scalarNames.push_back("beta1");
     if (lossScaled()) scalarNames.push_back("inv_loss_scale");
     SmallVector<Type> argTypes(scalarNames.size(), f32);
-    auto fn = func::FuncOp::create(
-        mb, loc, compressedPhase ? "optimizer_step_compressed" : "optimizer_step",
-        mb.getFunctionType(argTypes, {f32}));
+    auto fn = func::FuncOp::create(mb, loc, programName(phase),
+                                   mb.getFunctionType(argTypes, {f32}));
     Block *body = fn.addEntryBlock();
     for (auto [i, n] : llvm::enumerate(scalarNames))
       fn.setArgAttr(i, "ds.name", mb.getStringAttr(n));
@@ -875,25 +971,8 @@ private:
       auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
       Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
       if (compressedPhase) {
-        // m = b1 m + (1 - b1) g; param -= lr (m / (sqrt(v) + eps) + wd
-        // param), v frozen (DeepSpeed's OnebitAdam after freeze_step). The
-        // stored m is what ds-data-parallel averages by the 1-bit all-reduce.
-        auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t);
-        Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
-        Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
-        Value grad = MulOp::create(b, loc, g, gscale);
-        Value m1 = AddOp::create(b, loc, MulOp::create(b, loc, m, scalar(opt.beta1)),
-                                 MulOp::create(b, loc, grad, scalar(1.0 - opt.beta1)));
-        ml_program::GlobalStoreOp::create(b, loc, msym, m1);
-        Value denom = AddOp::create(b, loc, SqrtOp::create(b, loc, t, v), scalar(opt.eps));
-        Value update = DivOp::create(b, loc, m1, denom);
-        if (opt.weightDecay > 0)
-          update = AddOp::create(b, loc, update,
-                                 MulOp::create(b, loc, param, scalar(opt.weightDecay)));
-        Value lr = body->getArgument(0);
-        ml_program::GlobalStoreOp::create(
-            b, loc, psym, SubOp::create(b, loc, param, MulOp::create(b, loc, update, lr)));
-      } else if (muon && p.muon) {
+        buildOneBitUpdate(b, phase, p, param, psym, MulOp::create(b, loc, g, gscale), body,
+                          global, scalar);      } else if (muon && p.muon) {
         if (isSliced(module, p))
           return emitError(loc) << "Muon orthogonalizes each whole matrix; '" << p.name
                                 << "' is split over tensor-parallel ranks (use AdamW, or no "
@@ -997,6 +1076,7 @@ private:
                        : o.kind == OptimizerConfig::Kind::Lamb    ? "lamb"
                        : o.kind == OptimizerConfig::Kind::Muon    ? "muon"
                        : o.kind == OptimizerConfig::Kind::OneBitAdam ? "onebit_adam"
+                       : o.kind == OptimizerConfig::Kind::ZeroOneAdam ? "zero_one_adam"
                        : o.decoupledWeightDecay                   ? "adamw"
                                                                   : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"
@@ -1087,6 +1167,10 @@ private:
         b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
         b.getNamedAttr("muon_lr", b.getF64FloatAttr(o.muonLr)),
         b.getNamedAttr("freeze_step", b.getI64IntegerAttr(o.freezeStep)),
+        b.getNamedAttr("var_freeze_step", b.getI64IntegerAttr(o.varFreezeStep)),
+        b.getNamedAttr("var_update_scaler", b.getI64IntegerAttr(o.varUpdateScaler)),
+        b.getNamedAttr("local_step_scaler", b.getI64IntegerAttr(o.localStepScaler)),
+        b.getNamedAttr("local_step_clipper", b.getI64IntegerAttr(o.localStepClipper)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
         b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
         b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),

@@ -787,6 +787,10 @@ absl::Status checkTraining(const plan::Plan &p) {
   if (!finite(o.lr()) || o.lr() < 0) return bad("optimizer lr", "must be finite and >= 0");
   if (!finite(o.muon_lr()) || o.muon_lr() < 0)
     return bad("optimizer muon_lr", "must be finite and >= 0");
+  if (o.kind() == plan::Optimizer::ZERO_ONE_ADAM &&
+      (o.var_update_scaler() < 1 || o.local_step_scaler() < 1 || o.local_step_clipper() < 1 ||
+       o.var_freeze_step() < 0))
+    return bad("optimizer", "ZeroOneAdam's scalers and clipper must be >= 1 and var_freeze_step >= 0");
   if (o.kind() != plan::Optimizer::SGD && o.kind() != plan::Optimizer::ADAGRAD &&
       (!(o.beta1() >= 0 && o.beta1() < 1) || !(o.beta2() >= 0 && o.beta2() < 1) ||
        !(o.eps() >= 0) || !finite(o.eps()) ||

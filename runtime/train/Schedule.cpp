@@ -131,4 +131,35 @@ AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t, doub
   return {lr / bc1, std::sqrt(bc2)};
 }
 
+ZeroOnePolicy::Step ZeroOnePolicy::next(double lr, double &lrs) {
+  ++step_;
+  if (step_ == 1) return Step::Init; // no policy update, no freeze check
+  Step kind;
+  if (!frozen_) {
+    // Variance updates at var_interval, which doubles every
+    // var_update_scaler of them; the gradients between are 1-bit averaged.
+    const bool variance = step_ % varInterval_ == 0;
+    kind = variance ? Step::Variance : Step::Gradient;
+    if (variance && ++varCounter_ == o_.var_update_scaler()) {
+      varCounter_ = 0;
+      varInterval_ *= 2;
+    }
+  } else {
+    // Local steps synced every local_step_interval, which doubles (up to
+    // local_step_clipper) every local_step_scaler steps.
+    lrs_ += lr;
+    kind = step_ % localInterval_ == 0 ? Step::Sync : Step::Local;
+    if (kind == Step::Sync) {
+      lrs = lrs_;
+      lrs_ = 0;
+    }
+    if (++localCounter_ == o_.local_step_scaler()) {
+      localCounter_ = 0;
+      localInterval_ = std::min<int64_t>(o_.local_step_clipper(), 2 * localInterval_);
+    }
+  }
+  if (step_ > o_.var_freeze_step()) frozen_ = true;
+  return kind;
+}
+
 } // namespace ds::rt

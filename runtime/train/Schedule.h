@@ -33,4 +33,28 @@ AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t);
 /// the current value, as torch's Adam and DeepSpeed's FusedAdam do).
 AdamScalars adamScalars(const ds::plan::Optimizer &o, double lr, int64_t t, double beta1);
 
+/// DeepSpeed's ZeroOneAdam policy (zoadam.py), step by step: which kind
+/// of optimizer step each (1-based) step is, and for a sync the learning
+/// rates summed since the last one. A pure function of the step count and
+/// the schedule, so a resumed run replays it.
+class ZeroOnePolicy {
+public:
+  enum class Step {
+    Init,     // the first: initializes, no update
+    Variance, // m and v from averaged gradients
+    Gradient, // m from 1-bit-averaged gradients, v kept
+    Local,    // after var_freeze_step: a step on local gradients
+    Sync,     // ... and the local steps' sum averaged (1-bit)
+  };
+  explicit ZeroOnePolicy(const ds::plan::Optimizer &o) : o_(o) {}
+  /// The next step's kind at rate `lr`; `lrs` gets the summed rates of a Sync.
+  Step next(double lr, double &lrs);
+
+private:
+  ds::plan::Optimizer o_;
+  int64_t step_ = 0, varInterval_ = 1, varCounter_ = 0, localInterval_ = 1, localCounter_ = 0;
+  double lrs_ = 0;
+  bool frozen_ = false;
+};
+
 } // namespace ds::rt

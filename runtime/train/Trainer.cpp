@@ -96,6 +96,10 @@ absl::Status checkTrainable(Session &session) {
   if (t.optimizer().kind() == ds::plan::Optimizer::ONEBIT_ADAM &&
       t.compressed_optimizer_program().empty())
     return absl::InvalidArgumentError("the plan's 1-bit Adam has no compressed optimizer program");
+  if (t.optimizer().kind() == ds::plan::Optimizer::ZERO_ONE_ADAM &&
+      (!session.program(t.gradient_compressed_program()) ||
+       !session.program(t.local_step_program()) || !session.program(t.sync_step_program())))
+    return absl::InvalidArgumentError("the plan's 0/1 Adam programs are missing");
   const int64_t dp = std::max<int64_t>(1, t.world_size()), tp = tensorParallel(t);
   if (dp * tp != session.comm().size())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -375,6 +379,8 @@ public:
         comm_(session.comm()), data_(std::move(data)),
         clock_(session, p_.training(), p_.training().wall_clock_breakdown()) {
     if (t_.precision() == "fp16") scaler_.emplace(t_.loss_scaler());
+    if (t_.optimizer().kind() == ds::plan::Optimizer::ZERO_ONE_ADAM)
+      zeroOne_.emplace(t_.optimizer());
     if (t_.comms_logger().enabled()) {
       comms_.emplace(t_.comms_logger());
       session_.setCommRecording(true);
@@ -393,6 +399,10 @@ public:
     if (applied_ < 0 || applied_ > meta.step())
       return absl::InvalidArgumentError(absl::StrFormat(
           "the checkpoint says %d of its %d steps were applied", applied_, meta.step()));
+    if (zeroOne_) { // replay the policy to the checkpoint's step
+      double lrs = 0;
+      for (int64_t k = 0; k < applied_; ++k) zeroOne_->next(learningRateAt(t_, k), lrs);
+    }
     if (scaler_ && meta.has_loss_scaler()) return scaler_->restore(meta.loss_scaler(), meta.step());
     if (scaler_)
       std::fprintf(stderr, "ds-run: the checkpoint has no loss scaler state; starting from "
@@ -617,8 +627,24 @@ private:
                             step >= std::max<int64_t>(2, t_.optimizer().freeze_step());
     if (kind == ds::plan::Optimizer::ONEBIT_ADAM && !compressed)
       scalars["skip"] = scalarF32(step == 0 ? 1.0f : 0.0f);
+    // DeepSpeed's ZeroOneAdam: its policy picks the step's program.
+    bool zeroOneOwn = false;
+    if (zeroOne_) {
+      double lrs = 0;
+      const ZeroOnePolicy::Step z = zeroOne_->next(lr, lrs);
+      zeroOneOwn = z != ZeroOnePolicy::Step::Init && z != ZeroOnePolicy::Step::Variance;
+      if (!zeroOneOwn) scalars["skip"] = scalarF32(z == ZeroOnePolicy::Step::Init ? 1.0f : 0.0f);
+      if (z == ZeroOnePolicy::Step::Gradient) program = t_.gradient_compressed_program();
+      if (z == ZeroOnePolicy::Step::Local) program = t_.local_step_program();
+      if (z == ZeroOnePolicy::Step::Sync) {
+        program = t_.sync_step_program();
+        scalars["lrs"] = scalarF32(static_cast<float>(lrs));
+      }
+    }
     if (compressed) {
       program = t_.compressed_optimizer_program();
+    } else if (zeroOneOwn) {
+      // The learning rate (and a sync's summed rates) alone.
     } else if (kind == ds::plan::Optimizer::SGD) {
       scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);
     } else if (kind == ds::plan::Optimizer::LION || kind == ds::plan::Optimizer::ADAGRAD) {
@@ -672,6 +698,7 @@ private:
   std::vector<StepTiming> profiled_;   // its steps' timings and FLOPs
   std::optional<LossScaler> scaler_;
   std::optional<CommsLogger> comms_; // comms_logger
+  std::optional<ZeroOnePolicy> zeroOne_; // ZeroOneAdam's step policy
   int64_t applied_ = 0; // optimizer updates applied (fp16 overflows skip some)
 };
 

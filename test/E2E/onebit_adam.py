@@ -1,11 +1,15 @@
-# DeepSpeed's 1-bit Adam (optimizer type "OneBitAdam") on 1, 2 and 4 data-
+# DeepSpeed's 1-bit Adam (optimizer type "OneBitAdam") and 0/1 Adam
+# ("ZeroOneAdam") on 1, 2 and 4 data-
 # parallel ranks follows a numpy transcription of the algorithm (DeepSpeed's
 # runtime/fp16/onebit/adam.py and comm/nccl.py compressed_allreduce, as
 # DEEPSPEED-ALGORITHMS.md records them) within 1e-5 per step over 20 steps:
 # the first step only initializes, Adam without bias correction on averaged
 # gradients until freeze_step, then each rank's momentum from its own
 # gradients averaged by the error-compensated 1-bit all-reduce, the
-# variance frozen. A 1-bit decision is discontinuous: where the reference
+# variance frozen; 0/1 Adam's variance steps at doubling intervals with
+# 1-bit-averaged gradients between, then after var_freeze_step local steps
+# (each rank its own parameters) synced at doubling intervals by the 1-bit
+# all-reduce of their sum. A 1-bit decision is discontinuous: where the reference
 # meets a near tie (an element within 1e-6 of its buffer's scale from 0,
 # not exactly 0), ds's float-rounding-different momentum may take the other
 # sign and the trajectories part; the strict comparison stops at such a
@@ -84,6 +88,38 @@ def compressed_allreduce(bufs, worker_err, server_err):
     return out
 
 
+def local_gradients(models, mbs, gas, micro):
+    """Each rank's accumulated gradient (flat, per parameter) from the
+    samples ds-run's loader gives it at micro-step `micro`, with its own
+    model; and the ranks' losses summed."""
+    world, n, total, grads = len(models), len(data["labels"]), 0.0, []
+    for r, model in enumerate(models):
+        model.zero_grad()
+        for k in range(gas):
+            first = (micro + k) * mbs * world + r * mbs
+            idx = [(first + i) % n for i in range(mbs)]
+            loss = F.cross_entropy(model(torch.from_numpy(data["x"][idx])),
+                                   torch.from_numpy(data["labels"][idx]))
+            (loss / gas).backward()
+            total += loss.item() / gas
+        grads.append([p.grad.detach().numpy().reshape(-1).copy() for p in model.parameters()])
+    return grads, total
+
+
+def clipped(grads, averaged):
+    """The ranks' gradients as the optimizer takes them: averaged when the
+    engine all-reduces them, then clipped (1.0) by each rank's own norm."""
+    world = len(grads)
+    if averaged:
+        avg = [sum(g[i] for g in grads) / np.float32(world) for i in range(len(grads[0]))]
+        grads = [avg] * world
+    out = []
+    for g in grads:
+        norm = math.sqrt(sum(float(np.dot(x.astype(np.float64), x)) for x in g))
+        out.append([x * np.float32(min(1.0, 1.0 / (norm + 1e-6))) for x in g])
+    return out
+
+
 def reference(model, world, mbs, gas):
     """Per-step losses of 1-bit Adam over `world` ranks, each reading the
     samples ds-run's loader gives it, from `model`'s weights; and the first
@@ -99,28 +135,11 @@ def reference(model, world, mbs, gas):
     eps, wd, lr = PARAMS["eps"], PARAMS["weight_decay"], PARAMS["lr"]
     losses, micro, n, tie = [], 0, len(data["labels"]), None
     for step in range(STEPS):
-        grads, total = [], 0.0
-        for r in range(world):  # each rank's accumulated gradient
-            model.zero_grad()
-            for k in range(gas):
-                first = (micro + k) * mbs * world + r * mbs
-                idx = [(first + i) % n for i in range(mbs)]
-                loss = F.cross_entropy(model(torch.from_numpy(data["x"][idx])),
-                                       torch.from_numpy(data["labels"][idx]))
-                (loss / gas).backward()
-                total += loss.item() / gas
-            grads.append([p.grad.detach().numpy().reshape(-1).copy() for p in params])
+        grads, total = local_gradients([model] * world, mbs, gas, micro)
         micro += gas
         losses.append(total / world)
         compressed = step >= max(2, FREEZE)
-        if not compressed:  # the engine averages the gradients
-            avg = [sum(g[i] for g in grads) / np.float32(world) for i in range(len(params))]
-            grads = [avg] * world
-        # Clipping (1.0) on each rank's own gradients (averaged ones before).
-        for r in range(world):
-            norm = math.sqrt(sum(float(np.dot(g.astype(np.float64), g)) for g in grads[r]))
-            coef = min(1.0, 1.0 / (norm + 1e-6))
-            grads[r] = [g * np.float32(coef) for g in grads[r]]
+        grads = clipped(grads, averaged=not compressed)
         if step == 0:
             continue  # DeepSpeed's initialization step
         with torch.no_grad():
@@ -146,11 +165,107 @@ def reference(model, world, mbs, gas):
     return losses, tie
 
 
-def train_ds(world, mbs, gas, extra_cfg=None):
-    work = os.path.join(args.workdir, "ranks%d" % world)
+def zero_one_reference(model, world, mbs, gas, zo):
+    """0/1 Adam (zoadam.py) over `world` ranks, each with its own copy of
+    the parameters (they differ between syncs); as reference()."""
+    models = [copy.deepcopy(model) for _ in range(world)]
+    params = [list(mm.parameters()) for mm in models]
+    shapes = [p.shape for p in params[0]]
+    sizes = [p.numel() for p in params[0]]
+    m = [[np.zeros(k, np.float32) for k in sizes] for _ in range(world)]
+    v = [np.zeros(k, np.float32) for k in sizes]
+    acc = [[np.zeros(k, np.float32) for k in sizes] for _ in range(world)]
+    unit = world * (world * 8 // math.gcd(world, 8))
+    padded = [(k + unit - 1) // unit * unit for k in sizes]
+    errors = {}
+
+    def err(key, i):
+        if (key, i) not in errors:
+            errors[(key, i)] = ([np.zeros(padded[i], np.float32) for _ in range(world)],
+                                [np.zeros(padded[i] // world, np.float32) for _ in range(world)])
+        return errors[(key, i)]
+
+    def allreduce(key, i, values):
+        bufs = [np.concatenate([x, np.zeros(padded[i] - x.size, np.float32)]) for x in values]
+        we, se = err(key, i)
+        return compressed_allreduce(bufs, we, se)[:sizes[i]]
+
+    b1, b2 = PARAMS["betas"]
+    eps, wd, lr = np.float32(PARAMS["eps"]), np.float32(PARAMS["weight_decay"]), PARAMS["lr"]
+    var_interval, var_counter, local_interval, local_counter, lrs, frozen = 1, 0, 1, 0, 0.0, False
+    losses, micro, n, tie = [], 0, len(data["labels"]), None
+    for s in range(1, STEPS + 1):
+        grads, total = local_gradients(models, mbs, gas, micro)
+        micro += gas
+        losses.append(total / world)
+        if s == 1:
+            kind = "init"
+        elif not frozen:
+            kind = "variance" if s % var_interval == 0 else "gradient"
+            if kind == "variance":
+                var_counter += 1
+                if var_counter == zo["var_update_scaler"]:
+                    var_counter, var_interval = 0, var_interval * 2
+        else:
+            lrs += lr
+            kind = "sync" if s % local_interval == 0 else "local"
+            local_counter += 1
+            if local_counter == zo["local_step_scaler"]:
+                local_counter = 0
+                local_interval = min(zo["local_step_clipper"], 2 * local_interval)
+        if s > 1 and s > zo["var_freeze_step"]:
+            frozen = True
+        grads = clipped(grads, averaged=kind in ("init", "variance"))
+        if kind == "init":
+            continue
+        with torch.no_grad():
+            for i in range(len(sizes)):
+                denom = np.sqrt(v[i]) + eps
+                if kind == "variance":
+                    for r in range(world):
+                        m[r][i] = b1 * m[r][i] + (1 - b1) * grads[r][i]
+                    v[i] = b2 * v[i] + (1 - b2) * grads[0][i] * grads[0][i]
+                    denom = np.sqrt(v[i]) + eps
+                elif kind == "gradient":
+                    if world > 1:
+                        g1 = allreduce("grad", i, [grads[r][i] for r in range(world)])
+                        for r in range(world):
+                            m[r][i] = b1 * m[r][i] + (1 - b1) * g1
+                else:
+                    for r in range(world):
+                        m[r][i] = b1 * m[r][i] + (1 - b1) * grads[r][i]
+                steps = []
+                for r in range(world):
+                    p = params[r][i]
+                    u = m[r][i] / denom + wd * p.detach().numpy().reshape(-1)
+                    step = np.float32(lr) * u
+                    p -= torch.from_numpy(step.reshape(shapes[i]))
+                    steps.append(step)
+                    if kind in ("local", "sync"):
+                        acc[r][i] = acc[r][i] - step
+                if kind == "sync":
+                    scaled = [acc[r][i] * denom for r in range(world)]
+                    avg = allreduce("acc", i, scaled) if world > 1 else scaled[0]
+                    for r in range(world):
+                        p = params[r][i]
+                        back = p.detach().numpy().reshape(-1) - acc[r][i]
+                        p.copy_(torch.from_numpy((back + avg / denom).reshape(shapes[i])))
+                        m[r][i] = -avg / np.float32(lrs)
+                        acc[r][i] = np.zeros(sizes[i], np.float32)
+        if kind == "sync":
+            lrs = 0.0
+        if tie is None and MARGINS and min(MARGINS) < 1e-6:
+            tie = s
+        MARGINS.clear()
+    return losses, tie
+
+
+def train_ds(world, mbs, gas, optimizer=None, name="onebit"):
+    work = os.path.join(args.workdir, "%s_ranks%d" % (name, world))
     os.makedirs(work, exist_ok=True)
     cfg = {"train_micro_batch_size_per_gpu": mbs, "gradient_accumulation_steps": gas,
-           "gradient_clipping": 1.0, "optimizer": {"type": "OneBitAdam", "params": PARAMS},
+           "gradient_clipping": 1.0,
+           "optimizer": optimizer or {"type": "OneBitAdam", "params": PARAMS},
            "steps_per_print": STEPS, "comms_logger": {"enabled": True}}
     json.dump(cfg, open(os.path.join(work, "c.json"), "w"))
     plan = os.path.join(work, "t.dsplan")
@@ -192,3 +307,23 @@ for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
     if "compressed_allreduce" not in out:
         sys.exit("the comms logger did not log the compressed all-reduce:\n" + out)
     print(out[out.index("Comm. Op"):])
+
+# 0/1 Adam with short intervals, so that 20 steps see every kind of step:
+# variance steps at intervals 1, 2, 4, 8 with 1-bit gradient steps between,
+# frozen after step 12, then synced local steps at intervals 1, 2, 4.
+ZO = {"var_freeze_step": 12, "var_update_scaler": 2, "local_step_scaler": 2,
+      "local_step_clipper": 4}
+zo_params = {k: v for k, v in PARAMS.items() if k != "freeze_step"}
+zo_params.update(ZO)
+for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
+    got, report, out = train_ds(world, mbs, gas, {"type": "ZeroOneAdam", "params": zo_params},
+                                "zero_one")
+    want, tie = zero_one_reference(copy.deepcopy(model), world, mbs, gas, ZO)
+    upto = tie or STEPS
+    print("0/1 Adam ranks %d: near tie in update %s; comparing %d steps" % (world, tie, upto))
+    if upto < 10:
+        sys.exit("a near tie before the 1-bit gradient steps were checked (update %d)" % upto)
+    compare("0/1 Adam on %d rank%s" % (world, "s" if world > 1 else ""), got[:upto], want[:upto],
+            tol=1e-5)
+    if world > 1 and "optimizer_step_sync: compressed_all_reduce" not in report:
+        sys.exit("the report lacks 0/1 Adam's synced all-reduce:\n" + report)

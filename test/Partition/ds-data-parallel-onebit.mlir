@@ -9,6 +9,11 @@
 // local gradient norm.
 // RUN: echo '{"train_batch_size": 16, "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 3}}}' > %t.json
 // RUN: ds-opt %s --ds-build-train-step="config=%t.json loss=mse world-size=4" --ds-data-parallel=world-size=4 | FileCheck %s
+// 0/1 Adam: between variance steps the gradient is 1-bit averaged; after
+// var_freeze_step local steps add to an accumulator, which a sync step
+// averages (1-bit, its own errors) and m is rebuilt from.
+// RUN: echo '{"train_batch_size": 16, "optimizer": {"type": "ZeroOneAdam", "params": {"var_freeze_step": 3}}}' > %t.zo.json
+// RUN: ds-opt %s --ds-build-train-step="config=%t.zo.json loss=mse world-size=4" --ds-data-parallel=world-size=4 | FileCheck %s --check-prefix=ZO
 
 // CHECK-DAG: ml_program.global private mutable @"onebit_worker_error:w" : tensor<32xf32>
 // CHECK-DAG: ml_program.global private mutable @"onebit_server_error:w" : tensor<8xf32>
@@ -30,6 +35,25 @@
 // CHECK: %[[BAD:.+]] = ds.all_reduce %{{.+}} {axes = ["dp"]} : tensor<f32>
 // CHECK: ds.greater %[[BAD]]
 // CHECK: ds.where
+// ZO-DAG: ml_program.global private mutable @"onebit_accumulator:w" : tensor<3x2xf32>
+// ZO-DAG: ml_program.global private mutable @"onebit_worker_error:acc:w" : tensor<32xf32>
+// ZO-LABEL: func.func @optimizer_step(
+// ZO-SAME: {ds.name = "skip"})
+// ZO-LABEL: func.func @optimizer_step_onebit_grad(
+// ZO: %[[G:.+]] = ds.transpose %{{.+}} {permutation = array<i64: 1, 0>}
+// ZO: ds.compressed_all_reduce %[[G]], %onebit_worker_error3Aw,
+// ZO: ml_program.global_store @"adam_m:w"
+// ZO-NOT: onebit_accumulator
+// ZO-LABEL: func.func @optimizer_step_local(
+// ZO-NOT: compressed_all_reduce
+// ZO: ml_program.global_store @"onebit_accumulator:w"
+// ZO-LABEL: func.func @optimizer_step_sync(
+// ZO-SAME: {ds.name = "lrs"})
+// ZO: ds.compressed_all_reduce %{{.+}}, %onebit_worker_error3Aacc3Aw,
+// ZO: ds.neg
+// ZO: ds.fill 0.000000e+00
+// ZO: ml_program.global_store @"onebit_accumulator:w"
+// ZO: ml_program.global_store @"adam_m:w"
 func.func @main(%x: tensor<4x3xf32> {ds.name = "x"}) -> (tensor<4x2xf32> {ds.name = "y"}) {
   %w = ds.parameter "w" = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf32> {ds.transpose_of = "W"}
   %b = ds.parameter "b" = dense<[0.1, -0.2]> : tensor<2xf32>

@@ -27,7 +27,10 @@ struct OptimizerConfig {
   /// with this config's lr/betas/eps for the rest).
   /// OneBitAdam: DeepSpeed's 1-bit Adam (Adam warm-up until freezeStep,
   /// then momentum averaged by an error-compensated 1-bit all-reduce).
-  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon, OneBitAdam };
+  /// ZeroOneAdam: DeepSpeed's 0/1 Adam (variance updated at doubling
+  /// intervals with 1-bit-averaged gradients between, then frozen after
+  /// varFreezeStep with local steps synced by the 1-bit all-reduce).
+  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon, OneBitAdam, ZeroOneAdam };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -43,6 +46,9 @@ struct OptimizerConfig {
   // Muon's half (MuonWithAuxAdam's defaults): lr, momentum, Newton-Schulz.
   double muonLr = 0.02, muonMomentum = 0.95;
   int64_t freezeStep = 100000; // OneBitAdam's warm-up steps (the first is init-only)
+  // ZeroOneAdam's policy (zoadam.py's defaults).
+  int64_t varFreezeStep = 100000, varUpdateScaler = 16, localStepScaler = 32678,
+          localStepClipper = 16;
 };
 
 struct SchedulerConfig {

@@ -182,17 +182,20 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
     opt.lr = 3e-4;
     opt.beta2 = 0.95;
     opt.eps = 1e-10;
-  } else if (lower == "onebitadam" || lower == "zerooneadam") {
+  } else if (lower == "onebitadam" || lower == "zerooneadam" || lower == "onebitlamb") {
     // Adam's defaults; no bias correction.
-    opt.kind = lower == "onebitadam" ? OptimizerConfig::Kind::OneBitAdam
-                                     : OptimizerConfig::Kind::ZeroOneAdam;
+    opt.kind = lower == "onebitadam"    ? OptimizerConfig::Kind::OneBitAdam
+               : lower == "zerooneadam" ? OptimizerConfig::Kind::ZeroOneAdam
+                                        : OptimizerConfig::Kind::OneBitLamb;
     opt.biasCorrection = false;
   } else if (type.empty()) {
     return r.error("type",
-                   "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad, Muon, OneBitAdam or ZeroOneAdam");
+                   "missing; expected Adam, AdamW, Lamb, SGD, Lion, Adagrad, Muon, OneBitAdam, ZeroOneAdam or "
+                   "OneBitLamb");
   } else {
     return r.error("type", "'" + type + "' is not supported (ds has Adam, AdamW, Lamb, SGD, "
-                                        "Lion, Adagrad, Muon, OneBitAdam and ZeroOneAdam)");
+                                        "Lion, Adagrad, Muon, OneBitAdam, ZeroOneAdam and "
+                                        "OneBitLamb)");
   }
   if (const json::Value *pv = r.get("params")) {
     const json::Object *po = pv->getAsObject();
@@ -230,9 +233,19 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
       DS_CHECK(p.integer("local_step_scaler", opt.localStepScaler, /*positive=*/true));
       DS_CHECK(p.integer("local_step_clipper", opt.localStepClipper, /*positive=*/true));
     }
+    if (opt.kind == OptimizerConfig::Kind::OneBitLamb) {
+      DS_CHECK(p.number("coeff_beta", opt.coeffBeta, false, true));
+      DS_CHECK(p.number("factor_max", opt.factorMax, /*positive=*/true));
+      DS_CHECK(p.number("factor_min", opt.factorMin, /*positive=*/true));
+      DS_CHECK(p.number("factor_threshold", opt.factorThreshold, false, true));
+      if (opt.coeffBeta >= 1) return p.error("coeff_beta", "must be below 1");
+      if (opt.factorMin > opt.factorMax)
+        return p.error("factor_min", "is above factor_max: the factor's clamp is empty");
+    }
     if (opt.kind == OptimizerConfig::Kind::OneBitAdam ||
-        opt.kind == OptimizerConfig::Kind::ZeroOneAdam) {
-      if (opt.kind == OptimizerConfig::Kind::OneBitAdam) {
+        opt.kind == OptimizerConfig::Kind::ZeroOneAdam ||
+        opt.kind == OptimizerConfig::Kind::OneBitLamb) {
+      if (opt.kind != OptimizerConfig::Kind::ZeroOneAdam) {
         DS_CHECK(p.integer("freeze_step", opt.freezeStep));
         if (opt.freezeStep < 0) return p.error("freeze_step", "must be >= 0");
       }
@@ -285,7 +298,8 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
       if (opt.kind == OptimizerConfig::Kind::Adam || opt.kind == OptimizerConfig::Kind::Muon)
         DS_CHECK(p.boolean("adam_w_mode", opt.decoupledWeightDecay));
       if (opt.kind == OptimizerConfig::Kind::OneBitAdam ||
-          opt.kind == OptimizerConfig::Kind::ZeroOneAdam) {
+          opt.kind == OptimizerConfig::Kind::ZeroOneAdam ||
+          opt.kind == OptimizerConfig::Kind::OneBitLamb) {
         // Accepted and ignored, as DeepSpeed's OnebitAdam does: its update
         // is always m / (sqrt(v) + eps), without bias correction.
         bool inside = false;
@@ -294,13 +308,15 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
         DS_CHECK(p.number("max_grad_norm", maxNorm));
         opt.biasCorrection = false;
       }
-      if (opt.kind == OptimizerConfig::Kind::Lamb) {
+      if (opt.kind == OptimizerConfig::Kind::Lamb ||
+          opt.kind == OptimizerConfig::Kind::OneBitLamb) {
         DS_CHECK(p.number("max_coeff", opt.maxCoeff, false, true));
         DS_CHECK(p.number("min_coeff", opt.minCoeff, false, true));
-        DS_CHECK(p.boolean("eps_inside_sqrt", opt.epsInsideSqrt));
+        if (opt.kind == OptimizerConfig::Kind::Lamb)
+          DS_CHECK(p.boolean("eps_inside_sqrt", opt.epsInsideSqrt));
         if (opt.minCoeff > opt.maxCoeff)
           return p.error("min_coeff", "is above max_coeff: the trust ratio's clamp is empty");
-        if (p.has("max_grad_norm"))
+        if (opt.kind == OptimizerConfig::Kind::Lamb && p.has("max_grad_norm"))
           return p.error("max_grad_norm", "is refused by DeepSpeed in optimizer params: use "
                                           "gradient_clipping");
       }
@@ -1360,12 +1376,15 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   if (c.scheduler.kind == SchedulerConfig::Kind::OneCycle && c.scheduler.cycleMomentum) {
     if (c.optimizer.kind == OptimizerConfig::Kind::Lion ||
         c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ||
-        c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam)
+        c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam ||
+        c.optimizer.kind == OptimizerConfig::Kind::OneBitLamb)
       return r.error("scheduler", std::string("OneCycle's cycle_momentum cycles ") +
                                       (c.optimizer.kind == OptimizerConfig::Kind::Lion ? "Lion's"
                                        : c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam
                                            ? "OneBitAdam's"
-                                           : "ZeroOneAdam's") +
+                                       : c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam
+                                           ? "ZeroOneAdam's"
+                                           : "OneBitLamb's") +
                                       " betas[0], which ds does for Adam and AdamW only: set "
                                       "scheduler.params.cycle_momentum to false");
     if (!hasBetas) c.scheduler.cycleMomentum = false; // as DeepSpeed (it warns)
@@ -1390,9 +1409,11 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
   // DeepSpeed's 1-bit optimizers assert ZeRO is off; the rest are ds's
   // limits for now.
   if (c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ||
-      c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam) {
-    const char *name =
-        c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam ? "OneBitAdam " : "ZeroOneAdam ";
+      c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam ||
+      c.optimizer.kind == OptimizerConfig::Kind::OneBitLamb) {
+    const char *name = c.optimizer.kind == OptimizerConfig::Kind::OneBitAdam    ? "OneBitAdam "
+                       : c.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam ? "ZeroOneAdam "
+                                                                                 : "OneBitLamb ";
     const char *why = c.zeroStage > 0 ? "runs without ZeRO (DeepSpeed asserts stage 0)"
                       : c.tensorParallel > 1 ? "runs without tensor parallelism in ds"
                       : c.precision.kind != PrecisionConfig::Kind::FP32

@@ -510,12 +510,13 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
               : kind == "muon"    ? plan::Optimizer::MUON
               : kind == "onebit_adam" ? plan::Optimizer::ONEBIT_ADAM
               : kind == "zero_one_adam" ? plan::Optimizer::ZERO_ONE_ADAM
+              : kind == "onebit_lamb" ? plan::Optimizer::ONEBIT_LAMB
               : kind == "adagrad" ? plan::Optimizer::ADAGRAD
               : kind == "adam_l2" ? plan::Optimizer::ADAM_L2
                                   : plan::Optimizer::ADAMW);
   o->set_lr(f64("lr"));
   if (kind == "muon") o->set_muon_lr(f64("muon_lr"));
-  if (kind == "onebit_adam") o->set_freeze_step(i64("freeze_step"));
+  if (kind == "onebit_adam" || kind == "onebit_lamb") o->set_freeze_step(i64("freeze_step"));
   if (kind == "zero_one_adam") {
     o->set_var_freeze_step(i64("var_freeze_step"));
     o->set_var_update_scaler(i64("var_update_scaler"));
@@ -563,8 +564,8 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
   s->set_range_staircase(flag("lr_range_test_staircase"));
   t.set_micro_step_program("train_step");
   t.set_optimizer_program("optimizer_step");
-  if (module.lookupSymbol("optimizer_step_compressed"))
-    t.set_compressed_optimizer_program("optimizer_step_compressed");
+  for (const char *compressed : {"optimizer_step_compressed", "optimizer_step_lamb_compressed"})
+    if (module.lookupSymbol(compressed)) t.set_compressed_optimizer_program(compressed);
   if (module.lookupSymbol("optimizer_step_sync")) {
     t.set_gradient_compressed_program("optimizer_step_onebit_grad");
     t.set_local_step_program("optimizer_step_local");

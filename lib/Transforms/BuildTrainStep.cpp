@@ -33,6 +33,9 @@ struct Parameter {
   /// DeepSpeed's sqrt(max(1, out / in)) for the layer's shape.
   bool muon = false;
   double muonScale = 1.0;
+  /// Stored transposed from its initializer (a Gemm's transB weight).
+  bool storedTransposed = false;
+  std::string initializer; // the ONNX initializer it comes from
 };
 
 /// The ONNX node names of a value's consumers (their NameLoc, "node 'N'
@@ -112,6 +115,8 @@ public:
       phases = {Phase::OneBitMomentum};
     if (config_.optimizer.kind == OptimizerConfig::Kind::ZeroOneAdam)
       phases = {Phase::ZeroOneGradient, Phase::ZeroOneLocal, Phase::ZeroOneSync};
+    if (config_.optimizer.kind == OptimizerConfig::Kind::OneBitLamb)
+      phases = {Phase::OneBitLambMomentum};
     for (Phase ph : phases)
       if (failed(buildOptimizerStep(module, ph))) return signalPassFailure();
     evalDropout(main);
@@ -384,6 +389,9 @@ private:
       auto load = ml_program::GlobalLoadOp::create(b, p.getLoc(), p.getType(),
                                                    SymbolRefAttr::get(global.getSymNameAttr()));
       Parameter param{name, global};
+      param.storedTransposed = p->hasAttr("ds.transpose_of");
+      auto of = p->getAttrOfType<StringAttr>("ds.transpose_of");
+      param.initializer = of ? of.str() : name;
       if (config_.optimizer.kind == OptimizerConfig::Kind::Muon) chooseMuon(p, param);
       p.replaceAllUsesWith(load.getResult());
       p.erase();
@@ -767,6 +775,238 @@ private:
     return sliced;
   }
 
+  /// A reduction (ReduceSumOp, ReduceMaxOp) of x over every element, a
+  /// scalar (a scalar x is its own).
+  template <typename ReduceOpT> static Value reduceAll(OpBuilder &b, Location loc, Value x) {
+    SmallVector<int64_t> all;
+    for (int64_t i = 0; i < typeOf(x).getRank(); ++i) all.push_back(i);
+    if (all.empty()) return x;
+    return ReduceOpT::create(b, loc, ValueRange{x},
+                             {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
+                              b.getNamedAttr("keepdims", b.getBoolAttr(false))});
+  }
+  /// sqrt(sum(x^2)) over every element: a tensor's L2 norm, a scalar.
+  static Value l2Norm(OpBuilder &b, Location loc, Value x) {
+    Value sum = reduceAll<ReduceSumOp>(b, loc, MulOp::create(b, loc, x, x));
+    return SqrtOp::create(b, loc, sum.getType(), sum);
+  }
+
+  /// A scalar (or zero-initialized tensor) state global with an initial
+  /// value: 1-bit LAMB's last factor starts at 1.
+  SymbolRefAttr scalarState(ModuleOp module, const std::string &name, double init) {
+    if (auto g = module.lookupSymbol<ml_program::GlobalOp>(name))
+      return SymbolRefAttr::get(g.getSymNameAttr());
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointToStart(module.getBody());
+    auto t = RankedTensorType::get({}, mb.getF32Type());
+    Attribute value = init == 0 ? Attribute()
+                                : DenseElementsAttr::get(t, mb.getF32FloatAttr(static_cast<float>(init)));
+    auto g = ml_program::GlobalOp::create(mb, module.getLoc(), name, t, /*is_mutable=*/true,
+                                          value, mb.getStringAttr("private"));
+    return SymbolRefAttr::get(g.getSymNameAttr());
+  }
+
+  /// 1-bit LAMB's warm-up step of one parameter (lamb.py before
+  /// freeze_step): LAMB on averaged gradients without bias correction,
+  /// u = m / (sqrt(v) + eps) + wd param, c = clamp(|param| / |u|) (1 when a
+  /// norm is 0), param -= lr c u; the frozen coefficient follows c
+  /// (coeff_beta) when c != 1; `fresh` copies v into the fresh variance.
+  /// `skip` (or a non-finite norm) keeps everything.
+  template <typename GlobalFn, typename ScalarFn>
+  void buildOneBitLambWarmup(OpBuilder &b, const Parameter &p, Value param, SymbolRefAttr psym,
+                             Value grad, Value foundInf, Block *body, GlobalFn &global,
+                             ScalarFn &scalar) {
+    const OptimizerConfig &opt = config_.optimizer;
+    Location loc = param.getLoc();
+    Type t = param.getType();
+    ModuleOp module = body->getParentOp()->getParentOfType<ModuleOp>();
+    auto i1 = RankedTensorType::get({}, b.getI1Type());
+    auto msym = global("adam_m:" + p.name, t), vsym = global("adam_v:" + p.name, t),
+         fsym = global("onebit_fresh_v:" + p.name, t);
+    SymbolRefAttr csym = scalarState(module, "onebit_lamb_coeff:" + p.name, 0.0);
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    Value m = ml_program::GlobalLoadOp::create(b, loc, t, msym);
+    Value v = ml_program::GlobalLoadOp::create(b, loc, t, vsym);
+    Value fresh = ml_program::GlobalLoadOp::create(b, loc, t, fsym);
+    Value coeffFreeze = ml_program::GlobalLoadOp::create(b, loc, f32, csym);
+    Value m1 = AddOp::create(b, loc, MulOp::create(b, loc, m, scalar(opt.beta1)),
+                             MulOp::create(b, loc, grad, scalar(1.0 - opt.beta1)));
+    Value v1 = AddOp::create(b, loc, MulOp::create(b, loc, v, scalar(opt.beta2)),
+                             MulOp::create(b, loc, MulOp::create(b, loc, grad, grad),
+                                           scalar(1.0 - opt.beta2)));
+    Value u = DivOp::create(b, loc, m1,
+                            AddOp::create(b, loc, SqrtOp::create(b, loc, t, v1), scalar(opt.eps)));
+    if (opt.weightDecay > 0)
+      u = AddOp::create(b, loc, u, MulOp::create(b, loc, param, scalar(opt.weightDecay)));
+    Value wn = l2Norm(b, loc, param), un = l2Norm(b, loc, u);
+    Value ratio = MinOp::create(b, loc, MaxOp::create(b, loc, DivOp::create(b, loc, wn, un),
+                                                      scalar(opt.minCoeff)),
+                                scalar(opt.maxCoeff));
+    Value zeroNorm = OrOp::create(b, loc, i1, EqualOp::create(b, loc, i1, wn, scalar(0)),
+                                  EqualOp::create(b, loc, i1, un, scalar(0)));
+    Value c = WhereOp::create(b, loc, f32, zeroNorm, scalar(1.0), ratio);
+    Value followed = AddOp::create(b, loc, MulOp::create(b, loc, coeffFreeze, scalar(opt.coeffBeta)),
+                                   MulOp::create(b, loc, c, scalar(1.0 - opt.coeffBeta)));
+    Value coeff1 = WhereOp::create(b, loc, f32, EqualOp::create(b, loc, i1, c, scalar(1.0)),
+                                   coeffFreeze, followed);
+    Value lr = body->getArgument(0);
+    Value param1 = SubOp::create(b, loc, param, MulOp::create(b, loc, u, MulOp::create(b, loc, lr, c)));
+    Value copy = GreaterOp::create(b, loc, i1, body->getArgument(2), scalar(0));
+    Value fresh1 = WhereOp::create(b, loc, t, copy, v1, fresh);
+    // skip (DeepSpeed's init-only first step) or a non-finite norm: keep.
+    Value keep = GreaterOp::create(
+        b, loc, i1, MaxOp::create(b, loc, foundInf, body->getArgument(1)), scalar(0));
+    auto store = [&](SymbolRefAttr sym, Value old, Value now) {
+      ml_program::GlobalStoreOp::create(
+          b, loc, sym, WhereOp::create(b, loc, now.getType(), keep, old, now));
+    };
+    store(msym, m, m1);
+    store(vsym, v, v1);
+    store(fsym, fresh, fresh1);
+    store(csym, coeffFreeze, coeff1);
+    store(psym, param, param1);
+  }
+
+  /// 1-bit LAMB after freeze_step (lamb.py's compression stage) over all
+  /// parameters: each momentum m = b1 m + (1 - b1) g (local gradients)
+  /// times its scaling coefficient (fixed at the first such step: the mean
+  /// over parameters of |m| / sqrt(n), over its own), all of them joined
+  /// into one buffer (initializer layouts) for one 1-bit all-reduce, then
+  /// divided back; a fresh variance from the reconstructed gradient; the
+  /// trust ratio is the frozen coefficient times a factor max((sqrt(v) +
+  /// eps) / (sqrt(v_fresh) + eps)) (mixed with the weight decay's share),
+  /// clamped to [factor_min, factor_max] and to within factor_threshold of
+  /// the last one.
+  template <typename GlobalFn, typename ScalarFn>
+  void buildOneBitLambCompressed(OpBuilder &b, ArrayRef<std::pair<Parameter, Value>> grads,
+                                 Value gscale, Block *body, GlobalFn &global, ScalarFn &scalar) {
+    const OptimizerConfig &opt = config_.optimizer;
+    ModuleOp module = body->getParentOp()->getParentOfType<ModuleOp>();
+    Location loc = module.getLoc();
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    auto i1 = RankedTensorType::get({}, b.getI1Type());
+    Value lr = body->getArgument(0);
+    Value first = GreaterOp::create(b, loc, i1, body->getArgument(1), scalar(0));
+    struct State {
+      Parameter p;
+      RankedTensorType t;
+      SymbolRefAttr psym, msym, vsym, fsym, ssym, lsym, csym;
+      Value grad, param, m, scaling, scaled;
+    };
+    SmallVector<State> states;
+    // The scaling coefficients: stored, or (first step) from the momenta
+    // before this step's update.
+    Value scaleSum;
+    for (auto &[p, g] : grads) {
+      State s;
+      s.p = p;
+      s.grad = g;
+      s.t = cast<RankedTensorType>(ml_program::GlobalOp(p.global).getType());
+      s.psym = SymbolRefAttr::get(ml_program::GlobalOp(p.global).getSymNameAttr());
+      s.msym = global("adam_m:" + p.name, s.t);
+      s.vsym = global("adam_v:" + p.name, s.t);
+      s.fsym = global("onebit_fresh_v:" + p.name, s.t);
+      s.ssym = scalarState(module, "onebit_scaling:" + p.name, 0.0);
+      s.lsym = scalarState(module, "onebit_last_factor:" + p.name, 1.0);
+      s.csym = scalarState(module, "onebit_lamb_coeff:" + p.name, 0.0);
+      s.param = ml_program::GlobalLoadOp::create(b, loc, s.t, s.psym);
+      s.m = ml_program::GlobalLoadOp::create(b, loc, s.t, s.msym);
+      Value rms = DivOp::create(b, loc, l2Norm(b, loc, s.m),
+                                scalar(std::sqrt(static_cast<double>(s.t.getNumElements()))));
+      s.scaling = rms; // the momentum's scale, for now
+      scaleSum = scaleSum ? Value(AddOp::create(b, loc, scaleSum, rms)) : rms;
+      states.push_back(s);
+    }
+    // DeepSpeed joins the momenta in its parameters' order: the model's,
+    // which the exporter kept as the initializers' order.
+    llvm::StringMap<int64_t> order;
+    if (auto names = module->getAttrOfType<ArrayAttr>("ds.initializer_names"))
+      for (auto [i, n] : llvm::enumerate(names.getAsRange<StringAttr>()))
+        order.try_emplace(n.getValue(), static_cast<int64_t>(i));
+    auto rank = [&](const State &s) {
+      auto it = order.find(s.p.initializer);
+      return it == order.end() ? INT64_MAX : it->second;
+    };
+    std::stable_sort(states.begin(), states.end(),
+                     [&](const State &a, const State &b) { return rank(a) < rank(b); });
+    Value united = DivOp::create(b, loc, scaleSum, scalar(static_cast<double>(states.size())));
+    SmallVector<Value> flat;
+    int64_t total = 0;
+    for (State &s : states) {
+      Value stored = ml_program::GlobalLoadOp::create(b, loc, f32, s.ssym);
+      s.scaling = WhereOp::create(b, loc, f32, first, DivOp::create(b, loc, united, s.scaling), stored);
+      ml_program::GlobalStoreOp::create(b, loc, s.ssym, s.scaling);
+      Value grad = MulOp::create(b, loc, s.grad, gscale);
+      Value m1 = AddOp::create(b, loc, MulOp::create(b, loc, s.m, scalar(opt.beta1)),
+                               MulOp::create(b, loc, grad, scalar(1.0 - opt.beta1)));
+      s.scaled = MulOp::create(b, loc, m1, s.scaling);
+      Value laid = s.scaled;
+      if (s.p.storedTransposed && s.t.getRank() == 2)
+        laid = TransposeOp::create(b, loc, ValueRange{laid},
+                                   {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
+      flat.push_back(ReshapeOp::create(
+          b, loc, RankedTensorType::get({s.t.getNumElements()}, s.t.getElementType()), laid));
+      total += s.t.getNumElements();
+    }
+    auto flatT = RankedTensorType::get({total}, b.getF32Type());
+    Value joined = flat.size() == 1 ? flat[0]
+                                    : Value(ConcatOp::create(b, loc, flatT, flat,
+                                                             b.getI64IntegerAttr(0)));
+    // One rank: DeepSpeed skips the all-reduce (the scaling still applies).
+    joined = compressed(joined, "lamb_momenta", "");
+    int64_t offset = 0;
+    for (State &s : states) {
+      const int64_t n = s.t.getNumElements();
+      Value piece = SliceOp::create(b, loc, RankedTensorType::get({n}, b.getF32Type()), joined,
+                                    b.getDenseI64ArrayAttr({offset}), b.getDenseI64ArrayAttr({1}));
+      offset += n;
+      Value shaped;
+      if (s.p.storedTransposed && s.t.getRank() == 2) {
+        auto laidT = RankedTensorType::get({s.t.getDimSize(1), s.t.getDimSize(0)}, s.t.getElementType());
+        shaped = TransposeOp::create(
+            b, loc, ValueRange{ReshapeOp::create(b, loc, laidT, piece)},
+            {b.getNamedAttr("permutation", b.getDenseI64ArrayAttr({1, 0}))});
+      } else {
+        shaped = ReshapeOp::create(b, loc, s.t, piece);
+      }
+      Value m2 = DivOp::create(b, loc, shaped, s.scaling);
+      Value v = ml_program::GlobalLoadOp::create(b, loc, s.t, s.vsym);
+      Value fresh = ml_program::GlobalLoadOp::create(b, loc, s.t, s.fsym);
+      Value rebuilt = DivOp::create(b, loc, SubOp::create(b, loc, m2, MulOp::create(b, loc, s.m, scalar(opt.beta1))),
+                                    scalar(1.0 - opt.beta1));
+      Value fresh1 = AddOp::create(b, loc, MulOp::create(b, loc, fresh, scalar(opt.beta2)),
+                                   MulOp::create(b, loc, MulOp::create(b, loc, rebuilt, rebuilt),
+                                                 scalar(1.0 - opt.beta2)));
+      Value denom = AddOp::create(b, loc, SqrtOp::create(b, loc, s.t, v), scalar(opt.eps));
+      Value prelim = DivOp::create(b, loc, m2, denom);
+      Value update = prelim;
+      if (opt.weightDecay > 0)
+        update = AddOp::create(b, loc, prelim, MulOp::create(b, loc, s.param, scalar(opt.weightDecay)));
+      Value denomReal = AddOp::create(b, loc, SqrtOp::create(b, loc, s.t, fresh1), scalar(opt.eps));
+      Value factor = reduceAll<ReduceMaxOp>(b, loc, DivOp::create(b, loc, denom, denomReal));
+      if (opt.weightDecay > 0) {
+        Value share = MinOp::create(b, loc, scalar(1.0),
+                                    DivOp::create(b, loc, l2Norm(b, loc, prelim), l2Norm(b, loc, update)));
+        factor = AddOp::create(b, loc, MulOp::create(b, loc, factor, share),
+                               SubOp::create(b, loc, scalar(1.0), share));
+      }
+      factor = MaxOp::create(b, loc, MinOp::create(b, loc, factor, scalar(opt.factorMax)),
+                             scalar(opt.factorMin));
+      Value last = ml_program::GlobalLoadOp::create(b, loc, f32, s.lsym);
+      factor = MaxOp::create(b, loc,
+                             MinOp::create(b, loc, factor,
+                                           MulOp::create(b, loc, last, scalar(1.0 + opt.factorThreshold))),
+                             MulOp::create(b, loc, last, scalar(1.0 - opt.factorThreshold)));
+      Value coeff = MulOp::create(b, loc, ml_program::GlobalLoadOp::create(b, loc, f32, s.csym), factor);
+      Value param1 = SubOp::create(b, loc, s.param,
+                                   MulOp::create(b, loc, update, MulOp::create(b, loc, lr, coeff)));
+      ml_program::GlobalStoreOp::create(b, loc, s.lsym, factor);
+      ml_program::GlobalStoreOp::create(b, loc, s.fsym, fresh1);
+      ml_program::GlobalStoreOp::create(b, loc, s.msym, m2);
+      ml_program::GlobalStoreOp::create(b, loc, s.psym, param1);
+    }
+  }
+
   /// The optimizer programs: @optimizer_step (Phase::Full), and those of
   /// the 1-bit optimizers over each rank's own gradients, where a value
   /// marked `ds.onebit_compress` is what ds-data-parallel averages by the
@@ -777,6 +1017,7 @@ private:
     ZeroOneGradient, // 0/1 Adam between variance updates: m from 1-bit-averaged gradients
     ZeroOneLocal,    // 0/1 Adam after var_freeze_step: a local step
     ZeroOneSync,     // ... and the local steps' sum averaged (1-bit), m rebuilt from it
+    OneBitLambMomentum, // OneBitLamb after freeze_step: all momenta in one 1-bit all-reduce
   };
   static const char *programName(Phase ph) {
     switch (ph) {
@@ -785,6 +1026,7 @@ private:
     case Phase::ZeroOneGradient: return "optimizer_step_onebit_grad";
     case Phase::ZeroOneLocal: return "optimizer_step_local";
     case Phase::ZeroOneSync: return "optimizer_step_sync";
+    case Phase::OneBitLambMomentum: return "optimizer_step_lamb_compressed";
     }
     return "";
   }
@@ -865,8 +1107,9 @@ private:
     mb.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     const OptimizerConfig &opt = config_.optimizer;
+    const bool oneBitLamb = opt.kind == OptimizerConfig::Kind::OneBitLamb;
     const bool oneBit = opt.kind == OptimizerConfig::Kind::OneBitAdam ||
-                        opt.kind == OptimizerConfig::Kind::ZeroOneAdam;
+                        opt.kind == OptimizerConfig::Kind::ZeroOneAdam || oneBitLamb;
     bool sgd = opt.kind == OptimizerConfig::Kind::SGD;
     const bool lion = opt.kind == OptimizerConfig::Kind::Lion;
     const bool adagrad = opt.kind == OptimizerConfig::Kind::Adagrad;
@@ -883,6 +1126,10 @@ private:
     if (oneBit && !compressedPhase) scalarNames.push_back("skip");
     if (compressedPhase) scalarNames = {"lr"};
     if (phase == Phase::ZeroOneSync) scalarNames.push_back("lrs"); // lr summed since the last sync
+    // 1-bit LAMB: its warm-up's last step copies v into the fresh variance;
+    // its first compressed step fixes each momentum's scaling coefficient.
+    if (oneBitLamb && !compressedPhase) scalarNames = {"lr", "skip", "fresh"};
+    if (phase == Phase::OneBitLambMomentum) scalarNames.push_back("first");
     // OneCycle's momentum cycling: Adam's beta1 is this step's scalar.
     const bool cycledBeta1 = !sgd && !lion && !adagrad &&
                              config_.scheduler.kind == SchedulerConfig::Kind::OneCycle &&
@@ -965,12 +1212,18 @@ private:
       if (!g) g = stateGlobal(module, name, t);
       return SymbolRefAttr::get(g.getSymNameAttr());
     };
+    if (phase == Phase::OneBitLambMomentum)
+      buildOneBitLambCompressed(b, grads, gscale, body, global, scalar);
     for (auto &[p, g] : grads) {
+      if (phase == Phase::OneBitLambMomentum) break;
       auto pg = ml_program::GlobalOp(p.global);
       Type t = pg.getType();
       auto psym = SymbolRefAttr::get(pg.getSymNameAttr());
       Value param = ml_program::GlobalLoadOp::create(b, loc, t, psym);
-      if (compressedPhase) {
+      if (oneBitLamb) {
+        buildOneBitLambWarmup(b, p, param, psym, MulOp::create(b, loc, g, gscale), foundInf,
+                              body, global, scalar);
+      } else if (compressedPhase) {
         buildOneBitUpdate(b, phase, p, param, psym, MulOp::create(b, loc, g, gscale), body,
                           global, scalar);      } else if (muon && p.muon) {
         if (isSliced(module, p))
@@ -1077,6 +1330,7 @@ private:
                        : o.kind == OptimizerConfig::Kind::Muon    ? "muon"
                        : o.kind == OptimizerConfig::Kind::OneBitAdam ? "onebit_adam"
                        : o.kind == OptimizerConfig::Kind::ZeroOneAdam ? "zero_one_adam"
+                       : o.kind == OptimizerConfig::Kind::OneBitLamb ? "onebit_lamb"
                        : o.decoupledWeightDecay                   ? "adamw"
                                                                   : "adam_l2";
     const char *sched = s.kind == SchedulerConfig::Kind::WarmupLR        ? "warmup_lr"

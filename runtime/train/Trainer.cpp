@@ -93,7 +93,8 @@ absl::Status checkTrainable(Session &session) {
       (!t.compressed_optimizer_program().empty() &&
        !session.program(t.compressed_optimizer_program())))
     return absl::InvalidArgumentError("the plan's training programs are missing");
-  if (t.optimizer().kind() == ds::plan::Optimizer::ONEBIT_ADAM &&
+  if ((t.optimizer().kind() == ds::plan::Optimizer::ONEBIT_ADAM ||
+       t.optimizer().kind() == ds::plan::Optimizer::ONEBIT_LAMB) &&
       t.compressed_optimizer_program().empty())
     return absl::InvalidArgumentError("the plan's 1-bit Adam has no compressed optimizer program");
   if (t.optimizer().kind() == ds::plan::Optimizer::ZERO_ONE_ADAM &&
@@ -623,10 +624,18 @@ private:
     // a step ends with its count >= freeze_step (checked from step 2 on);
     // then each rank's own gradients with the momentum averaged by the
     // 1-bit all-reduce.
-    const bool compressed = kind == ds::plan::Optimizer::ONEBIT_ADAM &&
-                            step >= std::max<int64_t>(2, t_.optimizer().freeze_step());
-    if (kind == ds::plan::Optimizer::ONEBIT_ADAM && !compressed)
+    // OnebitLamb alike, its LAMB warm-up copying v into the fresh variance
+    // at freeze_step, its first compressed step fixing the scaling.
+    const bool lamb = kind == ds::plan::Optimizer::ONEBIT_LAMB;
+    const int64_t freeze = std::max<int64_t>(2, t_.optimizer().freeze_step());
+    const bool compressed =
+        (kind == ds::plan::Optimizer::ONEBIT_ADAM || lamb) && step >= freeze;
+    if ((kind == ds::plan::Optimizer::ONEBIT_ADAM || lamb) && !compressed)
       scalars["skip"] = scalarF32(step == 0 ? 1.0f : 0.0f);
+    if (lamb && !compressed)
+      scalars["fresh"] =
+          scalarF32(step >= 1 && step + 1 == t_.optimizer().freeze_step() ? 1.0f : 0.0f);
+    if (lamb && compressed) scalars["first"] = scalarF32(step == freeze ? 1.0f : 0.0f);
     // DeepSpeed's ZeroOneAdam: its policy picks the step's program.
     bool zeroOneOwn = false;
     if (zeroOne_) {
@@ -643,7 +652,7 @@ private:
     }
     if (compressed) {
       program = t_.compressed_optimizer_program();
-    } else if (zeroOneOwn) {
+    } else if (zeroOneOwn || lamb) {
       // The learning rate (and a sync's summed rates) alone.
     } else if (kind == ds::plan::Optimizer::SGD) {
       scalars["first"] = scalarF32(step == 0 ? 1.0f : 0.0f);

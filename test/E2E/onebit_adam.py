@@ -1,5 +1,5 @@
-# DeepSpeed's 1-bit Adam (optimizer type "OneBitAdam") and 0/1 Adam
-# ("ZeroOneAdam") on 1, 2 and 4 data-
+# DeepSpeed's 1-bit Adam (optimizer type "OneBitAdam"), 0/1 Adam
+# ("ZeroOneAdam") and 1-bit LAMB ("OneBitLamb") on 1, 2 and 4 data-
 # parallel ranks follows a numpy transcription of the algorithm (DeepSpeed's
 # runtime/fp16/onebit/adam.py and comm/nccl.py compressed_allreduce, as
 # DEEPSPEED-ALGORITHMS.md records them) within 1e-5 per step over 20 steps:
@@ -9,7 +9,9 @@
 # variance frozen; 0/1 Adam's variance steps at doubling intervals with
 # 1-bit-averaged gradients between, then after var_freeze_step local steps
 # (each rank its own parameters) synced at doubling intervals by the 1-bit
-# all-reduce of their sum. A 1-bit decision is discontinuous: where the reference
+# all-reduce of their sum; 1-bit LAMB's LAMB warm-up tracking a frozen
+# trust ratio, then every momentum scaled into one 1-bit all-reduce, the
+# ratio from the frozen one and a fresh variance. A 1-bit decision is discontinuous: where the reference
 # meets a near tie (an element within 1e-6 of its buffer's scale from 0,
 # not exactly 0), ds's float-rounding-different momentum may take the other
 # sign and the trajectories part; the strict comparison stops at such a
@@ -260,6 +262,84 @@ def zero_one_reference(model, world, mbs, gas, zo):
     return losses, tie
 
 
+def lamb_reference(model, world, mbs, gas, freeze):
+    """1-bit LAMB (lamb.py) over `world` ranks; as reference()."""
+    params = list(model.parameters())
+    sizes = [p.numel() for p in params]
+    m = [np.zeros(k, np.float32) for k in sizes]
+    v = [np.zeros(k, np.float32) for k in sizes]
+    fresh = [np.zeros(k, np.float32) for k in sizes]
+    coeff_freeze, last_factor, scaling = [0.0] * len(sizes), [1.0] * len(sizes), None
+    unit = world * (world * 8 // math.gcd(world, 8))
+    total = sum(sizes)
+    padded = (total + unit - 1) // unit * unit
+    we = [np.zeros(padded, np.float32) for _ in range(world)]
+    se = [np.zeros(padded // world, np.float32) for _ in range(world)]
+    b1, b2 = PARAMS["betas"]
+    eps, wd, lr = PARAMS["eps"], PARAMS["weight_decay"], PARAMS["lr"]
+    cb, fmax, fmin, thr = 0.9, 4.0, 0.5, 0.1
+    losses, micro, tie = [], 0, None
+    for s in range(1, STEPS + 1):
+        grads, total_loss = local_gradients([model] * world, mbs, gas, micro)
+        micro += gas
+        losses.append(total_loss / world)
+        compressed = s - 1 >= max(2, freeze)
+        grads = clipped(grads, averaged=not compressed)
+        if s == 1:
+            continue
+        with torch.no_grad():
+            if not compressed:  # LAMB without bias correction
+                for i, p in enumerate(params):
+                    g = grads[0][i]
+                    m[i] = b1 * m[i] + (1 - b1) * g
+                    v[i] = b2 * v[i] + (1 - b2) * g * g
+                    if s == freeze:
+                        fresh[i] = v[i].copy()
+                    pv = p.detach().numpy().reshape(-1)
+                    u = m[i] / (np.sqrt(v[i]) + np.float32(eps)) + np.float32(wd) * pv
+                    wn, un = float(np.linalg.norm(pv)), float(np.linalg.norm(u))
+                    c = 1.0
+                    if wn != 0 and un != 0:
+                        c = min(max(wn / un, 0.01), 10.0)
+                    if c != 1.0:
+                        coeff_freeze[i] = cb * coeff_freeze[i] + (1 - cb) * c
+                    p -= torch.from_numpy((np.float32(lr * c) * u).reshape(p.shape))
+            else:
+                last = [x.copy() for x in m]
+                if scaling is None:
+                    scales = [float(np.linalg.norm(x)) / math.sqrt(x.size) for x in m]
+                    united = sum(scales) / len(scales)
+                    scaling = [np.float32(united / x) for x in scales]
+                flats = []
+                for r in range(world):
+                    parts = [(b1 * m[i] + (1 - b1) * grads[r][i]) * scaling[i]
+                             for i in range(len(sizes))]
+                    flats.append(np.concatenate(parts + [np.zeros(padded - total, np.float32)]))
+                avg = compressed_allreduce(flats, we, se) if world > 1 else flats[0]
+                offset = 0
+                for i, p in enumerate(params):
+                    m[i] = avg[offset:offset + sizes[i]] / scaling[i]
+                    offset += sizes[i]
+                    rebuilt = (m[i] - last[i] * b1) / (1 - b1)
+                    fresh[i] = b2 * fresh[i] + (1 - b2) * rebuilt * rebuilt
+                    denom = np.sqrt(v[i]) + np.float32(eps)
+                    prelim = m[i] / denom
+                    pv = p.detach().numpy().reshape(-1)
+                    update = prelim + np.float32(wd) * pv
+                    factor = float((denom / (np.sqrt(fresh[i]) + np.float32(eps))).max())
+                    ratio = min(1.0, float(np.linalg.norm(prelim)) / float(np.linalg.norm(update)))
+                    factor = factor * ratio + (1.0 - ratio)
+                    factor = max(min(factor, fmax), fmin)
+                    factor = max(min(factor, last_factor[i] * (1 + thr)), last_factor[i] * (1 - thr))
+                    last_factor[i] = factor
+                    p -= torch.from_numpy((np.float32(lr * coeff_freeze[i] * factor) * update)
+                                          .reshape(p.shape))
+        if tie is None and MARGINS and min(MARGINS) < 1e-6:
+            tie = s
+        MARGINS.clear()
+    return losses, tie
+
+
 def train_ds(world, mbs, gas, optimizer=None, name="onebit"):
     work = os.path.join(args.workdir, "%s_ranks%d" % (name, world))
     os.makedirs(work, exist_ok=True)
@@ -278,6 +358,22 @@ def train_ds(world, mbs, gas, optimizer=None, name="onebit"):
     return [json.loads(l)["loss"] for l in open(log)], report, out
 
 
+def compare_until_tie(name, world, got, reference_result):
+    """The losses against the reference's up to its first near tie (the
+    loss of step k reflects the updates before it: with a near tie in
+    update k, losses 1..k are comparable), which must leave at least 4
+    compressed updates checked."""
+    want, tie = reference_result
+    upto = tie or STEPS
+    checked = upto - 1 - max(2, FREEZE)
+    print("%s ranks %d: near tie in update %s; comparing %d steps (%d compressed updates)"
+          % (name, world, tie, upto, checked))
+    if checked < 4:
+        sys.exit("only %d compressed updates before a near tie" % checked)
+    compare("%s on %d rank%s" % (name, world, "s" if world > 1 else ""), got[:upto], want[:upto],
+            tol=1e-5)
+
+
 torch.manual_seed(0)
 model = MLP()
 onnx_path = os.path.join(args.workdir, "mlp.onnx")
@@ -286,17 +382,7 @@ torch.onnx.export(copy.deepcopy(model), (torch.zeros(4, 32),), onnx_path, input_
                   dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
 for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
     got, report, out = train_ds(world, mbs, gas)
-    want, tie = reference(copy.deepcopy(model), world, mbs, gas)
-    # The loss of step k reflects the updates before it: with a near tie
-    # in update k, losses 1..k are comparable.
-    upto = tie or STEPS
-    compressed_checked = upto - 1 - max(2, FREEZE)
-    print("ranks %d: near tie in update %s; comparing %d steps (%d compressed updates)"
-          % (world, tie, upto, compressed_checked))
-    if compressed_checked < 4:
-        sys.exit("only %d compressed updates before a near tie" % compressed_checked)
-    compare("1-bit Adam on %d rank%s" % (world, "s" if world > 1 else ""), got[:upto], want[:upto],
-            tol=1e-5)
+    compare_until_tie("1-bit Adam", world, got, reference(copy.deepcopy(model), world, mbs, gas))
     if world == 1:
         continue
     # Traffic: the report's per-program volume, the logger's measurement.
@@ -327,3 +413,15 @@ for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
             tol=1e-5)
     if world > 1 and "optimizer_step_sync: compressed_all_reduce" not in report:
         sys.exit("the report lacks 0/1 Adam's synced all-reduce:\n" + report)
+
+# 1-bit LAMB: warm-up to step 5, then 14 compressed updates.
+lamb_params = dict(PARAMS, lr=1e-2)
+for world, mbs, gas in ((1, 8, 2), (2, 4, 2), (4, 4, 1)):
+    got, report, out = train_ds(world, mbs, gas, {"type": "OneBitLamb", "params": lamb_params},
+                                "onebit_lamb")
+    PARAMS_SAVED, PARAMS = PARAMS, lamb_params
+    want = lamb_reference(copy.deepcopy(model), world, mbs, gas, FREEZE)
+    PARAMS = PARAMS_SAVED
+    compare_until_tie("1-bit LAMB", world, got, want)
+    if world > 1 and "optimizer_step_lamb_compressed: compressed_all_reduce" not in report:
+        sys.exit("the report lacks 1-bit LAMB's all-reduce:\n" + report)

@@ -30,7 +30,12 @@ struct OptimizerConfig {
   /// ZeroOneAdam: DeepSpeed's 0/1 Adam (variance updated at doubling
   /// intervals with 1-bit-averaged gradients between, then frozen after
   /// varFreezeStep with local steps synced by the 1-bit all-reduce).
-  enum class Kind { Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon, OneBitAdam, ZeroOneAdam };
+  /// OneBitLamb: DeepSpeed's 1-bit LAMB (LAMB warm-up until freezeStep,
+  /// then all momenta in one 1-bit all-reduce, the trust ratio from the
+  /// frozen coefficient and a fresh variance).
+  enum class Kind {
+    Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon, OneBitAdam, ZeroOneAdam, OneBitLamb
+  };
   Kind kind = Kind::AdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -49,6 +54,8 @@ struct OptimizerConfig {
   // ZeroOneAdam's policy (zoadam.py's defaults).
   int64_t varFreezeStep = 100000, varUpdateScaler = 16, localStepScaler = 32678,
           localStepClipper = 16;
+  // OneBitLamb's (lamb.py's defaults).
+  double coeffBeta = 0.9, factorMax = 4.0, factorMin = 0.5, factorThreshold = 0.1;
 };
 
 struct SchedulerConfig {

@@ -329,6 +329,19 @@ llvm::Error readOptimizer(Reader &top, TrainingConfig &c) {
           opt.kind == OptimizerConfig::Kind::Muon) {
         bool torchAdam = false;
         DS_CHECK(p.boolean("torch_adam", torchAdam));
+        // torch_adam: DeepSpeed passes the params to torch.optim.Adam(W),
+        // whose implementation switches leave the arithmetic as it is;
+        // DeepSpeed's own FusedAdam takes none of them.
+        for (llvm::StringRef key : {"fused", "foreach", "capturable", "differentiable", "maximize"}) {
+          if (!p.has(key)) continue;
+          if (!torchAdam)
+            return p.error(key, "is torch.optim.Adam's (with \"torch_adam\": true); DeepSpeed's "
+                                "FusedAdam takes no such argument");
+          bool on = false;
+          DS_CHECK(p.boolean(key, on));
+          if (key == "maximize" && on)
+            return p.error(key, "is not supported (ds minimizes the loss)");
+        }
       }
     }
     DS_CHECK(p.finish());

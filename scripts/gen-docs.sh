@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the reference docs from ODS: the ds dialect and the passes.
+# Regenerates the reference docs from ODS (the ds dialect and the passes)
+# and from the config reader's key table (ds-opt --print-config-keys; the
+# binary is $DS_OPT, by default build/bin/ds-opt).
 # `scripts/gen-docs.sh --check` fails when the committed docs are stale
 # (a ctest entry runs it).
 set -euo pipefail
@@ -28,9 +30,15 @@ trap 'rm -rf "$tmp"' EXIT
     "$TBLGEN" -gen-pass-doc "${INC[@]}" "$td"
   done
 } > "$tmp/passes.md"
+DS_OPT=${DS_OPT:-build/bin/ds-opt}
+if [ ! -x "$DS_OPT" ]; then
+  echo "gen-docs.sh: no ds-opt at $DS_OPT (build first, or set DS_OPT)" >&2
+  exit 1
+fi
+"$DS_OPT" --print-config-keys > "$tmp/config-keys.md"
 mkdir -p docs/generated
 if [ "${1:-}" = "--check" ]; then
-  for f in ds.md passes.md; do
+  for f in ds.md passes.md config-keys.md; do
     if ! cmp -s "$tmp/$f" "docs/generated/$f"; then
       echo "docs/generated/$f is stale: run scripts/gen-docs.sh" >&2
       exit 1
@@ -38,6 +46,6 @@ if [ "${1:-}" = "--check" ]; then
   done
   echo "generated docs are up to date"
 else
-  cp "$tmp/ds.md" "$tmp/passes.md" docs/generated/
-  echo "wrote docs/generated/ds.md and docs/generated/passes.md"
+  cp "$tmp/ds.md" "$tmp/passes.md" "$tmp/config-keys.md" docs/generated/
+  echo "wrote docs/generated/ds.md, passes.md and config-keys.md"
 fi

@@ -19,6 +19,10 @@ namespace json = llvm::json;
 
 namespace {
 
+/// Where configKeysRead() collects the paths the reader asks for (null:
+/// not collecting).
+std::set<std::string> *gKeysRead = nullptr;
+
 /// The largest count a config may give (2^53: exactly representable as the
 /// JSON number it is written as; far beyond any real size).
 constexpr int64_t kMaxCount = int64_t(1) << 53;
@@ -46,9 +50,13 @@ public:
   }
 
   /// Whether `key` is present (without counting it as read).
-  bool has(llvm::StringRef key) const { return obj_->get(key) != nullptr; }
+  bool has(llvm::StringRef key) const {
+    if (gKeysRead) gKeysRead->insert(where(key));
+    return obj_->get(key) != nullptr;
+  }
   const json::Value *get(llvm::StringRef key) {
     seen_.insert(key);
+    if (gKeysRead) gKeysRead->insert(where(key));
     return obj_->get(key);
   }
   /// What a value should have been, with a word for Hugging Face's "auto"
@@ -860,6 +868,8 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     return llvm::Error::success();
   };
   auto knob = [&](llvm::StringRef k) -> llvm::Error {
+    // Keys the section gives are read as they come (configKeysRead).
+    if (gKeysRead) gKeysRead->insert(("zero_optimization." + k).str());
     if (k == "stage") return llvm::Error::success();
     if (k == "stage3_param_persistence_threshold") return count(k, c.stage3ParamPersistenceThreshold);
     if (k == "reduce_bucket_size") return count(k, c.reduceBucketSize);
@@ -930,6 +940,7 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
       bool ignored = false;
       return flag(k, ignored);
     }
+    if (gKeysRead) gKeysRead->erase(("zero_optimization." + k).str());
     return r.error(llvm::Twine("zero_optimization.") + k,
                    "is not supported yet (ds supports stage, reduce_bucket_size, "
                    "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter, "
@@ -1566,4 +1577,15 @@ std::optional<PrecisionConfig::Kind> mlir::ds::parseDtypeName(llvm::StringRef na
   for (llvm::StringRef n : {"fp16", "float16", "half", "torch.float16"})
     if (name == n) return PrecisionConfig::Kind::FP16;
   return std::nullopt;
+}
+
+std::set<std::string> mlir::ds::configKeysRead(llvm::StringRef json, int64_t worldSize,
+                                               std::string *error) {
+  std::set<std::string> read;
+  gKeysRead = &read;
+  llvm::Expected<TrainingConfig> c = parseDeepSpeedConfig(json, "sample", worldSize);
+  gKeysRead = nullptr;
+  std::string message = c ? std::string() : llvm::toString(c.takeError());
+  if (error) *error = message;
+  return read;
 }

@@ -25,6 +25,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "ds/Config/ConfigKeys.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -227,6 +228,17 @@ static llvm::cl::opt<int64_t> estimateNodes("nodes", llvm::cl::init(1), llvm::cl
                                             llvm::cl::cat(estimateCategory));
 
 static llvm::cl::OptionCategory trainCategory("ds-opt training options");
+static llvm::cl::opt<bool> printConfigKeys(
+    "print-config-keys",
+    llvm::cl::desc("print every DeepSpeed config key ds reads and what it does with it "
+                   "(markdown: docs/generated/config-keys.md) and exit"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> checkConfigKeyTable(
+    "check-config-keys",
+    llvm::cl::desc("check the config key table against the config reader (a self-test) and "
+                   "exit"),
+    llvm::cl::init(false), llvm::cl::Hidden, llvm::cl::cat(trainCategory));
+
 static llvm::cl::opt<std::string>
     configPath("config", llvm::cl::desc("DeepSpeed config (ds_config.json): compile a training plan"),
                llvm::cl::init(""), llvm::cl::cat(trainCategory));
@@ -958,6 +970,18 @@ static int runMain(int argc, char **argv) {
       return fail("--" + o->ArgStr.str() + ": given an empty value");
   if (outputFilename.empty()) return fail("-o: given an empty file name");
   if (estimateZero != 0) return runEstimateZero();
+  if (printConfigKeys) {
+    llvm::outs() << mlir::ds::configKeysMarkdown();
+    return 0;
+  }
+  if (checkConfigKeyTable) {
+    std::vector<std::string> problems = mlir::ds::checkConfigKeys();
+    for (const std::string &p : problems) llvm::errs() << "ds-opt: config key table: " << p << "\n";
+    if (!problems.empty()) return 1;
+    llvm::outs() << "config key table: " << mlir::ds::deepSpeedConfigKeys().size()
+                 << " keys, each read as listed; every key the reader asks for is listed\n";
+    return 0;
+  }
   if (maxNodes < 1 || maxNesting < 1 || maxElements < 1 || maxConfigBytes < 1)
     return fail("--max-nodes, --max-nesting, --max-elements and --max-config-bytes must be >= 1");
   mlir::ds::maxTextNesting() = maxNesting;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "llvm/ADT/ArrayRef.h"
@@ -248,6 +249,12 @@ llvm::Expected<TrainingConfig> parseDeepSpeedConfig(llvm::StringRef json, llvm::
                                                     int64_t worldSize, int64_t tensorParallel = 0,
                                                     llvm::ArrayRef<std::string> overrides = {},
                                                     int64_t modelMicroBatch = 0);
+
+/// The dotted paths of every key the reader asks for while reading `json`
+/// (whether present or not): what ConfigKeys.h's table is checked against.
+/// `error` gets the parse's error ("" when it succeeds). Not reentrant.
+std::set<std::string> configKeysRead(llvm::StringRef json, int64_t worldSize,
+                                     std::string *error = nullptr);
 
 } // namespace mlir::ds
 

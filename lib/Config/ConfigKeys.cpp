@@ -240,7 +240,7 @@ const ConfigKey kKeys[] = {
     {"eigenvalue", I, "{}", "", "read by DeepSpeed only inside quantize_training"},
     {"sparse_gradients", R, "true", "", "ds reduces embedding gradients dense (false accepted)"},
     {"checkpoint", H, "{}", "", "checkpoint options"},
-    {"checkpoint.tag_validation", H, "\"Fail\"", "", "ranks must agree on the checkpoint (ds checks as Fail)"},
+    {"checkpoint.tag_validation", H, "\"Fail\"", "", "Ignore, Warn (default) or Fail: ranks saving a checkpoint compare its tag and warn or stop on a mismatch"},
     {"checkpoint.load_universal", I, "true", "", "every checkpoint loads into any layout"},
     {"checkpoint.use_node_local_storage", I, "true", "", "accepted"},
     {"checkpoint.parallel_write", I, "{}", "", "accepted"},

@@ -962,7 +962,7 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
 /// DeepSpeed 0.19 keys that change nothing ds does (GPU-only mechanisms,
 /// services, what ds always does), checked for their type and accepted;
 /// and the features not built yet, refused with the reason.
-llvm::Error readInertKeys(Reader &r) {
+llvm::Error readInertKeys(Reader &r, TrainingConfig &c) {
   bool flag = false;
   // memory_breakdown: ds-opt --report prints the breakdown before a run;
   // load_universal_checkpoint: ds loads any checkpoint into any layout;
@@ -997,6 +997,7 @@ llvm::Error readInertKeys(Reader &r) {
     std::string lower = llvm::StringRef(tag).lower();
     if (!tag.empty() && lower != "ignore" && lower != "warn" && lower != "fail")
       return ck.error("tag_validation", "expected Ignore, Warn or Fail, got \"" + tag + "\"");
+    if (!tag.empty()) c.checkpointTagValidation = lower;
     DS_CHECK(ck.boolean("load_universal", flag));
     DS_CHECK(ck.boolean("use_node_local_storage", flag));
     for (llvm::StringRef key : {"parallel_write", "writer"})
@@ -1373,7 +1374,7 @@ llvm::Expected<TrainingConfig> mlir::ds::parseDeepSpeedConfig(llvm::StringRef te
                               "prescale_gradients", "gradient_predivide_factor",
                               "wandb"})
     (void)r.get(key);
-  DS_CHECK(readInertKeys(r));
+  DS_CHECK(readInertKeys(r, c));
   // DeepSpeed's permission to wrap a client optimizer, and its check that
   // an offloaded optimizer is its own CPU Adam: ds's optimizers are its
   // own either way.

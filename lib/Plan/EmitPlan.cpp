@@ -473,6 +473,7 @@ LogicalResult emitTraining(ModuleOp module, plan::Training &t) {
     f->set_detailed(flag("profile_detailed"));
     f->set_output_file(str("profile_output_file").str());
   }
+  t.set_checkpoint_tag_validation(str("checkpoint_tag_validation").str());
   if (flag("comms_logger")) {
     plan::CommsLogger *l = t.mutable_comms_logger();
     l->set_enabled(true);

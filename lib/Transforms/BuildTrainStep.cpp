@@ -1397,6 +1397,8 @@ private:
         b.getNamedAttr("profile_detailed", b.getBoolAttr(config_.profileDetailed)),
         b.getNamedAttr("profile_output_file", b.getStringAttr(config_.profileOutputFile)),
         b.getNamedAttr("comms_logger", b.getBoolAttr(config_.commsLogger.enabled)),
+        b.getNamedAttr("checkpoint_tag_validation",
+                       b.getStringAttr(config_.checkpointTagValidation)),
         b.getNamedAttr("comms_logger_verbose", b.getBoolAttr(config_.commsLogger.verbose)),
         b.getNamedAttr("comms_logger_prof_all", b.getBoolAttr(config_.commsLogger.profAll)),
         b.getNamedAttr("comms_logger_debug", b.getBoolAttr(config_.commsLogger.debug)),

@@ -521,9 +521,11 @@ public:
   /// Saves after `done` steps when a directory is given and it is time:
   /// every --checkpoint-every steps, at the end, and when stopping.
   absl::Status maybeSave(int64_t done, bool stopping) {
-    if (o_.checkpointDir.empty() || !(root() || perRankState())) return absl::OkStatus();
     bool due = (o_.checkpointEvery > 0 && done % o_.checkpointEvery == 0) || done == o_.steps;
-    return due || stopping ? save(done) : absl::OkStatus();
+    if (o_.checkpointDir.empty() || !(due || stopping)) return absl::OkStatus();
+    // Every rank takes part in the tag check, also where rank 0 alone writes.
+    DS_RETURN_IF_ERROR(validateTag(done));
+    return root() || perRankState() ? save(done) : absl::OkStatus();
   }
 
 private:
@@ -694,6 +696,28 @@ private:
     CheckpointOptions co;
     if (perRankState()) co.perRank = &comm_;
     return saveCheckpoint(o_.checkpointDir, meta, session_, co);
+  }
+
+  /// DeepSpeed's checkpoint tag validation: the ranks compare the tag they
+  /// save under (the step's directory name) by the smallest and largest
+  /// of its hash; a mismatch warns (default) or, with "fail", stops.
+  absl::Status validateTag(int64_t atStep) {
+    const std::string &mode = t_.checkpoint_tag_validation();
+    if (mode == "ignore" || comm_.size() == 1) return absl::OkStatus();
+    const std::string tag = absl::StrFormat("step_%08d", atStep);
+    const int64_t hash = static_cast<int64_t>(std::hash<std::string>()(tag) >> 1);
+    int64_t lo = hash, hi = hash;
+    DS_RETURN_IF_ERROR(comm_.allReduce(&lo, 1, ds::plan::I64, ReduceOp::Min));
+    DS_RETURN_IF_ERROR(comm_.allReduce(&hi, 1, ds::plan::I64, ReduceOp::Max));
+    if (lo == hi) return absl::OkStatus();
+    const std::string msg = absl::StrFormat(
+        "[rank=%d] the checkpoint tag name '%s' is not consistent across all ranks (they are at "
+        "different steps: were they resumed from different checkpoint directories?)",
+        comm_.rank(), tag);
+    if (mode == "fail")
+      return absl::FailedPreconditionError(msg + " (checkpoint.tag_validation: Fail)");
+    std::fprintf(stderr, "ds-run: warning: %s\n", msg.c_str());
+    return absl::OkStatus();
   }
 
   Session &session_;

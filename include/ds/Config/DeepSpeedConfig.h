@@ -158,6 +158,10 @@ struct TrainingConfig {
     bool enabled = false, verbose = false, profAll = true, debug = false;
     std::vector<std::string> profOps;
   } commsLogger;
+  /// checkpoint.tag_validation: whether ranks saving a checkpoint check
+  /// that they agree on its tag ("ignore", "warn": DeepSpeed's default,
+  /// "fail").
+  std::string checkpointTagValidation = "warn";
   /// zero_optimization.stage: 0 replicated, 1 optimizer state and 2 also
   /// gradients partitioned over the data-parallel ranks.
   int64_t zeroStage = 0;

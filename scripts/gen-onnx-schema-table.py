@@ -1,13 +1,13 @@
 """Writes lib/Import/OnnxNewerSchemas.inc: the facts ds-opt checks nodes
 against (input and output counts, attribute names) for the ONNX op
-versions of opsets 18-21, which the ONNX library ds links (Debian's 1.12,
+versions of opsets 18-28, which the ONNX library ds links (Debian's 1.12,
 schemas to opset 17) does not know. Run with a newer `onnx` from PyPI:
 
     bench/.venv/bin/python scripts/gen-onnx-schema-table.py > lib/Import/OnnxNewerSchemas.inc
 """
 import onnx.defs as defs
 
-FIRST, LAST = 18, 21  # the linked library's last opset + 1, ds's last opset
+FIRST, LAST = 18, 28  # the linked library's last opset + 1, ds's last opset
 rows = []
 for s in defs.get_all_schemas_with_history():
     if s.domain not in ("", "ai.onnx") or not FIRST <= s.since_version <= LAST:

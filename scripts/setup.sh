@@ -39,3 +39,18 @@ if [ ! -f build/build.ninja ]; then
 fi
 # Two cores: keep the job count at the core count.
 cmake --build build -j "$(nproc)"
+
+# The current onnx release's node tests (test/conformance/gen_node_tests.py):
+# PyPI's onnx ships their generators but not their data, and Debian's
+# python3-onnx (1.12) stops at opset 17. A pinned onnx in a git-ignored
+# venv writes them once into build/onnx-node-tests.
+ONNX_PIN=1.23.2
+if [ "$(cat build/onnx-node-tests/ONNX_VERSION 2>/dev/null)" != "$ONNX_PIN" ]; then
+  echo "setup: writing onnx $ONNX_PIN's node tests into build/onnx-node-tests"
+  if [ ! -x build/onnx-venv/bin/python ]; then
+    python3 -m venv build/onnx-venv
+    build/onnx-venv/bin/pip install -q "onnx==$ONNX_PIN" "numpy==2.4.6"
+  fi
+  rm -rf build/onnx-node-tests
+  build/onnx-venv/bin/python -W ignore test/conformance/gen_node_tests.py build/onnx-node-tests
+fi

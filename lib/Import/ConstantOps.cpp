@@ -109,9 +109,25 @@ LogicalResult ConstantImporter::range(const onnx::NodeProto &n) {
       return nodeError(n) << "delta must be non-zero and the bounds finite";
     double cnt = std::max(std::ceil((l - s) / d), 0.0);
     if (cnt > opts_.foldLimit) return nodeError(n) << "range of " << cnt << " elements is too long";
+    // Opset 27's stash_type: 16-bit ranges accumulate in float (1, the
+    // default) or, asked for, in their own type, rounding at every step.
+    DS_TRY(stash, intAttr(n, "stash_type", 1));
+    bool accumulateInOwnType = elem.getIntOrFloatBitWidth() == 16 && stash != 1;
+    auto &sem = cast<FloatType>(elem).getFloatSemantics();
+    APFloat acc(s);
+    bool lost;
+    acc.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    APFloat step(d);
+    step.convert(sem, APFloat::rmNearestTiesToEven, &lost);
     SmallVector<Attribute> v;
-    for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i)
-      v.push_back(b_.getFloatAttr(elem, s + i * d));
+    for (int64_t i = 0; i < static_cast<int64_t>(cnt); ++i) {
+      if (accumulateInOwnType) {
+        v.push_back(b_.getFloatAttr(elem, acc));
+        acc.add(step, APFloat::rmNearestTiesToEven);
+      } else {
+        v.push_back(b_.getFloatAttr(elem, s + i * d));
+      }
+    }
     setOutput(n, 0, constant(DenseElementsAttr::get(t(v.size()), v)));
     return success();
   }

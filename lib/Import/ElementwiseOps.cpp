@@ -152,7 +152,25 @@ LogicalResult ElementwiseImporter::mod(const onnx::NodeProto &n) {
   bool isFloat = isa<FloatType>(typeOf(a).getElementType());
   if (failed(checkConstantDivisor(n, 1))) return failure();
   // ds.mod is fmod on floats and floored on integers: the two ONNX pairings.
-  if (isFloat && !fmod) return nodeError(n) << "floating-point Mod needs fmod=1";
+  if (isFloat && !fmod) {
+    // Floored remainder (opset 28 spells it out for floats): C's fmod,
+    // moved by one divisor when it is non-zero and its sign differs from
+    // the divisor's. fmod already gives NaN for x = ±inf or y = ±0, and
+    // x for y = ±inf, which the shift turns into y when the signs differ.
+    Type f = typeOf(a).getElementType();
+    DS_TRY(r, build<ModOp>({a, c}));
+    Value zero = scalar(f, 0.0);
+    DS_TRY(rNeg, build<LessOp>({r, zero}));
+    DS_TRY(cNeg, build<LessOp>({c, zero}));
+    DS_TRY(differ, build<XorOp>({rNeg, cNeg}));
+    DS_TRY(isZero, build<EqualOp>({r, zero}));
+    DS_TRY(nonZero, build<NotOp>({isZero}));
+    DS_TRY(shift, build<AndOp>({differ, nonZero}));
+    DS_TRY(moved, build<AddOp>({r, c}));
+    DS_TRY(y, build<WhereOp>({shift, moved, r}));
+    setOutput(n, 0, y);
+    return success();
+  }
   if (!isFloat && fmod) {
     // C's truncated remainder, a - (a / b) * b: ds.div truncates integers.
     DS_TRY(q, build<DivOp>({a, c}));

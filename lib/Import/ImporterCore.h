@@ -375,6 +375,20 @@ protected:
     default: return failure();
     }
   }
+  /// The element type an int attribute names (Cast's `to`, DequantizeLinear's
+  /// `output_dtype`), or `dflt` when the attribute is absent or 0 (UNDEFINED).
+  FailureOr<Type> typeAttrOr(const onnx::NodeProto &n, StringRef name, Type dflt) {
+    FailureOr<int64_t> code = intAttr(n, name, 0);
+    if (failed(code)) return failure();
+    if (*code == 0) return dflt;
+    FailureOr<Type> t = elementType(static_cast<int32_t>(*code));
+    if (failed(t)) {
+      nodeError(n) << "attribute '" << name << "' names element type " << *code
+                   << ", which ds does not support";
+      return failure();
+    }
+    return *t;
+  }
   /// A tensor proto as an attribute: dense_resource when large (weights),
   /// dense otherwise.
   FailureOr<TypedAttr> tensorAttr(const onnx::TensorProto &t, Location loc) {
@@ -539,6 +553,8 @@ void registerReductionHandlers(HandlerTable &table);
 void registerQuantizationHandlers(HandlerTable &table);
 void registerLossHandlers(HandlerTable &table);
 void registerSequenceHandlers(HandlerTable &table);
+void registerAttentionHandlers(HandlerTable &table);
+void registerResizeHandlers(HandlerTable &table);
 
 } // namespace mlir::ds::importer
 

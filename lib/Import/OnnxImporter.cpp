@@ -53,7 +53,7 @@ bool unchangedSinceOpset1(StringRef op) {
       "Selu", "Sigmoid", "Softmax", "Softplus", "Softsign", "Sqrt", "Tanh", "Transpose"};
   return ops.contains(op);
 }
-constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kMaxOpset = 28;
 
 /// What a node is checked against: an op version's input and output
 /// counts and attribute names.
@@ -156,7 +156,7 @@ private:
     auto type = RankedTensorType::get(arr->shape, *elem);
     FailureOr<::ds::plan::DType> dt = planDType(*elem, loc);
     if (failed(dt)) return failure();
-    if (*dt != arr->dtype) {
+    if (!::ds::rt::npyHolds(arr->dtype, *dt)) { // bf16 travels as its uint16 bits
       emitError(loc) << "is " << *elem << " but " << path << " holds "
                      << ::ds::rt::dtypeName(arr->dtype);
       return failure();
@@ -805,6 +805,8 @@ const HandlerTable &OnnxImporter::handlers() {
     registerQuantizationHandlers(t);
     registerLossHandlers(t);
     registerSequenceHandlers(t);
+    registerAttentionHandlers(t);
+    registerResizeHandlers(t);
     return t;
   }();
   return table;

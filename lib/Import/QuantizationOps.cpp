@@ -86,9 +86,12 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
     if (failed(t)) return nodeError(n) << "output_dtype " << outType << " is not supported";
     qType = *t;
   }
-  Type f = typeOf(scale0).getElementType();
+  // The division runs in the scale's type unless `precision` (opset 23)
+  // names another.
+  DS_TRY(f, typeAttrOr(n, "precision", typeOf(scale0).getElementType()));
   DS_TRY(x, castTo(x0, f));
-  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  DS_TRY(scale1, castTo(scale0, f));
+  DS_TRY(scale, alongAxis(n, scale1, x, axis));
   Value zp;
   if (zp0) {
     DS_TRY(z, alongAxis(n, zp0, x, axis));
@@ -107,9 +110,12 @@ LogicalResult QuantizationImporter::dequantizeLinear(const onnx::NodeProto &n) {
   DS_TRY(axis, intAttr(n, "axis", 1));
   DS_TRY(block, intAttr(n, "block_size", 0));
   if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
-  Type f = typeOf(scale0).getElementType();
+  // The output (and the product's precision) is the scale's type unless
+  // `output_dtype` (opset 23) names another.
+  DS_TRY(f, typeAttrOr(n, "output_dtype", typeOf(scale0).getElementType()));
   DS_TRY(x, castTo(x0, f));
-  DS_TRY(scale, alongAxis(n, scale0, x, axis));
+  DS_TRY(scale1, castTo(scale0, f));
+  DS_TRY(scale, alongAxis(n, scale1, x, axis));
   Value centeredX = x;
   if (zp0) {
     DS_TRY(z, alongAxis(n, zp0, x, axis));

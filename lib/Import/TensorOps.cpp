@@ -191,8 +191,12 @@ LogicalResult TensorImporter::depthSpace(const onnx::NodeProto &n) {
   } else {
     if (bs <= 0 || H % bs || W % bs)
       return nodeError(n) << "blocksize " << bs << " must divide height " << H << " and width " << W;
+    // Opset 28 gave SpaceToDepth DepthToSpace's `mode`: the inverse orders.
+    DS_TRY(mode, stringAttr(n, "mode", "DCR"));
     split = {N, C, H / bs, bs, W / bs, bs};
-    perm = {0, 3, 5, 1, 2, 4};
+    if (mode == "DCR") perm = {0, 3, 5, 1, 2, 4};
+    else if (mode == "CRD") perm = {0, 1, 3, 5, 2, 4};
+    else return nodeError(n) << "mode '" << mode << "' is not DCR or CRD";
     out = {N, C * bs * bs, H / bs, W / bs};
   }
   DS_TRY(r, reshape(x, split));

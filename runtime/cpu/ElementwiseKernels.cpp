@@ -24,6 +24,9 @@ template <typename Op, bool kBf16> struct HalfBinary {
     return kBf16 ? math::floatToBf16(r) : math::floatToHalf(r);
   }
 };
+template <typename Op, bool kBf16> struct HalfPredicate {
+  uint8_t operator()(uint16_t v) const { return Op()(HalfBinary<Op, kBf16>::in(v)); }
+};
 template <typename Op, bool kBf16> struct HalfCompare {
   uint8_t operator()(uint16_t a, uint16_t b) const {
     return Op()(HalfBinary<Op, kBf16>::in(a), HalfBinary<Op, kBf16>::in(b));
@@ -262,6 +265,8 @@ absl::StatusOr<PreparedStep> preparePredicate(const KernelContext &c) {
   switch (c.in[0].dtype) {
   case plan::F32: return makePredicate<float, Op>(c.in[0], c.out[0]);
   case plan::F64: return makePredicate<double, Op>(c.in[0], c.out[0]);
+  case plan::F16: return makePredicate<uint16_t, HalfPredicate<Op, false>>(c.in[0], c.out[0]);
+  case plan::BF16: return makePredicate<uint16_t, HalfPredicate<Op, true>>(c.in[0], c.out[0]);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
 }

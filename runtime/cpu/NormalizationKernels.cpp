@@ -7,6 +7,7 @@
 
 #include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
+#include "runtime/kernels/ElementMath.h"
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
@@ -202,6 +203,29 @@ absl::StatusOr<PreparedStep> makeReduce(const KernelContext &c,
   });
 }
 
+/// 16-bit floats reduce in f32 (the accumulation width of their matmuls)
+/// and round the result once: exact for max and min.
+template <ReduceKind K, float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+absl::StatusOr<PreparedStep> makeReduce16(const KernelContext &c, std::vector<int64_t> axes) {
+  std::vector<int64_t> shape = c.in[0].shape;
+  const uint16_t *pin = c.in[0].as<uint16_t>();
+  uint16_t *pout = c.out[0].as<uint16_t>();
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t a : axes) {
+    if (!runs.empty() && runs.back().second == a) runs.back().second = a + 1;
+    else runs.push_back({a, a + 1});
+  }
+  const int64_t inNumel = c.in[0].numel, outNumel = c.out[0].numel;
+  return PreparedStep([=]() -> absl::Status {
+    std::vector<float> wide(inNumel), narrow(outNumel);
+    for (int64_t i = 0; i < inNumel; ++i) wide[i] = Widen(pin[i]);
+    if (runs.empty()) narrow = wide;
+    else reduceRuns<float, K>(wide.data(), shape, runs, narrow.data());
+    for (int64_t i = 0; i < outNumel; ++i) pout[i] = Narrow(narrow[i]);
+    return absl::OkStatus();
+  });
+}
+
 template <ReduceKind K>
 absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
@@ -240,6 +264,8 @@ absl::StatusOr<PreparedStep> prepareReduce(const KernelContext &c) {
   case plan::U16: return makeReduce<uint16_t, K>(c, axes);
   case plan::U32: return makeReduce<uint32_t, K>(c, axes);
   case plan::U64: return makeReduce<uint64_t, K>(c, axes);
+  case plan::F16: return makeReduce16<K, math::halfToFloat, math::floatToHalf>(c, axes);
+  case plan::BF16: return makeReduce16<K, math::bf16ToFloat, math::floatToBf16>(c, axes);
   default:
     return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }

@@ -13,7 +13,11 @@ One line per test (PASS, FAIL with the largest error, SKIP with ds-opt's
 reason) and a closing "N passed, N failed, N skipped".
 
   run_conformance.py [--jobs 2] [--filter add] [--check EXPECTED] [--update EXPECTED]
-                     [--docs docs/onnx-support.md]
+                     [--docs docs/onnx-support.md] [--root DIR]
+
+--root runs another copy of the suite in the same layout: the current onnx
+release's node tests, written by gen_node_tests.py (run this script with
+that onnx, which reads their newer element types).
 
 --check fails when a test listed in EXPECTED stops passing or an unlisted
 one starts passing (so the list is updated with the change that did it).
@@ -31,9 +35,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-ROOT = "/usr/share/libonnx-testdata/data"
+ROOT = DEBIAN_ROOT = "/usr/share/libonnx-testdata/data"
 SUITES = ["node", "simple", "pytorch-operator", "pytorch-converted"]
 RTOL, ATOL = 1e-3, 1e-7
+ENGINE = "ds"
+# 16-bit outputs: two units in the type's last place, relative, and one
+# absolute (values that cancel to near zero). ONNX's reference rounds after
+# every op in 16 bits; ds sums products and reductions in f32 and rounds
+# once, as 16-bit GEMMs do, so the two differ by an ulp or two.
+TOL16 = {"float16": (2 * 2.0 ** -10, 2.0 ** -10), "bfloat16": (2 * 2.0 ** -7, 2.0 ** -7)}
 
 # Tests excluded on purpose, with the reason (docs/onnx-support.md lists them).
 EXCLUDED = {
@@ -80,11 +90,17 @@ def save_npz(path, arrays):
             z.writestr(name + ".npy", buf.getvalue())
 
 
+def to_ds(a):
+    """ds reads bfloat16 as its bits in uint16 (numpy has no bfloat16;
+    newer onnx hands ml_dtypes' bfloat16, which .npy spells as void)."""
+    return a.view(np.uint16) if a.dtype.name == "bfloat16" else a
+
+
 def run_test(args):
     suite, name, ds_opt, ds_run = args
     d = os.path.join(ROOT, suite, name)
     key = "%s/%s" % (suite, name)
-    if key in EXCLUDED:
+    if key in EXCLUDED and ENGINE == "ds":
         return key, "SKIP", "excluded: " + EXCLUDED[key]
     model_path = os.path.join(d, "model.onnx")
     data_dir = os.path.join(d, "test_data_set_0")
@@ -99,17 +115,30 @@ def run_test(args):
     outputs = [o.name for o in model.graph.output]
     ops = sorted({n.op_type for n in model.graph.node})
 
+    kinds = {v.name: v.type.WhichOneof("value") for v in list(model.graph.input) + list(model.graph.output)}
+
     def read(prefix, names):
         vals = {}
         files = sorted((f for f in os.listdir(data_dir) if f.startswith(prefix)),
                        key=lambda f: int(f[len(prefix):-3]))
         for i, f in enumerate(files):
-            t = onnx.TensorProto()
-            with open(os.path.join(data_dir, f), "rb") as fh:
-                t.ParseFromString(fh.read())
             # Test data lists inputs and outputs in graph order; stored names
             # are sometimes stale, so position decides.
-            vals[names[i] if i < len(names) else (t.name or f)] = numpy_helper.to_array(t)
+            name = names[i] if i < len(names) else f
+            with open(os.path.join(data_dir, f), "rb") as fh:
+                raw = fh.read()
+            if kinds.get(name) == "sequence_type":
+                t = onnx.SequenceProto()
+                t.ParseFromString(raw)
+                vals[name] = numpy_helper.to_list(t)
+            elif kinds.get(name) == "optional_type":
+                t = onnx.OptionalProto()
+                t.ParseFromString(raw)
+                vals[name] = numpy_helper.to_optional(t)
+            else:
+                t = onnx.TensorProto()
+                t.ParseFromString(raw)
+                vals[name] = numpy_helper.to_array(t)
         return vals
 
     try:
@@ -117,6 +146,10 @@ def run_test(args):
         expected = read("output_", outputs)
     except Exception as e:  # noqa: BLE001
         return key, "SKIP", "test data not readable: %s" % e
+    if ENGINE == "onnxruntime":
+        return (key,) + run_onnxruntime(model_path, inputs, expected)
+    if any(not isinstance(v, np.ndarray) for v in list(inputs.values()) + list(expected.values())):
+        return key, "SKIP", "sequence or optional graph inputs/outputs are not supported"
     if any(v.dtype.kind in "OUS" for v in list(inputs.values()) + list(expected.values())):
         return key, "SKIP", "string tensors are not supported"
     # Bind the graph inputs a shape-deciding operand is computed from
@@ -140,14 +173,14 @@ def run_test(args):
         cmd = [ds_opt, model_path, "-o", os.path.join(work, "m.dsplan")]
         for b in sorted(bind):
             p = os.path.join(work, "bind_%d.npy" % len(cmd))
-            np.save(p, inputs[b])
+            np.save(p, to_ds(inputs[b]))
             cmd += ["--bind-input", "%s=%s" % (b, p)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             lines = [l for l in r.stderr.splitlines() if "error" in l and "cannot import" not in l]
             reason = (lines[0] if lines else r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "ds-opt failed")
             return key, "SKIP", reason.split("error: ", 1)[-1][:200] + "  [ops: %s]" % ",".join(ops)
-        feed = {k: v for k, v in inputs.items() if k not in bind}
+        feed = {k: to_ds(v) for k, v in inputs.items() if k not in bind}
         save_npz(os.path.join(work, "in.npz"), feed)
         r = subprocess.run([ds_run, os.path.join(work, "m.dsplan"), "--inputs", os.path.join(work, "in.npz"),
                             "--outputs", os.path.join(work, "out.npz"), "--threads", "1"],
@@ -158,31 +191,76 @@ def run_test(args):
             got = dict(np.load(os.path.join(work, "out.npz")))
         except Exception as e:  # noqa: BLE001
             return key, "FAIL", "outputs not readable: %s" % e
-        worst = 0.0
-        for oname, exp in expected.items():
-            if oname not in got:
-                return key, "FAIL", "missing output %s" % oname
-            g = got[oname]
-            if g.shape != exp.shape:
-                return key, "FAIL", "output %s has shape %s, expected %s" % (oname, g.shape, exp.shape)
-            if g.dtype != exp.dtype:
-                return key, "FAIL", "output %s is %s, expected %s" % (oname, g.dtype, exp.dtype)
-            if exp.dtype.kind in "fc":
-                ok = np.allclose(g, exp, rtol=RTOL, atol=ATOL, equal_nan=True)
-                with np.errstate(invalid="ignore"):  # inf - inf where both are inf
-                    diff = np.abs(g.astype(np.float64) - exp)
-                err = float(np.nanmax(np.where(np.isnan(diff), 0.0, diff))) if exp.size else 0.0
-            else:
-                ok = np.array_equal(g, exp)
-                err = float(np.abs(g.astype(np.float64) - exp.astype(np.float64)).max()) if exp.size else 0.0
-            worst = max(worst, err)
-            if not ok:
-                return key, "FAIL", "output %s differs: max abs error %.3g" % (oname, err)
-        return key, "PASS", "max abs error %.2g" % worst
+        status, detail = compare(expected, got)
+        return key, status, detail
     except subprocess.TimeoutExpired:
         return key, "FAIL", "timed out"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_onnxruntime(model_path, inputs, expected):
+    """The same test through onnxruntime (--engine onnxruntime), for the
+    peer's count on the same files: a session that cannot be made is a
+    SKIP, one that fails to run a FAIL, as for ds."""
+    import onnxruntime as ort
+    try:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        return "SKIP", "onnxruntime: " + str(e).splitlines()[0][:200]
+    try:
+        outs = sess.run(None, inputs)
+    except Exception as e:  # noqa: BLE001
+        return "FAIL", "onnxruntime: " + str(e).splitlines()[0][:200]
+    names = [o.name for o in sess.get_outputs()]
+    return compare(expected, dict(zip(names, outs)))
+
+
+def compare(expected, got):
+    """(status, detail) of outputs `got` against the test's `expected`."""
+    worst = 0.0
+    for oname, exp in expected.items():
+        if oname not in got:
+            return "FAIL", "missing output %s" % oname
+        g = got[oname]
+        if isinstance(exp, list) or exp is None or g is None or isinstance(g, list):
+            # A sequence or optional output (onnxruntime's runs only).
+            if (exp is None) != (g is None) or (isinstance(exp, list) and
+                                                 (not isinstance(g, list) or len(g) != len(exp))):
+                return "FAIL", "output %s differs in structure" % oname
+            for k, (e1, g1) in enumerate(zip(exp, g) if isinstance(exp, list) else
+                                          ([(exp, g)] if exp is not None else [])):
+                status, detail = compare({"%s[%d]" % (oname, k): np.asarray(e1)},
+                                         {"%s[%d]" % (oname, k): np.asarray(g1)})
+                if status != "PASS":
+                    return status, detail
+            continue
+        g = np.asarray(g)
+        if exp.dtype.name == "bfloat16" and g.dtype == np.uint16:
+            g = g.view(exp.dtype)
+        if g.shape != exp.shape:
+            return "FAIL", "output %s has shape %s, expected %s" % (oname, g.shape, exp.shape)
+        if g.dtype != exp.dtype:
+            return "FAIL", "output %s is %s, expected %s" % (oname, g.dtype, exp.dtype)
+        rtol, atol = TOL16.get(exp.dtype.name, (RTOL, ATOL))
+        if exp.dtype.name == "bfloat16":
+            g, exp = g.astype(np.float32), exp.astype(np.float32)
+        if exp.dtype.kind in "fc":
+            ok = np.allclose(g, exp, rtol=rtol, atol=atol, equal_nan=True)
+            with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+                diff = np.abs(g.astype(np.float64) - exp)
+            err = float(np.nanmax(np.where(np.isnan(diff), 0.0, diff))) if exp.size else 0.0
+        else:
+            ok = np.array_equal(g, exp)
+            numeric = exp.dtype.kind in "iub" and g.dtype.kind in "iub"
+            err = (float(np.abs(g.astype(np.float64) - exp.astype(np.float64)).max())
+                   if exp.size and numeric else float(not ok))
+        worst = max(worst, err)
+        if not ok:
+            return "FAIL", "output %s differs: max abs error %.3g" % (oname, err)
+    return "PASS", "max abs error %.2g" % worst
 
 
 def op_table(results):
@@ -204,39 +282,68 @@ def op_table(results):
     return table
 
 
-def write_docs(path, results):
+def write_docs(path, results, peer=None):
+    """The per-op table; `peer` (results of --engine onnxruntime on the same
+    files) adds onnxruntime's counts beside ds's."""
     table = op_table(results)
+    peer_table = op_table(peer) if peer else {}
     passed = sum(s == "PASS" for s, _ in results.values())
     node_passed = sum(s == "PASS" for k, (s, _) in results.items() if k.startswith("node/"))
     node_total = sum(k.startswith("node/") for k in results)
     skips = collections.Counter(d.split("  [ops")[0] for s, d in results.values() if s == "SKIP")
+    debian = os.path.realpath(ROOT) == os.path.realpath(DEBIAN_ROOT)
+    if debian:
+        suite = "ONNX backend tests (Debian's libonnx-testdata, onnx 1.12)"
+        regen = "/usr/bin/python3 test/conformance/run_conformance.py --docs " + path
+    else:
+        version = open(os.path.join(ROOT, "ONNX_VERSION")).read().strip()
+        suite = ("The node tests of onnx %s, the current release (written by "
+                 "test/conformance/gen_node_tests.py into build/onnx-node-tests)" % version)
+        regen = ("bench/.venv/bin/python test/conformance/run_conformance.py --root "
+                 "build/onnx-node-tests --suites node --docs %s --compare-onnxruntime" % path)
     with open(path, "w") as f:
         f.write("<!-- Generated by test/conformance/run_conformance.py --docs; do not edit. -->\n")
-        f.write("# ONNX support\n\n")
-        f.write("ONNX backend tests (Debian's libonnx-testdata) through ds-opt and ds-run: "
-                "%d of %d node tests pass, %d tests in all. Tolerances: rtol %g, atol %g.\n\n"
-                % (node_passed, node_total, passed, RTOL, ATOL))
-        f.write("Regenerate: `/usr/bin/python3 test/conformance/run_conformance.py --docs docs/onnx-support.md`.\n\n")
-        f.write("ds-opt imports opsets 6 to 21 of the default domain, and opsets 1 to 5 for the ops "
+        f.write("# ONNX support%s\n\n" % ("" if not debian else ": Debian's onnx 1.12 suite"))
+        f.write("%s through ds-opt and ds-run: **%d of %d node tests pass**, %d tests in all"
+                % (suite, node_passed, node_total, passed))
+        if peer:
+            peer_passed = sum(s == "PASS" for k, (s, _) in peer.items() if k.startswith("node/"))
+            f.write("; onnxruntime %s passes %d of the same files through the same runner and "
+                    "tolerances" % (__import__("onnxruntime").__version__, peer_passed))
+        f.write(". Tolerances: rtol %g, atol %g; "
+                "16-bit outputs two units in their last place (rtol 2^-9 and atol 2^-10 for "
+                "float16, rtol 2^-6 and atol 2^-7 for bfloat16: ds sums in f32 and rounds once, "
+                "the reference rounds after every op).\n\n" % (RTOL, ATOL))
+        f.write("Regenerate: `%s`.\n\n" % regen)
+        if not debian:
+            f.write("Debian's older suite (node, simple and PyTorch tests of onnx 1.12): "
+                    "[onnx-support-debian.md](onnx-support-debian.md).\n\n")
+        f.write("ds-opt imports opsets 6 to 28 of the default domain, and opsets 1 to 5 for the ops "
                 "unchanged since opset 1. A test counts for every op in its graph (the `_expanded` "
                 "tests count for the ops of their function bodies). The last column gives ds-opt's "
                 "reason for each test of the op that does not pass.\n\n")
-        f.write("| op | node tests passed / total | opsets of those tests | tests not passing: why |\n"
-                "|---|---|---|---|\n")
+        if peer:
+            f.write("| op | ds: node tests passed / total | onnxruntime passed | opsets of those "
+                    "tests | tests not passing in ds: why |\n|---|---|---|---|---|\n")
+        else:
+            f.write("| op | node tests passed / total | opsets of those tests | tests not passing: why |\n"
+                    "|---|---|---|---|\n")
         for op in sorted(table):
             p, t, opsets, why = table[op]
             reasons = "; ".join("%d × %s" % (k, r.replace("|", "\\|")) for r, k in why.most_common())
-            f.write("| %s | %d / %d | %s | %s |\n"
-                    % (op, p, t, ", ".join(str(o) for o in sorted(opsets)), reasons))
+            ort = ("| %d " % peer_table[op][0] if op in peer_table else "| - ") if peer else ""
+            f.write("| %s | %d / %d %s| %s | %s |\n"
+                    % (op, p, t, ort, ", ".join(str(o) for o in sorted(opsets)), reasons))
         f.write("\n## Excluded on purpose\n\n")
         for k, why in sorted(EXCLUDED.items()):
             f.write("- `%s`: %s\n" % (k, why))
         f.write("\n## Why tests are skipped (ds-opt's reasons, most common first)\n\n")
-        for reason, n in skips.most_common(40):
+        for reason, n in skips.most_common(60):
             f.write("- %d × %s\n" % (n, reason.replace("|", "\\|")))
 
 
 def main():
+    global ROOT, ENGINE
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--filter", default="")
@@ -246,12 +353,21 @@ def main():
     ap.add_argument("--check", help="fail unless exactly the tests listed here pass")
     ap.add_argument("--update", help="write the passing tests here")
     ap.add_argument("--docs", help="write the per-op support table here")
+    ap.add_argument("--compare-onnxruntime", action="store_true",
+                    help="with --docs: also run onnxruntime on the same files, for its counts")
     ap.add_argument("--quiet", action="store_true", help="print only failures and the summary")
+    ap.add_argument("--root", default=ROOT, help="the suite's directory (default: Debian's)")
+    ap.add_argument("--engine", default="ds", choices=["ds", "onnxruntime"],
+                    help="run the tests through ds (default) or onnxruntime (the peer's count)")
     args = ap.parse_args()
+    ROOT = args.root
+    ENGINE = args.engine
     if not os.path.isdir(ROOT):
         sys.exit("%s is missing: install Debian's libonnx-testdata" % ROOT)
     tasks = []
     for suite in args.suites.split(","):
+        if not os.path.isdir(os.path.join(ROOT, suite)):
+            continue
         for name in sorted(os.listdir(os.path.join(ROOT, suite))):
             if args.filter in name:
                 tasks.append((suite, name, os.path.abspath(args.ds_opt), os.path.abspath(args.ds_run)))
@@ -268,7 +384,13 @@ def main():
             f.write("# Tests expected to pass (test/conformance/run_conformance.py --update)\n")
             f.writelines(p + "\n" for p in passing)
     if args.docs:
-        write_docs(args.docs, results)
+        peer = None
+        if args.compare_onnxruntime:
+            ENGINE = "onnxruntime"
+            with multiprocessing.Pool(args.jobs) as pool:
+                peer = {k: (s, d) for k, s, d in pool.imap_unordered(run_test, tasks)}
+            ENGINE = "ds"
+        write_docs(args.docs, results, peer)
     print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
     if args.check:
         want = {l.strip() for l in open(args.check) if l.strip() and not l.startswith("#")}

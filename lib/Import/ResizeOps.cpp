@@ -1,0 +1,418 @@
+//===- ResizeOps.cpp - ONNX Resize and Upsample ---------------------------===//
+//
+// Resize is separable: each resized axis maps every output position to a
+// few input positions (taps) with fixed weights, all decided by the shapes,
+// scales and attributes, so all known at compile time. ds computes the taps
+// and weights here, exactly as ONNX's reference does (coordinate
+// transformation, nearest rounding, linear/cubic kernels, antialiasing,
+// exclude_outside, tf_crop_and_resize's extrapolation), and imports one
+// axis as `sum_t gather(x, tap_t, axis) * weight_t` (nearest: one gather).
+// So Resize needs no kernel and no gradient rule of its own: the gathers'
+// and products' serve training (a U-Net's upsampling trains).
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterCore.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::importer;
+
+namespace {
+
+/// How one output axis samples its input axis.
+struct AxisSampling {
+  int64_t taps = 0;                // per output position
+  std::vector<int64_t> index;      // [out][taps], clamped into the input
+  std::vector<double> weight;      // [out][taps]
+  std::vector<bool> extrapolated;  // [out]: tf_crop_and_resize outside the roi
+};
+
+struct ResizeAttrs {
+  std::string mode = "nearest", coordMode = "half_pixel", nearestMode = "round_prefer_floor";
+  double cubicA = -0.75, extrapolation = 0.0;
+  bool excludeOutside = false, antialias = false;
+};
+
+/// The weights of the taps around a source coordinate whose distance past
+/// its left neighbour is `ratio` (in (0, 1]), for a scale factor `scale`.
+std::vector<double> coefficients(const ResizeAttrs &a, double ratio, double scale) {
+  if (a.mode == "nearest") {
+    if (ratio == std::floor(ratio)) return {0, 1};
+    const std::string &m = a.nearestMode;
+    if (m == "round_prefer_floor") return {double(ratio <= 0.5), double(ratio > 0.5)};
+    if (m == "round_prefer_ceil") return {double(ratio < 0.5), double(ratio >= 0.5)};
+    if (m == "floor") return {1, 0};
+    return {0, 1}; // ceil
+  }
+  if (a.mode == "linear" && !a.antialias) return {1 - ratio, ratio};
+  const double A = a.cubicA;
+  if (a.mode == "cubic" && !a.antialias) {
+    double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
+    return {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A,
+            ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
+            ((A + 2) * q - (A + 3)) * q * q + 1,
+            ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A};
+  }
+  // Antialiased (downsampling widens the kernel by 1/scale), normalized.
+  double s = std::min(scale, 1.0);
+  std::vector<double> c;
+  if (a.mode == "linear") {
+    int64_t start = static_cast<int64_t>(std::floor(-1 / s) + 1), footprint = 2 - 2 * start;
+    for (int64_t i = start; i < start + footprint; ++i)
+      c.push_back(std::clamp(1 - std::abs((i - ratio) * s), 0.0, 1.0));
+  } else {
+    int64_t start = static_cast<int64_t>(std::floor(-2 / s) + 1), end = 2 - start;
+    for (int64_t i = start; i < end; ++i) {
+      double x = std::abs(s * (i - ratio)), x2 = x * x, x3 = x2 * x;
+      c.push_back(x <= 1  ? (A + 2) * x3 - (A + 3) * x2 + 1
+                  : x < 2 ? A * x3 - 5 * A * x2 + 8 * A * x - 4 * A
+                          : 0.0);
+    }
+  }
+  double sum = 0;
+  for (double v : c) sum += v;
+  for (double &v : c) v /= sum;
+  return c;
+}
+
+/// Output position y's source coordinate (ONNX's coordinate transformation).
+double sourceCoordinate(const ResizeAttrs &a, double y, double scale, int64_t in, double outF,
+                        int64_t outI, double roiStart, double roiEnd) {
+  const std::string &m = a.coordMode;
+  if (m == "align_corners") return outF == 1 ? 0.0 : y * (in - 1) / (outF - 1);
+  if (m == "asymmetric") return y / scale;
+  if (m == "tf_crop_and_resize")
+    return (outF == 1 ? (roiEnd - roiStart) * (in - 1) / 2
+                      : y * (roiEnd - roiStart) * (in - 1) / (outF - 1)) +
+           roiStart * (in - 1);
+  if (m == "pytorch_half_pixel") return outF == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+  if (m == "tf_half_pixel_for_nn") return (y + 0.5) / scale; // opsets 11-12
+  if (m == "half_pixel_symmetric") {
+    double offset = in / 2.0 * (1 - outI / outF);
+    return offset + (y + 0.5) / scale - 0.5;
+  }
+  return (y + 0.5) / scale - 0.5; // half_pixel
+}
+
+AxisSampling sampleAxis(const ResizeAttrs &a, int64_t in, int64_t out, double scale,
+                        double roiStart, double roiEnd) {
+  AxisSampling s;
+  double outF = scale * in;
+  for (int64_t y = 0; y < out; ++y) {
+    double x = sourceCoordinate(a, static_cast<double>(y), scale, in, outF, out, roiStart, roiEnd);
+    s.extrapolated.push_back(a.coordMode == "tf_crop_and_resize" && (x < 0 || x > in - 1));
+    double xi = std::floor(x), ratio = x == xi ? 1.0 : x - xi;
+    std::vector<double> c = coefficients(a, ratio, scale);
+    int64_t n = static_cast<int64_t>(c.size());
+    if (!s.taps) s.taps = n;
+    // The n taps nearest x, ties to the smaller index (the reference's
+    // edge-padded neighbourhood), then clamped: edge padding.
+    int64_t pad = (n + 1) / 2;
+    double xp = x + pad, pp = std::floor(xp), frac = xp - pp;
+    int64_t offset = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
+                                : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
+    int64_t start = static_cast<int64_t>(pp) + offset - pad;
+    if (a.excludeOutside) {
+      double sum = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        if (start + t < 0 || start + t >= in) c[t] = 0;
+        sum += c[t];
+      }
+      if (sum != 0)
+        for (double &v : c) v /= sum;
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      s.index.push_back(std::clamp<int64_t>(start + t, 0, in - 1));
+      s.weight.push_back(c[t]);
+    }
+  }
+  return s;
+}
+
+class ResizeImporter : public NodeImporter {
+public:
+  using NodeImporter::NodeImporter;
+
+  LogicalResult resize(const onnx::NodeProto &n);
+  LogicalResult upsample(const onnx::NodeProto &n);
+
+private:
+  LogicalResult resizeWith(const onnx::NodeProto &n, Value x, const ResizeAttrs &a,
+                           ArrayRef<double> scales, ArrayRef<int64_t> outShape,
+                           ArrayRef<double> roi);
+  LogicalResult resizeByScales(const onnx::NodeProto &n, Value x, const ResizeAttrs &a,
+                               ArrayRef<double> scales, ArrayRef<double> roi);
+  FailureOr<Value> resizeAxis(Value x, int64_t axis, const AxisSampling &s, int64_t out,
+                              const ResizeAttrs &a);
+  FailureOr<SmallVector<double>> constantFloats(const onnx::NodeProto &n, int i,
+                                                StringRef what);
+};
+
+FailureOr<SmallVector<double>> ResizeImporter::constantFloats(const onnx::NodeProto &n, int i,
+                                                              StringRef what) {
+  // A float initializer imports as a parameter; scales and roi are read
+  // from it (they decide shapes, so they are not trained).
+  Value v = input(n, i);
+  DenseElementsAttr c = literalOf(v);
+  if (auto p = v ? v.getDefiningOp<ParameterOp>() : ParameterOp(); !c && p)
+    c = dyn_cast<DenseElementsAttr>(p.getValue());
+  if (!c || !isa<FloatType>(c.getElementType()))
+    return FailureOr<SmallVector<double>>(
+        nodeError(n) << "input '" << what
+                     << "' must be a float tensor known at compile time (give a graph input's "
+                        "value with --bind-input)");
+  SmallVector<double> out;
+  for (const APFloat &f : c.getValues<APFloat>()) out.push_back(f.convertToDouble());
+  return out;
+}
+
+/// One axis: the taps gathered along it and summed with their weights (a
+/// single gather when one tap carries all the weight, as in nearest).
+FailureOr<Value> ResizeImporter::resizeAxis(Value x, int64_t axis, const AxisSampling &s,
+                                            int64_t out, const ResizeAttrs &a) {
+  RankedTensorType xt = typeOf(x);
+  Type elem = xt.getElementType();
+  int64_t rank = xt.getRank();
+  auto gatherTap = [&](ArrayRef<int64_t> idx) {
+    auto it = RankedTensorType::get({out}, b_.getI64Type());
+    return build<GatherOp>({x, constant(DenseElementsAttr::get(it, idx))},
+                           {i64Attr("axis", axis)});
+  };
+  Value y;
+  if (a.mode == "nearest") {
+    std::vector<int64_t> pick(out);
+    for (int64_t o = 0; o < out; ++o) {
+      int64_t best = 0;
+      for (int64_t t = 1; t < s.taps; ++t)
+        if (s.weight[o * s.taps + t] > s.weight[o * s.taps + best]) best = t;
+      pick[o] = s.index[o * s.taps + best];
+    }
+    DS_TRY(g, gatherTap(pick));
+    y = g;
+  } else {
+    SmallVector<int64_t> wShape(rank, 1);
+    wShape[axis] = out;
+    auto wType = RankedTensorType::get(wShape, elem);
+    for (int64_t t = 0; t < s.taps; ++t) {
+      std::vector<int64_t> idx(out);
+      SmallVector<Attribute> w;
+      bool any = false;
+      for (int64_t o = 0; o < out; ++o) {
+        idx[o] = s.index[o * s.taps + t];
+        double v = s.weight[o * s.taps + t];
+        any |= v != 0;
+        w.push_back(b_.getFloatAttr(elem, v));
+      }
+      if (!any) continue;
+      DS_TRY(g, gatherTap(idx));
+      DS_TRY(term, build<MulOp>({g, constant(DenseElementsAttr::get(wType, w))}));
+      if (!y) {
+        y = term;
+      } else {
+        DS_TRY(sum, build<AddOp>({y, term}));
+        y = sum;
+      }
+    }
+    if (!y) { // every weight 0 (exclude_outside with nothing inside)
+      DS_TRY(g, gatherTap(std::vector<int64_t>(out, 0)));
+      DS_TRY(z, build<MulOp>({g, scalar(elem, 0.0)}));
+      y = z;
+    }
+  }
+  if (llvm::is_contained(s.extrapolated, true)) {
+    SmallVector<int64_t> mShape(rank, 1);
+    mShape[axis] = out;
+    SmallVector<bool> mask(s.extrapolated.begin(), s.extrapolated.end());
+    Value m = constant(DenseElementsAttr::get(RankedTensorType::get(mShape, b_.getI1Type()),
+                                              ArrayRef<bool>(mask)));
+    DS_TRY(e, build<WhereOp>({m, scalar(elem, a.extrapolation), y}));
+    y = e;
+  }
+  return y;
+}
+
+/// Output sizes floor(scale * input), as ONNX's scales input gives them.
+LogicalResult ResizeImporter::resizeByScales(const onnx::NodeProto &n, Value x,
+                                             const ResizeAttrs &a, ArrayRef<double> scales,
+                                             ArrayRef<double> roi) {
+  ArrayRef<int64_t> in = typeOf(x).getShape();
+  SmallVector<int64_t> out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!(scales[d] > 0) || !std::isfinite(scales[d]) ||
+        scales[d] * in[d] > static_cast<double>(opts_.maxElements))
+      return nodeError(n) << "scale " << scales[d] << " of axis " << d
+                          << " must be positive and keep the output in range";
+    out.push_back(static_cast<int64_t>(std::floor(scales[d] * in[d])));
+  }
+  return resizeWith(n, x, a, scales, out, roi);
+}
+
+LogicalResult ResizeImporter::resizeWith(const onnx::NodeProto &n, Value x,
+                                         const ResizeAttrs &a, ArrayRef<double> scales,
+                                         ArrayRef<int64_t> outShape, ArrayRef<double> roi) {
+  RankedTensorType xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  Type elem = xt.getElementType();
+  bool isFloat = isa<FloatType>(elem);
+  if (a.mode != "nearest" && a.mode != "linear" && a.mode != "cubic")
+    return nodeError(n) << "mode '" << a.mode << "' is not nearest, linear or cubic";
+  if (a.mode != "nearest" && !isFloat)
+    return nodeError(n) << a.mode << " Resize needs a float input, not " << elem;
+  static const char *coordModes[] = {"half_pixel",         "half_pixel_symmetric",
+                                     "pytorch_half_pixel", "align_corners",
+                                     "asymmetric",         "tf_crop_and_resize",
+                                     "tf_half_pixel_for_nn"};
+  if (!llvm::is_contained(coordModes, StringRef(a.coordMode)))
+    return nodeError(n) << "coordinate_transformation_mode '" << a.coordMode << "' is unknown";
+  static const char *nearestModes[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                       "ceil"};
+  if (!llvm::is_contained(nearestModes, StringRef(a.nearestMode)))
+    return nodeError(n) << "nearest_mode '" << a.nearestMode << "' is unknown";
+  if (a.antialias && a.mode == "nearest")
+    return nodeError(n) << "antialias applies to linear and cubic modes only";
+  if (a.coordMode == "tf_crop_and_resize" && roi.size() != static_cast<size_t>(2 * rank))
+    return nodeError(n) << "tf_crop_and_resize needs a roi";
+  for (int64_t d = 0; d < rank; ++d)
+    if (outShape[d] < 0 || outShape[d] > opts_.maxElements)
+      return nodeError(n) << "output dimension " << d << " (" << outShape[d]
+                          << ") is out of range";
+  // 16-bit inputs interpolate in f32 and round once.
+  Value h = x;
+  if (isFloat && elem.getIntOrFloatBitWidth() < 32 && a.mode != "nearest") {
+    DS_TRY(w, castTo(x, b_.getF32Type()));
+    h = w;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t in = xt.getDimSize(d), out = outShape[d];
+    double rs = roi.empty() ? 0.0 : roi[d], re = roi.empty() ? 1.0 : roi[d + rank];
+    if (scales[d] == 1.0 && out == in && rs == 0.0 && re == 1.0) continue; // identity
+    if (in == 0 || out == 0)
+      return nodeError(n) << "axis " << d << " resizes from " << in << " to " << out
+                          << " elements; both must be positive";
+    AxisSampling s = sampleAxis(a, in, out, scales[d], rs, re);
+    DS_TRY(r, resizeAxis(h, d, s, out, a));
+    h = r;
+  }
+  DS_TRY(y, castTo(h, elem));
+  setOutput(n, 0, y);
+  return success();
+}
+
+LogicalResult ResizeImporter::resize(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  int64_t rank = typeOf(x).getRank();
+  ResizeAttrs a;
+  DS_TRY(mode, stringAttr(n, "mode", "nearest"));
+  a.mode = mode;
+  if (opset_ < 11) { // Resize-10: X and scales, Upsample's sampling
+    a.coordMode = "asymmetric";
+    a.nearestMode = "floor";
+    DS_TRY(scales, constantFloats(n, 1, "scales"));
+    if (scales.size() != static_cast<size_t>(rank))
+      return nodeError(n) << "scales has " << scales.size() << " values for rank " << rank;
+    return resizeByScales(n, x, a, scales, {});
+  }
+  DS_TRY(coord, stringAttr(n, "coordinate_transformation_mode", "half_pixel"));
+  DS_TRY(nearest, stringAttr(n, "nearest_mode", "round_prefer_floor"));
+  DS_TRY(cubicA, floatAttr(n, "cubic_coeff_a", -0.75f));
+  DS_TRY(exclude, intAttr(n, "exclude_outside", 0));
+  DS_TRY(extrapolation, floatAttr(n, "extrapolation_value", 0.0f));
+  DS_TRY(antialias, intAttr(n, "antialias", 0));
+  DS_TRY(policy, stringAttr(n, "keep_aspect_ratio_policy", "stretch"));
+  DS_TRY(axesOpt, intsAttr(n, "axes"));
+  a.coordMode = coord, a.nearestMode = nearest, a.cubicA = cubicA;
+  a.excludeOutside = exclude != 0, a.extrapolation = extrapolation, a.antialias = antialias != 0;
+  SmallVector<int64_t> axes;
+  if (axesOpt) {
+    axes = *axesOpt;
+    for (int64_t &ax : axes)
+      if (failed(normalizeAxis(n, ax, rank))) return failure();
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  int64_t k = static_cast<int64_t>(axes.size());
+  // Empty scales/sizes tensors stand for absent inputs.
+  auto given = [&](int i) {
+    Value v = input(n, i);
+    return v && typeOf(v).getNumElements() > 0;
+  };
+  SmallVector<double> roi;
+  if (given(1) && a.coordMode == "tf_crop_and_resize") {
+    DS_TRY(r, constantFloats(n, 1, "roi"));
+    if (r.size() != static_cast<size_t>(2 * k))
+      return nodeError(n) << "roi has " << r.size() << " values; " << 2 * k << " expected";
+    roi.assign(rank, 0.0);
+    roi.append(rank, 1.0);
+    for (int64_t i = 0; i < k; ++i) roi[axes[i]] = r[i], roi[rank + axes[i]] = r[k + i];
+  }
+  ArrayRef<int64_t> inShape = typeOf(x).getShape();
+  if (given(2) == given(3))
+    return nodeError(n) << "exactly one of scales and sizes must be given";
+  if (given(2)) {
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+      return nodeError(n) << "keep_aspect_ratio_policy '" << policy << "' is unknown";
+    DS_TRY(s, constantFloats(n, 2, "scales"));
+    if (s.size() != static_cast<size_t>(k))
+      return nodeError(n) << "scales has " << s.size() << " values for " << k << " axes";
+    SmallVector<double> scales(rank, 1.0);
+    for (int64_t i = 0; i < k; ++i) scales[axes[i]] = s[i];
+    return resizeByScales(n, x, a, scales, roi);
+  }
+  DS_TRY(sz, constantInts(n, 3, "sizes"));
+  if (sz.size() != static_cast<size_t>(k))
+    return nodeError(n) << "sizes has " << sz.size() << " values for " << k << " axes";
+  SmallVector<int64_t> sizes(inShape);
+  for (int64_t i = 0; i < k; ++i) sizes[axes[i]] = sz[i];
+  SmallVector<double> scales(rank, 1.0);
+  for (int64_t ax : axes) {
+    if (sizes[ax] < 0 || inShape[ax] == 0)
+      return nodeError(n) << "sizes must be >= 0 and the input axes non-empty";
+    scales[ax] = static_cast<double>(sizes[ax]) / static_cast<double>(inShape[ax]);
+  }
+  if (policy != "stretch") {
+    // One scale for all the axes, the smallest or largest; the sizes follow
+    // from it, rounded half up (ONNX's reference).
+    if (policy != "not_larger" && policy != "not_smaller")
+      return nodeError(n) << "keep_aspect_ratio_policy '" << policy << "' is unknown";
+    double scale = policy == "not_larger" ? INFINITY : -INFINITY;
+    for (int64_t ax : axes)
+      scale = policy == "not_larger" ? std::min(scale, scales[ax]) : std::max(scale, scales[ax]);
+    for (int64_t ax : axes) {
+      scales[ax] = scale;
+      sizes[ax] = static_cast<int64_t>(scale * inShape[ax] + 0.5);
+    }
+  }
+  return resizeWith(n, x, a, scales, sizes, roi);
+}
+
+LogicalResult ResizeImporter::upsample(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  ResizeAttrs a;
+  DS_TRY(mode, stringAttr(n, "mode", "nearest"));
+  a.mode = mode == "bilinear" ? "linear" : mode;
+  a.coordMode = "asymmetric";
+  a.nearestMode = "floor";
+  SmallVector<double> scales;
+  if (opset_ >= 9) {
+    DS_TRY(s, constantFloats(n, 1, "scales"));
+    scales = s;
+  } else {
+    const onnx::AttributeProto *attr = findAttr(n, "scales");
+    if (!attr) return nodeError(n) << "needs attribute 'scales'";
+    for (float f : attr->floats()) scales.push_back(f);
+  }
+  if (scales.size() != static_cast<size_t>(typeOf(x).getRank()))
+    return nodeError(n) << "scales has " << scales.size() << " values for rank "
+                        << typeOf(x).getRank();
+  return resizeByScales(n, x, a, scales, {});
+}
+
+} // namespace
+
+void mlir::ds::importer::registerResizeHandlers(HandlerTable &t) {
+  using I = ResizeImporter;
+  t.add<I, &I::resize>("Resize");
+  t.add<I, &I::upsample>("Upsample");
+}

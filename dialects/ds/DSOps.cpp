@@ -156,6 +156,11 @@ DS_INFER_BINARY(GreaterEqualOp, true)
 DS_INFER_BINARY(AndOp, true)
 DS_INFER_BINARY(OrOp, true)
 DS_INFER_BINARY(XorOp, true)
+DS_INFER_BINARY(BitwiseAndOp, false)
+DS_INFER_BINARY(BitwiseOrOp, false)
+DS_INFER_BINARY(BitwiseXorOp, false)
+DS_INFER_BINARY(ShiftLeftOp, false)
+DS_INFER_BINARY(ShiftRightOp, false)
 #undef DS_INFER_BINARY
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -761,6 +766,21 @@ LogicalResult RandomMaskOp::verify() {
 LogicalResult TriluOp::verify() {
   if (getOperand().getType().getRank() < 2)
     return emitOpError("needs an operand of rank >= 2");
+  return success();
+}
+
+LogicalResult CumProdOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
+}
+
+LogicalResult BitcastOp::verify() {
+  auto bits = [](Type t) {
+    unsigned w = t.getIntOrFloatBitWidth();
+    return w == 1 ? 8u : w; // i1 occupies a byte
+  };
+  Type from = getOperand().getType().getElementType(), to = getType().getElementType();
+  if (bits(from) != bits(to))
+    return emitOpError("needs element types of one width, got ") << from << " and " << to;
   return success();
 }
 

@@ -30,6 +30,7 @@ def DS_MatmulTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def DS_I64Tensor : StaticShapeTensorOf<[I64]>;
+def DS_IntegerTensor : StaticShapeTensorOf<[I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
 
 // Mesh, shardings and collectives use the types above.
 include "dialects/ds/DSSharding.td"
@@ -203,6 +204,21 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Elementwise,
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
+def DS_BitcastOp : DS_Op<"bitcast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "the same bits read as another element type";
+  let description = [{
+    Each element's bytes, unchanged, as an element of the result type
+    (ONNX `BitCast`, little endian; i1 occupies a byte).
+
+    **Constraints:**
+    - operand and result have the same shape and element width in bits.
+  }];
+  let arguments = (ins DS_Tensor:$operand);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape, DS_Elementwise,
                                 DS_Differentiable]> {
   let summary = "elementwise conversion to another element type";
@@ -275,6 +291,21 @@ def DS_GreaterEqualOp : DS_CompareOp<"greater_equal", "`lhs >= rhs`">;
 def DS_AndOp : DS_LogicalOp<"and", "logical and">;
 def DS_OrOp : DS_LogicalOp<"or", "logical or">;
 def DS_XorOp : DS_LogicalOp<"xor", "logical exclusive or">;
+
+class DS_BitwiseOp<string mnemonic, string desc, list<Trait> traits = []>
+    : DS_BinaryOp<mnemonic, DS_IntegerTensor, DS_IntegerTensor, desc, traits>;
+def DS_BitwiseAndOp : DS_BitwiseOp<"bitwise_and", "bits set in both operands", [Commutative]>;
+def DS_BitwiseOrOp : DS_BitwiseOp<"bitwise_or", "bits set in either operand", [Commutative]>;
+def DS_BitwiseXorOp : DS_BitwiseOp<"bitwise_xor", "bits set in exactly one operand",
+                                   [Commutative]>;
+def DS_ShiftLeftOp : DS_BitwiseOp<"shift_left",
+    "`lhs << rhs`; bits past the width are dropped, and a shift below 0 or of the "
+    "width or more gives 0 (ONNX `BitShift`)">;
+def DS_ShiftRightOp : DS_BitwiseOp<"shift_right",
+    "`lhs >> rhs`, filling with the sign bit for signed types; a shift below 0 or of "
+    "the width or more leaves only the fill: -1 for a negative signed `lhs`, else 0 "
+    "(ONNX `BitShift`)">;
+def DS_BitwiseNotOp : DS_UnaryOp<"bitwise_not", DS_IntegerTensor, "`~x`, every bit flipped">;
 
 def DS_WhereOp : DS_Op<"where",
     [Pure, DS_Elementwise, DS_Differentiable, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
@@ -786,6 +817,23 @@ def DS_CumSumOp : DS_Op<"cumsum", [Pure, SameOperandsAndResultType, DS_Different
   let description = [{
     `exclusive` leaves each element out of its own sum; `reverse` sums from
     the end (ONNX `CumSum`).
+
+    **Constraints:**
+    - the operand has rank >= 1 and `axis` is in [0, rank).
+  }];
+  let arguments = (ins DS_NumericTensor:$operand, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs DS_NumericTensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_CumProdOp : DS_Op<"cumprod", [Pure, SameOperandsAndResultType], DS_OwnStep> {
+  let summary = "running product along an axis";
+  let description = [{
+    `exclusive` leaves each element out of its own product; `reverse`
+    multiplies from the end (ONNX `CumProd`).
 
     **Constraints:**
     - the operand has rank >= 1 and `axis` is in [0, rank).

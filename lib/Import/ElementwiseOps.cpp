@@ -33,6 +33,7 @@ public:
   LogicalResult isNan(const onnx::NodeProto &n);
   LogicalResult isInf(const onnx::NodeProto &n);
   LogicalResult bitShift(const onnx::NodeProto &n);
+  LogicalResult bitCast(const onnx::NodeProto &n);
   LogicalResult gelu(const onnx::NodeProto &n);
   LogicalResult leakyRelu(const onnx::NodeProto &n);
   LogicalResult prelu(const onnx::NodeProto &n);
@@ -211,8 +212,8 @@ LogicalResult ElementwiseImporter::isInf(const onnx::NodeProto &n) {
   return success();
 }
 
-// BitShift on unsigned integers: x * 2^s or x / 2^s, which wrap and
-// truncate exactly as the shifts do.
+// BitShift: ds's shifts carry ONNX's semantics (opset 28 extended them to
+// signed types: arithmetic right shifts, and shifts past the width).
 LogicalResult ElementwiseImporter::bitShift(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(s, required(n, 1));
@@ -220,19 +221,26 @@ LogicalResult ElementwiseImporter::bitShift(const onnx::NodeProto &n) {
   if (direction != "LEFT" && direction != "RIGHT")
     return nodeError(n) << "direction must be LEFT or RIGHT, not '" << direction << "'";
   Type elem = typeOf(x).getElementType();
-  if (!elem.isUnsignedInteger()) return nodeError(n) << "BitShift needs unsigned integers";
-  DS_TRY(factor, build<PowOp>({scalar(elem, 2), s}));
-  if (direction == "LEFT") { // 2^s wraps to 0 past the width: x * 0 = 0, as a shift
-    DS_TRY(y, build<MulOp>({x, factor}));
-    setOutput(n, 0, y);
-    return success();
-  }
-  // Past the width every bit is shifted out: 0 (numpy, onnxruntime), where
-  // the wrapped 2^s would divide by zero.
-  DS_TRY(out, build<GreaterEqualOp>({s, scalar(elem, elem.getIntOrFloatBitWidth())}));
-  DS_TRY(divisor, build<WhereOp>({out, scalar(elem, 1), factor}));
-  DS_TRY(q, build<DivOp>({x, divisor}));
-  DS_TRY(y, build<WhereOp>({out, scalar(elem, 0), q}));
+  if (!isa<IntegerType>(elem) || elem.isInteger(1))
+    return nodeError(n) << "BitShift needs integers, not " << elem;
+  FailureOr<Value> y = direction == "LEFT" ? build<ShiftLeftOp>({x, s}) : build<ShiftRightOp>({x, s});
+  if (failed(y)) return failure();
+  setOutput(n, 0, *y);
+  return success();
+}
+
+// BitCast: the same bytes as the `to` type, which must be as wide.
+LogicalResult ElementwiseImporter::bitCast(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(to, intAttr(n, "to"));
+  FailureOr<Type> elem = elementType(static_cast<int32_t>(to));
+  if (failed(elem)) return nodeError(n) << "cannot bitcast to type #" << to;
+  auto width = [](Type t) { return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth(); };
+  Type from = typeOf(x).getElementType();
+  if (width(from) != width(*elem))
+    return nodeError(n) << "cannot bitcast " << from << " to " << *elem
+                        << ": their widths differ";
+  DS_TRY(y, buildTyped<BitcastOp>(RankedTensorType::get(typeOf(x).getShape(), *elem), x));
   setOutput(n, 0, y);
   return success();
 }
@@ -430,6 +438,11 @@ void mlir::ds::importer::registerElementwiseHandlers(HandlerTable &t) {
   t.add<I, &I::isNan>("IsNaN");
   t.add<I, &I::isInf>("IsInf");
   t.add<I, &I::bitShift>("BitShift");
+  t.add<I, &I::bitCast>("BitCast");
+  t.add<I, &I::binary<BitwiseAndOp>>("BitwiseAnd");
+  t.add<I, &I::binary<BitwiseOrOp>>("BitwiseOr");
+  t.add<I, &I::binary<BitwiseXorOp>>("BitwiseXor");
+  t.add<I, &I::unary<BitwiseNotOp>>("BitwiseNot");
   t.add<I, &I::gelu>("Gelu");
   t.add<I, &I::leakyRelu>("LeakyRelu");
   t.add<I, &I::prelu>("PRelu");

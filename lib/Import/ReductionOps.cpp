@@ -1,6 +1,6 @@
 //===- ReductionOps.cpp - ONNX reductions ---------------------------------===//
 //
-// Reduce*, ArgMax/ArgMin and CumSum. The reduction axes moved from an
+// Reduce*, ArgMax/ArgMin, CumSum and CumProd. The reduction axes moved from an
 // attribute to an input at opset 13 (ReduceSum) and 18 (the rest);
 // reductionAxes reads either, so the IR has one spelling.
 //
@@ -20,7 +20,7 @@ public:
   template <typename OpTy> LogicalResult reduce(const onnx::NodeProto &n);
   LogicalResult reduceComposite(const onnx::NodeProto &n);
   template <typename OpTy> LogicalResult argReduce(const onnx::NodeProto &n);
-  LogicalResult cumsum(const onnx::NodeProto &n);
+  template <typename OpTy> LogicalResult cumulative(const onnx::NodeProto &n);
 
 private:
   FailureOr<SmallVector<int64_t>> reductionAxes(const onnx::NodeProto &n, int64_t rank,
@@ -121,7 +121,7 @@ template <typename OpTy> LogicalResult ReductionImporter::argReduce(const onnx::
   return success();
 }
 
-LogicalResult ReductionImporter::cumsum(const onnx::NodeProto &n) {
+template <typename OpTy> LogicalResult ReductionImporter::cumulative(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(axisV, constantInts(n, 1, "axis"));
   if (axisV.size() != 1) return nodeError(n) << "axis must be a scalar";
@@ -129,7 +129,7 @@ LogicalResult ReductionImporter::cumsum(const onnx::NodeProto &n) {
   if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
   DS_TRY(exclusive, intAttr(n, "exclusive", 0));
   DS_TRY(reverse, intAttr(n, "reverse", 0));
-  DS_TRY(y, buildTyped<CumSumOp>(x.getType(), x,
+  DS_TRY(y, buildTyped<OpTy>(x.getType(), x,
                                  {i64Attr("axis", axis),
                                   attr("exclusive", b_.getBoolAttr(exclusive != 0)),
                                   attr("reverse", b_.getBoolAttr(reverse != 0))}));
@@ -153,5 +153,6 @@ void mlir::ds::importer::registerReductionHandlers(HandlerTable &t) {
   t.add<I, &I::reduceComposite>("ReduceLogSumExp");
   t.add<I, &I::argReduce<ArgMaxOp>>("ArgMax");
   t.add<I, &I::argReduce<ArgMinOp>>("ArgMin");
-  t.add<I, &I::cumsum>("CumSum");
+  t.add<I, &I::cumulative<CumSumOp>>("CumSum");
+  t.add<I, &I::cumulative<CumProdOp>>("CumProd");
 }

@@ -105,18 +105,18 @@ absl::StatusOr<PreparedStep> prepareArith(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
   const TensorView a = c.in[0], b = c.in[1], o = c.out[0];
   switch (a.dtype) {
-  case plan::F32: if (kFloats) return makeBinary<float, float, Op>(ix, a, b, o); break;
-  case plan::F64: if (kFloats) return makeBinary<double, double, Op>(ix, a, b, o); break;
-  case plan::F16: if (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, false>>(ix, a, b, o); break;
-  case plan::BF16: if (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, true>>(ix, a, b, o); break;
-  case plan::I32: if (kIntegers) return makeBinary<int32_t, int32_t, Op>(ix, a, b, o); break;
-  case plan::I64: if (kIntegers) return makeBinary<int64_t, int64_t, Op>(ix, a, b, o); break;
-  case plan::I8: if (kIntegers) return makeBinary<int8_t, int8_t, Op>(ix, a, b, o); break;
-  case plan::I16: if (kIntegers) return makeBinary<int16_t, int16_t, Op>(ix, a, b, o); break;
-  case plan::U8: if (kIntegers) return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o); break;
-  case plan::U16: if (kIntegers) return makeBinary<uint16_t, uint16_t, Op>(ix, a, b, o); break;
-  case plan::U32: if (kIntegers) return makeBinary<uint32_t, uint32_t, Op>(ix, a, b, o); break;
-  case plan::U64: if (kIntegers) return makeBinary<uint64_t, uint64_t, Op>(ix, a, b, o); break;
+  case plan::F32: if constexpr (kFloats) return makeBinary<float, float, Op>(ix, a, b, o); break;
+  case plan::F64: if constexpr (kFloats) return makeBinary<double, double, Op>(ix, a, b, o); break;
+  case plan::F16: if constexpr (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, false>>(ix, a, b, o); break;
+  case plan::BF16: if constexpr (kFloats) return makeBinary<uint16_t, uint16_t, HalfBinary<Op, true>>(ix, a, b, o); break;
+  case plan::I32: if constexpr (kIntegers) return makeBinary<int32_t, int32_t, Op>(ix, a, b, o); break;
+  case plan::I64: if constexpr (kIntegers) return makeBinary<int64_t, int64_t, Op>(ix, a, b, o); break;
+  case plan::I8: if constexpr (kIntegers) return makeBinary<int8_t, int8_t, Op>(ix, a, b, o); break;
+  case plan::I16: if constexpr (kIntegers) return makeBinary<int16_t, int16_t, Op>(ix, a, b, o); break;
+  case plan::U8: if constexpr (kIntegers) return makeBinary<uint8_t, uint8_t, Op>(ix, a, b, o); break;
+  case plan::U16: if constexpr (kIntegers) return makeBinary<uint16_t, uint16_t, Op>(ix, a, b, o); break;
+  case plan::U32: if constexpr (kIntegers) return makeBinary<uint32_t, uint32_t, Op>(ix, a, b, o); break;
+  case plan::U64: if constexpr (kIntegers) return makeBinary<uint64_t, uint64_t, Op>(ix, a, b, o); break;
   default: break;
   }
   return c.error(absl::StrCat("does not support element type ", dtypeName(a.dtype)));
@@ -231,6 +231,39 @@ absl::StatusOr<PreparedStep> prepareUnary(const KernelContext &c) {
   default: break;
   }
   return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+}
+
+/// Integer-only unary ops (bitwise_not).
+template <typename Op>
+absl::StatusOr<PreparedStep> prepareIntegerUnary(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  switch (c.in[0].dtype) {
+  case plan::I8: return makeUnary<int8_t, Op>(c.in[0], c.out[0]);
+  case plan::I16: return makeUnary<int16_t, Op>(c.in[0], c.out[0]);
+  case plan::I32: return makeUnary<int32_t, Op>(c.in[0], c.out[0]);
+  case plan::I64: return makeUnary<int64_t, Op>(c.in[0], c.out[0]);
+  case plan::U8: return makeUnary<uint8_t, Op>(c.in[0], c.out[0]);
+  case plan::U16: return makeUnary<uint16_t, Op>(c.in[0], c.out[0]);
+  case plan::U32: return makeUnary<uint32_t, Op>(c.in[0], c.out[0]);
+  case plan::U64: return makeUnary<uint64_t, Op>(c.in[0], c.out[0]);
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
+  }
+}
+
+/// bitcast: the operand's bytes, copied (same shape and element width).
+absl::StatusOr<PreparedStep> prepareBitcast(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  if (dtypeSize(c.in[0].dtype) != dtypeSize(c.out[0].dtype))
+    return c.error(absl::StrCat("cannot reinterpret ", dtypeName(c.in[0].dtype), " as ",
+                                dtypeName(c.out[0].dtype), ": the widths differ"));
+  return PreparedStep([x = c.in[0].as<uint8_t>(), y = c.out[0].as<uint8_t>(),
+                       bytes = c.in[0].numel * dtypeSize(c.in[0].dtype)]() -> absl::Status {
+    if (x != y) std::memcpy(y, x, bytes);
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<PreparedStep> prepareGelu(const KernelContext &c) {
@@ -579,6 +612,13 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("or", prepareLogical<math::Or>);
   r.add("xor", prepareLogical<math::Xor>);
   r.add("not", prepareNot);
+  r.add("bitwise_and", prepareArith<math::BitAnd, true, false>);
+  r.add("bitwise_or", prepareArith<math::BitOr, true, false>);
+  r.add("bitwise_xor", prepareArith<math::BitXor, true, false>);
+  r.add("shift_left", prepareArith<math::ShiftLeft, true, false>);
+  r.add("shift_right", prepareArith<math::ShiftRight, true, false>);
+  r.add("bitwise_not", prepareIntegerUnary<math::BitNot>);
+  r.add("bitcast", prepareBitcast);
   r.add("neg", prepareUnary<math::Neg, true>);
   r.add("abs", prepareUnary<math::Abs, true>);
   r.add("relu", prepareUnary<math::Relu, true>);

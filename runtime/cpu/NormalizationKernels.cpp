@@ -666,8 +666,8 @@ absl::StatusOr<PreparedStep> prepareRmsNorm(const KernelContext &c) {
   });
 }
 
-template <typename T>
-PreparedStep makeCumSum(const KernelContext &c, int64_t axis, bool exclusive, bool reverse) {
+template <typename T, bool kProduct>
+PreparedStep makeCumulative(const KernelContext &c, int64_t axis, bool exclusive, bool reverse) {
   const auto &s = c.in[0].shape;
   int64_t outer = product(s, 0, axis), n = s[axis], inner = product(s, axis + 1, s.size());
   const T *x = c.in[0].as<T>();
@@ -678,16 +678,12 @@ PreparedStep makeCumSum(const KernelContext &c, int64_t axis, bool exclusive, bo
         int64_t o = idx / inner, i = idx % inner;
         const T *px = x + o * n * inner + i;
         T *py = y + o * n * inner + i;
-        T acc = 0;
+        T acc = kProduct ? T(1) : T(0);
         for (int64_t t = 0; t < n; ++t) {
           int64_t j = reverse ? n - 1 - t : t;
-          if (exclusive) {
-            py[j * inner] = acc;
-            acc += px[j * inner];
-          } else {
-            acc += px[j * inner];
-            py[j * inner] = acc;
-          }
+          if (exclusive) py[j * inner] = acc;
+          acc = kProduct ? static_cast<T>(acc * px[j * inner]) : static_cast<T>(acc + px[j * inner]);
+          if (!exclusive) py[j * inner] = acc;
         }
       }
     });
@@ -795,7 +791,9 @@ absl::StatusOr<PreparedStep> prepareTopK(const KernelContext &c) {
   });
 }
 
-absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
+/// cumsum and cumprod (kProduct): one running accumulation along an axis.
+template <bool kProduct>
+absl::StatusOr<PreparedStep> prepareCumulative(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(c.expectDType(c.out[0], c.in[0].dtype, "result"));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
@@ -804,10 +802,12 @@ absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(int64_t exclusive, c.intAttr("exclusive"));
   DS_ASSIGN_OR_RETURN(int64_t reverse, c.intAttr("reverse"));
   switch (c.in[0].dtype) {
-  case plan::F32: return makeCumSum<float>(c, axis, exclusive, reverse);
-  case plan::F64: return makeCumSum<double>(c, axis, exclusive, reverse);
-  case plan::I32: return makeCumSum<int32_t>(c, axis, exclusive, reverse);
-  case plan::I64: return makeCumSum<int64_t>(c, axis, exclusive, reverse);
+  case plan::F32: return makeCumulative<float, kProduct>(c, axis, exclusive, reverse);
+  case plan::F64: return makeCumulative<double, kProduct>(c, axis, exclusive, reverse);
+  case plan::I32: return makeCumulative<int32_t, kProduct>(c, axis, exclusive, reverse);
+  case plan::I64: return makeCumulative<int64_t, kProduct>(c, axis, exclusive, reverse);
+  case plan::U32: return makeCumulative<uint32_t, kProduct>(c, axis, exclusive, reverse);
+  case plan::U64: return makeCumulative<uint64_t, kProduct>(c, axis, exclusive, reverse);
   default: return c.error(absl::StrCat("does not support element type ", dtypeName(c.in[0].dtype)));
   }
 }
@@ -816,7 +816,8 @@ absl::StatusOr<PreparedStep> prepareCumSum(const KernelContext &c) {
 
 void registerNormalizationKernels(KernelRegistry &r) {
   r.add("top_k", prepareTopK);
-  r.add("cumsum", prepareCumSum);
+  r.add("cumsum", prepareCumulative<false>);
+  r.add("cumprod", prepareCumulative<true>);
   r.add("arg_max", prepareArg<true>);
   r.add("arg_min", prepareArg<false>);
   r.add("reduce_sum", prepareReduce<ReduceKind::Sum>);

@@ -141,6 +141,34 @@ struct And { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { ret
 struct Or { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { return a || b; } };
 struct Xor { DS_HOST_DEVICE uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) != (b != 0); } };
 
+// ---- bitwise (integer types) ------------------------------------------------
+struct BitAnd { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a & b; } };
+struct BitOr { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a | b; } };
+struct BitXor { template <class T> DS_HOST_DEVICE T operator()(T a, T b) const { return a ^ b; } };
+struct BitNot { template <class T> DS_HOST_DEVICE T operator()(T a) const { return static_cast<T>(~a); } };
+/// ONNX BitShift (opset 28): a shift below 0 or of the width or more
+/// leaves only what the fill gives (0 left; the sign fill right).
+template <class T> DS_HOST_DEVICE bool shiftOutOfRange(T s) {
+  if constexpr (std::is_signed_v<T>)
+    if (s < 0) return true;
+  return static_cast<uint64_t>(s) >= sizeof(T) * 8;
+}
+struct ShiftLeft {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T s) const {
+    using U = std::make_unsigned_t<T>;
+    if (shiftOutOfRange(s)) return T(0);
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) << static_cast<int>(s)));
+  }
+};
+struct ShiftRight {
+  template <class T> DS_HOST_DEVICE T operator()(T a, T s) const {
+    bool negative = false;
+    if constexpr (std::is_signed_v<T>) negative = a < 0;
+    if (shiftOutOfRange(s)) return negative ? T(-1) : T(0);
+    return static_cast<T>(a >> static_cast<int>(s)); // arithmetic for signed T
+  }
+};
+
 // ---- unary -----------------------------------------------------------------
 struct Neg { template <class T> DS_HOST_DEVICE T operator()(T x) const { return -x; } };
 struct Abs { template <class T> DS_HOST_DEVICE T operator()(T x) const { return x < 0 ? -x : x; } };

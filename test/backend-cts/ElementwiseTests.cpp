@@ -328,8 +328,8 @@ CTS_TEST(Gelu, "gelu") {
 
 CTS_TEST(Predicates, "is_nan", "is_inf") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
-  std::vector<double> x = {0, nan, inf, -inf, 1e30, -1, nan};
-  for (DType dt : {plan::F32, plan::F64}) {
+  std::vector<double> x = {0, nan, inf, -inf, 1e4, -1, nan};
+  for (DType dt : {plan::F32, plan::F64, plan::F16, plan::BF16}) {
     HostTensor xs = HostTensor::of(dt, {7}, x);
     expectEqualValues(run1(Step("is_nan"), {xs}, plan::BOOL, {7}).values(), {0, 1, 0, 0, 0, 0, 1}, "is_nan");
     expectEqualValues(run1(Step("is_inf"), {xs}, plan::BOOL, {7}).values(), {0, 0, 1, 1, 0, 0, 0}, "is_inf");
@@ -339,6 +339,69 @@ CTS_TEST(Predicates, "is_nan", "is_inf") {
   expectError(run(Step("is_nan"), {f32({2}, {1, 2})}, outs), "result must be bool");
   outs = {HostTensor::result(plan::BOOL, {2})};
   expectError(run(Step("is_inf"), {i64({2}, {1, 2})}, outs), "does not support element type i64");
+}
+
+CTS_TEST(Bitwise, "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
+         "shift_right") {
+  // References in 64 bits, then wrapped to the type (two's complement).
+  auto bits = [](DType dt) { return 8 * static_cast<int>(ds::rt::dtypeSize(dt)); };
+  auto isSigned = [](DType dt) {
+    return dt == plan::I8 || dt == plan::I16 || dt == plan::I32 || dt == plan::I64;
+  };
+  for (DType dt : {plan::I8, plan::I32, plan::I64, plan::U8, plan::U16, plan::U64}) {
+    const int w = bits(dt);
+    const bool sgn = isSigned(dt);
+    auto wrap = [&](uint64_t v) -> double {
+      if (w < 64) v &= (uint64_t(1) << w) - 1;
+      if (sgn && w < 64 && (v >> (w - 1)) & 1) return static_cast<double>(static_cast<int64_t>(v) - (int64_t(1) << w));
+      return sgn ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
+    };
+    auto u = [](double v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); };
+    std::vector<double> a = sgn ? std::vector<double>{-7, -1, 0, 5, 100, -128, 127, 3, -2, 1, 64, -100}
+                                : std::vector<double>{7, 255, 0, 5, 100, 128, 127, 3, 254, 1, 64, 200};
+    std::vector<double> b = sgn ? std::vector<double>{3, -1, 9, 1, 0, 2, 7, -5, 1, 6, 3, 4}
+                                : std::vector<double>{3, 1, 9, 1, 0, 2, 7, 5, 1, 6, 3, 4};
+    checkBinary(*this, "bitwise_and", dt, dt, {12}, {12}, a, b, [&](double x, double y) { return wrap(u(x) & u(y)); }, 0);
+    checkBinary(*this, "bitwise_or", dt, dt, {3, 4}, {4}, a, {b[0], b[1], b[2], b[3]},
+                [&](double x, double y) { return wrap(u(x) | u(y)); }, 0);
+    checkBinary(*this, "bitwise_xor", dt, dt, {12}, {}, a, {b[0]}, [&](double x, double y) { return wrap(u(x) ^ u(y)); }, 0);
+    expectEqualValues(run1(Step("bitwise_not"), {HostTensor::of(dt, {12}, a)}, dt, {12}).values(),
+                      [&] { std::vector<double> r; for (double x : a) r.push_back(wrap(~u(x))); return r; }(),
+                      std::string("bitwise_not ") + ds::rt::dtypeName(dt));
+    // Shifts: amounts in and out of [0, width), negative ones for signed types.
+    std::vector<double> amounts = {0, 1, 3, static_cast<double>(w - 1), static_cast<double>(w), static_cast<double>(w + 5)};
+    if (sgn) amounts.push_back(-1);
+    std::vector<double> xs, ss;
+    for (double x : a)
+      for (double s : amounts) xs.push_back(x), ss.push_back(s);
+    int64_t n = static_cast<int64_t>(xs.size());
+    auto outOfRange = [&](double s) { return s < 0 || s >= w; };
+    checkBinary(*this, "shift_left", dt, dt, {n}, {n}, xs, ss,
+                [&](double x, double s) { return outOfRange(s) ? 0.0 : wrap(u(x) << static_cast<int>(s)); }, 0);
+    checkBinary(*this, "shift_right", dt, dt, {n}, {n}, xs, ss, [&](double x, double s) {
+      if (outOfRange(s)) return sgn && x < 0 ? -1.0 : 0.0;
+      return sgn ? std::floor(x / std::ldexp(1.0, static_cast<int>(s)))
+                 : static_cast<double>(u(x) >> static_cast<int>(s));
+    }, 0);
+  }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
+  expectError(run(Step("bitwise_and"), {f32({2}, {1, 2}), f32({2}, {1, 2})}, outs),
+              "does not support element type f32");
+  expectError(run(Step("bitwise_not"), {f32({2}, {1, 2})}, outs), "does not support element type f32");
+}
+
+CTS_TEST(Bitcast, "bitcast") {
+  // f32 1.0 is 0x3f800000; -2.0 is 0xc0000000 (as i32: -1073741824).
+  expectEqualValues(run1(Step("bitcast"), {f32({2}, {1.0, -2.0})}, plan::I32, {2}).values(),
+                    {1065353216.0, -1073741824.0}, "bitcast f32 -> i32");
+  expectEqualValues(run1(Step("bitcast"), {i32({2}, {1065353216.0, -1073741824.0})}, plan::F32, {2}).values(),
+                    {1.0, -2.0}, "bitcast i32 -> f32");
+  expectEqualValues(run1(Step("bitcast"), {HostTensor::of(plan::I8, {3}, {-1, 5, -128})}, plan::U8, {3}).values(),
+                    {255, 5, 128}, "bitcast i8 -> u8");
+  expectEqualValues(run1(Step("bitcast"), {boolean({2}, {1, 0})}, plan::U8, {2}).values(), {1, 0},
+                    "bitcast bool -> u8");
+  std::vector<HostTensor> outs{HostTensor::result(plan::I64, {2})};
+  expectError(run(Step("bitcast"), {f32({2}, {1, 2})}, outs), "the widths differ");
 }
 
 CTS_TEST(HalfPrecisionComputesThroughF32, "add", "mul", "less", "sqrt", "neg") {

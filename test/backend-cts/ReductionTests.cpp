@@ -304,18 +304,21 @@ CTS_TEST(LayerNorm, "layer_norm") {
   expectError(run(Step("layer_norm").i("axis", 1).f("epsilon", 1e-5), {x}, outs), "takes 2-3 inputs, got 1");
 }
 
-CTS_TEST(CumSum, "cumsum") {
+CTS_TEST(CumSumAndCumProd, "cumsum", "cumprod") {
   struct Case {
     Shape shape;
     int64_t axis;
   };
+  for (std::string kernel : {"cumsum", "cumprod"})
   for (DType dt : {plan::F32, plan::F64, plan::I32, plan::I64})
     for (const Case &c : {Case{{3, 4}, 0}, Case{{3, 4}, 1}, Case{{3, 4}, -1}, Case{{1023}, 0},
                           Case{{2, 5, 3}, 1}, Case{{0, 3}, 1}, Case{{3, 0}, 1}})
       for (int exclusive : {0, 1})
         for (int reverse : {0, 1}) {
-          // Integer values: sums are exact in every type, in any order.
-          auto xv = sample(numel(c.shape), -20, 20, 44);
+          // Integer values: sums and products (of -1, 0, 1 and, in short
+          // runs, 2) are exact in every type, in any order.
+          const bool product = kernel == "cumprod";
+          auto xv = sample(numel(c.shape), product ? -1.4 : -20, product ? (numel(c.shape) < 64 ? 2.4 : 1.4) : 20, 44);
           for (auto &v : xv) v = std::round(v);
           HostTensor x = HostTensor::of(dt, c.shape, xv);
           int64_t axis = c.axis < 0 ? c.axis + static_cast<int64_t>(c.shape.size()) : c.axis;
@@ -325,17 +328,18 @@ CTS_TEST(CumSum, "cumsum") {
           std::vector<double> want(xv.size());
           for (int64_t o = 0; o < outer; ++o)
             for (int64_t i = 0; i < inner; ++i) {
-              double acc = 0;
+              double acc = product ? 1 : 0;
               for (int64_t t = 0; t < n; ++t) {
                 int64_t j = reverse ? n - 1 - t : t, at = (o * n + j) * inner + i;
-                if (exclusive) want[at] = acc, acc += xv[at];
-                else acc += xv[at], want[at] = acc;
+                if (exclusive) want[at] = acc;
+                acc = product ? acc * xv[at] : acc + xv[at];
+                if (!exclusive) want[at] = acc;
               }
             }
-          HostTensor y = run1(Step("cumsum").i("axis", c.axis).i("exclusive", exclusive).i("reverse", reverse),
+          HostTensor y = run1(Step(kernel).i("axis", c.axis).i("exclusive", exclusive).i("reverse", reverse),
                               {x}, dt, c.shape);
           expectEqualValues(y.values(), want,
-                            std::string("cumsum ") + ds::rt::dtypeName(dt) + " " + shapeStr(c.shape) +
+                            kernel + " " + ds::rt::dtypeName(dt) + " " + shapeStr(c.shape) +
                                 " exclusive " + std::to_string(exclusive) + " reverse " + std::to_string(reverse));
         }
   std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};

@@ -68,7 +68,7 @@ for _t in ("test_training_dropout", "test_training_dropout_default",
 SHAPE_INPUTS = {
     "Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1},
     "ConstantOfShape": {0}, "Range": {0, 1, 2}, "Tile": {1}, "Pad": {1, 2, 3}, "TopK": {1},
-    "OneHot": {1}, "CumSum": {1}, "Trilu": {1}, "Split": {1}, "Resize": {1, 2, 3},
+    "OneHot": {1}, "CumSum": {1}, "CumProd": {1}, "Trilu": {1}, "Split": {1}, "Resize": {1, 2, 3},
     "Upsample": {1}, "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
     "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1},
     "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "Clip": set(), "CenterCropPad": {1},

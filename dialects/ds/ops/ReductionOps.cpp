@@ -171,6 +171,12 @@ void TopKOp::describeKernelStep(KernelStep &s) {
   s.setInt("largest", getLargest());
 }
 
+void CumProdOp::describeKernelStep(KernelStep &s) {
+  s.setInt("axis", getAxis());
+  s.setInt("exclusive", getExclusive());
+  s.setInt("reverse", getReverse());
+}
+
 void CumSumOp::describeKernelStep(KernelStep &s) {
   s.setInt("axis", getAxis());
   s.setInt("exclusive", getExclusive());

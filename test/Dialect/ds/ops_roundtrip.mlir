@@ -114,7 +114,28 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
   // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>
   %t1 = ds.cumsum %t0 {axis = 1 : i64, reverse = true} : tensor<2x3xf32>
+  // CHECK: ds.cumprod %{{.*}} {axis = 0 : i64, exclusive = true} : tensor<2x3xf32>
+  %t2 = ds.cumprod %t1 {axis = 0 : i64, exclusive = true} : tensor<2x3xf32>
   return %g1 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @bitwise
+func.func @bitwise(%a: tensor<4xi32>, %b: tensor<i32>, %u: tensor<4xui8>) -> tensor<4xf32> {
+  // CHECK: ds.bitwise_and %{{.*}}, %{{.*}} : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  %0 = ds.bitwise_and %a, %b : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  // CHECK: ds.bitwise_or
+  %1 = ds.bitwise_or %0, %a : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  // CHECK: ds.bitwise_xor
+  %2 = ds.bitwise_xor %1, %b : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  // CHECK: ds.shift_left
+  %3 = ds.shift_left %2, %b : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  // CHECK: ds.shift_right
+  %4 = ds.shift_right %3, %b : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  // CHECK: ds.bitwise_not %{{.*}} : tensor<4xui8>
+  %5 = ds.bitwise_not %u : tensor<4xui8>
+  // CHECK: ds.bitcast %{{.*}} : tensor<4xi32> -> tensor<4xf32>
+  %6 = ds.bitcast %4 : tensor<4xi32> -> tensor<4xf32>
+  return %6 : tensor<4xf32>
 }
 
 // CHECK-LABEL: func.func @linalg_and_reductions

@@ -369,6 +369,24 @@ func.func @trilu_rank(%a: tensor<4xf32>) {
 
 // -----
 
+// bitcast keeps the element width.
+func.func @bitcast_width(%a: tensor<4xf32>) {
+  // expected-error@+1 {{needs element types of one width, got 'f32' and 'i64'}}
+  %0 = ds.bitcast %a : tensor<4xf32> -> tensor<4xi64>
+  return
+}
+
+// -----
+
+// Bitwise ops take integers only.
+func.func @bitwise_float(%a: tensor<4xf32>) {
+  // expected-error@+1 {{must be statically shaped tensor of 8-bit signless integer}}
+  %0 = ds.bitwise_and %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 // cumsum's axis is in range.
 func.func @cumsum_axis(%a: tensor<4xf32>) {
   // expected-error@+1 {{axis 1 is out of range [0, 1)}}

@@ -34,6 +34,7 @@ public:
   LogicalResult isInf(const onnx::NodeProto &n);
   LogicalResult bitShift(const onnx::NodeProto &n);
   LogicalResult bitCast(const onnx::NodeProto &n);
+  LogicalResult mish(const onnx::NodeProto &n);
   LogicalResult gelu(const onnx::NodeProto &n);
   LogicalResult leakyRelu(const onnx::NodeProto &n);
   LogicalResult prelu(const onnx::NodeProto &n);
@@ -245,6 +246,17 @@ LogicalResult ElementwiseImporter::bitCast(const onnx::NodeProto &n) {
   return success();
 }
 
+// Mish: x * tanh(softplus(x)).
+LogicalResult ElementwiseImporter::mish(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  if (!isa<FloatType>(typeOf(x).getElementType())) return nodeError(n) << "needs a float input";
+  DS_TRY(sp, buildTyped<SoftplusOp>(x.getType(), x));
+  DS_TRY(t, buildTyped<TanhOp>(x.getType(), sp));
+  DS_TRY(y, build<MulOp>({x, t}));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult ElementwiseImporter::gelu(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(approx, stringAttr(n, "approximate", "none"));
@@ -413,6 +425,7 @@ void mlir::ds::importer::registerElementwiseHandlers(HandlerTable &t) {
   t.add<I, &I::unary<RoundOp>>("Round");
   t.add<I, &I::unary<SignOp>>("Sign");
   t.add<I, &I::unary<SoftplusOp>>("Softplus");
+  t.add<I, &I::mish>("Mish");
   t.add<I, &I::binary<AddOp>>("Add");
   t.add<I, &I::binary<SubOp>>("Sub");
   t.add<I, &I::binary<MulOp>>("Mul");

@@ -110,8 +110,16 @@ FailureOr<Value> NodeImporter::padWith(const onnx::NodeProto &n, Value x, ArrayR
     if (mode == "reflect" && (before >= dim || after >= dim))
       return FailureOr<Value>(nodeError(n) << "reflect pads of axis " << a
                                            << " must be smaller than its size " << dim);
-    if (mode == "edge" && dim == 0)
-      return FailureOr<Value>(nodeError(n) << "edge padding needs a non-empty axis " << a);
+    if ((mode == "edge" || mode == "wrap") && dim == 0)
+      return FailureOr<Value>(nodeError(n) << mode << " padding needs a non-empty axis " << a);
+    if (mode == "wrap") { // periodic: one gather of the axis at (j - before) mod dim
+      SmallVector<int64_t> idx;
+      for (int64_t j = 0; j < before + dim + after; ++j)
+        idx.push_back(((j - before) % dim + dim) % dim);
+      DS_TRY(g, build<GatherOp>({y, i64Tensor(idx)}, {i64Attr("axis", a)}));
+      y = g;
+      continue;
+    }
     auto block = [&](int64_t count, bool atStart) -> FailureOr<Value> {
       SmallVector<int64_t> shape(typeOf(y).getShape());
       shape[a] = count;

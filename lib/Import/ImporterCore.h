@@ -22,6 +22,7 @@
 #define DS_LIB_IMPORT_IMPORTERCORE_H
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -87,6 +88,12 @@ struct ImportState {
   /// The inputs of the current node its handler read (by index): an input
   /// a handler never reads would be dropped silently (OnnxImporter checks).
   std::vector<bool> inputsRead;
+  /// Imports a subgraph (an If branch, a Loop or Scan body) in the current
+  /// scope with its inputs bound to `inputs` and returns its outputs; the
+  /// names it defines are dropped after it, so a body imports once per
+  /// iteration. Set by the core importer (OnnxImporter.cpp).
+  std::function<FailureOr<SmallVector<Value>>(const onnx::GraphProto &, ArrayRef<Value>)>
+      importSubgraph;
 };
 
 /// The base of every op family's importer: references to the shared state
@@ -98,7 +105,7 @@ public:
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
         loc_(s.loc), values_(s.values), sequences_(s.sequences), dropoutKey_(s.dropoutKey),
         dropoutStreams_(s.dropoutStreams), consumeModel_(s.consumeModel),
-        inputsRead_(s.inputsRead) {}
+        inputsRead_(s.inputsRead), importSubgraph_(s.importSubgraph) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
   template <typename OpTy> LogicalResult unary(const onnx::NodeProto &n);
@@ -472,6 +479,8 @@ protected:
   int64_t &dropoutStreams_;
   bool consumeModel_;
   std::vector<bool> &inputsRead_;
+  const std::function<FailureOr<SmallVector<Value>>(const onnx::GraphProto &, ArrayRef<Value>)>
+      &importSubgraph_;
 };
 
 template <typename OpTy> LogicalResult NodeImporter::unary(const onnx::NodeProto &n) {
@@ -555,6 +564,7 @@ void registerLossHandlers(HandlerTable &table);
 void registerSequenceHandlers(HandlerTable &table);
 void registerAttentionHandlers(HandlerTable &table);
 void registerResizeHandlers(HandlerTable &table);
+void registerControlFlowHandlers(HandlerTable &table);
 
 } // namespace mlir::ds::importer
 

@@ -31,6 +31,10 @@ public:
   LogicalResult conv(const onnx::NodeProto &n);
   LogicalResult convTranspose(const onnx::NodeProto &n);
   LogicalResult pool(const onnx::NodeProto &n);
+  LogicalResult lpPool(const onnx::NodeProto &n);
+  LogicalResult lpNormalization(const onnx::NodeProto &n);
+  LogicalResult groupNorm(const onnx::NodeProto &n);
+  LogicalResult lrn(const onnx::NodeProto &n);
   LogicalResult globalPool(const onnx::NodeProto &n);
   LogicalResult batchNorm(const onnx::NodeProto &n);
   LogicalResult instanceNorm(const onnx::NodeProto &n);
@@ -47,6 +51,11 @@ private:
                                              ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
                                              ArrayRef<int64_t> dilations);
   FailureOr<Value> perChannel(const onnx::NodeProto &n, Value v, Value x);
+  /// A pooling window's geometry: attributes, pads and the output shape.
+  struct Window {
+    SmallVector<int64_t> kernel, strides, dilations, pads, shape;
+  };
+  FailureOr<Window> poolWindow(const onnx::NodeProto &n, Value x);
 };
 
 /// Begin and end pads of a window op: explicit `pads`, or auto_pad's SAME
@@ -267,40 +276,51 @@ LogicalResult NNImporter::convTranspose(const onnx::NodeProto &n) {
   return success();
 }
 
-LogicalResult NNImporter::pool(const onnx::NodeProto &n) {
-  DS_TRY(x, required(n, 0));
-  bool wantIndices = n.output_size() > 1 && !n.output(1).empty();
+FailureOr<NNImporter::Window> NNImporter::poolWindow(const onnx::NodeProto &n, Value x) {
   int64_t rank = typeOf(x).getRank();
-  if (rank < 3) return nodeError(n) << "input must be [N, C, spatial...]";
+  if (rank < 3) return FailureOr<Window>(nodeError(n) << "input must be [N, C, spatial...]");
   size_t k = rank - 2;
   DS_TRY(ks, intsAttr(n, "kernel_shape"));
-  if (!ks || ks->size() != k) return nodeError(n) << "kernel_shape needs one entry per spatial dimension";
+  if (!ks || ks->size() != k)
+    return FailureOr<Window>(nodeError(n) << "kernel_shape needs one entry per spatial dimension");
   DS_TRY(st, intsAttr(n, "strides"));
   DS_TRY(dl, intsAttr(n, "dilations"));
   DS_TRY(ceil, intAttr(n, "ceil_mode", 0));
-  DS_TRY(includePad, intAttr(n, "count_include_pad", 0));
-  SmallVector<int64_t> kernel = *ks;
-  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
-  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
-  if (strides.size() != k || dilations.size() != k)
-    return nodeError(n) << "strides and dilations need one entry per spatial dimension";
+  Window w;
+  w.kernel = *ks;
+  w.strides = st ? *st : SmallVector<int64_t>(k, 1);
+  w.dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (w.strides.size() != k || w.dilations.size() != k)
+    return FailureOr<Window>(nodeError(n) << "strides and dilations need one entry per spatial "
+                                             "dimension");
   ArrayRef<int64_t> in = typeOf(x).getShape().drop_front(2);
-  DS_TRY(pads, windowPads(n, in, kernel, strides, dilations));
-  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(x).getDimSize(1)};
+  DS_TRY(pads, windowPads(n, in, w.kernel, w.strides, w.dilations));
+  w.pads = pads;
+  w.shape = {typeOf(x).getDimSize(0), typeOf(x).getDimSize(1)};
   for (size_t d = 0; d < k; ++d) {
-    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
     int64_t room = in[d] + pads[d] + pads[d + k] - span;
     // ceil_mode takes a window that overhangs the end, also one larger than
     // the whole input (PyTorch's avg_pool2d(x[2x2], 3, ceil_mode=True) is 1x1).
-    if (strides[d] <= 0 || (room < 0 && !ceil))
-      return nodeError(n) << "the window does not fit the input";
-    int64_t out = (ceil ? llvm::divideCeilSigned(room, strides[d]) : room / strides[d]) + 1;
+    if (w.strides[d] <= 0 || (room < 0 && !ceil))
+      return FailureOr<Window>(nodeError(n) << "the window does not fit the input");
+    int64_t out = (ceil ? llvm::divideCeilSigned(room, w.strides[d]) : room / w.strides[d]) + 1;
     // ceil_mode: the last window must still start inside the input or its
     // begin padding (PyTorch's and onnxruntime's rule).
-    if (ceil && out > 0 && (out - 1) * strides[d] >= in[d] + pads[d]) --out;
-    if (out < 1) return nodeError(n) << "the window does not fit the input";
-    shape.push_back(out);
+    if (ceil && out > 0 && (out - 1) * w.strides[d] >= in[d] + pads[d]) --out;
+    if (out < 1) return FailureOr<Window>(nodeError(n) << "the window does not fit the input");
+    w.shape.push_back(out);
   }
+  return w;
+}
+
+LogicalResult NNImporter::pool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  bool wantIndices = n.output_size() > 1 && !n.output(1).empty();
+  DS_TRY(includePad, intAttr(n, "count_include_pad", 0));
+  DS_TRY(w, poolWindow(n, x));
+  SmallVector<int64_t> kernel = w.kernel, strides = w.strides, dilations = w.dilations,
+                       pads = w.pads, shape = w.shape;
   auto kind = n.op_type() == "MaxPool" ? PoolKind::Max : PoolKind::Avg;
   DS_TRY(y, buildTyped<PoolOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), x,
                                {attr("kind", PoolKindAttr::get(ctx_, kind)),
@@ -318,6 +338,172 @@ LogicalResult NNImporter::pool(const onnx::NodeProto &n) {
                            attr("column_major", b_.getBoolAttr(order == 1))}));
     setOutput(n, 1, idx);
   }
+  return success();
+}
+
+// LpPool: (sum over the window of |x|^p)^(1/p). The window sums are a
+// depthwise convolution with a kernel of ones (padding adds zeros); a
+// ceil_mode window overhanging the end gets zero padding to cover it.
+LogicalResult NNImporter::lpPool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(p, intAttr(n, "p", 2));
+  Type elem = typeOf(x).getElementType();
+  if (!isa<FloatType>(elem)) return nodeError(n) << "needs a float input";
+  if (p < 1) return nodeError(n) << "p must be >= 1, not " << p;
+  DS_TRY(w, poolWindow(n, x));
+  ArrayRef<int64_t> in = typeOf(x).getShape();
+  size_t k = in.size() - 2;
+  SmallVector<int64_t> pads = w.pads;
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
+    int64_t need = (w.shape[d + 2] - 1) * w.strides[d] + span - (in[d + 2] + pads[d] + pads[d + k]);
+    if (need > 0) pads[d + k] += need;
+  }
+  DS_TRY(ax, buildTyped<AbsOp>(x.getType(), x));
+  Value powered = ax;
+  if (p != 1) {
+    DS_TRY(pw, build<PowOp>({ax, scalar(elem, static_cast<double>(p))}));
+    powered = pw;
+  }
+  int64_t channels = in[1];
+  SmallVector<int64_t> kshape{channels, 1};
+  kshape.append(w.kernel.begin(), w.kernel.end());
+  auto kt = RankedTensorType::get(kshape, elem);
+  Value ones = constant(DenseElementsAttr::get(kt, b_.getFloatAttr(elem, 1.0)));
+  DS_TRY(sums, buildTyped<ConvOp>(RankedTensorType::get(w.shape, elem), ValueRange{powered, ones},
+                                  {arrAttr("strides", w.strides), arrAttr("dilations", w.dilations),
+                                   arrAttr("pads", pads), i64Attr("group", channels),
+                                   convSegments(false)}));
+  Value y = sums;
+  if (p != 1) {
+    DS_TRY(root, build<PowOp>({sums, scalar(elem, 1.0 / static_cast<double>(p))}));
+    y = root;
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
+// LpNormalization: x / (sum over axis of |x|^p)^(1/p), p 1 or 2; 0 where
+// the norm is 0.
+LogicalResult NNImporter::lpNormalization(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(axis, intAttr(n, "axis", -1));
+  DS_TRY(p, intAttr(n, "p", 2));
+  if (p != 1 && p != 2) return nodeError(n) << "p must be 1 or 2, not " << p;
+  if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  Value term;
+  if (p == 1) {
+    DS_TRY(a, buildTyped<AbsOp>(x.getType(), x));
+    term = a;
+  } else {
+    DS_TRY(sq, build<MulOp>({x, x}));
+    term = sq;
+  }
+  DS_TRY(sum, reduceWith<ReduceSumOp>(term, {axis}, true));
+  Value norm = sum;
+  if (p == 2) {
+    DS_TRY(r, buildTyped<SqrtOp>(sum.getType(), sum));
+    norm = r;
+  }
+  // A zero norm gives 0, not 0/0 (ONNX's reference).
+  Type elem = typeOf(x).getElementType();
+  DS_TRY(isZero, build<EqualOp>({norm, scalar(elem, 0.0)}));
+  DS_TRY(safe, build<WhereOp>({isZero, scalar(elem, 1.0), norm}));
+  DS_TRY(q, build<DivOp>({x, safe}));
+  DS_TRY(y, build<WhereOp>({isZero, scalar(elem, 0.0), q}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// GroupNormalization: statistics over each group of channels (and the
+// spatial axes), then a per-channel scale and bias; opset 18 gave one per
+// group, opset 21 one per channel and stash_type (f32 statistics).
+LogicalResult NNImporter::groupNorm(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(scale, required(n, 1));
+  DS_TRY(bias, required(n, 2));
+  DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  DS_TRY(groups, intAttr(n, "num_groups"));
+  RankedTensorType xt = typeOf(x);
+  Type elem = xt.getElementType();
+  if (xt.getRank() < 3 || !isa<FloatType>(elem))
+    return nodeError(n) << "needs a float input [N, C, spatial...]";
+  int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1);
+  if (groups <= 0 || channels % groups)
+    return nodeError(n) << "num_groups " << groups << " must divide the " << channels
+                        << " channels";
+  DS_TRY(stash, typeAttrOr(n, "stash_type", b_.getF32Type()));
+  if (!isa<FloatType>(stash)) return nodeError(n) << "stash_type must be a float type";
+  DS_TRY(xs, castTo(x, stash));
+  DS_TRY(grouped, reshape(xs, {batch, groups, xt.getNumElements() / (batch * groups)}));
+  DS_TRY(mean, reduceWith<ReduceMeanOp>(grouped, {2}, true));
+  DS_TRY(dev, build<SubOp>({grouped, mean}));
+  DS_TRY(sq, build<MulOp>({dev, dev}));
+  DS_TRY(var, reduceWith<ReduceMeanOp>(sq, {2}, true));
+  DS_TRY(ve, build<AddOp>({var, scalar(stash, eps)}));
+  DS_TRY(sd, buildTyped<SqrtOp>(ve.getType(), ve));
+  DS_TRY(nrm, build<DivOp>({dev, sd}));
+  DS_TRY(back, reshape(nrm, xt.getShape()));
+  DS_TRY(normalized, castTo(back, elem));
+  int64_t per = typeOf(scale).getNumElements();
+  if (per != channels && per != groups)
+    return nodeError(n) << "scale and bias need one value per channel (" << channels
+                        << ") or, before opset 21, per group (" << groups << ")";
+  auto channelwise = [&](Value v) -> FailureOr<Value> {
+    DS_TRY(ve2, castTo(v, elem));
+    Value c = ve2;
+    if (per == groups && per != channels) { // each group's value for its channels
+      DS_TRY(g, reshape(ve2, {groups, 1}));
+      DS_TRY(e, buildTyped<ExpandOp>(RankedTensorType::get({groups, channels / groups}, elem), g));
+      c = e;
+    }
+    SmallVector<int64_t> shape(xt.getRank(), 1);
+    shape[1] = channels;
+    return reshape(c, shape);
+  };
+  DS_TRY(s, channelwise(scale));
+  DS_TRY(b, channelwise(bias));
+  DS_TRY(sc, build<MulOp>({normalized, s}));
+  DS_TRY(y, build<AddOp>({sc, b}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// LRN: x / (bias + alpha / size * sum of x^2 over the `size` channels
+// around each)^beta; the channel window is `size` shifted slices of the
+// zero-padded squares.
+LogicalResult NNImporter::lrn(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(size, intAttr(n, "size"));
+  DS_TRY(alpha, floatAttr(n, "alpha", 1e-4f));
+  DS_TRY(beta, floatAttr(n, "beta", 0.75f));
+  DS_TRY(bias, floatAttr(n, "bias", 1.0f));
+  RankedTensorType xt = typeOf(x);
+  Type elem = xt.getElementType();
+  if (xt.getRank() < 3 || !isa<FloatType>(elem))
+    return nodeError(n) << "needs a float input [N, C, spatial...]";
+  if (size < 1) return nodeError(n) << "size must be >= 1";
+  int64_t channels = xt.getDimSize(1), rank = xt.getRank();
+  DS_TRY(sq, build<MulOp>({x, x}));
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  lo[1] = (size - 1) / 2;
+  hi[1] = size - 1 - lo[1];
+  DS_TRY(padded, padWith(n, sq, lo, hi, "constant", b_.getFloatAttr(elem, 0.0)));
+  Value sum;
+  for (int64_t i = 0; i < size; ++i) {
+    DS_TRY(slice, sliceAxis(padded, 1, i, 1, channels));
+    if (!sum) {
+      sum = slice;
+    } else {
+      DS_TRY(acc, build<AddOp>({sum, slice}));
+      sum = acc;
+    }
+  }
+  DS_TRY(scaled, build<MulOp>({sum, scalar(elem, alpha / size)}));
+  DS_TRY(shifted, build<AddOp>({scaled, scalar(elem, bias)}));
+  DS_TRY(den, build<PowOp>({shifted, scalar(elem, beta)}));
+  DS_TRY(y, build<DivOp>({x, den}));
+  setOutput(n, 0, y);
   return success();
 }
 
@@ -629,6 +815,10 @@ void mlir::ds::importer::registerNNHandlers(HandlerTable &t) {
   t.add<I, &I::convTranspose>("ConvTranspose");
   t.add<I, &I::pool>("MaxPool");
   t.add<I, &I::pool>("AveragePool");
+  t.add<I, &I::lpPool>("LpPool");
+  t.add<I, &I::lpNormalization>("LpNormalization");
+  t.add<I, &I::groupNorm>("GroupNormalization");
+  t.add<I, &I::lrn>("LRN");
   t.add<I, &I::globalPool>("GlobalAveragePool");
   t.add<I, &I::globalPool>("GlobalMaxPool");
   t.add<I, &I::batchNorm>("BatchNormalization");

@@ -131,7 +131,11 @@ int64_t firstOpset(StringRef op, int knownMax) {
 class OnnxImporter : public NodeImporter {
 public:
   explicit OnnxImporter(ImportState &state)
-      : NodeImporter(state), generateTokens_(opts_.generateTokens), state_(state) {}
+      : NodeImporter(state), generateTokens_(opts_.generateTokens), state_(state) {
+    state_.importSubgraph = [this](const onnx::GraphProto &g, ArrayRef<Value> inputs) {
+      return importSubgraph(g, inputs);
+    };
+  }
 
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
@@ -214,6 +218,7 @@ private:
   func::FuncOp createMain(const GraphInputs &inputs);
   LogicalResult importInitializers(const onnx::GraphProto &g);
   LogicalResult importNodes(const onnx::GraphProto &g);
+  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &g, ArrayRef<Value> inputs);
   LogicalResult importOutputs(const onnx::GraphProto &g, func::FuncOp func);
   LogicalResult define(const std::string &name, Location loc);
   LogicalResult importNode(const onnx::NodeProto &n, int index);
@@ -644,6 +649,66 @@ LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
   return success();
 }
 
+// A subgraph sees the enclosing scope's values; what it defines (its
+// inputs, initializers and node outputs) is dropped after it, so an
+// unrolled body can define its names again at every iteration. The
+// current node's read-inputs record and location are kept for it.
+FailureOr<SmallVector<Value>> OnnxImporter::importSubgraph(const onnx::GraphProto &g,
+                                                           ArrayRef<Value> inputs) {
+  Location outer = loc_;
+  if (g.input_size() != static_cast<int>(inputs.size()))
+    return FailureOr<SmallVector<Value>>(emitError(outer) << "subgraph '" << g.name() << "' takes "
+                                                          << g.input_size() << " inputs, given "
+                                                          << inputs.size());
+  if (g.sparse_initializer_size() > 0)
+    return FailureOr<SmallVector<Value>>(emitError(outer) << "subgraph '" << g.name()
+                                                          << "' has sparse initializers");
+  llvm::StringMap<Value> savedValues = values_;
+  llvm::StringMap<SmallVector<Value>> savedSequences = sequences_;
+  llvm::StringSet<> savedDefined = defined_;
+  std::vector<bool> savedRead = state_.inputsRead;
+  auto restore = [&] {
+    values_ = std::move(savedValues);
+    sequences_ = std::move(savedSequences);
+    defined_ = std::move(savedDefined);
+    state_.inputsRead = std::move(savedRead);
+    loc_ = outer;
+  };
+  for (int i = 0; i < g.input_size(); ++i) {
+    values_[g.input(i).name()] = inputs[i];
+    defined_.insert(g.input(i).name());
+  }
+  for (const auto &t : g.initializer()) { // constants of the body, never trained
+    loc_ = NameLoc::get(b_.getStringAttr("initializer '" + t.name() + "' of subgraph '" +
+                                         g.name() + "'"));
+    FailureOr<TypedAttr> value = tensorAttr(t, loc_);
+    if (failed(value)) {
+      restore();
+      return failure();
+    }
+    values_[t.name()] = ConstantOp::create(b_, loc_, *value).getResult();
+    defined_.insert(t.name());
+  }
+  if (failed(importNodes(g))) {
+    restore();
+    return failure();
+  }
+  SmallVector<Value> outs;
+  for (const auto &vi : g.output()) {
+    auto it = values_.find(vi.name());
+    if (it == values_.end()) {
+      restore();
+      return FailureOr<SmallVector<Value>>(
+          emitError(outer) << "output '" << vi.name() << "' of subgraph '" << g.name()
+                           << "' is " << (sequences_.count(vi.name()) ? "a sequence" : "not produced")
+                           << " (ds takes tensor outputs from subgraphs)");
+    }
+    outs.push_back(it->second);
+  }
+  restore();
+  return outs;
+}
+
 // main() returns the graph outputs under their names; a declared element
 // type that differs from the computed one means the import went wrong.
 LogicalResult OnnxImporter::importOutputs(const onnx::GraphProto &g, func::FuncOp func) {
@@ -706,9 +771,10 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return emitError(loc_) << "domain '" << n.domain() << "' is not supported";
   for (const auto &a : n.attribute())
-    if (a.type() == onnx::AttributeProto_AttributeType_GRAPH ||
-        a.type() == onnx::AttributeProto_AttributeType_GRAPHS)
-      return emitError(loc_) << "subgraph attributes (If/Loop/Scan) are not supported";
+    if ((a.type() == onnx::AttributeProto_AttributeType_GRAPH ||
+         a.type() == onnx::AttributeProto_AttributeType_GRAPHS) &&
+        n.op_type() != "If" && n.op_type() != "Loop" && n.op_type() != "Scan")
+      return emitError(loc_) << "subgraph attributes are read on If, Loop and Scan only";
   // A reference to an attribute of an enclosing function (ONNX allows it
   // only in function bodies, which are inlined before this) has no value
   // here: read as empty it would be 0 (LeakyRelu's alpha).
@@ -807,6 +873,7 @@ const HandlerTable &OnnxImporter::handlers() {
     registerSequenceHandlers(t);
     registerAttentionHandlers(t);
     registerResizeHandlers(t);
+    registerControlFlowHandlers(t);
     return t;
   }();
   return table;

@@ -1,4 +1,4 @@
-//===- ResizeOps.cpp - ONNX Resize and Upsample ---------------------------===//
+//===- ResizeOps.cpp - ONNX Resize, Upsample and AffineGrid ---------------===//
 //
 // Resize is separable: each resized axis maps every output position to a
 // few input positions (taps) with fixed weights, all decided by the shapes,
@@ -137,6 +137,7 @@ public:
 
   LogicalResult resize(const onnx::NodeProto &n);
   LogicalResult upsample(const onnx::NodeProto &n);
+  LogicalResult affineGrid(const onnx::NodeProto &n);
 
 private:
   LogicalResult resizeWith(const onnx::NodeProto &n, Value x, const ResizeAttrs &a,
@@ -409,10 +410,59 @@ LogicalResult ResizeImporter::upsample(const onnx::NodeProto &n) {
   return resizeByScales(n, x, a, scales, {});
 }
 
+// AffineGrid: the sampling grid of theta ([N, 2, 3] or [N, 3, 4]) over a
+// size known at compile time: the normalized base grid (x, y[, z], 1), a
+// constant, times theta transposed.
+LogicalResult ResizeImporter::affineGrid(const onnx::NodeProto &n) {
+  DS_TRY(theta, required(n, 0));
+  DS_TRY(size, constantInts(n, 1, "size"));
+  DS_TRY(alignCorners, intAttr(n, "align_corners", 0));
+  RankedTensorType tt = typeOf(theta);
+  Type elem = tt.getElementType();
+  int64_t spatial = static_cast<int64_t>(size.size()) - 2;
+  if ((spatial != 2 && spatial != 3) || !isa<FloatType>(elem) || tt.getRank() != 3 ||
+      tt.getDimSize(1) != spatial || tt.getDimSize(2) != spatial + 1 || size[0] != tt.getDimSize(0))
+    return nodeError(n) << "theta must be [N, 2, 3] with size [N, C, H, W], or [N, 3, 4] with "
+                           "size [N, C, D, H, W]";
+  // Axis extents, fastest first in the coordinate tuple: (W, H[, D]).
+  SmallVector<int64_t> extent(size.begin() + 2, size.end());
+  int64_t points = 1;
+  for (int64_t e : extent) {
+    if (e <= 0 || e > opts_.foldLimit) return nodeError(n) << "size values must be in [1, fold limit]";
+    points *= e;
+  }
+  if (points * (spatial + 1) > opts_.foldLimit)
+    return nodeError(n) << "a grid of " << points << " points is too large to fold";
+  auto coord = [&](int64_t i, int64_t e) {
+    if (e == 1) return 0.0;
+    return alignCorners ? -1.0 + 2.0 * i / (e - 1) : (2.0 * i + 1) / e - 1.0;
+  };
+  SmallVector<Attribute> base;
+  SmallVector<int64_t> idx(spatial, 0); // over (D,) H, W in row-major order
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rem = p;
+    for (int64_t d = spatial - 1; d >= 0; --d) idx[d] = rem % extent[d], rem /= extent[d];
+    for (int64_t d = spatial - 1; d >= 0; --d) // x (last axis) first
+      base.push_back(b_.getFloatAttr(elem, coord(idx[d], extent[d])));
+    base.push_back(b_.getFloatAttr(elem, 1.0));
+  }
+  Value grid = constant(DenseElementsAttr::get(
+      RankedTensorType::get({points, spatial + 1}, elem), base));
+  DS_TRY(thetaT, build<TransposeOp>({theta}, {arrAttr("permutation", {0, 2, 1})}));
+  DS_TRY(out, build<MatmulOp>({grid, thetaT})); // [N, points, spatial]
+  SmallVector<int64_t> shape{size[0]};
+  shape.append(extent.begin(), extent.end());
+  shape.push_back(spatial);
+  DS_TRY(y, reshape(out, shape));
+  setOutput(n, 0, y);
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerResizeHandlers(HandlerTable &t) {
   using I = ResizeImporter;
   t.add<I, &I::resize>("Resize");
   t.add<I, &I::upsample>("Upsample");
+  t.add<I, &I::affineGrid>("AffineGrid");
 }

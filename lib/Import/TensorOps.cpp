@@ -32,6 +32,7 @@ public:
   LogicalResult transpose(const onnx::NodeProto &n);
   LogicalResult depthSpace(const onnx::NodeProto &n);
   LogicalResult concat(const onnx::NodeProto &n);
+  LogicalResult centerCropPad(const onnx::NodeProto &n);
   LogicalResult split(const onnx::NodeProto &n);
   LogicalResult slice(const onnx::NodeProto &n);
   LogicalResult pad(const onnx::NodeProto &n);
@@ -206,6 +207,38 @@ LogicalResult TensorImporter::depthSpace(const onnx::NodeProto &n) {
   return success();
 }
 
+// CenterCropPad: each listed axis cropped or zero-padded to its size about
+// the centre (the odd element goes to the end): a pad with negative pads.
+LogicalResult TensorImporter::centerCropPad(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(sizes, constantInts(n, 1, "shape"));
+  int64_t rank = typeOf(x).getRank();
+  DS_TRY(axesOpt, intsAttr(n, "axes"));
+  SmallVector<int64_t> axes;
+  if (axesOpt) {
+    axes = *axesOpt;
+    for (int64_t &a : axes)
+      if (failed(normalizeAxis(n, a, rank))) return failure();
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  if (sizes.size() != axes.size())
+    return nodeError(n) << "shape has " << sizes.size() << " values for " << axes.size()
+                        << " axes";
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t dim = typeOf(x).getDimSize(axes[i]), want = sizes[i];
+    if (want < 0) return nodeError(n) << "shape value " << want << " is negative";
+    int64_t diff = want - dim; // > 0 pads, < 0 crops
+    int64_t half = (diff >= 0 ? diff : -diff) / 2, rest = (diff >= 0 ? diff : -diff) - half;
+    lo[axes[i]] = diff >= 0 ? half : -half;
+    hi[axes[i]] = diff >= 0 ? rest : -rest;
+  }
+  DS_TRY(y, padWith(n, x, lo, hi, "constant", b_.getZeroAttr(typeOf(x).getElementType())));
+  setOutput(n, 0, y);
+  return success();
+}
+
 LogicalResult TensorImporter::concat(const onnx::NodeProto &n) {
   SmallVector<Value> inputs;
   for (int i = 0; i < n.input_size(); ++i) {
@@ -368,15 +401,15 @@ LogicalResult TensorImporter::slice(const onnx::NodeProto &n) {
 
 // Pad is lowered axis by axis to slices and concatenations: a constant fill
 // is a constant block, `edge` repeats the border slice, `reflect` reads a
-// reversed slice, negative pads crop. These ops already have kernels and
+// reversed slice, `wrap` gathers the axis periodically, negative pads crop. These ops already have kernels and
 // gradient rules, so Pad trains with no kernel of its own.
 LogicalResult TensorImporter::pad(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   RankedTensorType xt = typeOf(x);
   int64_t rank = xt.getRank();
   DS_TRY(mode, stringAttr(n, "mode", "constant"));
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
-    return nodeError(n) << "mode '" << mode << "' is not supported (constant, edge, reflect are)";
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return nodeError(n) << "mode '" << mode << "' is not constant, edge, reflect or wrap";
   SmallVector<int64_t> given, axes;
   Attribute fill = b_.getZeroAttr(xt.getElementType());
   if (opset_ < 11) {
@@ -470,6 +503,7 @@ void mlir::ds::importer::registerTensorHandlers(HandlerTable &t) {
   t.add<I, &I::transpose>("Transpose");
   t.add<I, &I::depthSpace>("DepthToSpace");
   t.add<I, &I::depthSpace>("SpaceToDepth");
+  t.add<I, &I::centerCropPad>("CenterCropPad");
   t.add<I, &I::concat>("Concat");
   t.add<I, &I::split>("Split");
   t.add<I, &I::slice>("Slice");

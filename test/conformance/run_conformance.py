@@ -71,7 +71,9 @@ SHAPE_INPUTS = {
     "OneHot": {1}, "CumSum": {1}, "CumProd": {1}, "Trilu": {1}, "Split": {1}, "Resize": {1, 2, 3},
     "Upsample": {1}, "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
     "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1},
-    "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "Clip": set(), "CenterCropPad": {1},
+    "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "Clip": set(), "CenterCropPad": {1}, "AffineGrid": {1},
+    # Control flow ds resolves at import: conditions and trip counts.
+    "If": {0}, "Loop": {0, 1},
     # Not shapes, but what the graph computes: ds compiles one Dropout mode.
     "Dropout": {1, 2},
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},

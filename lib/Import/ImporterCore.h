@@ -565,6 +565,7 @@ void registerSequenceHandlers(HandlerTable &table);
 void registerAttentionHandlers(HandlerTable &table);
 void registerResizeHandlers(HandlerTable &table);
 void registerControlFlowHandlers(HandlerTable &table);
+void registerRecurrentHandlers(HandlerTable &table);
 
 } // namespace mlir::ds::importer
 

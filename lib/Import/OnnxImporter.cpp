@@ -874,6 +874,7 @@ const HandlerTable &OnnxImporter::handlers() {
     registerAttentionHandlers(t);
     registerResizeHandlers(t);
     registerControlFlowHandlers(t);
+    registerRecurrentHandlers(t);
     return t;
   }();
   return table;

@@ -74,6 +74,8 @@ SHAPE_INPUTS = {
     "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "Clip": set(), "CenterCropPad": {1}, "AffineGrid": {1},
     # Control flow ds resolves at import: conditions and trip counts.
     "If": {0}, "Loop": {0, 1},
+    # Which steps of a recurrent layer run.
+    "RNN": {4}, "GRU": {4}, "LSTM": {4},
     # Not shapes, but what the graph computes: ds compiles one Dropout mode.
     "Dropout": {1, 2},
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},

@@ -1,4 +1,4 @@
-//===- ResizeOps.cpp - ONNX Resize, Upsample and AffineGrid ---------------===//
+//===- ResizeOps.cpp - ONNX Resize, Upsample, AffineGrid and GridSample ---===//
 //
 // Resize is separable: each resized axis maps every output position to a
 // few input positions (taps) with fixed weights, all decided by the shapes,
@@ -138,6 +138,7 @@ public:
   LogicalResult resize(const onnx::NodeProto &n);
   LogicalResult upsample(const onnx::NodeProto &n);
   LogicalResult affineGrid(const onnx::NodeProto &n);
+  LogicalResult gridSample(const onnx::NodeProto &n);
 
 private:
   LogicalResult resizeWith(const onnx::NodeProto &n, Value x, const ResizeAttrs &a,
@@ -458,6 +459,209 @@ LogicalResult ResizeImporter::affineGrid(const onnx::NodeProto &n) {
   return success();
 }
 
+// GridSample: the grid's coordinates are data, so its taps are computed by
+// the plan: per spatial axis the source coordinate (denormalized, then
+// clamped or reflected back inside as padding_mode says), its 1 (nearest),
+// 2 (linear) or 4 (cubic) taps and their weights; every combination of taps
+// is one GatherElements of the flattened input, weighted (and zeroed
+// outside for padding_mode zeros), and the combinations are summed.
+LogicalResult ResizeImporter::gridSample(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(grid, required(n, 1));
+  DS_TRY(mode0, stringAttr(n, "mode", opset_ >= 20 ? "linear" : "bilinear"));
+  DS_TRY(padding, stringAttr(n, "padding_mode", "zeros"));
+  DS_TRY(alignCorners, intAttr(n, "align_corners", 0));
+  std::string mode = mode0 == "bilinear" ? "linear" : mode0 == "bicubic" ? "cubic" : mode0;
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return nodeError(n) << "mode '" << mode0 << "' is not nearest, linear or cubic";
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return nodeError(n) << "padding_mode '" << padding << "' is not zeros, border or reflection";
+  RankedTensorType xt = typeOf(x), gt = typeOf(grid);
+  Type elem = xt.getElementType();
+  int64_t k = xt.getRank() - 2;
+  if (k < 1 || !isa<FloatType>(elem) || gt.getRank() != k + 2 || gt.getDimSize(0) != xt.getDimSize(0) ||
+      gt.getDimSize(k + 1) != k)
+    return nodeError(n) << "X must be [N, C, spatial...] (float) and grid [N, out spatial..., "
+                        << "number of spatial axes]";
+  int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1), points = 1, total = 1;
+  for (int64_t d = 1; d <= k; ++d) points *= gt.getDimSize(d);
+  SmallVector<int64_t> sizes(xt.getShape().drop_front(2));
+  for (int64_t s : sizes) total *= s;
+  Type f = b_.getF32Type(), i64 = b_.getI64Type();
+  DS_TRY(g32, castTo(grid, f));
+  DS_TRY(gflat, reshape(g32, {batch, points, k}));
+  auto c = [&](double v) { return scalar(f, v); };
+  // reflect(v) into [lo, hi]: by the nearer border until inside.
+  auto reflect = [&](Value v, double lo, double hi) -> FailureOr<Value> {
+    double range = hi - lo;
+    DS_TRY(below, build<LessOp>({v, c(lo)}));
+    DS_TRY(above, build<GreaterOp>({v, c(hi)}));
+    DS_TRY(dLo, build<SubOp>({c(lo), v}));
+    DS_TRY(dHi, build<SubOp>({v, c(hi)}));
+    DS_TRY(dist, build<WhereOp>({below, dLo, dHi}));
+    DS_TRY(q, build<DivOp>({dist, c(range)}));
+    DS_TRY(flips, buildTyped<FloorOp>(q.getType(), q));
+    DS_TRY(whole, build<MulOp>({flips, c(range)}));
+    DS_TRY(rest, build<SubOp>({dist, whole}));
+    DS_TRY(parity, build<ModOp>({flips, c(2)}));
+    DS_TRY(even, build<EqualOp>({parity, c(0)}));
+    DS_TRY(loPlus, build<AddOp>({c(lo), rest}));
+    DS_TRY(hiMinus, build<SubOp>({c(hi), rest}));
+    DS_TRY(fromLo, build<WhereOp>({even, loPlus, hiMinus}));  // reflected off lo
+    DS_TRY(fromHi, build<WhereOp>({even, hiMinus, loPlus}));  // reflected off hi
+    DS_TRY(r1, build<WhereOp>({above, fromHi, v}));
+    return build<WhereOp>({below, fromLo, r1});
+  };
+  struct Tap {
+    Value index, weight; // [N, P] i64 (in range) and f32 (0 outside for zeros)
+  };
+  SmallVector<SmallVector<Tap>> taps(k);
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t size = sizes[d];
+    double lo = alignCorners ? 0.0 : -0.5, hi = alignCorners ? size - 1.0 : size - 0.5;
+    DS_TRY(comp, sliceAxis(gflat, 2, k - 1 - d, 1, 1)); // grid lists the last axis first
+    DS_TRY(g, reshape(comp, {batch, points}));
+    DS_TRY(g1, build<AddOp>({g, c(1)}));
+    Value coord;
+    if (alignCorners) {
+      DS_TRY(v, build<MulOp>({g1, c((size - 1) / 2.0)}));
+      coord = v;
+    } else {
+      DS_TRY(v, build<MulOp>({g1, c(size / 2.0)}));
+      DS_TRY(w, build<SubOp>({v, c(0.5)}));
+      coord = w;
+    }
+    if (mode == "nearest") {
+      DS_TRY(r, buildTyped<RoundOp>(coord.getType(), coord));
+      coord = r;
+    }
+    if (padding != "zeros") {
+      DS_TRY(below, build<LessOp>({coord, c(lo)}));
+      DS_TRY(above, build<GreaterOp>({coord, c(hi)}));
+      DS_TRY(out, build<OrOp>({below, above}));
+      Value inside;
+      if (padding == "border") {
+        DS_TRY(a, build<MaxOp>({coord, c(0)}));
+        DS_TRY(b, build<MinOp>({a, c(size - 1.0)}));
+        inside = b;
+      } else {
+        DS_TRY(rf, reflect(coord, lo, hi));
+        inside = rf;
+      }
+      DS_TRY(adj, build<WhereOp>({out, inside, coord}));
+      coord = adj;
+    }
+    // Taps and weights along this axis.
+    SmallVector<std::pair<Value, Value>> raw; // (position as float, weight)
+    if (mode == "nearest") {
+      raw.push_back({coord, c(1)});
+    } else {
+      DS_TRY(base, buildTyped<FloorOp>(coord.getType(), coord));
+      DS_TRY(t, build<SubOp>({coord, base}));
+      if (mode == "linear") {
+        DS_TRY(w0, build<SubOp>({c(1), t}));
+        DS_TRY(p1, build<AddOp>({base, c(1)}));
+        raw.push_back({base, w0});
+        raw.push_back({p1, t});
+      } else {
+        const double A = -0.75;
+        // Keys' cubic weights at distances t+1, t, 1-t, 2-t.
+        auto far = [&](Value s) -> FailureOr<Value> { // ((A s - 5A) s + 8A) s - 4A
+          DS_TRY(a, build<MulOp>({s, c(A)}));
+          DS_TRY(b, build<SubOp>({a, c(5 * A)}));
+          DS_TRY(e, build<MulOp>({b, s}));
+          DS_TRY(f2, build<AddOp>({e, c(8 * A)}));
+          DS_TRY(g2, build<MulOp>({f2, s}));
+          return build<SubOp>({g2, c(4 * A)});
+        };
+        auto near = [&](Value s) -> FailureOr<Value> { // ((A+2) s - (A+3)) s s + 1
+          DS_TRY(a, build<MulOp>({s, c(A + 2)}));
+          DS_TRY(b, build<SubOp>({a, c(A + 3)}));
+          DS_TRY(e, build<MulOp>({b, s}));
+          DS_TRY(f2, build<MulOp>({e, s}));
+          return build<AddOp>({f2, c(1)});
+        };
+        DS_TRY(tp1, build<AddOp>({t, c(1)}));
+        DS_TRY(omt, build<SubOp>({c(1), t}));
+        DS_TRY(tmt, build<SubOp>({c(2), t}));
+        DS_TRY(w0, far(tp1));
+        DS_TRY(w1, near(t));
+        DS_TRY(w2, near(omt));
+        DS_TRY(w3, far(tmt));
+        DS_TRY(pm1, build<SubOp>({base, c(1)}));
+        DS_TRY(pp1, build<AddOp>({base, c(1)}));
+        DS_TRY(pp2, build<AddOp>({base, c(2)}));
+        raw.push_back({pm1, w0});
+        raw.push_back({base, w1});
+        raw.push_back({pp1, w2});
+        raw.push_back({pp2, w3});
+      }
+    }
+    for (auto [pos, weight] : raw) {
+      Value p = pos, w = weight;
+      if (padding == "zeros") { // outside contributes 0
+        DS_TRY(ge, build<GreaterEqualOp>({pos, c(0)}));
+        DS_TRY(lt, build<LessOp>({pos, c(static_cast<double>(size))}));
+        DS_TRY(in, build<AndOp>({ge, lt}));
+        DS_TRY(wz, build<WhereOp>({in, weight, c(0)}));
+        w = wz;
+      } else if (padding == "reflection" && mode != "nearest") {
+        DS_TRY(rf, reflect(pos, lo, hi));
+        p = rf;
+      }
+      DS_TRY(pc0, build<MaxOp>({p, c(0)}));
+      DS_TRY(pc, build<MinOp>({pc0, c(size - 1.0)}));
+      DS_TRY(idx, castTo(pc, i64)); // truncation of an in-range coordinate
+      taps[d].push_back({idx, w});
+    }
+  }
+  DS_TRY(flat0, castTo(x, f));
+  DS_TRY(flat, reshape(flat0, {batch, channels, total}));
+  Value sum;
+  SmallVector<size_t> pick(k, 0);
+  for (;;) {
+    Value index, weight;
+    int64_t stride = 1;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      const Tap &t = taps[d][pick[d]];
+      Value term = t.index;
+      if (stride != 1) {
+        DS_TRY(m, build<MulOp>({t.index, scalar(i64, static_cast<double>(stride))}));
+        term = m;
+      }
+      if (!index) {
+        index = term, weight = t.weight;
+      } else {
+        DS_TRY(a, build<AddOp>({index, term}));
+        DS_TRY(w, build<MulOp>({weight, t.weight}));
+        index = a, weight = w;
+      }
+      stride *= sizes[d];
+    }
+    DS_TRY(i3, reshape(index, {batch, 1, points}));
+    DS_TRY(iAll, buildTyped<ExpandOp>(RankedTensorType::get({batch, channels, points}, i64), i3));
+    DS_TRY(vals, buildTyped<GatherElementsOp>(RankedTensorType::get({batch, channels, points}, f),
+                                              ValueRange{flat, iAll}, {i64Attr("axis", 2)}));
+    DS_TRY(w3, reshape(weight, {batch, 1, points}));
+    DS_TRY(term, build<MulOp>({vals, w3}));
+    if (!sum) {
+      sum = term;
+    } else {
+      DS_TRY(a, build<AddOp>({sum, term}));
+      sum = a;
+    }
+    int64_t d = k - 1;
+    while (d >= 0 && ++pick[d] == taps[d].size()) pick[d--] = 0;
+    if (d < 0) break;
+  }
+  SmallVector<int64_t> outShape{batch, channels};
+  for (int64_t d = 1; d <= k; ++d) outShape.push_back(gt.getDimSize(d));
+  DS_TRY(shaped, reshape(sum, outShape));
+  DS_TRY(y, castTo(shaped, elem));
+  setOutput(n, 0, y);
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerResizeHandlers(HandlerTable &t) {
@@ -465,4 +669,5 @@ void mlir::ds::importer::registerResizeHandlers(HandlerTable &t) {
   t.add<I, &I::resize>("Resize");
   t.add<I, &I::upsample>("Upsample");
   t.add<I, &I::affineGrid>("AffineGrid");
+  t.add<I, &I::gridSample>("GridSample");
 }

@@ -2,8 +2,8 @@
 //
 // Attention (opsets 23-25: KV cache, grouped-query heads, boolean and
 // additive masks, causal and sliding-window masks, softcap, padding
-// lengths), RotaryEmbedding, RMSNormalization, Swish, SwiGLU and
-// TensorScatter. ONNX defines each by a function body; ds imports each as
+// lengths), RotaryEmbedding, RMSNormalization, Swish, SwiGLU,
+// TensorScatter, CausalConvWithState and LinearAttention. ONNX defines each by a function body; ds imports each as
 // that composition of ds ops, so the fusion passes (attention, RMS norm,
 // matmul epilogues), autodiff and every backend serve them exactly as they
 // serve an exporter's decomposed form, with no kernel of their own.
@@ -30,6 +30,8 @@ public:
   LogicalResult swish(const onnx::NodeProto &n);
   LogicalResult swiGlu(const onnx::NodeProto &n);
   LogicalResult tensorScatter(const onnx::NodeProto &n);
+  LogicalResult causalConv(const onnx::NodeProto &n);
+  LogicalResult linearAttention(const onnx::NodeProto &n);
 
 private:
   FailureOr<Value> toHeads(const onnx::NodeProto &n, Value x, int64_t heads, StringRef what);
@@ -497,6 +499,187 @@ LogicalResult AttentionImporter::tensorScatter(const onnx::NodeProto &n) {
   return success();
 }
 
+// CausalConvWithState (opset 27): a depthwise 1-D convolution over the past
+// state (zeros without one) followed by the input, SiLU optionally fused;
+// the present state is the last k - 1 positions of that concatenation.
+LogicalResult AttentionImporter::causalConv(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value bias = input(n, 2), past = input(n, 3);
+  DS_TRY(activation, stringAttr(n, "activation", "none"));
+  if (activation != "none" && activation != "silu" && activation != "swish")
+    return nodeError(n) << "activation '" << activation << "' is not none, silu or swish";
+  RankedTensorType xt = typeOf(x), wt = typeOf(w);
+  Type elem = xt.getElementType();
+  if (xt.getRank() != 3 || wt.getRank() != 3 || !isa<FloatType>(elem) ||
+      wt.getDimSize(0) != xt.getDimSize(1) || wt.getDimSize(1) != 1)
+    return nodeError(n) << "input must be [batch, channels, length] and weight [channels, 1, k]";
+  int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1), length = xt.getDimSize(2),
+          k = wt.getDimSize(2);
+  if (k < 1) return nodeError(n) << "the kernel must have at least one tap";
+  Value state = past;
+  if (!state) {
+    state = constant(DenseElementsAttr::get(
+        RankedTensorType::get({batch, channels, k - 1}, elem), b_.getFloatAttr(elem, 0.0)));
+  } else if (typeOf(past) != RankedTensorType::get({batch, channels, k - 1}, elem)) {
+    return nodeError(n) << "past_state must be [batch, channels, k - 1] = [" << batch << ", "
+                        << channels << ", " << k - 1 << "]";
+  }
+  Value padded = x;
+  if (k > 1) {
+    DS_TRY(cat, build<ConcatOp>({state, x}, {i64Attr("axis", 2)}));
+    padded = cat;
+  }
+  SmallVector<Value> operands{padded, w};
+  if (bias) operands.push_back(bias);
+  DS_TRY(conv, buildTyped<ConvOp>(RankedTensorType::get({batch, channels, length}, elem), operands,
+                                  {arrAttr("strides", {1}), arrAttr("dilations", {1}),
+                                   arrAttr("pads", {0, 0}), i64Attr("group", channels),
+                                   convSegments(bias != nullptr)}));
+  Value y = conv;
+  if (activation != "none") {
+    DS_TRY(sw, swishOf(conv, 1.0f));
+    y = sw;
+  }
+  setOutput(n, 0, y);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    DS_TRY(present, sliceAxis(padded, 2, typeOf(padded).getDimSize(2) - (k - 1), 1, k - 1));
+    setOutput(n, 1, present);
+  }
+  return success();
+}
+
+// LinearAttention (opset 27): the recurrence over the tokens, unrolled (the
+// sequence length is static), in f32: per token the state decays
+// (gated rules), takes the delta-corrected (delta rules) outer product
+// k v^T, and each query head reads its KV head's state.
+LogicalResult AttentionImporter::linearAttention(const onnx::NodeProto &n) {
+  DS_TRY(q0, required(n, 0));
+  DS_TRY(k0, required(n, 1));
+  DS_TRY(v0, required(n, 2));
+  Value past = input(n, 3), decay = input(n, 4), beta = input(n, 5);
+  DS_TRY(qHeads, intAttr(n, "q_num_heads"));
+  DS_TRY(kvHeads, intAttr(n, "kv_num_heads"));
+  DS_TRY(chunk, intAttr(n, "chunk_size", 64));
+  (void)chunk; // a tuning hint for chunked prefill; the unrolled recurrence is exact
+  DS_TRY(scaleAttr, floatAttr(n, "scale", 0.0f));
+  DS_TRY(rule, stringAttr(n, "update_rule", "gated_delta"));
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    return nodeError(n) << "update_rule '" << rule << "' is not linear, gated, delta or gated_delta";
+  bool gating = rule == "gated" || rule == "gated_delta";
+  bool delta = rule == "delta" || rule == "gated_delta";
+  if (gating != static_cast<bool>(decay))
+    return nodeError(n) << "update_rule '" << rule << "' " << (gating ? "needs" : "takes no")
+                        << " decay input";
+  if (delta != static_cast<bool>(beta))
+    return nodeError(n) << "update_rule '" << rule << "' " << (delta ? "needs" : "takes no")
+                        << " beta input";
+  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads)
+    return nodeError(n) << "q_num_heads must be a positive multiple of kv_num_heads";
+  Type elem = typeOf(q0).getElementType(), f = b_.getF32Type();
+  for (Value v : {q0, k0, v0})
+    if (typeOf(v).getRank() != 3)
+      return nodeError(n) << "query, key and value must be [batch, tokens, heads * size]";
+  int64_t batch = typeOf(q0).getDimSize(0), tokens = typeOf(q0).getDimSize(1);
+  DS_TRY(qf, castTo(q0, f));
+  DS_TRY(kf, castTo(k0, f));
+  DS_TRY(vf, castTo(v0, f));
+  DS_TRY(q, toHeads(n, qf, qHeads, "query")); // [B, Hq, T, dk]
+  DS_TRY(k, toHeads(n, kf, kvHeads, "key"));
+  DS_TRY(v, toHeads(n, vf, kvHeads, "value"));
+  int64_t dk = typeOf(q).getDimSize(3), dv = typeOf(v).getDimSize(3);
+  if (typeOf(k).getDimSize(3) != dk)
+    return nodeError(n) << "key's head size differs from query's";
+  double scale = scaleAttr != 0.0f ? scaleAttr : 1.0 / std::sqrt(static_cast<double>(dk));
+  auto perToken = [&](Value x, int64_t width, StringRef what) -> FailureOr<Value> {
+    // [B, T, heads * width] or [B, T, heads] -> [B, heads, T, width]
+    DS_TRY(xf, castTo(x, f));
+    int64_t last = typeOf(xf).getDimSize(2);
+    if (typeOf(xf).getRank() != 3)
+      return FailureOr<Value>(nodeError(n) << what << " must be rank 3");
+    int64_t heads = last == width * kvHeads && width > 1 ? kvHeads : last;
+    DS_TRY(r, reshape(xf, {batch, tokens, heads, last / heads}));
+    return build<TransposeOp>({r}, {arrAttr("permutation", {0, 2, 1, 3})});
+  };
+  Value decay4, beta4;
+  if (decay) {
+    int64_t last = typeOf(decay).getDimSize(2);
+    if (last != kvHeads && last != kvHeads * dk)
+      return nodeError(n) << "decay's last dimension must be kv_num_heads or kv_num_heads * d_k";
+    DS_TRY(d4, perToken(decay, last == kvHeads ? 1 : dk, "decay")); // [B, Hkv, T, 1 | dk]
+    decay4 = d4;
+  }
+  if (beta) {
+    int64_t last = typeOf(beta).getDimSize(2);
+    if (last != kvHeads && last != 1)
+      return nodeError(n) << "beta's last dimension must be kv_num_heads or 1";
+    DS_TRY(b4, perToken(beta, 1, "beta")); // [B, Hkv | 1, T, 1]
+    beta4 = b4;
+  }
+  auto stateType = RankedTensorType::get({batch, kvHeads, dk, dv}, f);
+  Value state;
+  if (past) {
+    if (typeOf(past).getShape() != stateType.getShape())
+      return nodeError(n) << "past_state must be [" << batch << ", " << kvHeads << ", " << dk
+                          << ", " << dv << "]";
+    DS_TRY(p, castTo(past, f));
+    state = p;
+  } else {
+    state = constant(DenseElementsAttr::get(stateType, b_.getFloatAttr(f, 0.0)));
+  }
+  auto token = [&](Value x, int64_t t) { return sliceAxis(x, 2, t, 1, 1); };
+  auto swapLast = [&](Value x) {
+    return build<TransposeOp>({x}, {arrAttr("permutation", {0, 1, 3, 2})});
+  };
+  SmallVector<Value> outs;
+  for (int64_t t = 0; t < tokens; ++t) {
+    DS_TRY(qt, token(q, t)); // [B, Hq, 1, dk]
+    DS_TRY(kt, token(k, t)); // [B, Hkv, 1, dk]
+    DS_TRY(vt0, token(v, t));
+    Value vt = vt0;
+    if (gating) { // S *= exp(g), g per head or per key dimension
+      DS_TRY(gt, token(decay4, t));
+      DS_TRY(eg, buildTyped<ExpOp>(gt.getType(), gt));
+      DS_TRY(egT, swapLast(eg)); // [B, Hkv, 1 | dk, 1]
+      DS_TRY(decayed, build<MulOp>({state, egT}));
+      state = decayed;
+    }
+    if (delta) { // v <- beta (v - S^T k)
+      DS_TRY(retrieved, build<MatmulOp>({kt, state})); // [B, Hkv, 1, dv]
+      DS_TRY(diff, build<SubOp>({vt0, retrieved}));
+      DS_TRY(bt, token(beta4, t));
+      DS_TRY(scaled, build<MulOp>({bt, diff}));
+      vt = scaled;
+    }
+    DS_TRY(ktT, swapLast(kt));                   // [B, Hkv, dk, 1]
+    DS_TRY(outer, build<MatmulOp>({ktT, vt}));   // [B, Hkv, dk, dv]
+    DS_TRY(next, build<AddOp>({state, outer}));
+    state = next;
+    Value read = state;
+    if (qHeads != kvHeads) {
+      DS_TRY(rep, repeatHeads(state, qHeads / kvHeads));
+      read = rep;
+    }
+    DS_TRY(o, build<MatmulOp>({qt, read})); // [B, Hq, 1, dv]
+    DS_TRY(os, build<MulOp>({o, scalar(f, scale)}));
+    outs.push_back(os);
+  }
+  Value all = outs[0];
+  if (outs.size() > 1) {
+    DS_TRY(cat, build<ConcatOp>(outs, {i64Attr("axis", 2)}));
+    all = cat;
+  }
+  DS_TRY(tr, build<TransposeOp>({all}, {arrAttr("permutation", {0, 2, 1, 3})}));
+  DS_TRY(flat, reshape(tr, {batch, tokens, qHeads * dv}));
+  DS_TRY(y, castTo(flat, elem));
+  setOutput(n, 0, y);
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    DS_TRY(present, castTo(state, past ? typeOf(past).getElementType() : elem));
+    setOutput(n, 1, present);
+  }
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerAttentionHandlers(HandlerTable &t) {
@@ -507,4 +690,6 @@ void mlir::ds::importer::registerAttentionHandlers(HandlerTable &t) {
   t.add<I, &I::swish>("Swish");
   t.add<I, &I::swiGlu>("SwiGLU");
   t.add<I, &I::tensorScatter>("TensorScatter");
+  t.add<I, &I::causalConv>("CausalConvWithState");
+  t.add<I, &I::linearAttention>("LinearAttention");
 }

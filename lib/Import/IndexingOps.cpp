@@ -25,6 +25,10 @@ public:
   LogicalResult scatterND(const onnx::NodeProto &n);
   LogicalResult oneHot(const onnx::NodeProto &n);
   LogicalResult topK(const onnx::NodeProto &n);
+  LogicalResult reverseSequence(const onnx::NodeProto &n);
+  LogicalResult maxUnpool(const onnx::NodeProto &n);
+  LogicalResult compress(const onnx::NodeProto &n);
+  LogicalResult col2Im(const onnx::NodeProto &n);
 
 private:
   FailureOr<Value> linearIndex(const onnx::NodeProto &n, Value idx, ArrayRef<int64_t> dims);
@@ -275,6 +279,207 @@ LogicalResult IndexingImporter::topK(const onnx::NodeProto &n) {
   return success();
 }
 
+// ReverseSequence: each batch entry's first sequence_lens[b] steps reversed
+// along the time axis (the rest kept): one GatherElements whose index,
+// t < len ? len - 1 - t : t, the plan computes from the lengths.
+LogicalResult IndexingImporter::reverseSequence(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(lens0, required(n, 1));
+  DS_TRY(timeAxis, intAttr(n, "time_axis", 0));
+  DS_TRY(batchAxis, intAttr(n, "batch_axis", 1));
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2 || (timeAxis != 0 && timeAxis != 1) || batchAxis != 1 - timeAxis)
+    return nodeError(n) << "time_axis and batch_axis must be 0 and 1 (either way round) of a "
+                           "tensor of rank >= 2";
+  int64_t steps = typeOf(x).getDimSize(timeAxis), batch = typeOf(x).getDimSize(batchAxis);
+  if (typeOf(lens0).getNumElements() != batch)
+    return nodeError(n) << "sequence_lens needs one length per batch entry (" << batch << ")";
+  Type i64 = b_.getI64Type();
+  DS_TRY(lens1, castTo(lens0, i64));
+  SmallVector<int64_t> lshape(rank, 1);
+  lshape[batchAxis] = batch;
+  DS_TRY(lens, reshape(lens1, lshape));
+  Value t = iota(steps, timeAxis, rank, i64);
+  DS_TRY(inside, build<LessOp>({t, lens}));
+  DS_TRY(lm1, build<SubOp>({lens, scalar(i64, 1)}));
+  DS_TRY(rev, build<SubOp>({lm1, t}));
+  DS_TRY(idx, build<WhereOp>({inside, rev, t}));
+  DS_TRY(full, buildTyped<ExpandOp>(RankedTensorType::get(typeOf(x).getShape(), i64), idx));
+  DS_TRY(y, buildTyped<GatherElementsOp>(typeOf(x), ValueRange{x, full},
+                                         {i64Attr("axis", timeAxis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// MaxUnpool: MaxPool's values scattered back to the flat positions its
+// indices name, into zeros of the unpooled shape (output_shape, or the
+// shape the kernel, strides and pads give).
+LogicalResult IndexingImporter::maxUnpool(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(indices, required(n, 1));
+  RankedTensorType xt = typeOf(x);
+  int64_t rank = xt.getRank(), k = rank - 2;
+  if (k < 1 || typeOf(indices).getShape() != xt.getShape())
+    return nodeError(n) << "X must be [N, C, spatial...] and I of X's shape";
+  // Indices are flat positions in the shape the kernel, strides and pads
+  // give; a larger output_shape places that block at its origin.
+  SmallVector<int64_t> shape(xt.getShape());
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(pd, intsAttr(n, "pads"));
+  if (!ks || static_cast<int64_t>(ks->size()) != k)
+    return nodeError(n) << "kernel_shape needs one entry per spatial dimension";
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t stride = st ? (*st)[d] : 1, lo = pd ? (*pd)[d] : 0, hi = pd ? (*pd)[d + k] : 0;
+    shape[d + 2] = (xt.getDimSize(d + 2) - 1) * stride - lo - hi + (*ks)[d];
+    if (shape[d + 2] <= 0) return nodeError(n) << "the unpooled shape is empty";
+  }
+  SmallVector<int64_t> outShape(shape);
+  if (input(n, 2)) {
+    DS_TRY(given, constantInts(n, 2, "output_shape"));
+    if (static_cast<int64_t>(given.size()) != rank)
+      return nodeError(n) << "output_shape needs " << rank << " values";
+    for (int64_t d = 0; d < rank; ++d)
+      if (given[d] < shape[d])
+        return nodeError(n) << "output_shape is smaller than the unpooled shape at axis " << d;
+    outShape.assign(given.begin(), given.end());
+  }
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  if (total > opts_.maxElements) return nodeError(n) << "the unpooled output is too large";
+  Type elem = xt.getElementType();
+  Value zeros = constant(DenseElementsAttr::get(RankedTensorType::get({total}, elem),
+                                                b_.getZeroAttr(elem)));
+  DS_TRY(flatX, reshape(x, {xt.getNumElements()}));
+  DS_TRY(flatI, reshape(indices, {xt.getNumElements()}));
+  DS_TRY(scattered, buildTyped<ScatterElementsOp>(zeros.getType(), ValueRange{zeros, flatI, flatX},
+                                                  {i64Attr("axis", 0)}));
+  DS_TRY(block, reshape(scattered, shape));
+  Value y = block;
+  if (outShape != shape) {
+    SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+    for (int64_t d = 0; d < rank; ++d) hi[d] = outShape[d] - shape[d];
+    DS_TRY(padded, padWith(n, block, lo, hi, "constant", b_.getZeroAttr(elem)));
+    y = padded;
+  }
+  setOutput(n, 0, y);
+  return success();
+}
+
+// Compress with a condition known at compile time: a gather of the
+// selected positions (of the flattened input without an axis).
+LogicalResult IndexingImporter::compress(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(cond, required(n, 1));
+  DenseElementsAttr c = constantOf(cond);
+  if (!c)
+    return nodeError(n) << "the condition must be known at compile time (the output's size "
+                           "depends on it; give it with --bind-input)";
+  DS_TRY(axisOpt, [&]() -> FailureOr<std::optional<int64_t>> {
+    if (!findAttr(n, "axis")) return std::optional<int64_t>();
+    DS_TRY(a, intAttr(n, "axis"));
+    return std::optional<int64_t>(a);
+  }());
+  Value data = x;
+  int64_t axis = 0;
+  if (axisOpt) {
+    axis = *axisOpt;
+    if (failed(normalizeAxis(n, axis, typeOf(x).getRank()))) return failure();
+  } else {
+    DS_TRY(flat, reshape(x, {typeOf(x).getNumElements()}));
+    data = flat;
+  }
+  int64_t extent = typeOf(data).getDimSize(axis);
+  SmallVector<int64_t> picked;
+  int64_t i = 0;
+  for (const APInt &v : c.getValues<APInt>()) {
+    if (i >= extent) break; // entries past the axis select nothing
+    if (!v.isZero()) picked.push_back(i);
+    ++i;
+  }
+  DS_TRY(y, build<GatherOp>({data, i64Tensor(picked)}, {i64Attr("axis", axis)}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// Col2Im: blocks summed back into the image: a ScatterElements with add
+// whose (compile-time) indices place each block element; elements that
+// fall in the padding go to one extra slot, dropped after.
+LogicalResult IndexingImporter::col2Im(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(image, constantInts(n, 1, "image_shape"));
+  DS_TRY(block, constantInts(n, 2, "block_shape"));
+  int64_t k = static_cast<int64_t>(image.size());
+  RankedTensorType xt = typeOf(x);
+  if (xt.getRank() != 3 || static_cast<int64_t>(block.size()) != k || k < 1)
+    return nodeError(n) << "input must be [N, C * prod(block), L] with image_shape and "
+                           "block_shape of one length";
+  auto list = [&](StringRef name, int64_t count, int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
+    DS_TRY(v, intsAttr(n, name));
+    SmallVector<int64_t> out = v ? *v : SmallVector<int64_t>(count, dflt);
+    if (static_cast<int64_t>(out.size()) != count)
+      return FailureOr<SmallVector<int64_t>>(nodeError(n) << name << " needs " << count << " values");
+    return out;
+  };
+  DS_TRY(dil, list("dilations", k, 1));
+  DS_TRY(pads, list("pads", 2 * k, 0));
+  DS_TRY(strides, list("strides", k, 1));
+  int64_t kernel = 1, blocks = 1, pixels = 1;
+  SmallVector<int64_t> counts(k);
+  for (int64_t d = 0; d < k; ++d) {
+    if (block[d] < 1 || image[d] < 1 || dil[d] < 1 || strides[d] < 1)
+      return nodeError(n) << "image, block, dilations and strides must be positive";
+    kernel *= block[d];
+    pixels *= image[d];
+    counts[d] = (image[d] + pads[d] + pads[d + k] - dil[d] * (block[d] - 1) - 1) / strides[d] + 1;
+    if (counts[d] < 1) return nodeError(n) << "no block fits axis " << d;
+    blocks *= counts[d];
+  }
+  int64_t batch = xt.getDimSize(0), rows = xt.getDimSize(1);
+  if (rows % kernel || xt.getDimSize(2) != blocks)
+    return nodeError(n) << "input is [" << batch << ", " << rows << ", " << xt.getDimSize(2)
+                        << "]; expected a multiple of " << kernel << " rows and " << blocks
+                        << " blocks";
+  int64_t channels = rows / kernel, slots = channels * pixels + 1;
+  if (batch * rows * blocks > opts_.foldLimit)
+    return nodeError(n) << "too many block elements to index at compile time";
+  std::vector<int64_t> idx;
+  idx.reserve(rows * blocks);
+  SmallVector<int64_t> ko(k), bo(k);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t c = r / kernel, rem = r % kernel;
+    for (int64_t d = k - 1; d >= 0; --d) ko[d] = rem % block[d], rem /= block[d];
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t br = b, flat = 0;
+      bool inside = true;
+      for (int64_t d = k - 1; d >= 0; --d) bo[d] = br % counts[d], br /= counts[d];
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t p = bo[d] * strides[d] - pads[d] + ko[d] * dil[d];
+        inside &= p >= 0 && p < image[d];
+        flat = flat * image[d] + p;
+      }
+      idx.push_back(inside ? c * pixels + flat : slots - 1);
+    }
+  }
+  Type elem = xt.getElementType();
+  auto it = RankedTensorType::get({1, rows * blocks}, b_.getI64Type());
+  DS_TRY(index, buildTyped<ExpandOp>(RankedTensorType::get({batch, rows * blocks}, b_.getI64Type()),
+                                     constant(DenseElementsAttr::get(it, ArrayRef<int64_t>(idx)))));
+  DS_TRY(upd, reshape(x, {batch, rows * blocks}));
+  Value zeros = constant(DenseElementsAttr::get(RankedTensorType::get({batch, slots}, elem),
+                                                b_.getZeroAttr(elem)));
+  DS_TRY(sum, buildTyped<ScatterElementsOp>(
+                  zeros.getType(), ValueRange{zeros, index, upd},
+                  {i64Attr("axis", 1),
+                   attr("reduction", ScatterReductionAttr::get(ctx_, ScatterReduction::Add))}));
+  DS_TRY(kept, sliceAxis(sum, 1, 0, 1, slots - 1));
+  SmallVector<int64_t> outShape{batch, channels};
+  outShape.append(image.begin(), image.end());
+  DS_TRY(y, reshape(kept, outShape));
+  setOutput(n, 0, y);
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerIndexingHandlers(HandlerTable &t) {
@@ -287,4 +492,8 @@ void mlir::ds::importer::registerIndexingHandlers(HandlerTable &t) {
   t.add<I, &I::scatterND>("ScatterND");
   t.add<I, &I::oneHot>("OneHot");
   t.add<I, &I::topK>("TopK");
+  t.add<I, &I::reverseSequence>("ReverseSequence");
+  t.add<I, &I::maxUnpool>("MaxUnpool");
+  t.add<I, &I::compress>("Compress");
+  t.add<I, &I::col2Im>("Col2Im");
 }

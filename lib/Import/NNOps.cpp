@@ -531,8 +531,9 @@ FailureOr<Value> NNImporter::perChannel(const onnx::NodeProto &n, Value v, Value
   return reshape(v, shape);
 }
 
-/// Inference BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B,
-/// the per-channel vectors broadcast along axis 1.
+/// BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B, the
+/// per-channel vectors broadcast along axis 1; in training mode with the
+/// batch's statistics, and the blended running ones as outputs.
 LogicalResult NNImporter::batchNorm(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(scale, required(n, 1));
@@ -544,14 +545,44 @@ LogicalResult NNImporter::batchNorm(const onnx::NodeProto &n) {
   DS_TRY(spatial, intAttr(n, "spatial", 1));
   if (opset_ < 7 && !isTest) training = 1;
   if (!spatial) return nodeError(n) << "BatchNormalization with spatial = 0 is not supported";
-  if (training || (n.output_size() > 1 && !n.output(1).empty()))
-    return nodeError(n) << "training-mode BatchNormalization is not supported";
+  bool wantsStats = false;
+  for (int i = 1; i < n.output_size(); ++i) wantsStats |= !n.output(i).empty();
+  if (!training && wantsStats)
+    return nodeError(n) << "running-statistics outputs need training_mode = 1";
   DS_TRY(eps, floatAttr(n, "epsilon", 1e-5f));
+  DS_TRY(momentum, floatAttr(n, "momentum", 0.9f));
   int64_t rank = typeOf(x).getRank();
   if (rank < 2) return nodeError(n) << "needs an input of rank >= 2";
   auto channel = [&](Value v) { return perChannel(n, v, x); };
-  DS_TRY(m, channel(mean));
-  DS_TRY(v, channel(var));
+  DS_TRY(m0, channel(mean));
+  DS_TRY(v0, channel(var));
+  Value m = m0, v = v0;
+  if (training) {
+    // Training mode: the batch's statistics (population variance) normalize,
+    // and the running ones move toward them by 1 - momentum.
+    SmallVector<int64_t> axes{0};
+    for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+    DS_TRY(bm, reduceWith<ReduceMeanOp>(x, axes, true));
+    DS_TRY(dev, build<SubOp>({x, bm}));
+    DS_TRY(sq, build<MulOp>({dev, dev}));
+    DS_TRY(bv, reduceWith<ReduceMeanOp>(sq, axes, true));
+    Type t = typeOf(x).getElementType();
+    auto blend = [&](Value running, Value batch) -> FailureOr<Value> {
+      DS_TRY(a, build<MulOp>({running, scalar(t, momentum)}));
+      DS_TRY(b, build<MulOp>({batch, scalar(t, 1.0 - momentum)}));
+      DS_TRY(sum, build<AddOp>({a, b}));
+      return reshape(sum, typeOf(mean).getShape());
+    };
+    DS_TRY(runMean, blend(m0, bm));
+    DS_TRY(runVar, blend(v0, bv));
+    setOutput(n, 1, runMean);
+    setOutput(n, 2, runVar);
+    DS_TRY(savedMean, reshape(bm, typeOf(mean).getShape())); // opsets before 14
+    DS_TRY(savedVar, reshape(bv, typeOf(var).getShape()));
+    setOutput(n, 3, savedMean);
+    setOutput(n, 4, savedVar);
+    m = bm, v = bv;
+  }
   DS_TRY(s, channel(scale));
   DS_TRY(b, channel(bias));
   Type elem = typeOf(x).getElementType();

@@ -50,6 +50,15 @@ template <typename OpTy> LogicalResult ReductionImporter::reduce(const onnx::Nod
   DS_TRY(x, required(n, 0));
   DS_TRY(keepdims, intAttr(n, "keepdims", 1));
   DS_TRY(axes, reductionAxes(n, typeOf(x).getRank(), std::is_same_v<OpTy, ReduceSumOp>));
+  // Booleans (ReduceMax is any, ReduceMin all) reduce as bytes.
+  constexpr bool kMinMax = std::is_same_v<OpTy, ReduceMaxOp> || std::is_same_v<OpTy, ReduceMinOp>;
+  if (kMinMax && typeOf(x).getElementType().isInteger(1)) {
+    DS_TRY(bytes, castTo(x, b_.getIntegerType(8, false)));
+    DS_TRY(r, reduceWith<OpTy>(bytes, axes, keepdims != 0));
+    DS_TRY(y, castTo(r, b_.getI1Type()));
+    setOutput(n, 0, y);
+    return success();
+  }
   DS_TRY(y, reduceWith<OpTy>(x, axes, keepdims != 0));
   setOutput(n, 0, y);
   return success();

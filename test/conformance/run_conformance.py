@@ -76,6 +76,8 @@ SHAPE_INPUTS = {
     "If": {0}, "Loop": {0, 1},
     # Which steps of a recurrent layer run.
     "RNN": {4}, "GRU": {4}, "LSTM": {4},
+    # What selects elements, and image geometry.
+    "Compress": {1}, "Col2Im": {1, 2}, "MaxUnpool": {2},
     # Not shapes, but what the graph computes: ds compiles one Dropout mode.
     "Dropout": {1, 2},
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},

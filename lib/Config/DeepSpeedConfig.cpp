@@ -75,7 +75,10 @@ public:
     const json::Value *v = get(key);
     if (!v) return llvm::Error::success();
     std::optional<double> d = v->getAsNumber();
-    if (!d || !std::isfinite(*d)) return error(key, expected(v, "expected a number"));
+    if (!d) return error(key, expected(v, "expected a number"));
+    if (!std::isfinite(*d)) // JSON's 1e400 reads as infinity
+      return error(key, "overflows: the number is outside a double's range (magnitude at most "
+                        "1.8e308)");
     if (positive && *d <= 0) return error(key, llvm::formatv("must be > 0, got {0}", *d).str());
     if (nonNegative && *d < 0) return error(key, llvm::formatv("must be >= 0, got {0}", *d).str());
     out = *d;
@@ -88,6 +91,9 @@ public:
     if (!i) {
       // 5e8-style numbers are common in DeepSpeed configs: accept exact integers.
       std::optional<double> d = v->getAsNumber();
+      if (d && !std::isfinite(*d))
+        return error(key, "overflows: the number is outside a double's range (magnitude at "
+                          "most 1.8e308)");
       if (d && std::isfinite(*d) && *d == std::floor(*d) && std::fabs(*d) >= kMaxCount)
         return error(key, llvm::formatv("must be at most {0}, got {1:e}", kMaxCount, *d).str());
       if (d && std::isfinite(*d) && *d == std::floor(*d)) i = static_cast<int64_t>(*d);

@@ -353,17 +353,24 @@ LogicalResult OnnxImporter::define(const std::string &name, Location loc) {
 // A mistyped --bind-input or --input-shape name would otherwise be ignored.
 LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
                                               const llvm::StringSet<> &initializerNames) {
-  llvm::StringSet<> inputNames;
+  llvm::StringSet<> inputNames, defaulted;
   for (const auto &vi : g.input())
-    if (!initializerNames.contains(vi.name())) inputNames.insert(vi.name());
+    (initializerNames.contains(vi.name()) ? defaulted : inputNames).insert(vi.name());
+  // A graph input that also has an initializer is an input with a default
+  // value; ds compiles the default in, so it takes no value at run time.
+  auto notInput = [&](StringRef name) {
+    return defaulted.contains(name)
+               ? std::string("', which the graph lists as an input but also gives an "
+                             "initializer (a default value): ds compiles the initializer in as "
+                             "a parameter; remove the initializer to make it a run-time input")
+               : std::string("', which is not an input of the graph");
+  };
   for (const auto &kv : opts_.boundInputs)
     if (!inputNames.contains(kv.getKey()))
-      return fileError() << "--bind-input names '" << kv.getKey()
-                         << "', which is not an input of the graph";
+      return fileError() << "--bind-input names '" << kv.getKey() << notInput(kv.getKey());
   for (const auto &kv : opts_.inputShapes) {
     if (!inputNames.contains(kv.getKey()))
-      return fileError() << "--input-shape names '" << kv.getKey()
-                         << "', which is not an input of the graph";
+      return fileError() << "--input-shape names '" << kv.getKey() << notInput(kv.getKey());
     // A bound input takes its shape from its file: the other would be ignored.
     if (opts_.boundInputs.count(kv.getKey()))
       return fileError() << "--input-shape and --bind-input both name '" << kv.getKey()
@@ -379,7 +386,7 @@ LogicalResult OnnxImporter::checkInputOptions(const onnx::GraphProto &g,
     for (const auto &kv : opts_.dataShapes)
       if (!kv.getKey().empty() && !inputNames.contains(kv.getKey()))
         return fileError() << opts_.dataSource << " has an array '" << kv.getKey()
-                           << "', which is not an input of the graph";
+                           << notInput(kv.getKey());
   return success();
 }
 

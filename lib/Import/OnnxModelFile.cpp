@@ -427,7 +427,9 @@ llvm::Expected<std::string> readExternal(const onnx::TensorProto &t,
   if (offset > size)
     return err(llvm::formatv("external data offset {0} is past the end of '{1}' ({2} bytes)",
                              offset, location, size).str());
-  if (!haveLength) length = size - offset;
+  // Without a length the tensor's own size is read from the offset (as
+  // onnxruntime does): one file may hold several tensors.
+  if (!haveLength) length = wantBytes;
   if (length > size - offset)
     return err(llvm::formatv("external data range {0}+{1} exceeds '{2}' ({3} bytes)", offset,
                              length, location, size).str());

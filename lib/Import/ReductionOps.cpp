@@ -96,7 +96,14 @@ LogicalResult ReductionImporter::reduceComposite(const onnx::NodeProto &n) {
     DS_TRY(l, buildTyped<LogOp>(r.getType(), r));
     y = l;
   } else { // ReduceLogSumExp
-    DS_TRY(m, reduceWith<ReduceMaxOp>(x, axes, true));
+    // The maximum is subtracted for range; where it is infinite (a row of
+    // -inf, or one holding +inf) 0 is subtracted instead, so the result is
+    // -inf or +inf as numpy and PyTorch give, not inf - inf = NaN.
+    DS_TRY(m0, reduceWith<ReduceMaxOp>(x, axes, true));
+    Type elem = typeOf(m0).getElementType();
+    DS_TRY(inf, buildTyped<IsInfOp>(RankedTensorType::get(typeOf(m0).getShape(), b_.getI1Type()),
+                                    m0));
+    DS_TRY(m, build<WhereOp>({inf, scalar(elem, 0.0), m0}));
     DS_TRY(d, build<SubOp>({x, m}));
     DS_TRY(e, buildTyped<ExpOp>(d.getType(), d));
     DS_TRY(r, reduceWith<ReduceSumOp>(e, axes, keepdims));

@@ -369,6 +369,11 @@ private:
           if (!load)
             load = tied.getDefiningOp()->getOperand(0).getDefiningOp<ml_program::GlobalLoadOp>();
           recordSource(p, load.getGlobal().getLeafReference().str(), transposed);
+          // Said, so a tie is never silent.
+          StringRef source = load.getGlobal().getLeafReference().getValue();
+          source.consume_front("param:");
+          p.emitRemark() << "trained as '" << source << "'" << (transposed ? ", transposed" : "")
+                         << ": the exporter's copy of it (equal values)";
           p.replaceAllUsesWith(tied);
           p.erase();
           continue;
@@ -397,7 +402,8 @@ private:
       p.erase();
       params_.push_back(param);
       if (tieable)
-        seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned});
+        seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned,
+                        StringRef(name).starts_with("onnx::")});
     }
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
@@ -480,24 +486,27 @@ private:
     RankedTensorType type;
     ArrayRef<uint8_t> bytes; // the IR's own bytes, or `owned`'s
     std::shared_ptr<std::vector<uint8_t>> owned;
+    bool exporterMade = false; // named "onnx::..." by the exporter
   };
 
-  /// A parameter holding exactly the values of an earlier one, or of its
-  /// transpose, is the same weight: returns the earlier one's load (or its
-  /// transpose). Only tensors with varied values (random initializations)
-  /// qualify, so equal zero- or one-initialized biases are never tied.
+  /// An exporter-made parameter holding exactly the values of an earlier
+  /// one, or of its transpose, is the same weight: returns the earlier
+  /// one's load (or its transpose). Only tensors with varied values
+  /// (random initializations) qualify, so equal zero- or one-initialized
+  /// biases are never tied.
   /// The entry of `seen` whose values are `bytes` (p's), or their
   /// transpose (`transposed` set); null when none is.
   static const Seen *matchTie(ParameterOp p, ArrayRef<uint8_t> bytes, ArrayRef<Seen> seen,
                               bool &transposedMatch) {
     RankedTensorType t = p.getType();
     size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
-    // An initializer named by the exporter ("onnx::MatMul_8": TorchScript's
-    // constant folding of a tied head's transpose) holding another's values
-    // is that weight's copy at any size; a named one, only when it is large
-    // enough that equal random values cannot be chance.
+    // Only an initializer the exporter made and named ("onnx::MatMul_8":
+    // TorchScript's constant folding of a tied head's transpose) is a copy
+    // of the weight holding its values; two initializers the model names
+    // are two weights, however equal their values (they may be set equal
+    // on purpose and trained apart).
     const bool exporterNamed = p.getSymName().starts_with("onnx::");
-    if (t.getNumElements() < (exporterNamed ? 2 : 64) || es == 0) return nullptr;
+    if (t.getNumElements() < 2 || es == 0) return nullptr;
     bool varied = false;
     for (size_t i = es; i < bytes.size() && !varied; i += es)
       varied = std::memcmp(bytes.data(), bytes.data() + i, es) != 0;
@@ -511,7 +520,8 @@ private:
           std::memcpy(transposed.data() + (j * r + i) * es, bytes.data() + (i * c + j) * es, es);
     }
     for (const Seen &s : seen) {
-      if (s.type.getElementType() != t.getElementType() || s.bytes.size() != bytes.size())
+      if ((!exporterNamed && !s.exporterMade) || s.type.getElementType() != t.getElementType() ||
+          s.bytes.size() != bytes.size())
         continue;
       transposedMatch = false;
       if (s.type == t && s.bytes == bytes) return &s;
@@ -539,7 +549,8 @@ private:
   /// The bytes of a parameter's value: a view of the IR's where it has
   /// them (weights are not copied: ds-opt's memory stays one model).
   static FailureOr<Seen> valuesOf(ParameterOp p) {
-    Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr};
+    Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr,
+           p.getSymName().starts_with("onnx::")};
     // A splat (ds-opt --shapes-only's placeholders): one element stands
     // for all (it is never varied enough to tie, and it is not expanded).
     if (auto d = dyn_cast<DenseElementsAttr>(p.getValue()); d && d.isSplat()) {

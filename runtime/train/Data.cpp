@@ -101,6 +101,13 @@ absl::StatusOr<DataLoader> DataLoader::open(const std::string &path, const ds::p
     arr.data = std::move(a);
     d.arrays_.push_back(std::move(arr));
   }
+  // An array the step does not take is refused (as --inputs refuses one):
+  // a misspelt name would otherwise be ignored, silently.
+  for (const auto &kv : byName)
+    if (std::find(dataInputs.begin(), dataInputs.end(), kv.first) == dataInputs.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": array '", kv.first, "' is not an input of the training step (it takes ",
+          absl::StrJoin(dataInputs, ", "), ")"));
   if (d.arrays_.empty())
     return absl::InvalidArgumentError("the training program takes no data inputs");
   if (d.samples_ < microBatch * worldSize)

@@ -403,7 +403,7 @@ private:
       params_.push_back(param);
       if (tieable)
         seen.push_back({global, cast<RankedTensorType>(global.getType()), bytes, owned,
-                        StringRef(name).starts_with("onnx::")});
+                        exporterMadeName(name)});
     }
     if (params_.empty())
       return module.emitError("the model has no trainable parameters");
@@ -486,8 +486,17 @@ private:
     RankedTensorType type;
     ArrayRef<uint8_t> bytes; // the IR's own bytes, or `owned`'s
     std::shared_ptr<std::vector<uint8_t>> owned;
-    bool exporterMade = false; // named "onnx::..." by the exporter
+    bool exporterMade = false; // named by the exporter (exporterMadeName)
   };
+
+  /// A name the exporter generated for a value it made (TorchScript's
+  /// "onnx::MatMul_8", the dynamo optimizer's "val_313"), not a model's.
+  static bool exporterMadeName(StringRef name) {
+    if (name.starts_with("onnx::")) return true;
+    StringRef digits;
+    return name.starts_with("val_") && !(digits = name.drop_front(4)).empty() &&
+           llvm::all_of(digits, [](char c) { return c >= '0' && c <= '9'; });
+  }
 
   /// An exporter-made parameter holding exactly the values of an earlier
   /// one, or of its transpose, is the same weight: returns the earlier
@@ -501,11 +510,12 @@ private:
     RankedTensorType t = p.getType();
     size_t es = bytes.size() / std::max<int64_t>(1, t.getNumElements());
     // Only an initializer the exporter made and named ("onnx::MatMul_8":
-    // TorchScript's constant folding of a tied head's transpose) is a copy
-    // of the weight holding its values; two initializers the model names
-    // are two weights, however equal their values (they may be set equal
-    // on purpose and trained apart).
-    const bool exporterNamed = p.getSymName().starts_with("onnx::");
+    // TorchScript's constant folding of a tied head's transpose; "val_313":
+    // the dynamo exporter's optimizer's) is a copy of the weight holding its
+    // values; two initializers the model names are two weights, however
+    // equal their values (they may be set equal on purpose and trained
+    // apart).
+    const bool exporterNamed = exporterMadeName(p.getSymName());
     if (t.getNumElements() < 2 || es == 0) return nullptr;
     bool varied = false;
     for (size_t i = es; i < bytes.size() && !varied; i += es)
@@ -549,8 +559,7 @@ private:
   /// The bytes of a parameter's value: a view of the IR's where it has
   /// them (weights are not copied: ds-opt's memory stays one model).
   static FailureOr<Seen> valuesOf(ParameterOp p) {
-    Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr,
-           p.getSymName().starts_with("onnx::")};
+    Seen s{ml_program::GlobalOp(), p.getType(), {}, nullptr, exporterMadeName(p.getSymName())};
     // A splat (ds-opt --shapes-only's placeholders): one element stands
     // for all (it is never varied enough to tie, and it is not expanded).
     if (auto d = dyn_cast<DenseElementsAttr>(p.getValue()); d && d.isSplat()) {

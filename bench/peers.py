@@ -133,7 +133,30 @@ def build(name):
         wrapped = Logits(model.eval(), cache)
         ids = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (b, t)).astype(np.int64))
         return wrapped.eval(), (ids,), ["ids"], "%s %dx%d tokens" % (name, b, t)
+    if name == "lstm_lm":  # a recurrent language model: embedding, 2-layer LSTM, head
+        class LSTMLM(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(8192, 256)
+                self.rnn = torch.nn.LSTM(256, 512, num_layers=2, batch_first=True)
+                self.head = torch.nn.Linear(512, 8192)
+
+            def forward(self, ids):
+                return self.head(self.rnn(self.emb(ids))[0])
+        ids = torch.from_numpy(np.random.default_rng(0).integers(0, 8192, (4, 32)).astype(np.int64))
+        return LSTMLM().eval(), (ids,), ["ids"], "lstm_lm 4x32 tokens (2x512 LSTM)"
     import torchvision
+    if name.startswith(("lraspp", "fcn_", "deeplabv3")):  # segmentation: the "out" map
+        class Segment(torch.nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, x):
+                return self.net(x)["out"]
+        net = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+        x = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32))
+        return Segment(net.eval()).eval(), (x,), ["x"], "%s 1x3x224x224" % name
     model = getattr(torchvision.models, name)(weights=None).eval()
     # Some classifiers start with a zero head (ViT, GoogLeNet's auxiliary
     # init): the outputs would be zero and the correctness check vacuous.

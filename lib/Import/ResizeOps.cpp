@@ -6,7 +6,8 @@
 // and weights here, exactly as ONNX's reference does (coordinate
 // transformation, nearest rounding, linear/cubic kernels, antialiasing,
 // exclude_outside, tf_crop_and_resize's extrapolation), and imports one
-// axis as `sum_t gather(x, tap_t, axis) * weight_t` (nearest: one gather).
+// axis as `sum_t gather(x, tap_t, axis) * weight_t` (nearest: one gather;
+// a short last or second-last axis: one product with the taps' matrix).
 // So Resize needs no kernel and no gradient rule of its own: the gathers'
 // and products' serve training (a U-Net's upsampling trains).
 //
@@ -176,7 +177,9 @@ FailureOr<Value> ResizeImporter::resizeAxis(Value x, int64_t axis, const AxisSam
                                             int64_t out, const ResizeAttrs &a) {
   RankedTensorType xt = typeOf(x);
   Type elem = xt.getElementType();
-  int64_t rank = xt.getRank();
+  int64_t rank = xt.getRank(), in = xt.getDimSize(axis);
+  // Input extents up to this resize by a product with the tap-weight matrix.
+  constexpr int64_t kDenseTapsUpTo = 64;
   auto gatherTap = [&](ArrayRef<int64_t> idx) {
     auto it = RankedTensorType::get({out}, b_.getI64Type());
     return build<GatherOp>({x, constant(DenseElementsAttr::get(it, idx))},
@@ -193,6 +196,25 @@ FailureOr<Value> ResizeImporter::resizeAxis(Value x, int64_t axis, const AxisSam
     }
     DS_TRY(g, gatherTap(pick));
     y = g;
+  } else if (in <= kDenseTapsUpTo && (axis == rank - 1 || axis == rank - 2) &&
+             isa<FloatType>(elem)) {
+    // A short axis (a segmentation head's 16-64 wide feature maps) resizes
+    // as one product with the [in, out] matrix of the taps' weights: a GEMM
+    // reads the rows once where the gathers read them once per tap.
+    SmallVector<double> m(in * out, 0.0);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t t = 0; t < s.taps; ++t)
+        m[s.index[o * s.taps + t] * out + o] += s.weight[o * s.taps + t];
+    SmallVector<Attribute> vals;
+    bool last = axis == rank - 1;
+    for (int64_t r = 0; r < (last ? in : out); ++r)
+      for (int64_t c = 0; c < (last ? out : in); ++c)
+        vals.push_back(b_.getFloatAttr(elem, last ? m[r * out + c] : m[c * out + r]));
+    auto mt = RankedTensorType::get(last ? ArrayRef<int64_t>{in, out} : ArrayRef<int64_t>{out, in},
+                                    elem);
+    Value mat = constant(DenseElementsAttr::get(mt, vals));
+    DS_TRY(p, last ? build<MatmulOp>({x, mat}) : build<MatmulOp>({mat, x}));
+    y = p;
   } else {
     SmallVector<int64_t> wShape(rank, 1);
     wShape[axis] = out;

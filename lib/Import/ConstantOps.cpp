@@ -25,6 +25,7 @@ public:
   LogicalResult range(const onnx::NodeProto &n);
   LogicalResult eyeLike(const onnx::NodeProto &n);
   LogicalResult window(const onnx::NodeProto &n);
+  LogicalResult melWeightMatrix(const onnx::NodeProto &n);
 };
 
 LogicalResult ConstantImporter::constantNode(const onnx::NodeProto &n) {
@@ -200,6 +201,63 @@ LogicalResult ConstantImporter::window(const onnx::NodeProto &n) {
   return success();
 }
 
+// MelWeightMatrix: the triangular mel filters of a spectrogram, a constant
+// of the (compile-time) bin counts, sample rate and band edges, computed in
+// double as ONNX's reference does.
+LogicalResult ConstantImporter::melWeightMatrix(const onnx::NodeProto &n) {
+  auto scalarOf = [&](int i, StringRef what) -> FailureOr<double> {
+    DenseElementsAttr c = literalOf(input(n, i));
+    if (!c || c.getNumElements() != 1)
+      return FailureOr<double>(nodeError(n) << what << " must be a scalar known at compile time");
+    if (isa<FloatType>(c.getElementType()))
+      return (*c.getValues<APFloat>().begin()).convertToDouble();
+    return static_cast<double>((*c.getValues<APInt>().begin()).getSExtValue());
+  };
+  DS_TRY(melsD, scalarOf(0, "num_mel_bins"));
+  DS_TRY(dftD, scalarOf(1, "dft_length"));
+  DS_TRY(rate, scalarOf(2, "sample_rate"));
+  DS_TRY(lowHz, scalarOf(3, "lower_edge_hertz"));
+  DS_TRY(highHz, scalarOf(4, "upper_edge_hertz"));
+  DS_TRY(dt, intAttr(n, "output_datatype", onnx::TensorProto_DataType_FLOAT));
+  FailureOr<Type> elem = elementType(static_cast<int32_t>(dt));
+  if (failed(elem)) return nodeError(n) << "output_datatype " << dt << " is not supported";
+  int64_t mels = static_cast<int64_t>(melsD), dft = static_cast<int64_t>(dftD);
+  int64_t bins = dft / 2 + 1;
+  if (mels < 1 || dft < 1 || rate <= 0 || mels * bins > opts_.foldLimit)
+    return nodeError(n) << "num_mel_bins, dft_length and sample_rate must be positive (and the "
+                           "matrix within the fold limit)";
+  double lowMel = 2595 * std::log1p(lowHz / 700) / std::log(10.0),
+         highMel = 2595 * std::log1p(highHz / 700) / std::log(10.0);
+  double step = (highMel - lowMel) / static_cast<double>(mels + 2);
+  std::vector<int64_t> edge(mels + 2);
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    double hz = 700 * std::expm1((i * step + lowMel) / 2595 * std::log(10.0));
+    edge[i] = static_cast<int64_t>(std::floor((dft + 1) * hz / rate));
+  }
+  std::vector<double> w(bins * mels, 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double * {
+    return j >= 0 && j < bins ? &w[j * mels + i] : nullptr;
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    int64_t lo = edge[i], center = edge[i + 1], hi = edge[i + 2];
+    if (center == lo) {
+      if (double *v = at(center, i)) *v = 1;
+    } else {
+      for (int64_t j = lo; j <= center; ++j)
+        if (double *v = at(j, i)) *v = double(j - lo) / double(center - lo);
+    }
+    if (hi > center)
+      for (int64_t j = center; j < hi; ++j)
+        if (double *v = at(j, i)) *v = double(hi - j) / double(hi - center);
+  }
+  SmallVector<Attribute> vals;
+  for (double v : w)
+    vals.push_back(isa<FloatType>(*elem) ? Attribute(b_.getFloatAttr(*elem, v))
+                                         : Attribute(b_.getIntegerAttr(*elem, int64_t(v))));
+  setOutput(n, 0, constant(DenseElementsAttr::get(RankedTensorType::get({bins, mels}, *elem), vals)));
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerConstantHandlers(HandlerTable &t) {
@@ -211,4 +269,5 @@ void mlir::ds::importer::registerConstantHandlers(HandlerTable &t) {
   t.add<I, &I::window>("HannWindow");
   t.add<I, &I::window>("HammingWindow");
   t.add<I, &I::window>("BlackmanWindow");
+  t.add<I, &I::melWeightMatrix>("MelWeightMatrix");
 }

@@ -50,6 +50,7 @@ public:
   LogicalResult matmul(const onnx::NodeProto &n);
   LogicalResult gemm(const onnx::NodeProto &n);
   LogicalResult einsum(const onnx::NodeProto &n);
+  LogicalResult det(const onnx::NodeProto &n);
 
 private:
   // Einsum's steps, in the order they run.
@@ -421,9 +422,78 @@ LogicalResult MatMulImporter::sumOutTerm(EinsumTerm &t, llvm::function_ref<bool(
 
 } // namespace
 
+// Det: Gaussian elimination with partial pivoting, unrolled over the
+// (static) matrix size: per column the pivot row (largest magnitude, found
+// by the plan) is swapped up by a GatherElements, the rows below take away
+// their multiple of it, and the determinant multiplies the pivots (negated
+// per swap). A zero pivot makes the determinant 0.
+LogicalResult MatMulImporter::det(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  RankedTensorType xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  Type elem = xt.getElementType();
+  if (rank < 2 || !isa<FloatType>(elem) || xt.getDimSize(rank - 1) != xt.getDimSize(rank - 2))
+    return nodeError(n) << "needs float square matrices [..., M, M]";
+  int64_t m = xt.getDimSize(rank - 1);
+  SmallVector<int64_t> batchShape(xt.getShape().drop_back(2));
+  Type f = elem.getIntOrFloatBitWidth() < 32 ? Type(b_.getF32Type()) : elem; // 16-bit in f32
+  Type i64 = b_.getI64Type();
+  DS_TRY(a0, castTo(x, f));
+  Value a = a0;
+  auto colShape = [&](int64_t rows) {
+    SmallVector<int64_t> s(batchShape);
+    s.append({rows, 1});
+    return s;
+  };
+  Value det = scalar(f, 1.0);
+  Value rowIota = iota(m, rank - 2, rank, i64); // [.., M, 1]
+  for (int64_t k = 0; k < m; ++k) {
+    // Pivot: the row >= k whose column-k entry is largest in magnitude.
+    DS_TRY(col, sliceAxis(a, rank - 1, k, 1, 1));            // [.., M, 1]
+    DS_TRY(below, sliceAxis(col, rank - 2, k, 1, m - k));    // [.., M-k, 1]
+    DS_TRY(mag, buildTyped<AbsOp>(below.getType(), below));
+    SmallVector<int64_t> argShape(colShape(1));
+    DS_TRY(arg, buildTyped<ArgMaxOp>(RankedTensorType::get(argShape, i64), mag,
+                                     {i64Attr("axis", rank - 2)}));
+    DS_TRY(p, build<AddOp>({arg, scalar(i64, static_cast<double>(k))})); // [.., 1, 1]
+    // Swap rows k and p: row i reads row perm(i).
+    DS_TRY(isK, build<EqualOp>({rowIota, scalar(i64, static_cast<double>(k))}));
+    DS_TRY(isP, build<EqualOp>({rowIota, p}));
+    DS_TRY(fromK, build<WhereOp>({isP, scalar(i64, static_cast<double>(k)), rowIota}));
+    DS_TRY(perm, build<WhereOp>({isK, p, fromK}));
+    DS_TRY(permFull, buildTyped<ExpandOp>(RankedTensorType::get(typeOf(a).getShape(), i64), perm));
+    DS_TRY(swapped, buildTyped<GatherElementsOp>(typeOf(a), ValueRange{a, permFull},
+                                                 {i64Attr("axis", rank - 2)}));
+    a = swapped;
+    DS_TRY(moved, build<EqualOp>({p, scalar(i64, static_cast<double>(k))}));
+    DS_TRY(sign, build<WhereOp>({moved, scalar(f, 1.0), scalar(f, -1.0)}));
+    DS_TRY(pivotRow, sliceAxis(a, rank - 2, k, 1, 1));      // [.., 1, M]
+    DS_TRY(pivot, sliceAxis(pivotRow, rank - 1, k, 1, 1));  // [.., 1, 1]
+    DS_TRY(signed1, build<MulOp>({pivot, sign}));
+    DS_TRY(d, build<MulOp>({det, signed1}));
+    det = d;
+    if (k + 1 == m) break;
+    // Rows below k lose their multiple of the pivot row.
+    DS_TRY(zero, build<EqualOp>({pivot, scalar(f, 0.0)}));
+    DS_TRY(safe, build<WhereOp>({zero, scalar(f, 1.0), pivot}));
+    DS_TRY(colK, sliceAxis(a, rank - 1, k, 1, 1));          // [.., M, 1]
+    DS_TRY(factor0, build<DivOp>({colK, safe}));
+    DS_TRY(lower, build<GreaterOp>({rowIota, scalar(i64, static_cast<double>(k))}));
+    DS_TRY(factor, build<WhereOp>({lower, factor0, scalar(f, 0.0)}));
+    DS_TRY(update, build<MulOp>({factor, pivotRow}));       // [.., M, M]
+    DS_TRY(next, build<SubOp>({a, update}));
+    a = next;
+  }
+  DS_TRY(flat, reshape(det, batchShape));
+  DS_TRY(y, castTo(flat, elem));
+  setOutput(n, 0, y);
+  return success();
+}
+
 void mlir::ds::importer::registerMatMulHandlers(HandlerTable &t) {
   using I = MatMulImporter;
   t.add<I, &I::matmul>("MatMul");
   t.add<I, &I::gemm>("Gemm");
   t.add<I, &I::einsum>("Einsum");
+  t.add<I, &I::det>("Det");
 }

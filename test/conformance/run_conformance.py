@@ -81,6 +81,7 @@ SHAPE_INPUTS = {
     # Not shapes, but what the graph computes: ds compiles one Dropout mode.
     "Dropout": {1, 2},
     "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},
+    "MelWeightMatrix": {0, 1, 2, 3, 4},
 }
 
 

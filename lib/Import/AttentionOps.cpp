@@ -581,6 +581,7 @@ LogicalResult AttentionImporter::linearAttention(const onnx::NodeProto &n) {
     if (typeOf(v).getRank() != 3)
       return nodeError(n) << "query, key and value must be [batch, tokens, heads * size]";
   int64_t batch = typeOf(q0).getDimSize(0), tokens = typeOf(q0).getDimSize(1);
+  if (tokens < 1) return nodeError(n) << "there are no tokens to attend";
   DS_TRY(qf, castTo(q0, f));
   DS_TRY(kf, castTo(k0, f));
   DS_TRY(vf, castTo(v0, f));

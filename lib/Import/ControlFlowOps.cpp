@@ -155,6 +155,9 @@ LogicalResult ControlFlowImporter::scan(const onnx::NodeProto &n) {
   const onnx::GraphProto *body = graphAttr(n, "body");
   if (!body) return nodeError(n) << "needs graph attribute 'body'";
   DS_TRY(numScanInputs, intAttr(n, "num_scan_inputs"));
+  if (numScanInputs < 1 || numScanInputs > n.input_size())
+    return nodeError(n) << "num_scan_inputs " << numScanInputs << " must be in [1, "
+                        << n.input_size() << "] (the node's inputs)";
   int64_t stateCount = n.input_size() - numScanInputs;
   int64_t scanOutCount = body->output_size() - stateCount;
   if (numScanInputs < 1 || stateCount < 0 || scanOutCount < 0 ||

@@ -485,12 +485,15 @@ LogicalResult NNImporter::lrn(const onnx::NodeProto &n) {
   if (size < 1) return nodeError(n) << "size must be >= 1";
   int64_t channels = xt.getDimSize(1), rank = xt.getRank();
   DS_TRY(sq, build<MulOp>({x, x}));
+  // Window positions more than channels - 1 away read only padding: the
+  // window is clipped to those that can reach a channel (a huge `size`
+  // costs no more than 2 * channels - 1 slices).
   SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
-  lo[1] = (size - 1) / 2;
-  hi[1] = size - 1 - lo[1];
+  lo[1] = std::min<int64_t>((size - 1) / 2, channels - 1);
+  hi[1] = std::min<int64_t>(size - 1 - (size - 1) / 2, channels - 1);
   DS_TRY(padded, padWith(n, sq, lo, hi, "constant", b_.getFloatAttr(elem, 0.0)));
   Value sum;
-  for (int64_t i = 0; i < size; ++i) {
+  for (int64_t i = 0; i < lo[1] + hi[1] + 1; ++i) {
     DS_TRY(slice, sliceAxis(padded, 1, i, 1, channels));
     if (!sum) {
       sum = slice;

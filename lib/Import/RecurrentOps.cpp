@@ -139,6 +139,7 @@ LogicalResult RecurrentImporter::recurrent(const onnx::NodeProto &n, Cell cell) 
   const int64_t steps = typeOf(x).getDimSize(0), batch = typeOf(x).getDimSize(1),
                 features = typeOf(x).getDimSize(2), h = hidden;
   if (h <= 0) return nodeError(n) << "hidden_size must be positive";
+  if (steps < 1) return nodeError(n) << "the sequence is empty: there is no step to run";
   auto expect = [&](Value v, ArrayRef<int64_t> shape, StringRef what) -> LogicalResult {
     if (v && typeOf(v).getShape() != shape) {
       std::string want;

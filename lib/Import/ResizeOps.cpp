@@ -509,6 +509,7 @@ LogicalResult ResizeImporter::gridSample(const onnx::NodeProto &n) {
   for (int64_t d = 1; d <= k; ++d) points *= gt.getDimSize(d);
   SmallVector<int64_t> sizes(xt.getShape().drop_front(2));
   for (int64_t s : sizes) total *= s;
+  if (total == 0) return nodeError(n) << "X has an empty spatial axis: there is nothing to sample";
   Type f = b_.getF32Type(), i64 = b_.getI64Type();
   DS_TRY(g32, castTo(grid, f));
   DS_TRY(gflat, reshape(g32, {batch, points, k}));

@@ -63,7 +63,11 @@ def DS_ActivationQuant : I32EnumAttr<"ActivationQuant",
       // the whole operand quantized to uint8 at run time, ONNX
       // DynamicQuantizeLinear's scale and zero point (onnxruntime's
       // quantize_dynamic)
-      I32EnumAttrCase<"DynamicPerTensor", 2, "dynamic_per_tensor">
+      I32EnumAttrCase<"DynamicPerTensor", 2, "dynamic_per_tensor">,
+      // the whole operand quantized to uint8 with a scale and zero point
+      // fixed at compile time (a QDQ model's QuantizeLinear; the op's
+      // input_scale and input_zero_point)
+      I32EnumAttrCase<"StaticPerTensor", 3, "static_per_tensor">
     ]> {
   let cppNamespace = "::mlir::ds";
   let genSpecializedAttr = 0;

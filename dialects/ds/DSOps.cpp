@@ -714,6 +714,15 @@ LogicalResult DynamicQuantizeOp::verify() {
   return success();
 }
 
+/// A static activation quantization's scale and uint8 zero point.
+static LogicalResult verifyInputQuantization(Operation *op, double scale, int64_t zeroPoint) {
+  if (!(scale > 0) || !std::isfinite(static_cast<float>(scale)))
+    return op->emitOpError("input_scale must be positive and finite as an f32, got ") << scale;
+  if (zeroPoint < 0 || zeroPoint > 255)
+    return op->emitOpError("input_zero_point must be in [0, 255], got ") << zeroPoint;
+  return success();
+}
+
 LogicalResult QuantizedMatmulOp::verify() {
   RankedTensorType x = getLhs().getType(), w = getWeight().getType(), s = getScale().getType();
   if (x.getRank() < 1) return emitOpError("lhs must have rank >= 1");
@@ -754,6 +763,14 @@ LogicalResult QuantizedMatmulOp::verify() {
     return emitOpError("combine must be add or mul");
   if (!std::isfinite(static_cast<float>(getAlpha().convertToDouble())))
     return emitOpError("alpha must be finite as an f32");
+  const bool isStatic = getActivationQuant() == ActivationQuant::StaticPerTensor;
+  if (isStatic != (getInputScaleAttr() && getInputZeroPointAttr()) ||
+      (!isStatic && (getInputScaleAttr() || getInputZeroPointAttr())))
+    return emitOpError("input_scale and input_zero_point go with static_per_tensor activations, "
+                       "and only with them");
+  if (isStatic)
+    return verifyInputQuantization(*this, getInputScaleAttr().getValueAsDouble(),
+                                   getInputZeroPointAttr().getInt());
   return success();
 }
 
@@ -1162,37 +1179,51 @@ static SmallVector<int64_t> channelsFirst(ArrayRef<int64_t> s) {
   return r;
 }
 
-LogicalResult ConvOp::verify() {
+/// ds.conv's geometry and epilogue, which ds.quantized_conv shares.
+template <typename ConvLike> static LogicalResult verifyConvLike(ConvLike op) {
   SmallVector<int64_t> shape;
-  RankedTensorType input = getInput().getType();
-  if (getChannelsLast() && input.getRank() >= 3)
+  RankedTensorType input = op.getInput().getType();
+  if (op.getChannelsLast() && input.getRank() >= 3)
     input = RankedTensorType::get(channelsFirst(input.getShape()), input.getElementType());
-  if (failed(verifyConvAttrs(*this, input, getWeight().getType(), getStrides(), getDilations(),
-                             getPads(), getGroup(), shape)))
+  RankedTensorType weight = op.getWeight().getType();
+  if constexpr (std::is_same_v<ConvLike, QuantizedConvOp>) // an i8 weight, f32 input
+    weight = RankedTensorType::get(weight.getShape(), input.getElementType());
+  if (failed(verifyConvAttrs(op, input, weight, op.getStrides(), op.getDilations(), op.getPads(),
+                             op.getGroup(), shape)))
     return failure();
-  if (getBias() && getBias().getType().getShape() != ArrayRef<int64_t>{shape[1]})
-    return emitOpError("bias must be [") << shape[1] << "]";
-  if (getChannelsLast()) {
+  if (op.getBias() && op.getBias().getType().getShape() != ArrayRef<int64_t>{shape[1]})
+    return op.emitOpError("bias must be [") << shape[1] << "]";
+  if (op.getChannelsLast()) {
     int64_t m = shape[1];
     shape.erase(shape.begin() + 1);
     shape.push_back(m);
   }
-  if (getType().getShape() != ArrayRef<int64_t>(shape))
-    return emitOpError("result must be ") << shapeStr(shape);
-  if (getAddend() && getAddend().getType() != getType())
-    return emitOpError("addend must have the result's type ") << getType();
+  if (op.getType().getShape() != ArrayRef<int64_t>(shape))
+    return op.emitOpError("result must be ") << shapeStr(shape);
+  if (op.getAddend() && op.getAddend().getType() != op.getType())
+    return op.emitOpError("addend must have the result's type ") << op.getType();
   auto bound = [](FloatAttr a) {
     return a ? std::optional<double>(a.getValueAsDouble()) : std::nullopt;
   };
-  std::optional<double> lo = bound(getClipMinAttr()), hi = bound(getClipMaxAttr());
+  std::optional<double> lo = bound(op.getClipMinAttr()), hi = bound(op.getClipMaxAttr());
   if ((lo && std::isnan(*lo)) || (hi && std::isnan(*hi)))
-    return emitOpError("clip bounds must not be NaN");
+    return op.emitOpError("clip bounds must not be NaN");
   if (lo && hi && *lo > *hi)
-    return emitOpError("clip_min ") << *lo << " exceeds clip_max " << *hi;
-  if (getActivation() != Activation::None && getActivation() != Activation::HardSwish)
-    return emitOpError("activation must be none or hard_swish, not ")
-           << stringifyActivation(getActivation());
+    return op.emitOpError("clip_min ") << *lo << " exceeds clip_max " << *hi;
+  if (op.getActivation() != Activation::None && op.getActivation() != Activation::HardSwish)
+    return op.emitOpError("activation must be none or hard_swish, not ")
+           << stringifyActivation(op.getActivation());
   return success();
+}
+
+LogicalResult ConvOp::verify() { return verifyConvLike(*this); }
+
+LogicalResult QuantizedConvOp::verify() {
+  if (failed(verifyConvLike(*this))) return failure();
+  const int64_t m = getWeight().getType().getDimSize(0);
+  if (getScale().getType().getShape() != ArrayRef<int64_t>{m})
+    return emitOpError("scale must be [") << m << "], got " << getScale().getType();
+  return verifyInputQuantization(*this, getInputScale().convertToDouble(), getInputZeroPoint());
 }
 
 LogicalResult ConvGradOp::verify() {

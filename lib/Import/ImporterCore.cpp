@@ -157,3 +157,91 @@ Value NodeImporter::iota(int64_t n, int64_t axis, int64_t rank, Type elem) {
                                      : Attribute(b_.getIntegerAttr(elem, i)));
   return constant(DenseElementsAttr::get(RankedTensorType::get(shape, elem), v));
 }
+
+/// Begin and end pads of a window op: explicit `pads`, or auto_pad's SAME
+/// (output = ceil(in / stride), extra pad at the end for SAME_UPPER, at the
+/// beginning for SAME_LOWER) or VALID.
+FailureOr<SmallVector<int64_t>> NodeImporter::windowPads(const onnx::NodeProto &n,
+                                                         ArrayRef<int64_t> in,
+                                                         ArrayRef<int64_t> kernel,
+                                                         ArrayRef<int64_t> strides,
+                                                         ArrayRef<int64_t> dilations) {
+  size_t k = in.size();
+  // Bounded so the window arithmetic below (and in every kernel) cannot
+  // overflow: a dilation of 2^63 - 1 made a negative extent.
+  constexpr int64_t kMaxWindow = int64_t(1) << 31;
+  for (size_t d = 0; d < k && d < strides.size() && d < dilations.size(); ++d)
+    if (strides[d] < 1 || strides[d] > kMaxWindow || dilations[d] < 1 ||
+        dilations[d] > kMaxWindow || kernel[d] < 1 || kernel[d] > kMaxWindow)
+      return FailureOr<SmallVector<int64_t>>(
+          nodeError(n) << "strides, dilations and kernel extents must be in [1, 2^31]; axis "
+                       << d << " has stride " << strides[d] << ", dilation " << dilations[d]
+                       << ", kernel " << kernel[d]);
+  DS_TRY(autoPad, stringAttr(n, "auto_pad", "NOTSET"));
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (autoPad == "NOTSET") {
+    DS_TRY(p, intsAttr(n, "pads"));
+    if (p) {
+      if (p->size() != 2 * k)
+        return FailureOr<SmallVector<int64_t>>(nodeError(n) << "pads needs " << 2 * k << " entries");
+      pads = *p;
+      for (int64_t v : pads)
+        if (v < 0 || v > kMaxWindow)
+          return FailureOr<SmallVector<int64_t>>(nodeError(n)
+                                                 << "pads must be in [0, 2^31], got " << v);
+    }
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t d = 0; d < k; ++d) {
+      int64_t out = (in[d] + strides[d] - 1) / strides[d];
+      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 - in[d]);
+      int64_t small = total / 2, big = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : big;
+      pads[d + k] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autoPad != "VALID") {
+    return FailureOr<SmallVector<int64_t>>(nodeError(n) << "unknown auto_pad '" << autoPad << "'");
+  }
+  return pads;
+}
+
+/// ONNX Conv's attributes (kernel_shape, strides, dilations, group, pads
+/// or auto_pad) over x, w and an optional bias: Conv, and the f32
+/// convolution QLinearConv and ConvInteger are written as.
+FailureOr<Value> NodeImporter::convolution(const onnx::NodeProto &n, Value x, Value w,
+                                           Value bias) {
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3 || typeOf(w).getRank() != rank)
+    return FailureOr<Value>(nodeError(n) << "input and weight must be [N, C, spatial...] and "
+                                            "[M, C/group, k...]");
+  size_t k = rank - 2;
+  ArrayRef<int64_t> kernel = typeOf(w).getShape().drop_front(2);
+  DS_TRY(ks, intsAttr(n, "kernel_shape"));
+  if (ks && ArrayRef<int64_t>(*ks) != kernel)
+    return FailureOr<Value>(nodeError(n) << "kernel_shape " << extents(*ks)
+                                         << " disagrees with the weight's kernel "
+                                         << extents(kernel));
+  DS_TRY(st, intsAttr(n, "strides"));
+  DS_TRY(dl, intsAttr(n, "dilations"));
+  DS_TRY(group, intAttr(n, "group", 1));
+  SmallVector<int64_t> strides = st ? *st : SmallVector<int64_t>(k, 1);
+  SmallVector<int64_t> dilations = dl ? *dl : SmallVector<int64_t>(k, 1);
+  if (strides.size() != k || dilations.size() != k)
+    return FailureOr<Value>(nodeError(n)
+                            << "strides and dilations need one entry per spatial dimension");
+  DS_TRY(pads, windowPads(n, typeOf(x).getShape().drop_front(2), kernel, strides, dilations));
+  SmallVector<int64_t> shape{typeOf(x).getDimSize(0), typeOf(w).getDimSize(0)};
+  for (size_t d = 0; d < k; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t padded = typeOf(x).getDimSize(d + 2) + pads[d] + pads[d + k];
+    if (strides[d] <= 0 || padded < span)
+      return FailureOr<Value>(nodeError(n) << "the kernel does not fit the input");
+    shape.push_back((padded - span) / strides[d] + 1);
+  }
+  SmallVector<Value> operands{x, w};
+  if (bias) operands.push_back(bias);
+  return buildTyped<ConvOp>(RankedTensorType::get(shape, typeOf(x).getElementType()), operands,
+                            {arrAttr("strides", strides), arrAttr("dilations", dilations),
+                             arrAttr("pads", pads), i64Attr("group", group),
+                             convSegments(bias != nullptr)});
+}
+

@@ -51,6 +51,14 @@
 
 namespace mlir::ds::importer {
 
+/// "[3, 3]": a kernel's extents, for messages.
+inline std::string extents(ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+
 /// The importer's state for one model, shared by the core and every
 /// handler.
 struct ImportState {
@@ -466,6 +474,10 @@ protected:
   FailureOr<Value> padWith(const onnx::NodeProto &n, Value x, ArrayRef<int64_t> lo,
                            ArrayRef<int64_t> hi, StringRef mode, Attribute fill);
   Value iota(int64_t n, int64_t axis, int64_t rank, Type elem);
+  FailureOr<SmallVector<int64_t>> windowPads(const onnx::NodeProto &n, ArrayRef<int64_t> in,
+                                             ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                             ArrayRef<int64_t> dilations);
+  FailureOr<Value> convolution(const onnx::NodeProto &n, Value x, Value w, Value bias);
 
   MLIRContext *ctx_;
   OpBuilder &b_;

@@ -1,7 +1,9 @@
 //===- QuantizationOps.cpp - ONNX quantization ops ------------------------===//
 //
-// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger
-// and QLinearMatMul: compositions of round, clip, cast and integer matmul.
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+// QLinearMatMul, ConvInteger and QLinearConv: compositions of round, clip,
+// cast, integer matmul and convolution. ds-raise-quantized-matmul turns
+// the products and convolutions of these compositions into int8 kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterCore.h"
@@ -23,9 +25,16 @@ public:
   LogicalResult dynamicQuantizeLinear(const onnx::NodeProto &n);
   LogicalResult matmulInteger(const onnx::NodeProto &n);
   LogicalResult qlinearMatmul(const onnx::NodeProto &n);
+  LogicalResult convInteger(const onnx::NodeProto &n);
+  LogicalResult qlinearConv(const onnx::NodeProto &n);
 
 private:
+  FailureOr<Value> dequantized(const onnx::NodeProto &n, Value x, Value scale, Value zeroPoint,
+                               int64_t axis, Type f, int64_t block = 0);
   FailureOr<Value> alongAxis(const onnx::NodeProto &n, Value v, Value x, int64_t axis);
+  FailureOr<Value> blocked(const onnx::NodeProto &n, Value v, Value x, int64_t axis, int64_t block);
+  LogicalResult divisorScale(const onnx::NodeProto &n, Value scale, StringRef name);
+  LogicalResult integerOperands(const onnx::NodeProto &n, Value x, Value xz, Value w, Value wz);
   FailureOr<Value> quantize(const onnx::NodeProto &n, Value y, Value zeroPoint, Type qType);
   FailureOr<Value> centered(const onnx::NodeProto &n, Value x, Value zeroPoint, bool rowwise);
 };
@@ -44,6 +53,54 @@ FailureOr<Value> QuantizationImporter::alongAxis(const onnx::NodeProto &n, Value
   SmallVector<int64_t> shape(rank, 1);
   shape[axis] = vt.getDimSize(0);
   return reshape(v, shape);
+}
+
+/// A scale the node divides by (QuantizeLinear's, QLinear ops' output
+/// scale), when known at compile time, must be nonzero and finite: a zero
+/// would make every value the type's bound (or undefined, for NaN).
+LogicalResult QuantizationImporter::divisorScale(const onnx::NodeProto &n, Value scale,
+                                                 StringRef name) {
+  DenseElementsAttr d = constantOf(scale);
+  if (auto p = !d && scale ? scale.getDefiningOp<ParameterOp>() : ParameterOp())
+    d = dyn_cast<DenseElementsAttr>(p.getValue());
+  if (!d || !isa<FloatType>(d.getElementType())) return success();
+  int64_t i = 0;
+  for (APFloat v : d.getValues<APFloat>()) {
+    if (v.isZero() || !v.isFinite())
+      return nodeError(n) << name << " must be nonzero and finite; element " << i << " is "
+                          << v.convertToDouble();
+    ++i;
+  }
+  return success();
+}
+
+/// A blocked scale or zero point (`block_size` B, opset 21): x's shape but
+/// ceil(D / B) along `axis`, each entry serving B consecutive elements.
+/// Repeated B times along the axis and cut to D, it is x's shape.
+FailureOr<Value> QuantizationImporter::blocked(const onnx::NodeProto &n, Value v, Value x,
+                                               int64_t axis, int64_t block) {
+  RankedTensorType vt = typeOf(v), xt = typeOf(x);
+  const int64_t rank = xt.getRank();
+  if (block < 0 || failed(normalizeAxis(n, axis, rank)))
+    return FailureOr<Value>(nodeError(n) << "block_size must be positive");
+  const int64_t d = xt.getDimSize(axis), blocks = (d + block - 1) / block;
+  SmallVector<int64_t> want(xt.getShape());
+  want[axis] = blocks;
+  if (vt.getShape() != ArrayRef<int64_t>(want))
+    return FailureOr<Value>(nodeError(n) << "a blocked scale or zero point must be "
+                                         << extents(want) << " (x's shape with ceil(" << d << " / "
+                                         << block << ") along axis " << axis << "), got "
+                                         << extents(vt.getShape()));
+  SmallVector<int64_t> split(want), repeated(want);
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, block);
+  DS_TRY(col, reshape(v, split));
+  DS_TRY(e, buildTyped<ExpandOp>(RankedTensorType::get(repeated, vt.getElementType()), col));
+  SmallVector<int64_t> flat(want);
+  flat[axis] = blocks * block;
+  DS_TRY(whole, reshape(e, flat));
+  if (blocks * block == d) return whole;
+  return sliceAxis(whole, axis, 0, 1, d);
 }
 
 /// round-half-even(y) + zero point, saturated to qType (ONNX's QuantizeLinear
@@ -77,7 +134,6 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
   DS_TRY(axis, intAttr(n, "axis", 1));
   DS_TRY(block, intAttr(n, "block_size", 0));
   DS_TRY(saturate, intAttr(n, "saturate", 1));
-  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
   (void)saturate; // only meaningful for float8 outputs, which ds rejects below
   Type qType = zp0 ? typeOf(zp0).getElementType() : b_.getIntegerType(8, false);
   DS_TRY(outType, intAttr(n, "output_dtype", 0));
@@ -88,13 +144,15 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
   }
   // The division runs in the scale's type unless `precision` (opset 23)
   // names another.
+  if (failed(divisorScale(n, scale0, "y_scale"))) return failure();
   DS_TRY(f, typeAttrOr(n, "precision", typeOf(scale0).getElementType()));
   DS_TRY(x, castTo(x0, f));
   DS_TRY(scale1, castTo(scale0, f));
-  DS_TRY(scale, alongAxis(n, scale1, x, axis));
+  auto laid = [&](Value v) { return block ? blocked(n, v, x, axis, block) : alongAxis(n, v, x, axis); };
+  DS_TRY(scale, laid(scale1));
   Value zp;
   if (zp0) {
-    DS_TRY(z, alongAxis(n, zp0, x, axis));
+    DS_TRY(z, laid(zp0));
     zp = z;
   }
   DS_TRY(scaled, build<DivOp>({x, scale}));
@@ -103,27 +161,34 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
   return success();
 }
 
+/// (x - zero point) * scale in `f`, the scale and zero point scalars or
+/// laid along `axis` (DequantizeLinear's arithmetic).
+FailureOr<Value> QuantizationImporter::dequantized(const onnx::NodeProto &n, Value x0, Value scale0,
+                                                   Value zp0, int64_t axis, Type f, int64_t block) {
+  DS_TRY(x, castTo(x0, f));
+  DS_TRY(scale1, castTo(scale0, f));
+  auto laid = [&](Value v) { return block ? blocked(n, v, x, axis, block) : alongAxis(n, v, x, axis); };
+  DS_TRY(scale, laid(scale1));
+  Value centeredX = x;
+  if (zp0) {
+    DS_TRY(z, laid(zp0));
+    DS_TRY(zf, castTo(z, f));
+    DS_TRY(c, build<SubOp>({x, zf}));
+    centeredX = c;
+  }
+  return build<MulOp>({centeredX, scale});
+}
+
 LogicalResult QuantizationImporter::dequantizeLinear(const onnx::NodeProto &n) {
   DS_TRY(x0, required(n, 0));
   DS_TRY(scale0, required(n, 1));
   Value zp0 = input(n, 2);
   DS_TRY(axis, intAttr(n, "axis", 1));
   DS_TRY(block, intAttr(n, "block_size", 0));
-  if (block != 0) return nodeError(n) << "blocked quantization (block_size) is not supported";
   // The output (and the product's precision) is the scale's type unless
   // `output_dtype` (opset 23) names another.
   DS_TRY(f, typeAttrOr(n, "output_dtype", typeOf(scale0).getElementType()));
-  DS_TRY(x, castTo(x0, f));
-  DS_TRY(scale1, castTo(scale0, f));
-  DS_TRY(scale, alongAxis(n, scale1, x, axis));
-  Value centeredX = x;
-  if (zp0) {
-    DS_TRY(z, alongAxis(n, zp0, x, axis));
-    DS_TRY(zf, castTo(z, f));
-    DS_TRY(c, build<SubOp>({x, zf}));
-    centeredX = c;
-  }
-  DS_TRY(y, build<MulOp>({centeredX, scale}));
+  DS_TRY(y, dequantized(n, x0, scale0, zp0, axis, f, block));
   setOutput(n, 0, y);
   return success();
 }
@@ -207,6 +272,7 @@ LogicalResult QuantizationImporter::qlinearMatmul(const onnx::NodeProto &n) {
   DS_TRY(bScale, required(n, 4));
   DS_TRY(yScale, required(n, 6));
   DS_TRY(yZp, required(n, 7));
+  if (failed(divisorScale(n, yScale, "y_scale"))) return failure();
   DS_TRY(ac, centered(n, a, input(n, 2), true));
   DS_TRY(bc, centered(n, bm, input(n, 5), false));
   DS_TRY(prod, build<MatmulOp>({ac, bc}));
@@ -225,10 +291,86 @@ LogicalResult QuantizationImporter::qlinearMatmul(const onnx::NodeProto &n) {
   return success();
 }
 
+/// ConvInteger's and QLinearConv's x and w: 8-bit integers, each zero point
+/// (if given) of its operand's type.
+LogicalResult QuantizationImporter::integerOperands(const onnx::NodeProto &n, Value x, Value xz,
+                                                    Value w, Value wz) {
+  for (auto [v, z, name] : {std::tuple{x, xz, "x"}, std::tuple{w, wz, "w"}}) {
+    auto it = dyn_cast<IntegerType>(typeOf(v).getElementType());
+    if (!it || it.getWidth() != 8)
+      return nodeError(n) << name << " must be int8 or uint8, not " << typeOf(v).getElementType();
+    if (z && typeOf(z).getElementType() != it)
+      return nodeError(n) << name << "_zero_point must have " << name << "'s type";
+  }
+  return success();
+}
+
+// ConvInteger: the convolution of the centered integers, in i32. It is
+// computed on their f32 values: exact while each sum stays within 2^24 in
+// magnitude (ds.quantized_conv, which ds-raise-quantized-matmul makes of it
+// for a constant weight, sums in int32 and rounds the same way past that).
+LogicalResult QuantizationImporter::convInteger(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  Value xz = input(n, 2), wz = input(n, 3);
+  if (failed(integerOperands(n, x, xz, w, wz))) return failure();
+  if (xz && typeOf(xz).getNumElements() != 1)
+    return nodeError(n) << "x_zero_point must be one value (per-channel input zero points are "
+                           "not supported)";
+  Type f = b_.getF32Type();
+  Value one = scalar(f, 1.0);
+  DS_TRY(xf, dequantized(n, x, one, xz, 1, f));
+  DS_TRY(wf, dequantized(n, w, one, wz, 0, f));
+  DS_TRY(y, convolution(n, xf, wf, nullptr));
+  DS_TRY(r, castTo(y, b_.getI32Type()));
+  setOutput(n, 0, r);
+  return success();
+}
+
+// QLinearConv: the convolution of the dequantized input and weight (per
+// output channel scales and zero points), the int32 bias at scale
+// x_scale * w_scale, requantized to y's scale and zero point.
+LogicalResult QuantizationImporter::qlinearConv(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(xs, required(n, 1));
+  DS_TRY(w, required(n, 3));
+  DS_TRY(ws, required(n, 4));
+  DS_TRY(ys, required(n, 6));
+  Value xz = input(n, 2), wz = input(n, 5), yz = input(n, 7), bias = input(n, 8);
+  if (failed(divisorScale(n, ys, "y_scale"))) return failure();
+  if (failed(integerOperands(n, x, xz, w, wz))) return failure();
+  Type f = typeOf(xs).getElementType();
+  if (!f.isF32() || typeOf(ws).getElementType() != f || typeOf(ys).getElementType() != f)
+    return nodeError(n) << "scales must be f32";
+  if (typeOf(xs).getNumElements() != 1 || typeOf(ys).getNumElements() != 1 ||
+      (xz && typeOf(xz).getNumElements() != 1) || (yz && typeOf(yz).getNumElements() != 1))
+    return nodeError(n) << "x and y take one scale and zero point each";
+  DS_TRY(xf, dequantized(n, x, xs, xz, 1, f));
+  DS_TRY(wf, dequantized(n, w, ws, wz, 0, f));
+  Value b;
+  if (bias) {
+    if (!typeOf(bias).getElementType().isInteger(32) || typeOf(bias).getRank() != 1)
+      return nodeError(n) << "B must be a 1-D int32 tensor";
+    DS_TRY(bscale, build<MulOp>({xs, ws}));
+    DS_TRY(bs, reshape(bscale, {typeOf(bscale).getNumElements()}));
+    DS_TRY(bf, castTo(bias, f));
+    DS_TRY(bd, build<MulOp>({bf, bs}));
+    b = bd;
+  }
+  DS_TRY(yf, convolution(n, xf, wf, b));
+  DS_TRY(scaled, build<DivOp>({yf, ys}));
+  Type qType = yz ? typeOf(yz).getElementType() : b_.getIntegerType(8, false);
+  DS_TRY(y, quantize(n, scaled, yz, qType));
+  setOutput(n, 0, y);
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerQuantizationHandlers(HandlerTable &t) {
   using I = QuantizationImporter;
+  t.add<I, &I::convInteger>("ConvInteger");
+  t.add<I, &I::qlinearConv>("QLinearConv");
   t.add<I, &I::quantizeLinear>("QuantizeLinear");
   t.add<I, &I::dequantizeLinear>("DequantizeLinear");
   t.add<I, &I::dynamicQuantizeLinear>("DynamicQuantizeLinear");

@@ -55,7 +55,8 @@ Value transpose(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
 
 /// An inference convolution: f32, 1 to 3 spatial dimensions, weights known
 /// before the run (a training forward's weights are loaded state).
-bool eligible(ConvOp conv) {
+/// (ds.quantized_conv's int8 kernels compute channels-last too.)
+template <typename ConvLike> bool eligible(ConvLike conv) {
   Operation *w = conv.getWeight().getDefiningOp();
   int64_t rank = conv.getInput().getType().getRank();
   return !conv.getChannelsLast() && rank >= 3 && rank <= 5 &&
@@ -66,11 +67,12 @@ bool eligible(ConvOp conv) {
 struct ConvChannelsLastPass
     : public mlir::ds::impl::ConvChannelsLastPassBase<ConvChannelsLastPass> {
   void runOnOperation() override {
-    SmallVector<ConvOp> convs;
-    getOperation().walk([&](ConvOp c) {
-      if (eligible(c)) convs.push_back(c);
+    SmallVector<Operation *> convs;
+    getOperation().walk([&](Operation *op) {
+      if (auto c = dyn_cast<ConvOp>(op); c && eligible(c)) convs.push_back(op);
+      if (auto c = dyn_cast<QuantizedConvOp>(op); c && eligible(c)) convs.push_back(op);
     });
-    for (ConvOp conv : convs) toChannelsLast(conv);
+    for (Operation *conv : convs) toChannelsLast(conv);
     if (convs.empty()) return;
     // Sink transposes through elementwise users until nothing moves.
     bool changed = true;
@@ -379,25 +381,29 @@ struct ConvChannelsLastPass
     return true;
   }
 
-  void toChannelsLast(ConvOp conv) {
+  /// A ds.conv or ds.quantized_conv (input first, addend last).
+  void toChannelsLast(Operation *conv) {
     OpBuilder b(conv);
-    int64_t rank = conv.getInput().getType().getRank();
-    Value x = transpose(b, conv.getLoc(), conv.getInput(), toLast(rank));
+    Value input = conv->getOperand(0);
+    Value convAddend = isa<ConvOp>(conv) ? cast<ConvOp>(conv).getAddend()
+                                         : cast<QuantizedConvOp>(conv).getAddend();
+    int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+    Value x = transpose(b, conv->getLoc(), input, toLast(rank));
     // A residual folded in already is read in the result's layout (its
     // transpose made before the convolution that reads it).
     Value addend;
-    if (conv.getAddend()) addend = transpose(b, conv.getLoc(), conv.getAddend(), toLast(rank));
-    auto resultType = conv.getType();
+    if (convAddend) addend = transpose(b, conv->getLoc(), convAddend, toLast(rank));
+    auto resultType = cast<RankedTensorType>(conv->getResult(0).getType());
     SmallVector<int64_t> shape;
     for (int64_t p : toLast(rank)) shape.push_back(resultType.getDimSize(p));
     Operation *cl = b.clone(*conv);
     cl->setOperand(0, x);
     if (addend) cl->setOperand(cl->getNumOperands() - 1, addend);
     cl->getResult(0).setType(RankedTensorType::get(shape, resultType.getElementType()));
-    cast<ConvOp>(cl).setChannelsLast(true);
-    Value back = transpose(b, conv.getLoc(), cl->getResult(0), toFirst(rank));
-    conv.getResult().replaceAllUsesWith(back);
-    conv.erase();
+    cl->setAttr("channels_last", b.getUnitAttr());
+    Value back = transpose(b, conv->getLoc(), cl->getResult(0), toFirst(rank));
+    conv->getResult(0).replaceAllUsesWith(back);
+    conv->erase();
     ++numConvs;
   }
 

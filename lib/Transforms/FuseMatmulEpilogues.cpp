@@ -322,7 +322,8 @@ struct FuseMatmulEpiloguesPass
                    b, loc, productType, q.getLhs(), q.getWeight(), q.getScale(), q.getZeroPoint(),
                    bias, addend, q.getBitsAttr(), q.getGroupSizeAttr(), q.getActivationQuantAttr(),
                    b.getF64FloatAttr(e.alpha), ActivationAttr::get(b.getContext(), e.activation),
-                   CombineAttr::get(b.getContext(), e.combine))
+                   CombineAttr::get(b.getContext(), e.combine), q.getInputScaleAttr(),
+                   q.getInputZeroPointAttr())
                    .getResult();
     } else {
       auto mm = cast<MatmulOp>(m);

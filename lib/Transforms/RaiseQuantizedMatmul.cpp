@@ -6,6 +6,13 @@
 // the chain and gives it to ds.quantized_matmul, whose kernels run it on
 // int8 dot products with the same uint8 activations.
 //
+// A QDQ model (onnxruntime's quantize_static, QLinearConv and
+// QLinearMatMul as the importer spells them) multiplies
+// DequantizeLinear(QuantizeLinear(x)) by DequantizeLinear(int8 weight):
+// the same integers, so products and convolutions whose operands are
+// dequantized that way become ds.quantized_matmul with static activations
+// and ds.quantized_conv.
+//
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/DSOps.h"
 #include "ds/Plan/HostEvaluator.h"
@@ -43,13 +50,20 @@ DynamicQuantizeOp dynamicOperand(Value v) {
 }
 
 /// Erases `v`'s defining op and what only it read, as they lose their
-/// last reader.
+/// last reader. A worklist, not recursion: a value reached along two paths
+/// (a scale both QuantizeLinear and DequantizeLinear read) is erased once.
 void eraseIfDead(Value v) {
-  Operation *d = v ? v.getDefiningOp() : nullptr;
-  if (!d || !d->use_empty() || !isa<DSDialect>(d->getDialect())) return;
-  SmallVector<Value> operands(d->getOperands());
-  d->erase();
-  for (Value o : operands) eraseIfDead(o);
+  SmallVector<Operation *> work;
+  if (Operation *d = v ? v.getDefiningOp() : nullptr) work.push_back(d);
+  llvm::SmallPtrSet<Operation *, 16> erased;
+  while (!work.empty()) {
+    Operation *d = work.pop_back_val();
+    if (erased.contains(d) || !d->use_empty() || !isa<DSDialect>(d->getDialect())) continue;
+    for (Value o : d->getOperands())
+      if (Operation *def = o.getDefiningOp()) work.push_back(def);
+    erased.insert(d);
+    d->erase();
+  }
 }
 
 /// The bytes of a value known before the run (a constant, or constants'
@@ -62,6 +76,120 @@ std::optional<std::vector<uint8_t>> bytesOf(Value v, DenseMap<Value, DenseElemen
   FailureOr<std::vector<uint8_t>> b = constantBytes(*d, v.getLoc());
   if (failed(b)) return std::nullopt;
   return std::move(*b);
+}
+
+/// The values of a constant holding integers of an 8-bit type: an i8 or
+/// ui8 constant, or an f32 one (the importer folds a weight's cast) whose
+/// values are whole numbers in [-128, 127] or [0, 255]. `isUnsigned` says
+/// which range.
+std::optional<std::vector<int32_t>> integerValues(Value v, DenseMap<Value, DenseElementsAttr> &memo,
+                                                  bool &isUnsigned) {
+  Type e = tensorType(v).getElementType();
+  std::optional<std::vector<uint8_t>> b = bytesOf(v, memo);
+  if (!b) return std::nullopt;
+  const int64_t n = tensorType(v).getNumElements();
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  if (auto it = dyn_cast<IntegerType>(e); it && it.getWidth() == 8) {
+    isUnsigned = it.isUnsigned();
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = isUnsigned ? (*b)[i] : static_cast<int8_t>((*b)[i]);
+    return out;
+  }
+  if (!e.isF32()) return std::nullopt;
+  const float *f = reinterpret_cast<const float *>(b->data());
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (f[i] != std::floor(f[i])) return std::nullopt;
+    lo = std::min(lo, f[i]), hi = std::max(hi, f[i]);
+  }
+  if (lo >= -128 && hi <= 127) isUnsigned = false;
+  else if (lo >= 0 && hi <= 255) isUnsigned = true;
+  else return std::nullopt;
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(f[i]);
+  return out;
+}
+
+/// A one-element f32 (or integer) constant's value.
+std::optional<double> scalarOf(Value v, DenseMap<Value, DenseElementsAttr> &memo) {
+  if (!v || tensorType(v).getNumElements() != 1) return std::nullopt;
+  std::optional<std::vector<uint8_t>> b = bytesOf(v, memo);
+  if (!b) return std::nullopt;
+  Type e = tensorType(v).getElementType();
+  if (e.isF32()) return *reinterpret_cast<const float *>(b->data());
+  if (auto it = dyn_cast<IntegerType>(e); it && it.getWidth() == 8)
+    return it.isUnsigned() ? (*b)[0] : static_cast<int8_t>((*b)[0]);
+  return std::nullopt;
+}
+
+/// Activations an int8 kernel can take: `source` rounded to uint8 with
+/// `scale` and `zero` gives the integers the product multiplies, and the
+/// product's scale is `scale * fold` times the weight's.
+struct StaticActivation {
+  Value source;
+  double scale = 1, fold = 1;
+  int64_t zero = 0;
+};
+
+/// `v` = (cast_f32(Q) [- zp]) * s, Q of an 8-bit integer type, zp and s
+/// one-element constants (DequantizeLinear). When Q is x quantized with the
+/// same s and zp (QuantizeLinear's division, rounding, zero point and
+/// clamp), x itself with s and zp; otherwise the centered value cast(Q) -
+/// zp with scale 1 (the integers as floats) and s folded into the weight's.
+std::optional<StaticActivation> dequantizedActivation(Value v,
+                                                      DenseMap<Value, DenseElementsAttr> &memo) {
+  auto mul = v.getDefiningOp<MulOp>();
+  if (!mul) return std::nullopt;
+  for (auto [centered, sv] : {std::pair{mul.getLhs(), mul.getRhs()},
+                              std::pair{mul.getRhs(), mul.getLhs()}}) {
+    std::optional<double> s = scalarOf(sv, memo);
+    if (!s || !(*s > 0) || tensorType(centered).getNumElements() == 1 ||
+        !tensorType(centered).getElementType().isF32())
+      continue;
+    Value c = centered;
+    double zp = 0;
+    if (auto sub = centered.getDefiningOp<SubOp>()) {
+      std::optional<double> z = scalarOf(sub.getRhs(), memo);
+      if (!z) return std::nullopt;
+      zp = *z;
+      c = sub.getLhs();
+    }
+    auto cast = c.getDefiningOp<CastOp>();
+    if (!cast) return std::nullopt;
+    Value q = cast.getOperand();
+    auto it = dyn_cast<IntegerType>(tensorType(q).getElementType());
+    if (!it || it.getWidth() != 8) return std::nullopt;
+    const double shift = it.isUnsigned() ? 0 : 128;
+    if (zp != std::floor(zp) || zp + shift < 0 || zp + shift > 255) return std::nullopt;
+    StaticActivation a{centered, 1.0, *s, static_cast<int64_t>(zp + shift)};
+    // QuantizeLinear: cast_q(min(max(round(x / s) [+ zp], lo), hi)).
+    const double lo = -shift, hi = 255 - shift;
+    auto bound = [&](Value y, auto opTag, double want) -> Value {
+      using Op = decltype(opTag);
+      auto op = y.getDefiningOp<Op>();
+      if (!op) return {};
+      for (auto [val, b] : {std::pair{op.getLhs(), op.getRhs()}, std::pair{op.getRhs(), op.getLhs()}})
+        if (std::optional<double> bv = scalarOf(b, memo); bv && *bv == want &&
+                                                           tensorType(val) == tensorType(y))
+          return val;
+      return {};
+    };
+    auto qc = q.getDefiningOp<CastOp>();
+    Value clamped = qc ? qc.getOperand() : Value();
+    Value above = clamped ? bound(clamped, MinOp(), hi) : Value();
+    Value shifted = above ? bound(above, MaxOp(), lo) : Value();
+    // The zero point's add (present, or absent with zero point 0).
+    Value rounded = shifted;
+    if (Value r = shifted ? bound(shifted, AddOp(), zp) : Value()) rounded = r;
+    else if (zp != 0) rounded = {};
+    auto round = rounded ? rounded.getDefiningOp<RoundOp>() : RoundOp();
+    auto div = round ? round.getOperand().getDefiningOp<DivOp>() : DivOp();
+    std::optional<double> s2 = div ? scalarOf(div.getRhs(), memo) : std::nullopt;
+    if (s2 && static_cast<float>(*s2) == static_cast<float>(*s) &&
+        tensorType(div.getLhs()).getElementType().isF32())
+      return StaticActivation{div.getLhs(), *s, 1.0, static_cast<int64_t>(zp + shift)};
+    return a;
+  }
+  return std::nullopt;
 }
 
 struct RaiseQuantizedMatmulPass
@@ -81,6 +209,59 @@ struct RaiseQuantizedMatmulPass
       if (tensorType(m.getResult()).getElementType().isF32()) products.push_back(m);
     });
     for (MatmulOp m : products) raiseDequantizedWeight(m);
+    SmallVector<ConvOp> convs;
+    getOperation().walk([&](ConvOp c) {
+      if (tensorType(c.getResult()).getElementType().isF32()) convs.push_back(c);
+    });
+    for (ConvOp c : convs) raiseConv(c);
+    // QuantizeLinear then DequantizeLinear (a QDQ model's activations that
+    // reach ops other than products) stay in f32: the casts of integers
+    // already rounded and clamped to the integer type are exact, and
+    // without them the fake quantization fuses into one elementwise pass.
+    SmallVector<CastOp> casts;
+    getOperation().walk([&](CastOp c) { casts.push_back(c); });
+    for (CastOp c : casts) elideIntegerRoundTrip(c);
+  }
+
+  /// cast_f32(cast_int8(y)) -> y, when y = clamp(round(v) [+ integer], lo,
+  /// hi) with [lo, hi] inside the integer type's range.
+  void elideIntegerRoundTrip(CastOp back) {
+    auto there = back.getOperand().getDefiningOp<CastOp>();
+    if (!there || back.getType() != there.getOperand().getType() ||
+        !back.getType().getElementType().isF32())
+      return;
+    auto it = dyn_cast<IntegerType>(there.getType().getElementType());
+    if (!it || it.getWidth() != 8) return;
+    const double tlo = it.isUnsigned() ? 0 : -128, thi = it.isUnsigned() ? 255 : 127;
+    Value y = there.getOperand();
+    // min(max(r, lo), hi) or max(min(r, hi), lo), the bounds constants.
+    auto bounded = [&](Value v, bool upper, Value &inner) {
+      Operation *op = v.getDefiningOp();
+      if (!op || !(upper ? isa<MinOp>(op) : isa<MaxOp>(op))) return false;
+      for (int i = 0; i < 2; ++i)
+        if (std::optional<double> b = scalarOf(op->getOperand(1 - i), memo_);
+            b && (upper ? *b <= thi : *b >= tlo) && op->getOperand(i).getType() == v.getType()) {
+          inner = op->getOperand(i);
+          return true;
+        }
+      return false;
+    };
+    Value mid, r;
+    if (!((bounded(y, true, mid) && bounded(mid, false, r)) ||
+          (bounded(y, false, mid) && bounded(mid, true, r))))
+      return;
+    if (auto add = r.getDefiningOp<AddOp>()) {
+      for (int i = 0; i < 2; ++i)
+        if (std::optional<double> z = scalarOf(add->getOperand(1 - i), memo_);
+            z && *z == std::floor(*z) && add->getOperand(i).getType() == r.getType()) {
+          r = add->getOperand(i);
+          break;
+        }
+    }
+    if (!isa_and_nonnull<RoundOp, FloorOp, CeilOp>(r.getDefiningOp())) return;
+    back.getResult().replaceAllUsesWith(y);
+    back->erase();
+    if (there->use_empty()) there->erase();
   }
 
   /// rhs = [transpose]((cast(Q) [- zp]) * scale) in any order of transpose
@@ -119,22 +300,22 @@ struct RaiseQuantizedMatmulPass
         v = c.getOperand();
       } else if (cast && isa<ConstantOp, ParameterOp>(d)) {
         break; // the quantized values (read by other ops too: an embedding)
+      } else if (!cast && scale && isa<ConstantOp>(d)) {
+        break; // the quantized values, their cast to f32 folded
       } else {
         return;
       }
       if (!v.hasOneUse() && !(cast && isa_and_nonnull<ConstantOp, ParameterOp>(v.getDefiningOp())))
         return;
     }
-    // Q: an 8-bit integer constant of the weight's element count.
+    // Q: 8-bit integers (or their f32 cast, folded) of the weight's shape.
     auto qt = tensorType(v);
-    auto it = dyn_cast<IntegerType>(qt.getElementType());
     Operation *qdef = v.getDefiningOp();
-    if (!scale || !it || it.getWidth() != 8 || qt.getRank() != 2 || !qdef ||
-        !isa<ConstantOp, ParameterOp>(qdef))
-      return;
-    std::optional<std::vector<uint8_t>> qb = bytesOf(v, memo_);
+    if (!scale || qt.getRank() != 2 || !qdef || !isa<ConstantOp, ParameterOp>(qdef)) return;
+    bool isUnsigned = false;
+    std::optional<std::vector<int32_t>> qv = integerValues(v, memo_, isUnsigned);
     std::optional<std::vector<uint8_t>> sb = bytesOf(scale, memo_);
-    if (!qb || !sb) return;
+    if (!qv || !sb) return;
     // Stored [R, C]; the product's [K, N] is that or its transpose.
     const int64_t rows = qt.getDimSize(0), cols = qt.getDimSize(1);
     const int64_t n = transposed ? rows : cols, k = transposed ? cols : rows;
@@ -147,7 +328,7 @@ struct RaiseQuantizedMatmulPass
       out.assign(static_cast<size_t>(n), 0.0);
       auto at = [&](int64_t i) -> double {
         if (elemBytes == 4) return reinterpret_cast<const float *>(bytes.data())[i];
-        return it.isUnsigned() ? bytes[i] : static_cast<int8_t>(bytes[i]);
+        return st.getElementType().isUnsignedInteger() ? bytes[i] : static_cast<int8_t>(bytes[i]);
       };
       if (count == 1) {
         for (double &x : out) x = at(0);
@@ -174,7 +355,7 @@ struct RaiseQuantizedMatmulPass
     }
     // [N, K] int8 (uint8 shifted by 128, its zero point with it); zero
     // points must be whole numbers in int8's range.
-    const int shift = it.isUnsigned() ? 128 : 0;
+    const int shift = isUnsigned ? 128 : 0;
     std::vector<int8_t> q(static_cast<size_t>(n * k)), z(static_cast<size_t>(n));
     bool anyZero = false;
     for (int64_t c = 0; c < n; ++c) {
@@ -185,10 +366,16 @@ struct RaiseQuantizedMatmulPass
     }
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
-        const int raw = it.isUnsigned() ? (*qb)[r * cols + c] : static_cast<int8_t>((*qb)[r * cols + c]);
+        const int raw = (*qv)[r * cols + c];
         const int64_t nn = transposed ? r : c, kk = transposed ? c : r;
         q[nn * k + kk] = static_cast<int8_t>(raw - shift);
       }
+    // Activations dequantized from 8-bit integers (a QDQ model's) multiply
+    // as those integers: static_per_tensor (the weight symmetric).
+    std::optional<StaticActivation> act;
+    if (!anyZero) act = dequantizedActivation(m.getLhs(), memo_);
+    if (act)
+      for (double &sc : scales) sc *= act->fold;
     OpBuilder b(m);
     Location loc = m.getLoc();
     MLIRContext *ctx = b.getContext();
@@ -202,15 +389,85 @@ struct RaiseQuantizedMatmulPass
     if (anyZero)
       zv = ConstantOp::create(
           b, loc, DenseElementsAttr::get(RankedTensorType::get({n}, i8), ArrayRef<int8_t>(z)));
+    Value lhs = m.getLhs();
     auto qm = QuantizedMatmulOp::create(
-        b, loc, m.getType(), m.getLhs(), weight, sv, zv, Value(), Value(), b.getI64IntegerAttr(8),
-        b.getI64IntegerAttr(0), ActivationQuantAttr::get(ctx, ActivationQuant::None),
+        b, loc, m.getType(), act ? act->source : lhs, weight, sv, zv, Value(), Value(),
+        b.getI64IntegerAttr(8), b.getI64IntegerAttr(0),
+        ActivationQuantAttr::get(ctx, act ? ActivationQuant::StaticPerTensor : ActivationQuant::None),
         b.getF64FloatAttr(1.0), ActivationAttr::get(ctx, Activation::None),
-        CombineAttr::get(ctx, Combine::Add));
+        CombineAttr::get(ctx, Combine::Add), act ? b.getF64FloatAttr(act->scale) : FloatAttr(),
+        act ? b.getI64IntegerAttr(act->zero) : IntegerAttr());
     m.getResult().replaceAllUsesWith(qm.getResult());
     m->erase();
     eraseIfDead(w);
+    eraseIfDead(lhs);
     ++numRaised;
+  }
+
+  /// conv(DequantizeLinear(Q(x)), DequantizeLinear(int8 weight)), the
+  /// weight's zero points 0 and its scales one per output channel (or one):
+  /// ds.quantized_conv on the integers.
+  void raiseConv(ConvOp conv) {
+    if (conv.getChannelsLast()) return;
+    Value w = conv.getWeight();
+    auto mul = w.getDefiningOp<MulOp>();
+    if (!mul || !w.hasOneUse()) return;
+    RankedTensorType wt = tensorType(w);
+    const int64_t m = wt.getDimSize(0);
+    for (auto [qs, ss] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}}) {
+      if (tensorType(qs) != wt) continue;
+      // The scale: one value, or [M, 1, ...] along the output channels.
+      RankedTensorType st = tensorType(ss);
+      if (st.getNumElements() != 1 &&
+          (st.getRank() != wt.getRank() || st.getDimSize(0) != m || st.getNumElements() != m))
+        continue;
+      std::optional<std::vector<uint8_t>> sb = bytesOf(ss, memo_);
+      if (!sb || !st.getElementType().isF32()) continue;
+      // The integers: cast(Q) [- 0], or their f32 constant.
+      Value qv = qs;
+      if (auto sub = qv.getDefiningOp<SubOp>()) {
+        std::optional<double> z = scalarOf(sub.getRhs(), memo_);
+        bool zu = false;
+        std::optional<std::vector<int32_t>> zs =
+            z ? std::nullopt : integerValues(sub.getRhs(), memo_, zu);
+        if (!(z && *z == 0) && !(zs && llvm::all_of(*zs, [](int32_t v) { return v == 0; })))
+          return; // an asymmetric weight: the int8 kernel takes none
+        qv = sub.getLhs();
+      }
+      if (auto cast = qv.getDefiningOp<CastOp>()) qv = cast.getOperand();
+      if (!isa_and_nonnull<ConstantOp, ParameterOp>(qv.getDefiningOp())) return;
+      bool isUnsigned = false;
+      std::optional<std::vector<int32_t>> ints = integerValues(qv, memo_, isUnsigned);
+      if (!ints || isUnsigned) return; // uint8 weights: the kernel is u8 x s8
+      std::optional<StaticActivation> act = dequantizedActivation(conv.getInput(), memo_);
+      if (!act) return;
+      const float *sv = reinterpret_cast<const float *>(sb->data());
+      std::vector<float> scales(static_cast<size_t>(m));
+      for (int64_t c = 0; c < m; ++c)
+        scales[c] = static_cast<float>(sv[st.getNumElements() == 1 ? 0 : c] * act->fold);
+      std::vector<int8_t> q(ints->begin(), ints->end());
+        OpBuilder b(conv);
+      Location loc = conv.getLoc();
+      Value weight = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get(wt.getShape(), b.getIntegerType(8)),
+                                 ArrayRef<int8_t>(q)));
+      Value scale = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({m}, b.getF32Type()), ArrayRef<float>(scales)));
+      Value input = conv.getInput();
+      auto qc = QuantizedConvOp::create(
+          b, loc, conv.getType(), act->source, weight, scale, conv.getBias(), conv.getAddend(),
+          conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(), conv.getGroupAttr(),
+          b.getF64FloatAttr(act->scale), b.getI64IntegerAttr(act->zero), conv.getClipMinAttr(),
+          conv.getClipMaxAttr(), conv.getChannelsLastAttr(), conv.getActivationAttr());
+      conv.getResult().replaceAllUsesWith(qc.getResult());
+      conv->erase();
+      eraseIfDead(w);
+      eraseIfDead(input);
+      ++numRaised;
+      return;
+    }
   }
 
   /// Of binary `op`'s operands, the small one known before the run (a
@@ -286,7 +543,8 @@ struct RaiseQuantizedMatmulPass
           b, loc, m.getType(), dq.getOperand(), weight, scale, Value(), Value(), Value(),
           b.getI64IntegerAttr(8), b.getI64IntegerAttr(0),
           ActivationQuantAttr::get(ctx, ActivationQuant::DynamicPerTensor), b.getF64FloatAttr(1.0),
-          ActivationAttr::get(ctx, Activation::None), CombineAttr::get(ctx, Combine::Add));
+          ActivationAttr::get(ctx, Activation::None), CombineAttr::get(ctx, Combine::Add),
+          FloatAttr(), IntegerAttr());
       m.getResult().replaceAllUsesWith(q.getResult());
       m->erase();
       cast->erase();

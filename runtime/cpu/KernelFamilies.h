@@ -20,5 +20,6 @@ void registerConvKernels(KernelRegistry &r);
 void registerFusedElementwiseKernel(KernelRegistry &r);
 void registerAttentionKernel(KernelRegistry &r);
 void registerQuantizedMatmulKernel(KernelRegistry &r);
+void registerQuantizedConvKernel(KernelRegistry &r);
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

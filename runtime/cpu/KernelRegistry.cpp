@@ -63,6 +63,12 @@ const plan::Attribute *findAttr(const plan::Step &s, const std::string &n) {
 }
 } // namespace
 
+absl::StatusOr<bool> KernelContext::flagAttr(const std::string &name) const {
+  if (!hasAttr(name)) return false;
+  DS_ASSIGN_OR_RETURN(int64_t v, intAttr(name));
+  return v != 0;
+}
+
 absl::StatusOr<int64_t> KernelContext::intAttr(const std::string &name) const {
   const auto *a = findAttr(step, name);
   if (!a || a->value_case() != plan::Attribute::kI)

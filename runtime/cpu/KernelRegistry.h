@@ -25,6 +25,8 @@ struct KernelContext {
                            const char *what) const;
   bool hasAttr(const std::string &name) const { return step.attrs().count(name) != 0; }
   absl::StatusOr<int64_t> intAttr(const std::string &name) const;
+  /// An integer attribute read as a flag: absent or 0 is false.
+  absl::StatusOr<bool> flagAttr(const std::string &name) const;
   absl::StatusOr<double> floatAttr(const std::string &name) const;
   absl::StatusOr<std::string> stringAttr(const std::string &name) const;
   absl::StatusOr<std::vector<int64_t>> intsAttr(const std::string &name) const;

@@ -748,15 +748,10 @@ absl::Status rowEpilogue(const KernelContext &c, bool softmax, bool hasMask, Epi
 /// optional `bias` and `addend` operands that follow, as the step's flags
 /// say. f32 only.
 absl::StatusOr<PreparedStep> prepareFusedMatmul(const KernelContext &c) {
-  auto flag = [&](const char *name) -> absl::StatusOr<bool> {
-    if (!c.hasAttr(name)) return false;
-    DS_ASSIGN_OR_RETURN(int64_t v, c.intAttr(name));
-    return v != 0;
-  };
-  DS_ASSIGN_OR_RETURN(bool hasBias, flag("bias"));
-  DS_ASSIGN_OR_RETURN(bool hasAddend, flag("addend"));
-  DS_ASSIGN_OR_RETURN(bool hasMask, flag("mask"));
-  DS_ASSIGN_OR_RETURN(bool softmax, flag("softmax"));
+  DS_ASSIGN_OR_RETURN(bool hasBias, c.flagAttr("bias"));
+  DS_ASSIGN_OR_RETURN(bool hasAddend, c.flagAttr("addend"));
+  DS_ASSIGN_OR_RETURN(bool hasMask, c.flagAttr("mask"));
+  DS_ASSIGN_OR_RETURN(bool softmax, c.flagAttr("softmax"));
   const size_t arity = 2 + hasBias + hasAddend + hasMask;
   // A second result: the activation's input (pre_activation).
   const bool hasPre = c.out.size() == 2;

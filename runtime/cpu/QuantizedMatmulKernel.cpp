@@ -35,7 +35,11 @@
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
-enum class ActQuant { None, PerRow, PerTensor };
+enum class ActQuant { None, PerRow, PerTensor, Static };
+
+/// Activations rounded to uint8 with one scale and zero point: the data's
+/// (dynamic per tensor) or fixed at compile time (static).
+bool perTensor(ActQuant aq) { return aq == ActQuant::PerTensor || aq == ActQuant::Static; }
 
 /// ONNX DynamicQuantizeLinear's scale and zero point for [lo, hi] widened
 /// to include 0.
@@ -55,9 +59,20 @@ void dynamicRange(float lo, float hi, float &scale, uint8_t &zero) {
 /// dequantized (x' = q * scale, per row or per tensor). `rowScale`, if
 /// given, gets each row's scale (per tensor: the tensor's), `q` the
 /// quantized values (s8 per row, u8 per tensor), `zero` the tensor's zero
-/// point.
+/// point. Static quantization reads its scale and zero point from
+/// `rowScale[0]` and `*zero`.
 void quantizeRows(ActQuant aq, const float *x, int64_t rows, int64_t k, float *dequant,
                   float *rowScale, void *q, uint8_t *zero) {
+  if (aq == ActQuant::Static) {
+    const float s = rowScale[0];
+    const uint8_t z = *zero;
+    parallelFor(rows * k, 1 << 14, [&](int64_t i0, int64_t i1) {
+      roundToUint8(x + i0, i1 - i0, s, z, q ? static_cast<uint8_t *>(q) + i0 : nullptr,
+                   dequant ? dequant + i0 : nullptr);
+    });
+    std::fill(rowScale, rowScale + rows, s);
+    return;
+  }
   if (aq == ActQuant::PerTensor) {
     const int64_t total = rows * k;
     // The range in parallel chunks, then one scale for all.
@@ -89,26 +104,11 @@ void quantizeRows(ActQuant aq, const float *x, int64_t rows, int64_t k, float *d
     float s;
     uint8_t z;
     dynamicRange(lo, hi, s, z);
-    const float zf = z;
     parallelFor(chunks, 1, [&](int64_t c0, int64_t c1) {
-      // Locals: stores through uint8_t may alias anything, so captured
-      // references would be reloaded every element and the loops stay scalar.
-      const float sc = s, zl = zf;
-      const float *__restrict xs = x;
-      uint8_t *__restrict qc = static_cast<uint8_t *>(q);
-      float *__restrict dq = dequant;
       for (int64_t ch = c0; ch < c1; ++ch) {
         const int64_t i0 = ch * kChunk, i1 = std::min(total, i0 + kChunk);
-        // ONNX's x / scale (a division, as its decomposition does).
-        if (qc)
-#pragma omp simd
-          for (int64_t i = i0; i < i1; ++i)
-            qc[i] = static_cast<uint8_t>(static_cast<int32_t>(
-                std::min(std::max(std::nearbyint(xs[i] / sc) + zl, 0.0f), 255.0f)));
-        if (dq)
-#pragma omp simd
-          for (int64_t i = i0; i < i1; ++i)
-            dq[i] = (std::min(std::max(std::nearbyint(xs[i] / sc) + zl, 0.0f), 255.0f) - zl) * sc;
+        roundToUint8(x + i0, i1 - i0, s, z, q ? static_cast<uint8_t *>(q) + i0 : nullptr,
+                     dequant ? dequant + i0 : nullptr);
       }
     });
     if (s == 0.0f) { // an all-zero operand: every value its zero point
@@ -153,6 +153,8 @@ struct QuantizedMatmul {
   const uint8_t *weight = nullptr, *zero = nullptr;
   const float *scale = nullptr;
   ActQuant aq = ActQuant::None;
+  float inputScale = 0;    // static: the activations' scale
+  uint8_t inputZero = 0;   // and zero point
   float *out = nullptr;
   std::shared_ptr<const Epilogue> e;
   bool aliasedAddend = false; // the addend shares the result's bytes
@@ -232,7 +234,9 @@ struct QuantizedMatmul {
     }
     if (aq != ActQuant::None) {
       if (!viaInt8) xs.resize(static_cast<size_t>(rows * k));
-      rowScaleStore.resize(static_cast<size_t>(rows));
+      rowScaleStore.resize(static_cast<size_t>(std::max<int64_t>(rows, 1)));
+      rowScaleStore[0] = inputScale;
+      zp = inputZero;
       if (viaInt8) xq.resize(static_cast<size_t>(rows * k));
       quantizeRows(aq, x, rows, k, viaInt8 ? nullptr : xs.data(), rowScaleStore.data(),
                    viaInt8 ? xq.data() : nullptr, &zp);
@@ -268,7 +272,7 @@ struct QuantizedMatmul {
       // Each row's scale (per tensor: the tensor's) times each column's,
       // then the epilogue.
       const int32_t *sums = acc.data(), *colSums = q.columnSums.data();
-      const int32_t z = aq == ActQuant::PerTensor ? zp : 0;
+      const int32_t z = perTensor(aq) ? zp : 0;
       parallelFor(rows, 8, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           float *pr = p + r * n;
@@ -323,7 +327,7 @@ std::shared_ptr<QuantizedMatmul::Int8> makeInt8(const QuantizedMatmul &q) {
   try {
     auto r = std::make_shared<QuantizedMatmul::Int8>();
     const memory::dims src{q.rows, q.k}, wdims{q.k, q.n}, dst{q.rows, q.n};
-    memory::desc srcMd(src, q.aq == ActQuant::PerTensor ? dt::u8 : dt::s8, memory::format_tag::ab);
+    memory::desc srcMd(src, perTensor(q.aq) ? dt::u8 : dt::s8, memory::format_tag::ab);
     // The weight [N, K] row-major is [K, N] column-major ("ba").
     memory::desc wUser(wdims, dt::s8, memory::format_tag::ba);
     memory::desc wAny(wdims, dt::s8, memory::format_tag::any);
@@ -339,7 +343,7 @@ std::shared_ptr<QuantizedMatmul::Int8> makeInt8(const QuantizedMatmul &q) {
     r->weights = memory(pd.weights_desc(), r->engine);
     reorder(user, r->weights).execute(r->stream, user, r->weights);
     r->stream.wait();
-    if (q.aq == ActQuant::PerTensor) {
+    if (perTensor(q.aq)) {
       r->columnSums.assign(static_cast<size_t>(q.n), 0);
       for (int64_t c = 0; c < q.n; ++c)
         for (int64_t kk = 0; kk < q.k; ++kk)
@@ -356,14 +360,9 @@ std::shared_ptr<QuantizedMatmul::Int8> makeInt8(const QuantizedMatmul &q) {
 #endif
 
 absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
-  auto flag = [&](const char *name) -> absl::StatusOr<bool> {
-    if (!c.hasAttr(name)) return false;
-    DS_ASSIGN_OR_RETURN(int64_t v, c.intAttr(name));
-    return v != 0;
-  };
-  DS_ASSIGN_OR_RETURN(bool hasZero, flag("zero_point"));
-  DS_ASSIGN_OR_RETURN(bool hasBias, flag("bias"));
-  DS_ASSIGN_OR_RETURN(bool hasAddend, flag("addend"));
+  DS_ASSIGN_OR_RETURN(bool hasZero, c.flagAttr("zero_point"));
+  DS_ASSIGN_OR_RETURN(bool hasBias, c.flagAttr("bias"));
+  DS_ASSIGN_OR_RETURN(bool hasAddend, c.flagAttr("addend"));
   const size_t arity = 3 + hasZero + hasBias + hasAddend;
   DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
   const TensorView &x = c.in[0], &w = c.in[1], &s = c.in[2];
@@ -400,9 +399,19 @@ absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
   }
   if (aq == "dynamic_per_row") q->aq = ActQuant::PerRow;
   else if (aq == "dynamic_per_tensor") q->aq = ActQuant::PerTensor;
+  else if (aq == "static_per_tensor") q->aq = ActQuant::Static;
   else if (aq != "none")
-    return c.error("activation_quant must be none, dynamic_per_row or dynamic_per_tensor, got '" +
-                   aq + "'");
+    return c.error("activation_quant must be none, dynamic_per_row, dynamic_per_tensor or "
+                   "static_per_tensor, got '" + aq + "'");
+  if (q->aq == ActQuant::Static) {
+    DS_ASSIGN_OR_RETURN(double inScale, c.floatAttr("input_scale"));
+    DS_ASSIGN_OR_RETURN(int64_t inZero, c.intAttr("input_zero_point"));
+    if (!(inScale > 0) || !std::isfinite(static_cast<float>(inScale)) || inZero < 0 || inZero > 255)
+      return c.error("static_per_tensor needs a positive finite input_scale and an "
+                     "input_zero_point in [0, 255]");
+    q->inputScale = static_cast<float>(inScale);
+    q->inputZero = static_cast<uint8_t>(inZero);
+  }
   size_t next = 3;
   if (hasZero) {
     const TensorView &z = c.in[next++];
@@ -434,7 +443,7 @@ absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
   // group-wise or int4 (oneDNN's int8 product takes per-channel int8 only).
   // Repacked copies are made once, here: only of a weight no run changes
   // (a weight fetched from host memory each run is read as it is).
-  DS_ASSIGN_OR_RETURN(bool constant, flag("constant_weight"));
+  DS_ASSIGN_OR_RETURN(bool constant, c.flagAttr("constant_weight"));
   const bool oneDnnInt8 = q->bits == 8 && group == 0 && !q->zero;
   if (constant) {
     if (q->aq == ActQuant::PerRow && (q->rows <= kSkinnyMaxRows || !oneDnnInt8))

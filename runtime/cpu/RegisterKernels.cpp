@@ -14,6 +14,7 @@ void registerKernels(KernelRegistry &r) {
   registerFusedElementwiseKernel(r);
   registerAttentionKernel(r);
   registerQuantizedMatmulKernel(r);
+  registerQuantizedConvKernel(r);
 }
 
 } // namespace ds::rt::cpu::DS_CPU_ISA

@@ -146,4 +146,23 @@ template <bool kStore> float rowExpSum(const float *p, float *q, float mx, int64
   return sum;
 }
 
+/// ONNX QuantizeLinear to uint8 of x[0, n): q = clamp(round_half_even(x /
+/// scale) + zero, 0, 255) (a division, as ONNX's definition), into `q` and
+/// dequantized, (q - zero) * scale, into `dequant` (either may be null).
+inline void roundToUint8(const float *__restrict x, int64_t n, float scale, float zero,
+                         uint8_t *__restrict q, float *__restrict dequant) {
+  // Locals: stores through uint8_t may alias anything, so captured
+  // references would be reloaded every element and the loops stay scalar.
+  const float s = scale, z = zero;
+  if (q)
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      q[i] = static_cast<uint8_t>(
+          static_cast<int32_t>(std::min(std::max(std::nearbyint(x[i] / s) + z, 0.0f), 255.0f)));
+  if (dequant)
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      dequant[i] = (std::min(std::max(std::nearbyint(x[i] / s) + z, 0.0f), 255.0f) - z) * s;
+}
+
 } // namespace ds::rt::cpu::DS_CPU_ISA

@@ -594,7 +594,8 @@ absl::StatusOr<LiveRanges> arenaLiveRanges(const plan::Plan &p, const plan::Prog
       return absl::InvalidArgumentError(
           absl::StrCat(sw, " marks operand 1 constant_weight, but it is not a weight buffer"));
     // A quantized product repacks its scales (and zero points) with it.
-    if (step.attrs().count("constant_weight") && step.kernel() == "quantized_matmul")
+    if (step.attrs().count("constant_weight") &&
+        (step.kernel() == "quantized_matmul" || step.kernel() == "quantized_conv"))
       for (int i = 2; i < (step.attrs().count("zero_point") ? 4 : 3); ++i)
         if (step.inputs_size() <= i || p.buffers(step.inputs(i)).kind() != plan::Buffer::WEIGHT)
           return absl::InvalidArgumentError(absl::StrCat(

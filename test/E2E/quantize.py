@@ -6,7 +6,8 @@
 # Then models quantized by onnxruntime's quantize_dynamic (committed with
 # onnxruntime's outputs: CI has no onnxruntime): one product bit for bit,
 # a BERT within the int8 noise onnxruntime shows between its own
-# optimization levels. And the errors a user meets.
+# optimization levels; and a CNN quantize_static wrote in the QDQ format,
+# on int8 kernels with onnxruntime's outputs. And the errors a user meets.
 # REQUIRES: compiler, torch
 # RUN: %python %s --workdir %t
 import os
@@ -149,6 +150,31 @@ if err > 2e-2 or top1 < 0.95 or err32 > 2 * ort32:
              "%.2e)" % (err, top1, err32, ort32))
 print("onnxruntime's int8 BERT: %.1e from onnxruntime (top-1 %.3f), %.1e from f32 (onnxruntime %.1e)"
       % (err, top1, err32, ort32))
+
+# onnxruntime's quantize_static CNN (QDQ): every convolution and the head
+# on int8 kernels, reading the activations before their
+# QuantizeLinear/DequantizeLinear; onnxruntime's outputs to a quantization
+# step of the output (ds matches them exactly here; a requantization that
+# lands on a half may round the other way).
+cnn = np.load(os.path.join(here, "cnn_qdq.npz"))
+plan = os.path.join(args.workdir, "cnn.dsplan")
+run(["ds-opt", os.path.join(here, "cnn_qdq.onnx"), "-o", plan])
+dump = run(["ds-run", plan, "--dump"])
+if dump.count("quantized_conv(") != 3 or "static_per_tensor" not in dump or " conv(" in dump:
+    sys.exit("the QDQ CNN's convolutions and head are not all int8:\n" + dump)
+x_path = os.path.join(args.workdir, "cnn_x.npy")
+np.save(x_path, cnn["x"])
+out = os.path.join(args.workdir, "cnn_out.npy")
+run(["ds-run", plan, "--inputs", x_path, "--outputs", out])
+got = np.load(out)
+step = float(np.min(np.diff(np.unique(cnn["ort"]))))  # the output's quantization step
+diff = np.abs(got - cnn["ort"])
+if diff.max() > step * 1.01 or (diff > 1e-6).mean() > 0.01:
+    sys.exit("onnxruntime's QDQ CNN: %d of %d outputs differ (max %.2e, a step is %.2e)" % (
+        int((diff > 1e-6).sum()), diff.size, diff.max(), step))
+print("onnxruntime's QDQ CNN: %d of %d outputs equal to onnxruntime's; %.1e from f32 (onnxruntime "
+      "%.1e)" % (int((diff <= 1e-6).sum()), diff.size, relative_error(got, cnn["f32"]),
+                 relative_error(cnn["ort"], cnn["f32"])))
 
 
 def fails(cmd, needle):

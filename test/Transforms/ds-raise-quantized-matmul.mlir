@@ -98,3 +98,129 @@ func.func @uint8_weight(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
   %y = ds.matmul %x, %w : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }
+
+// -----
+
+// A QDQ product (onnxruntime's quantize_static): QuantizeLinear then
+// DequantizeLinear of the activations (uint8, zero point 3), a weight
+// folded to f32 integers times per-column scales. The op reads x and
+// rounds it itself with the same scale and zero point; the round trip
+// goes with it.
+// CHECK-LABEL: func.func @qdq_matmul
+// CHECK-SAME: (%[[X:.+]]: tensor<4x3xf32>)
+// CHECK-DAG: %[[W:.+]] = ds.constant dense<{{\[\[}}1, -3, 5], [-2, 4, 6]]> : tensor<2x3xi8>
+// CHECK-DAG: %[[S:.+]] = ds.constant dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+// CHECK: %[[Y:.+]] = ds.quantized_matmul %[[X]], %[[W]], %[[S]] {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 1.250000e-01 : f64, input_zero_point = 3 : i64}
+// CHECK-NOT: ds.round
+// CHECK: return %[[Y]]
+func.func @qdq_matmul(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
+  %s = ds.constant dense<0.125> : tensor<f32>
+  %z = ds.constant dense<3.0> : tensor<f32>
+  %lo = ds.constant dense<0.0> : tensor<f32>
+  %hi = ds.constant dense<255.0> : tensor<f32>
+  %d = ds.div %x, %s : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %r = ds.round %d : tensor<4x3xf32>
+  %a = ds.add %r, %z : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %m = ds.max %a, %lo : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %n = ds.min %m, %hi : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %q = ds.cast %n : tensor<4x3xf32> -> tensor<4x3xui8>
+  %qf = ds.cast %q : tensor<4x3xui8> -> tensor<4x3xf32>
+  %c = ds.sub %qf, %z : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %xd = ds.mul %c, %s : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %wq = ds.constant dense<[[1.0, -3.0, 5.0], [-2.0, 4.0, 6.0]]> : tensor<2x3xf32>
+  %ws = ds.constant dense<[[0.5], [0.25]]> : tensor<2x1xf32>
+  %w = ds.mul %ws, %wq : (tensor<2x1xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %y = ds.matmul %xd, %w {transpose_rhs = true} : (tensor<4x3xf32>, tensor<2x3xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+// Activations that arrive as integers (QLinearMatMul's uint8 input): the op
+// reads the centered values as floats (scale 1, the zero point back on
+// in the u8 domain) and the activation scale joins the weight's.
+// CHECK-LABEL: func.func @integer_input
+// CHECK-SAME: (%[[Q:.+]]: tensor<4x3xi8>)
+// CHECK: %[[F:.+]] = ds.cast %[[Q]] : tensor<4x3xi8> -> tensor<4x3xf32>
+// CHECK: %[[C:.+]] = ds.sub %[[F]]
+// CHECK: %[[S:.+]] = ds.constant dense<[1.000000e+00, 5.000000e-01]> : tensor<2xf32>
+// CHECK: ds.quantized_matmul %[[C]], %{{.+}}, %[[S]] {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 1.000000e+00 : f64, input_zero_point = 126 : i64}
+func.func @integer_input(%q: tensor<4x3xi8>) -> tensor<4x2xf32> {
+  %s = ds.constant dense<2.0> : tensor<f32>
+  %z = ds.constant dense<-2.0> : tensor<f32>
+  %qf = ds.cast %q : tensor<4x3xi8> -> tensor<4x3xf32>
+  %c = ds.sub %qf, %z : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %xd = ds.mul %c, %s : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %wq = ds.constant dense<[[1, -3, 5], [-2, 4, 6]]> : tensor<2x3xi8>
+  %wf = ds.cast %wq : tensor<2x3xi8> -> tensor<2x3xf32>
+  %ws = ds.constant dense<[[0.5], [0.25]]> : tensor<2x1xf32>
+  %w = ds.mul %wf, %ws : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+  %y = ds.matmul %xd, %w {transpose_rhs = true} : (tensor<4x3xf32>, tensor<2x3xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+// A QDQ convolution (per-output-channel weight scales laid [M, 1, 1, 1],
+// the int32 bias already dequantized): ds.quantized_conv on x with the
+// activations' scale and zero point, the geometry and bias carried over.
+// The output's QuantizeLinear/DequantizeLinear pair stays in f32 (its casts
+// of clamped, rounded values are exact), for one fused elementwise pass.
+// CHECK-LABEL: func.func @qdq_conv
+// CHECK-SAME: (%[[X:.+]]: tensor<1x2x4x4xf32>, %[[B:.+]]: tensor<2xf32>)
+// CHECK-DAG: %[[W:.+]] = ds.constant dense<{{.+}}> : tensor<2x2x3x3xi8>
+// CHECK-DAG: %[[S:.+]] = ds.constant dense<[1.000000e-01, 2.000000e-01]> : tensor<2xf32>
+// CHECK: %[[Y:.+]] = ds.quantized_conv %[[X]], %[[W]], %[[S]] bias %[[B]] {dilations = array<i64: 1, 1>, group = 1 : i64, input_scale = 5.000000e-01 : f64, input_zero_point = 128 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+// CHECK: %[[N:.+]] = ds.min
+// CHECK-NOT: ds.cast
+// CHECK: ds.sub %[[N]]
+func.func @qdq_conv(%x: tensor<1x2x4x4xf32>, %b: tensor<2xf32>) -> tensor<1x2x2x2xf32> {
+  %s = ds.constant dense<0.5> : tensor<f32>
+  %z = ds.constant dense<0.0> : tensor<f32>
+  %lo = ds.constant dense<-128.0> : tensor<f32>
+  %hi = ds.constant dense<127.0> : tensor<f32>
+  %d = ds.div %x, %s : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %r = ds.round %d : tensor<1x2x4x4xf32>
+  %m = ds.max %r, %lo : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %n = ds.min %m, %hi : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %q = ds.cast %n : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xi8>
+  %qf = ds.cast %q : tensor<1x2x4x4xi8> -> tensor<1x2x4x4xf32>
+  %xd = ds.mul %qf, %s : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %wq = ds.constant dense<3.0> : tensor<2x2x3x3xf32>
+  %ws = ds.constant dense<[[[[0.1]]], [[[0.2]]]]> : tensor<2x1x1x1xf32>
+  %w = ds.mul %wq, %ws : (tensor<2x2x3x3xf32>, tensor<2x1x1x1xf32>) -> tensor<2x2x3x3xf32>
+  %y = ds.conv %xd, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>) -> tensor<1x2x2x2xf32>
+  %ys = ds.constant dense<0.25> : tensor<f32>
+  %yz = ds.constant dense<0.0> : tensor<f32>
+  %ymax = ds.constant dense<255.0> : tensor<f32>
+  %yd = ds.div %y, %ys : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %yr = ds.round %yd : tensor<1x2x2x2xf32>
+  %ym = ds.max %yr, %yz : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %yn = ds.min %ym, %ymax : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %yq = ds.cast %yn : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xui8>
+  %yf = ds.cast %yq : tensor<1x2x2x2xui8> -> tensor<1x2x2x2xf32>
+  %yc = ds.sub %yf, %yz : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %out = ds.mul %yc, %ys : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  return %out : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+// A weight with a nonzero zero point (asymmetric) stays an f32 convolution:
+// the int8 kernel takes symmetric weights.
+// CHECK-LABEL: func.func @asymmetric_weight
+// CHECK-NOT: ds.quantized_conv
+// CHECK: ds.conv
+func.func @asymmetric_weight(%q: tensor<1x2x4x4xui8>) -> tensor<1x2x2x2xf32> {
+  %s = ds.constant dense<0.5> : tensor<f32>
+  %qf = ds.cast %q : tensor<1x2x4x4xui8> -> tensor<1x2x4x4xf32>
+  %xd = ds.mul %qf, %s : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %wq = ds.constant dense<3> : tensor<2x2x3x3xi8>
+  %wf = ds.cast %wq : tensor<2x2x3x3xi8> -> tensor<2x2x3x3xf32>
+  %wz = ds.constant dense<1.0> : tensor<f32>
+  %wc = ds.sub %wf, %wz : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %ws = ds.constant dense<0.1> : tensor<f32>
+  %w = ds.mul %wc, %ws : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %y = ds.conv %xd, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x2x2xf32>
+  return %y : tensor<1x2x2x2xf32>
+}

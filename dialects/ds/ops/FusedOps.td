@@ -217,7 +217,12 @@ def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegm
     (1 / s)` rounded half to even; `dynamic_per_row`: DeepSpeed's and ds-opt --quantize int8-dynamic's
     activations), or all of `x` rounded to uint8 with ONNX
     DynamicQuantizeLinear's scale and zero point (`dynamic_per_tensor`:
-    onnxruntime's quantize_dynamic). With quantized activations the
+    onnxruntime's quantize_dynamic), or all of `x` rounded to uint8 with the
+    fixed `input_scale` and `input_zero_point` (`static_per_tensor`: a QDQ
+    model's QuantizeLinear, `q = clamp(round_half_even(x / input_scale) +
+    input_zero_point, 0, 255)`, `x' = (q - input_zero_point) *
+    input_scale`; an int8 QuantizeLinear is the same with its zero point
+    plus 128). With quantized activations the
     product is of integers: CPUs with int8 dot-product instructions (VNNI,
     AMX) run it there. ds-quantize makes this op from products with
     constant f32 weights.
@@ -234,8 +239,9 @@ def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegm
     - `group_size` is 0, or divides K (and is even with `bits = 4`);
       `scale` is f32 [N] (group_size 0) or [N, K / group_size].
     - `zero_point`, if present, has `scale`'s shape and the weight's type
-      (ui8 for 4 bits); `dynamic_per_row` and `dynamic_per_tensor` take
-      none.
+      (ui8 for 4 bits); quantized activations take none.
+    - `input_scale` (positive, finite) and `input_zero_point` (0 to 255)
+      are present exactly with `static_per_tensor`.
     - `bias`, if present, is f32 [N]; `addend`, if present, has the
       result's type.
     - `combine` is `add` or `mul`; `alpha` is finite.
@@ -248,10 +254,62 @@ def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegm
                    DefaultValuedAttr<DS_ActivationQuantAttr, "ActivationQuant::None">:$activation_quant,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                    DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
-                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine);
+                   DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine,
+                   OptionalAttr<F64Attr>:$input_scale,
+                   OptionalAttr<I64Attr>:$input_zero_point);
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $weight `,` $scale (`zero_point` $zero_point^)? (`bias` $bias^)? (`addend` $addend^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_QuantizedConvOp : DS_Op<"quantized_conv", [Pure, AttrSizedOperandSegments], DS_OwnStep> {
+  let summary = "a convolution of uint8-quantized activations and an int8 weight, ds.conv's epilogue";
+  let description = [{
+    `clamp(conv(x', W) + bias + addend)` with ds.conv's geometry, where
+    the activations are quantized with a scale and zero point fixed at
+    compile time, `q = clamp(round_half_even(x / input_scale) +
+    input_zero_point, 0, 255)`, `x' = (q - input_zero_point) *
+    input_scale`, and the weight [M, C/group, k...] is int8 with one scale
+    per output channel: `W[m, ...] = weight[m, ...] * scale[m]`. The padding
+    is of real zeros (`q = input_zero_point`), as in ONNX QLinearConv. The
+    sums of `q - input_zero_point` times the weight are exact integers:
+    CPUs with int8 dot products (VNNI, AMX) run them there.
+    ds-raise-quantized-matmul makes this op from a QDQ model's
+    DequantizeLinear(QuantizeLinear(x)) feeding a Conv whose weight is an
+    int8 DequantizeLinear (onnxruntime's quantize_static), and from
+    QLinearConv.
+
+    ```mlir
+    %y = ds.quantized_conv %x, %w, %s bias %b {input_scale = 0.02 : f64, input_zero_point = 128 : i64,
+             strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>,
+             group = 1 : i64}
+        : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xi8>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+    ```
+
+    **Constraints:**
+    - `input` is f32 and `weight` i8 of the same rank >= 3, with ds.conv's
+      geometry (strides, dilations, pads, group, channels_last).
+    - `scale` and `bias` (if present) are f32 [M]; `addend`, if present,
+      has the result's type.
+    - `input_scale` is positive and finite; `input_zero_point` is in
+      [0, 255].
+    - `clip_min` <= `clip_max`; `activation` is `none` or `hard_swish`.
+  }];
+  let arguments = (ins DS_F32Tensor:$input, StaticShapeTensorOf<[I8]>:$weight,
+                   DS_F32Tensor:$scale, Optional<DS_F32Tensor>:$bias,
+                   Optional<DS_F32Tensor>:$addend,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$pads, I64Attr:$group,
+                   F64Attr:$input_scale, I64Attr:$input_zero_point,
+                   OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max,
+                   UnitAttr:$channels_last,
+                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $scale (`bias` $bias^)? (`addend` $addend^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -187,6 +187,8 @@ void QuantizedMatmulOp::describeKernelStep(KernelStep &s) {
   if (getGroupSize()) s.setInt("group_size", getGroupSize());
   if (getActivationQuant() != ActivationQuant::None)
     s.setString("activation_quant", stringifyActivationQuant(getActivationQuant()));
+  if (FloatAttr scale = getInputScaleAttr()) s.setFloat("input_scale", scale.getValueAsDouble());
+  if (IntegerAttr zero = getInputZeroPointAttr()) s.setInt("input_zero_point", zero.getInt());
   if (getZeroPoint()) s.setInt("zero_point", 1);
   if (getBias()) s.setInt("bias", 1);
   if (getAddend()) {
@@ -249,6 +251,22 @@ void ConvOp::describeKernelStep(KernelStep &s) {
   if (getAddend()) s.setInt("addend", 1);
 }
 void ConvGradOp::describeKernelStep(KernelStep &s) { describeConv(*this, s); }
+
+/// ds.conv's geometry and epilogue, the activations' quantization, and
+/// whether the weight and its scales can be packed once at load.
+void QuantizedConvOp::describeKernelStep(KernelStep &s) {
+  describeConv(*this, s);
+  s.setFloat("input_scale", getInputScale().convertToDouble());
+  s.setInt("input_zero_point", getInputZeroPoint());
+  if (isConstantWeight(getWeight()) && isConstantWeight(getScale())) s.setInt("constant_weight", 1);
+  if (getBias()) s.setInt("bias", 1);
+  if (getAddend()) s.setInt("addend", 1);
+  if (FloatAttr lo = getClipMinAttr()) s.setFloat("clip_min", lo.getValueAsDouble());
+  if (FloatAttr hi = getClipMaxAttr()) s.setFloat("clip_max", hi.getValueAsDouble());
+  if (getActivation() != Activation::None)
+    s.setString("activation", stringifyActivation(getActivation()));
+  if (getChannelsLast()) s.setInt("channels_last", 1);
+}
 
 //===----------------------------------------------------------------------===//
 // Pooling

@@ -460,7 +460,7 @@ def FuseMatmulEpiloguesPass : Pass<"ds-fuse-matmul-epilogues", "ModuleOp"> {
 }
 
 def RaiseQuantizedMatmulPass : Pass<"ds-raise-quantized-matmul", "ModuleOp"> {
-  let summary = "onnxruntime's dynamically quantized products become ds.quantized_matmul";
+  let summary = "int8 products and convolutions of quantized models become ds.quantized_matmul and ds.quantized_conv";
   let description = [{
     onnxruntime's `quantize_dynamic` writes each product with a constant
     weight as DynamicQuantizeLinear on the activations, MatMulInteger with
@@ -488,6 +488,30 @@ def RaiseQuantizedMatmulPass : Pass<"ds-raise-quantized-matmul", "ModuleOp"> {
     The weight (after its zero point is taken off) must fit int8 and be a
     known constant, the weight scale a scalar or one per output column;
     chains that differ stay as they are.
+
+    QDQ models (onnxruntime's `quantize_static`; QLinearMatMul and
+    QLinearConv, which the importer spells the same way) multiply
+    `DequantizeLinear(QuantizeLinear(x))` by a dequantized int8 weight.
+    A `ds.matmul` or `ds.conv` whose left operand is
+    `(cast(q) - zero_point) * scale` (one scale and zero point) and whose
+    weight is int8 values times per-channel scales (zero points 0 for a
+    convolution, and for the activations to be integers in a product)
+    becomes `ds.quantized_matmul` with `static_per_tensor` activations or
+    `ds.quantized_conv`. When `q` is QuantizeLinear of an f32 `x` with the
+    same scale and zero point the op reads `x` and rounds it itself (the
+    same integers); otherwise it reads the centered integers as floats with
+    scale 1, the activation scale folded into the weight's.
+
+    ```mlir
+    %q = ds.cast (ds.min (ds.max (ds.add (ds.round (ds.div %x, %s)), %z), %lo), %hi) : ... -> tensor<1x64x56x56xui8>
+    %a = ds.mul (ds.sub (ds.cast %q), %z), %s : ... -> tensor<1x64x56x56xf32>
+    %y = ds.conv %a, (ds.mul %wscale, %wq), %b {...}
+    ```
+    becomes
+    ```mlir
+    %y = ds.quantized_conv %x, %w, %scales bias %b {input_scale = ..., input_zero_point = ..., ...}
+        : (tensor<1x64x56x56xf32>, tensor<64x64x3x3xi8>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x64x56x56xf32>
+    ```
   }];
   let statistics = [
     Statistic<"numRaised", "num-raised", "integer products raised">

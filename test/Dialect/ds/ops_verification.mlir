@@ -1271,6 +1271,51 @@ func.func @quantized_matmul_zero(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: te
 
 // -----
 
+// quantized_matmul: static activations need their scale and zero point.
+func.func @quantized_matmul_static(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{input_scale and input_zero_point go with static_per_tensor activations, and only with them}}
+  %0 = ds.quantized_matmul %x, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.5 : f64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_matmul: a static zero point is a uint8 value.
+func.func @quantized_matmul_static_zero(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{input_zero_point must be in [0, 255], got 300}}
+  %0 = ds.quantized_matmul %x, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.5 : f64, input_zero_point = 300 : i64} : (tensor<2x8xf32>, tensor<4x8xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// quantized_conv: one weight scale per output channel.
+func.func @quantized_conv_scale(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xi8>, %s: tensor<3xf32>) {
+  // expected-error@+1 {{scale must be [4]}}
+  %0 = ds.quantized_conv %x, %w, %s {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, input_scale = 0.5 : f64, input_zero_point = 0 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xi8>, tensor<3xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// quantized_conv: the input scale is positive.
+func.func @quantized_conv_input_scale(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{input_scale must be positive and finite as an f32, got 0}}
+  %0 = ds.quantized_conv %x, %w, %s {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, input_scale = 0.0 : f64, input_zero_point = 0 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xi8>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// quantized_conv: ds.conv's geometry (here the result's extent).
+func.func @quantized_conv_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{result must be [1x4x8x8]}}
+  %0 = ds.quantized_conv %x, %w, %s {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, input_scale = 0.5 : f64, input_zero_point = 0 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xi8>, tensor<4xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
 // quantized_matmul: quantized activations take no zero point.
 func.func @quantized_matmul_zero_dynamic(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %z: tensor<4xi8>) {
   // expected-error@+1 {{quantized activations take a weight without zero points}}

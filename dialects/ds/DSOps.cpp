@@ -714,13 +714,20 @@ LogicalResult DynamicQuantizeOp::verify() {
   return success();
 }
 
-/// A static activation quantization's scale and uint8 zero point.
-static LogicalResult verifyInputQuantization(Operation *op, double scale, int64_t zeroPoint) {
+/// A uint8 quantization's scale and zero point (named as the op names them).
+static LogicalResult verifyInputQuantization(Operation *op, double scale, int64_t zeroPoint,
+                                             StringRef scaleName = "input_scale",
+                                             StringRef zeroName = "input_zero_point") {
   if (!(scale > 0) || !std::isfinite(static_cast<float>(scale)))
-    return op->emitOpError("input_scale must be positive and finite as an f32, got ") << scale;
+    return op->emitOpError(scaleName) << " must be positive and finite as an f32, got " << scale;
   if (zeroPoint < 0 || zeroPoint > 255)
-    return op->emitOpError("input_zero_point must be in [0, 255], got ") << zeroPoint;
+    return op->emitOpError(zeroName) << " must be in [0, 255], got " << zeroPoint;
   return success();
+}
+
+LogicalResult FakeQuantizeOp::verify() {
+  return verifyInputQuantization(*this, getScale().convertToDouble(), getZeroPoint(), "scale",
+                                 "zero_point");
 }
 
 LogicalResult QuantizedMatmulOp::verify() {
@@ -763,6 +770,13 @@ LogicalResult QuantizedMatmulOp::verify() {
     return emitOpError("combine must be add or mul");
   if (!std::isfinite(static_cast<float>(getAlpha().convertToDouble())))
     return emitOpError("alpha must be finite as an f32");
+  if (static_cast<bool>(getRoundScaleAttr()) != static_cast<bool>(getRoundZeroPointAttr()))
+    return emitOpError("round_scale and round_zero_point go together");
+  if (getRoundScaleAttr() &&
+      failed(verifyInputQuantization(*this, getRoundScaleAttr().getValueAsDouble(),
+                                     getRoundZeroPointAttr().getInt(), "round_scale",
+                                     "round_zero_point")))
+    return failure();
   const bool isStatic = getActivationQuant() == ActivationQuant::StaticPerTensor;
   if (isStatic != (getInputScaleAttr() && getInputZeroPointAttr()) ||
       (!isStatic && (getInputScaleAttr() || getInputZeroPointAttr())))
@@ -1223,7 +1237,22 @@ LogicalResult QuantizedConvOp::verify() {
   const int64_t m = getWeight().getType().getDimSize(0);
   if (getScale().getType().getShape() != ArrayRef<int64_t>{m})
     return emitOpError("scale must be [") << m << "], got " << getScale().getType();
-  return verifyInputQuantization(*this, getInputScale().convertToDouble(), getInputZeroPoint());
+  if (failed(verifyInputQuantization(*this, getInputScale().convertToDouble(), getInputZeroPoint())))
+    return failure();
+  const bool quantizedResult = getType().getElementType().isUnsignedInteger(8);
+  if (quantizedResult != (getOutputScaleAttr() && getOutputZeroPointAttr()) ||
+      (!quantizedResult && (getOutputScaleAttr() || getOutputZeroPointAttr())))
+    return emitOpError("output_scale and output_zero_point go with a ui8 result, and only with it");
+  if (!quantizedResult) return success();
+  if (getAddend() || getActivation() != Activation::None)
+    return emitOpError("a ui8 result takes no addend or hard_swish");
+  double s = getOutputScaleAttr().getValueAsDouble();
+  int64_t z = getOutputZeroPointAttr().getInt();
+  if (!(s > 0) || !std::isfinite(static_cast<float>(s)) || z < 0 || z > 255)
+    return emitOpError("output_scale must be positive and finite and output_zero_point in "
+                       "[0, 255], got ")
+           << s << " and " << z;
+  return success();
 }
 
 LogicalResult ConvGradOp::verify() {

@@ -45,6 +45,7 @@ void mlir::ds::buildInferencePipeline(OpPassManager &pm,
   if (enabled("batch-norm")) pm.addPass(createFoldBatchNormPass());
   if (enabled("channels-last")) pm.addPass(createConvChannelsLastPass());
   if (enabled("epilogues")) pm.addPass(createFuseEpiloguesPass());
+  if (enabled("quantized-activations")) pm.addPass(createKeepActivationsQuantizedPass());
   if (enabled("activations")) pm.addPass(createRaiseActivationsPass());
   if (enabled("norms")) pm.addPass(createFuseNormsPass());
   if (enabled("attention")) pm.addPass(createFuseAttentionPass());
@@ -92,7 +93,7 @@ const std::vector<std::string> &mlir::ds::fusionNames() {
                                                  "activations", "norms", "attention",
                                                  "softmax", "matmul-epilogues", "product-softmax",
                                                  "layouts", "optimizer",
-                                                 "elementwise"};
+                                                 "elementwise", "quantized-activations"};
   return names;
 }
 

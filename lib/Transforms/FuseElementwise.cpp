@@ -43,7 +43,7 @@ bool isFusible(Operation *op) {
            LessEqualOp, GreaterEqualOp, AndOp, OrOp, XorOp, NotOp, WhereOp, CastOp, IsNanOp,
            IsInfOp, GeluOp, SqrtOp, ReciprocalOp, ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, ReluOp,
            NegOp, AbsOp, SinOp, CosOp, TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp,
-           AcoshOp, AtanhOp, FloorOp, CeilOp, RoundOp, SignOp, SoftplusOp>(op))
+           AcoshOp, AtanhOp, FloorOp, CeilOp, RoundOp, SignOp, SoftplusOp, FakeQuantizeOp>(op))
     return false;
   return llvm::all_of(op->getOperandTypes(), isFusedElementType) &&
          llvm::all_of(op->getResultTypes(), isFusedElementType);

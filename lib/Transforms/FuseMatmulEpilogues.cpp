@@ -50,6 +50,8 @@ struct Epilogue {
   bool softmax = false; // rows normalized (ds.softmax / ds.masked_softmax)
   Value mask;           // the softmax's or softmax gradient's mask
   FloatAttr maskFill;
+  FloatAttr roundScale; // a quantized product's result rounded to a uint8 grid and back
+  IntegerAttr roundZero;
 
   int64_t columns() { return tensorType(product->getResult(0)).getShape().back(); }
   /// A quantized product takes the element-wise epilogue only (no row
@@ -140,7 +142,16 @@ struct FuseMatmulEpiloguesPass
       Epilogue e{q, q.getResult(), q.getLhs(), q.getWeight()};
       while (step(e)) {
       }
-      if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0) continue;
+      // Then a QDQ model's QuantizeLinear/DequantizeLinear of the result,
+      // applied as it is stored (not a pass over it).
+      if (e.current.hasOneUse())
+        if (auto fq = dyn_cast<FakeQuantizeOp>(*e.current.getUsers().begin())) {
+          e.absorbed.push_back(fq);
+          e.current = fq.getResult();
+          e.roundScale = fq.getScaleAttr();
+          e.roundZero = fq.getZeroPointAttr();
+        }
+      if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0 && !e.roundScale) continue;
       replace(e);
     }
     for (Operation *mul : scales)
@@ -323,7 +334,7 @@ struct FuseMatmulEpiloguesPass
                    bias, addend, q.getBitsAttr(), q.getGroupSizeAttr(), q.getActivationQuantAttr(),
                    b.getF64FloatAttr(e.alpha), ActivationAttr::get(b.getContext(), e.activation),
                    CombineAttr::get(b.getContext(), e.combine), q.getInputScaleAttr(),
-                   q.getInputZeroPointAttr())
+                   q.getInputZeroPointAttr(), e.roundScale, e.roundZero)
                    .getResult();
     } else {
       auto mm = cast<MatmulOp>(m);

@@ -226,7 +226,7 @@ struct QuantizePass : public mlir::ds::impl::QuantizePassBase<QuantizePass> {
         b, loc, result, c.lhs, weight, scale, Value(), c.bias, c.addend, b.getI64IntegerAttr(bits),
         b.getI64IntegerAttr(group), ActivationQuantAttr::get(ctx, act), b.getF64FloatAttr(c.alpha),
         ActivationAttr::get(ctx, c.activation), CombineAttr::get(ctx, c.combine), FloatAttr(),
-        IntegerAttr());
+        IntegerAttr(), FloatAttr(), IntegerAttr());
     c.op->getResult(0).replaceAllUsesWith(qm.getResult());
     c.op->erase();
     // The f32 weight goes when nothing else reads it (or it would be in

@@ -49,12 +49,15 @@ DynamicQuantizeOp dynamicOperand(Value v) {
   return {};
 }
 
-/// Erases `v`'s defining op and what only it read, as they lose their
-/// last reader. A worklist, not recursion: a value reached along two paths
+/// Erases the roots' defining ops and what only they read, as they lose
+/// their last reader. A worklist, not recursion: a value reached along two paths
 /// (a scale both QuantizeLinear and DequantizeLinear read) is erased once.
-void eraseIfDead(Value v) {
+void eraseIfDead(ArrayRef<Value> roots) {
+  // The roots' ops are taken before anything is erased: one may be
+  // reached from another.
   SmallVector<Operation *> work;
-  if (Operation *d = v ? v.getDefiningOp() : nullptr) work.push_back(d);
+  for (Value v : roots)
+    if (Operation *d = v ? v.getDefiningOp() : nullptr) work.push_back(d);
   llvm::SmallPtrSet<Operation *, 16> erased;
   while (!work.empty()) {
     Operation *d = work.pop_back_val();
@@ -128,6 +131,7 @@ struct StaticActivation {
   Value source;
   double scale = 1, fold = 1;
   int64_t zero = 0;
+  bool rounded = false; // `source` is the value QuantizeLinear rounded
 };
 
 /// `v` = (cast_f32(Q) [- zp]) * s, Q of an 8-bit integer type, zp and s
@@ -186,7 +190,7 @@ std::optional<StaticActivation> dequantizedActivation(Value v,
     std::optional<double> s2 = div ? scalarOf(div.getRhs(), memo) : std::nullopt;
     if (s2 && static_cast<float>(*s2) == static_cast<float>(*s) &&
         tensorType(div.getLhs()).getElementType().isF32())
-      return StaticActivation{div.getLhs(), *s, 1.0, static_cast<int64_t>(zp + shift)};
+      return StaticActivation{div.getLhs(), *s, 1.0, static_cast<int64_t>(zp + shift), true};
     return a;
   }
   return std::nullopt;
@@ -209,18 +213,105 @@ struct RaiseQuantizedMatmulPass
       if (tensorType(m.getResult()).getElementType().isF32()) products.push_back(m);
     });
     for (MatmulOp m : products) raiseDequantizedWeight(m);
+    // (The memo is keyed by values, some now erased: a new value at an
+    // erased one's address must not find its constant.)
+    memo_.clear();
     SmallVector<ConvOp> convs;
     getOperation().walk([&](ConvOp c) {
       if (tensorType(c.getResult()).getElementType().isF32()) convs.push_back(c);
     });
     for (ConvOp c : convs) raiseConv(c);
+    memo_.clear();
     // QuantizeLinear then DequantizeLinear (a QDQ model's activations that
-    // reach ops other than products) stay in f32: the casts of integers
-    // already rounded and clamped to the integer type are exact, and
-    // without them the fake quantization fuses into one elementwise pass.
+    // reach ops other than products: a residual add, a pooling) become one
+    // ds.fake_quantize, which ds-fuse-elementwise fuses as one function
+    // instead of seven ops.
+    SmallVector<MulOp> pairs;
+    getOperation().walk([&](MulOp m) {
+      if (tensorType(m.getResult()).getElementType().isF32()) pairs.push_back(m);
+    });
+    for (MulOp m : pairs) {
+      std::optional<StaticActivation> a = dequantizedActivation(m.getResult(), memo_);
+      if (!a || !a->rounded || a->source.getType() != m.getType()) continue;
+      OpBuilder b(m);
+      auto fq = FakeQuantizeOp::create(b, m.getLoc(), m.getType(), a->source,
+                                       b.getF64FloatAttr(a->scale), b.getI64IntegerAttr(a->zero));
+      m.getResult().replaceAllUsesWith(fq.getResult());
+      SmallVector<Value> chain(m->getOperands());
+      m->erase();
+      eraseIfDead(chain);
+    }
+    // A gather of a dequantized table (a QDQ model's token embedding, the
+    // LM head's weight tied to it) gathers the int8 rows and dequantizes
+    // those: not the whole table at every run.
+    SmallVector<GatherOp> gathers;
+    getOperation().walk([&](GatherOp g) { gathers.push_back(g); });
+    for (GatherOp g : gathers) gatherQuantized(g);
+    memo_.clear();
+    // Other pairs stay in f32 without their casts: the casts of integers
+    // already rounded and clamped to the integer type are exact.
     SmallVector<CastOp> casts;
     getOperation().walk([&](CastOp c) { casts.push_back(c); });
     for (CastOp c : casts) elideIntegerRoundTrip(c);
+  }
+
+  /// gather(((cast(q) [- z]) * s), idx) -> (cast(gather(q, idx)) [-
+  /// gather(z)]) * gather(s), z and s one value or one per entry of the
+  /// gathered axis (a scalar is used as it is).
+  void gatherQuantized(GatherOp g) {
+    auto mul = g.getData().getDefiningOp<MulOp>();
+    if (!mul || g.getPaddingIdxAttr()) return;
+    RankedTensorType table = tensorType(g.getData());
+    const int64_t axis = g.getAxis(), rank = table.getRank();
+    if (axis < 0 || axis >= rank) return;
+    // Whether a small operand varies at most along the gathered axis.
+    auto alongAxis = [&](Value v) {
+      RankedTensorType t = tensorType(v);
+      if (t.getNumElements() == 1) return true;
+      if (t.getRank() != rank) return false;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && t.getDimSize(d) != 1) return false;
+      return t.getDimSize(axis) == table.getDimSize(axis);
+    };
+    for (auto [centered, scale] : {std::pair{mul.getLhs(), mul.getRhs()},
+                                   std::pair{mul.getRhs(), mul.getLhs()}}) {
+      if (tensorType(centered) != table || !alongAxis(scale) || !bytesOf(scale, memo_)) continue;
+      Value zero, c = centered;
+      if (auto sub = c.getDefiningOp<SubOp>()) {
+        if (!alongAxis(sub.getRhs()) || !bytesOf(sub.getRhs(), memo_)) return;
+        zero = sub.getRhs();
+        c = sub.getLhs();
+      }
+      auto cast = c.getDefiningOp<CastOp>();
+      if (!cast || tensorType(cast.getOperand()).getElementType().getIntOrFloatBitWidth() != 8 ||
+          !isa<IntegerType>(tensorType(cast.getOperand()).getElementType()))
+        return;
+      OpBuilder b(g);
+      Location loc = g.getLoc();
+      auto gathered = [&](Value v) -> Value {
+        RankedTensorType t = tensorType(v);
+        if (t.getNumElements() == 1 && t.getRank() != rank) return v;
+        if (t.getNumElements() == 1 && table.getDimSize(axis) != 1) return v;
+        SmallVector<int64_t> shape(t.getShape().take_front(axis));
+        llvm::append_range(shape, tensorType(g.getIndices()).getShape());
+        llvm::append_range(shape, t.getShape().drop_front(axis + 1));
+        return GatherOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), v,
+                                g.getIndices(), g.getAxisAttr(), IntegerAttr());
+      };
+      Value rows = gathered(cast.getOperand());
+      Type f = table.getElementType();
+      Value y = CastOp::create(b, loc, RankedTensorType::get(tensorType(rows).getShape(), f), rows);
+      if (zero) {
+        Value z = gathered(zero);
+        y = SubOp::create(b, loc, y.getType(), y, z);
+      }
+      y = MulOp::create(b, loc, g.getType(), y, gathered(scale));
+      g.getResult().replaceAllUsesWith(y);
+      Value data = g.getData();
+      g->erase();
+      eraseIfDead({data});
+      return;
+    }
   }
 
   /// cast_f32(cast_int8(y)) -> y, when y = clamp(round(v) [+ integer], lo,
@@ -396,11 +487,10 @@ struct RaiseQuantizedMatmulPass
         ActivationQuantAttr::get(ctx, act ? ActivationQuant::StaticPerTensor : ActivationQuant::None),
         b.getF64FloatAttr(1.0), ActivationAttr::get(ctx, Activation::None),
         CombineAttr::get(ctx, Combine::Add), act ? b.getF64FloatAttr(act->scale) : FloatAttr(),
-        act ? b.getI64IntegerAttr(act->zero) : IntegerAttr());
+        act ? b.getI64IntegerAttr(act->zero) : IntegerAttr(), FloatAttr(), IntegerAttr());
     m.getResult().replaceAllUsesWith(qm.getResult());
     m->erase();
-    eraseIfDead(w);
-    eraseIfDead(lhs);
+    eraseIfDead({w, lhs});
     ++numRaised;
   }
 
@@ -460,11 +550,11 @@ struct RaiseQuantizedMatmulPass
           b, loc, conv.getType(), act->source, weight, scale, conv.getBias(), conv.getAddend(),
           conv.getStridesAttr(), conv.getDilationsAttr(), conv.getPadsAttr(), conv.getGroupAttr(),
           b.getF64FloatAttr(act->scale), b.getI64IntegerAttr(act->zero), conv.getClipMinAttr(),
-          conv.getClipMaxAttr(), conv.getChannelsLastAttr(), conv.getActivationAttr());
+          conv.getClipMaxAttr(), conv.getChannelsLastAttr(), conv.getActivationAttr(), FloatAttr(),
+          IntegerAttr());
       conv.getResult().replaceAllUsesWith(qc.getResult());
       conv->erase();
-      eraseIfDead(w);
-      eraseIfDead(input);
+      eraseIfDead({w, input});
       ++numRaised;
       return;
     }
@@ -544,13 +634,13 @@ struct RaiseQuantizedMatmulPass
           b.getI64IntegerAttr(8), b.getI64IntegerAttr(0),
           ActivationQuantAttr::get(ctx, ActivationQuant::DynamicPerTensor), b.getF64FloatAttr(1.0),
           ActivationAttr::get(ctx, Activation::None), CombineAttr::get(ctx, Combine::Add),
-          FloatAttr(), IntegerAttr());
+          FloatAttr(), IntegerAttr(), FloatAttr(), IntegerAttr());
       m.getResult().replaceAllUsesWith(q.getResult());
       m->erase();
       cast->erase();
       Value pw = p.getRhs(), pl = p.getLhs(), ps = scaleSide;
       p->erase();
-      for (Value dead : {pw, pl, ps}) eraseIfDead(dead);
+      eraseIfDead({pw, pl, ps});
       ++numRaised;
       return;
     }

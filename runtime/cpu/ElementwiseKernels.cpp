@@ -13,6 +13,7 @@
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/RowMath.h"
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
@@ -276,6 +277,25 @@ absl::StatusOr<PreparedStep> prepareGelu(const KernelContext &c) {
   if (approx == "tanh")
     return prepareUnary<math::GeluTanh, false>(c);
   return c.error(absl::StrCat("unknown approximation '", approx, "'"));
+}
+
+/// fake_quantize: QuantizeLinear to uint8 and DequantizeLinear, in one pass.
+absl::StatusOr<PreparedStep> prepareFakeQuantize(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  DS_RETURN_IF_ERROR(c.expectDType(c.in[0], plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(c.out[0], plan::F32, "result"));
+  DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  DS_ASSIGN_OR_RETURN(double scale, c.floatAttr("scale"));
+  DS_ASSIGN_OR_RETURN(int64_t zero, c.intAttr("zero_point"));
+  if (!(scale > 0) || !std::isfinite(static_cast<float>(scale)) || zero < 0 || zero > 255)
+    return c.error("scale must be positive and finite and zero_point in [0, 255]");
+  return PreparedStep([x = c.in[0].as<float>(), y = c.out[0].as<float>(), n = c.out[0].numel,
+                       s = static_cast<float>(scale), z = static_cast<float>(zero)] {
+    parallelFor(n, 16384, [&](int64_t lo, int64_t hi) {
+      roundToUint8(x + lo, hi - lo, s, z, nullptr, y + lo);
+    });
+    return absl::OkStatus();
+  });
 }
 
 template <typename T, typename Op>
@@ -630,6 +650,7 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("tanh", prepareUnary<math::Tanh, false>);
   r.add("sigmoid", prepareUnary<math::Sigmoid, false>);
   r.add("gelu", prepareGelu);
+  r.add("fake_quantize", prepareFakeQuantize);
   r.add("where", prepareWhere);
   r.add("cast", prepareCast);
 }

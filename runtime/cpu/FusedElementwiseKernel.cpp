@@ -7,13 +7,16 @@
 // fused result equals the unfused one.
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
 
 // Compiled once per instruction set (Isa.h).
 #include "runtime/cpu/IsaBegin.h"
+#include "runtime/cpu/RowMath.h"
 namespace ds::rt::cpu::DS_CPU_ISA {
 namespace {
 
@@ -22,6 +25,8 @@ constexpr int64_t kTile = 512;
 
 using Unary = void (*)(const float *, float *, int64_t);
 using Binary = void (*)(const float *, const float *, float *, int64_t);
+/// A unary function with parameters (fake_quantize's scale and zero point).
+using ParamUnary = void (*)(const float *, float *, int64_t, const float *);
 
 template <class Op> void unary(const float *a, float *o, int64_t n) {
   Op op;
@@ -80,7 +85,13 @@ struct ElementFn {
   int arity = 0;
   Unary unary = nullptr;
   Binary binary = nullptr; // arity 3 is `where`
+  ParamUnary paramUnary = nullptr;
 };
+
+/// QuantizeLinear to uint8 and back: params = {scale, zero point}.
+void fakeQuantize(const float *a, float *o, int64_t n, const float *params) {
+  roundToUint8(a, n, params[0], params[1], nullptr, o);
+}
 
 const std::map<std::string, ElementFn> &elementFns() {
   static const std::map<std::string, ElementFn> fns = [] {
@@ -145,6 +156,7 @@ struct Instr {
   ElementFn fn;
   int src[3] = {0, 0, 0};
   int dst = 0; // register
+  float params[2] = {0, 0};
 };
 
 /// Where a register's tile lives during one tile of work.
@@ -199,7 +211,8 @@ void runProgram(const Program &prog, std::vector<const float *> &reg, float *scr
     float *dst = (resultInPlace && in.dst == prog.result)
                      ? out
                      : scratch + static_cast<size_t>(prog.slot[in.dst]) * kTile;
-    if (in.fn.arity == 1) in.fn.unary(reg[in.src[0]], dst, len);
+    if (in.fn.paramUnary) in.fn.paramUnary(reg[in.src[0]], dst, len, in.params);
+    else if (in.fn.arity == 1) in.fn.unary(reg[in.src[0]], dst, len);
     else if (in.fn.arity == 2) in.fn.binary(reg[in.src[0]], reg[in.src[1]], dst, len);
     else select(reg[in.src[0]], reg[in.src[1]], reg[in.src[2]], dst, len);
     reg[in.dst] = dst;
@@ -247,12 +260,26 @@ absl::StatusOr<Program> parseProgram(const KernelContext &c) {
   DS_ASSIGN_OR_RETURN(int64_t result, c.intAttr("result"));
   size_t next = 0;
   for (absl::string_view name : absl::StrSplit(ops, ',', absl::SkipEmpty())) {
-    auto it = elementFns().find(std::string(name));
-    if (it == elementFns().end())
-      return c.error(absl::StrCat("op #", p.code.size(), " '", name,
-                                  "' has no fused element function"));
     Instr in;
-    in.fn = it->second;
+    if (absl::ConsumePrefix(&name, "fake_quantize:")) {
+      // fake_quantize:<scale>:<zero point>
+      std::vector<absl::string_view> ps = absl::StrSplit(name, ':');
+      float scale = 0;
+      int zero = -1;
+      if (ps.size() != 2 || !absl::SimpleAtof(ps[0], &scale) || !absl::SimpleAtoi(ps[1], &zero) ||
+          !(scale > 0) || !std::isfinite(scale) || zero < 0 || zero > 255)
+        return c.error(absl::StrCat("op #", p.code.size(), " 'fake_quantize:", name,
+                                    "' needs a positive scale and a zero point in [0, 255]"));
+      in.fn = {1, nullptr, nullptr, fakeQuantize};
+      in.params[0] = scale;
+      in.params[1] = static_cast<float>(zero);
+    } else {
+      auto it = elementFns().find(std::string(name));
+      if (it == elementFns().end())
+        return c.error(absl::StrCat("op #", p.code.size(), " '", name,
+                                    "' has no fused element function"));
+      in.fn = it->second;
+    }
     in.dst = p.numInputs + static_cast<int>(p.code.size());
     for (int a = 0; a < in.fn.arity; ++a, ++next) {
       if (next >= args.size())

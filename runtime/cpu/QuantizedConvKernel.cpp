@@ -38,10 +38,16 @@ struct QuantizedConv {
   ConvGeometry g;
   bool channelsLast = false;
   const float *x = nullptr, *scale = nullptr, *bias = nullptr, *addend = nullptr;
+  const uint8_t *xq = nullptr; // a uint8 input: the rounded values themselves
   const int8_t *weight = nullptr;
-  float *out = nullptr;
+  float *out = nullptr; // the f32 result (staged, for a uint8 result)
   float inputScale = 1;
   uint8_t inputZero = 0;
+  // A uint8 result: the f32 one rounded with these as it is stored.
+  uint8_t *outQ = nullptr;
+  float outputScale = 1;
+  uint8_t outputZero = 0;
+  std::vector<float> staged;
   Clamp clamp;
   // The taps' sums for the zero point: rows of M, corrRow[p] the row of
   // output position p; empty when the zero point is 0.
@@ -74,8 +80,15 @@ struct QuantizedConv {
   int64_t spatialIn() const { return g.w.inSize; }
   int64_t spatialOut() const { return g.w.outSize; }
 
-  /// x rounded to uint8, [N, spatial, C] (or into the interior of a
-  /// zero-point padded [N, padded spatial, C] when `paddedIn` is given).
+  /// Input elements [i, i + len) of the plan's buffer rounded to uint8
+  /// (copied, for a uint8 input) into `to`.
+  void store(int64_t i, int64_t len, uint8_t *to) const {
+    if (xq) std::memcpy(to, xq + i, static_cast<size_t>(len));
+    else roundToUint8(x + i, len, inputScale, inputZero, to, nullptr);
+  }
+
+  /// The input rounded to uint8, [N, spatial, C] (or into the interior of
+  /// a zero-point padded [N, padded spatial, C] when `paddedIn` is given).
   void quantize(uint8_t *q, const std::vector<int64_t> *paddedIn = nullptr,
                 const std::vector<int64_t> *padBegin = nullptr) const {
     const int64_t n = g.w.n, c = g.w.c, sp = spatialIn();
@@ -97,15 +110,14 @@ struct QuantizedConv {
             p /= in[d];
             stride *= (*paddedIn)[d];
           }
-          roundToUint8(x + t * c, c, s, z, q + ((t / sp) * psp + off) * c, nullptr);
+          store(t * c, c, q + ((t / sp) * psp + off) * c);
         }
       });
       return;
     }
     if (channelsLast) {
-      parallelFor(n * sp * c, 1 << 14, [&](int64_t lo, int64_t hi) {
-        roundToUint8(x + lo, hi - lo, s, z, q + lo, nullptr);
-      });
+      parallelFor(n * sp * c, 1 << 14,
+                  [&](int64_t lo, int64_t hi) { store(lo, hi - lo, q + lo); });
       return;
     }
     // Channels-first: blocks of positions, each channel's run read
@@ -116,9 +128,14 @@ struct QuantizedConv {
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t b = t / blocks, p0 = (t % blocks) * kBlock, p1 = std::min(sp, p0 + kBlock);
         for (int64_t ch = 0; ch < c; ++ch) {
-          const float *xc = x + (b * c + ch) * sp;
           uint8_t *qc = q + b * sp * c + ch;
-          for (int64_t p = p0; p < p1; ++p) qc[p * c] = round(xc[p]);
+          if (xq) {
+            const uint8_t *xc = xq + (b * c + ch) * sp;
+            for (int64_t p = p0; p < p1; ++p) qc[p * c] = xc[p];
+          } else {
+            const float *xc = x + (b * c + ch) * sp;
+            for (int64_t p = p0; p < p1; ++p) qc[p * c] = round(xc[p]);
+          }
         }
       }
     });
@@ -164,14 +181,25 @@ struct QuantizedConv {
     }
 #ifdef DS_GEMM_ONEDNN
     if (dnn && dnn->direct) {
-      const bool pad = !dnn->padded.empty();
-      quantize(pad ? dnn->padded.data() : q.data(), pad ? &dnn->paddedIn : nullptr,
-               pad ? &dnn->padBegin : nullptr);
+      // The rounded input: the zero-point padded copy, a uint8 input as it
+      // is, or rounded here.
+      const uint8_t *src = xq;
+      if (!dnn->padded.empty()) {
+        quantize(dnn->padded.data(), &dnn->paddedIn, &dnn->padBegin);
+        src = dnn->padded.data();
+      } else if (!xq) {
+        quantize(q.data());
+        src = q.data();
+      }
       try {
+        // A uint8 result is the f32 one over output_scale plus its zero
+        // point: oneDNN's scales are mult / output_scale, and the zero
+        // point rides on the bias.
+        const float shift = outQ ? outputZero * outputScale : 0.0f;
         for (int64_t ch = 0; ch < g.m; ++ch)
-          dnn->scaledBias[ch] = biasOrZero[ch] / mult[ch] -
+          dnn->scaledBias[ch] = (biasOrZero[ch] + shift) / mult[ch] -
                                 static_cast<float>(inputZero) * static_cast<float>(dnn->weightSums[ch]);
-        dnn->src.set_data_handle(pad ? dnn->padded.data() : q.data());
+        dnn->src.set_data_handle(const_cast<uint8_t *>(src));
         std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnn->src},
                                                    {DNNL_ARG_WEIGHTS, dnn->weights},
                                                    {DNNL_ARG_BIAS, dnn->bias},
@@ -185,10 +213,11 @@ struct QuantizedConv {
       }
       return absl::OkStatus();
     }
-    quantize(q.data());
+    const uint8_t *src = xq && channelsLast ? xq : q.data();
+    if (src != xq) quantize(q.data());
     if (dnn) {
       try {
-        dnn->src.set_data_handle(q.data());
+        dnn->src.set_data_handle(const_cast<uint8_t *>(src));
         dnn->dst.set_data_handle(acc.data());
         dnn->conv.execute(dnn->stream, {{DNNL_ARG_SRC, dnn->src},
                                         {DNNL_ARG_WEIGHTS, dnn->weights},
@@ -200,12 +229,19 @@ struct QuantizedConv {
       }
     } else
 #else
-    quantize(q.data());
+    const uint8_t *src = xq && channelsLast ? xq : q.data();
+    if (src != xq) quantize(q.data());
 #endif
-      directSums(q.data(), acc.data());
+      directSums(src, acc.data());
     finish(acc.data());
+    if (outQ)
+      parallelFor(outNumel(), 1 << 14, [&](int64_t lo, int64_t hi) {
+        roundToUint8(out + lo, hi - lo, outputScale, outputZero, outQ + lo, nullptr);
+      });
     return absl::OkStatus();
   }
+
+  int64_t outNumel() const { return g.w.n * spatialOut() * g.m; }
 
   /// y = clamp(input_scale * scale[m] * (acc - z corr) + bias + addend),
   /// written in the plan's layout.
@@ -346,20 +382,28 @@ struct QuantizedConv {
       const tag last = k == 1 ? tag::nwc : k == 2 ? tag::nhwc : tag::ndhwc;
       const tag wplain = grouped ? (k == 1 ? tag::goiw : k == 2 ? tag::goihw : tag::goidhw)
                                  : (k == 1 ? tag::oiw : k == 2 ? tag::oihw : tag::oidhw);
-      memory::desc srcMd(src, dt::u8, last), dstMd(dst, r->direct ? dt::f32 : dt::s32, last),
+      const dt result = !r->direct ? dt::s32 : qc.outQ ? dt::u8 : dt::f32;
+      memory::desc srcMd(src, dt::u8, last), dstMd(dst, result, last),
           wAny(wdims, dt::s8, tag::any), biasMd({qc.g.m}, dt::f32, tag::a);
       primitive_attr attr;
       attr.set_scratchpad_mode(scratchpad_mode::user);
       if (r->direct) {
+        // A uint8 result is computed over output_scale, its zero point
+        // added (by the bias): the clamp's bounds move with it, and the
+        // store rounds half to even and saturates to [0, 255].
+        const float over = qc.outQ ? 1.0f / qc.outputScale : 1.0f;
+        const float shift = qc.outQ ? qc.outputZero : 0.0f;
         std::vector<float> mult(static_cast<size_t>(qc.g.m));
-        for (int64_t ch = 0; ch < qc.g.m; ++ch) mult[ch] = qc.inputScale * qc.scale[ch];
+        for (int64_t ch = 0; ch < qc.g.m; ++ch)
+          mult[ch] = qc.inputScale * qc.scale[ch] * (qc.outQ ? over : 1.0f);
         attr.set_output_scales(1 << 1, mult);
         post_ops ops;
-        if (qc.addend) ops.append_binary(algorithm::binary_add, dstMd);
-        if (qc.clamp.lo == 0.0f && qc.clamp.hi == INFINITY)
+        if (qc.addend) ops.append_binary(algorithm::binary_add, memory::desc(dst, dt::f32, last));
+        if (qc.clamp.lo == 0.0f && qc.clamp.hi == INFINITY && !qc.outQ)
           ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
         else if (qc.clamp.bounded())
-          ops.append_eltwise(1.0f, algorithm::eltwise_clip, qc.clamp.lo, qc.clamp.hi);
+          ops.append_eltwise(1.0f, algorithm::eltwise_clip, qc.clamp.lo * over + shift,
+                             qc.clamp.hi * over + shift);
         attr.set_post_ops(ops);
       }
       auto desc = r->direct ? convolution_forward::desc(prop_kind::forward_inference,
@@ -383,7 +427,7 @@ struct QuantizedConv {
       if (r->direct) {
         r->scaledBias.assign(static_cast<size_t>(qc.g.m), 0.0f);
         r->bias = memory(biasMd, r->engine, r->scaledBias.data());
-        r->dst = memory(dstMd, r->engine, qc.out);
+        r->dst = memory(dstMd, r->engine, qc.outQ ? static_cast<void *>(qc.outQ) : qc.out);
         if (qc.addend) r->addend = memory(dstMd, r->engine, const_cast<float *>(qc.addend));
       } else {
         r->dst = memory(dstMd, r->engine, DNNL_MEMORY_NONE);
@@ -404,10 +448,10 @@ absl::StatusOr<PreparedStep> prepareQuantizedConv(const KernelContext &c) {
   const size_t arity = 3 + hasBias + hasAddend;
   DS_RETURN_IF_ERROR(c.expectArity(arity, arity, 1));
   const TensorView &x = c.in[0], &w = c.in[1], &s = c.in[2], &y = c.out[0];
-  DS_RETURN_IF_ERROR(c.expectDType(x, plan::F32, "input"));
+  if (x.dtype != plan::U8) DS_RETURN_IF_ERROR(c.expectDType(x, plan::F32, "input"));
   DS_RETURN_IF_ERROR(c.expectDType(w, plan::I8, "weight"));
   DS_RETURN_IF_ERROR(c.expectDType(s, plan::F32, "scale"));
-  DS_RETURN_IF_ERROR(c.expectDType(y, plan::F32, "result"));
+  if (y.dtype != plan::U8) DS_RETURN_IF_ERROR(c.expectDType(y, plan::F32, "result"));
   if (x.rank() < 3 || y.rank() != x.rank())
     return c.error("input and result must be [N, C, spatial...] (or channels-last)");
   // The geometry read channels-first.
@@ -438,10 +482,22 @@ absl::StatusOr<PreparedStep> prepareQuantizedConv(const KernelContext &c) {
     return c.error("input_scale must be positive and finite and input_zero_point in [0, 255]");
   DS_ASSIGN_OR_RETURN(q->clamp, Clamp::fromStep(c));
   q->channelsLast = channelsLast;
-  q->x = x.as<float>();
+  if (x.dtype == plan::U8) q->xq = x.as<uint8_t>();
+  else q->x = x.as<float>();
+  if (y.dtype == plan::U8) {
+    DS_ASSIGN_OR_RETURN(double os, c.floatAttr("output_scale"));
+    DS_ASSIGN_OR_RETURN(int64_t oz, c.intAttr("output_zero_point"));
+    if (!(os > 0) || !std::isfinite(static_cast<float>(os)) || oz < 0 || oz > 255 || hasAddend ||
+        c.hasAttr("activation"))
+      return c.error("a uint8 result needs a positive finite output_scale, an output_zero_point "
+                     "in [0, 255], and no addend or activation");
+    q->outQ = y.as<uint8_t>();
+    q->outputScale = static_cast<float>(os);
+    q->outputZero = static_cast<uint8_t>(oz);
+  }
   q->weight = w.as<int8_t>();
   q->scale = s.as<float>();
-  q->out = y.as<float>();
+  if (!q->outQ) q->out = y.as<float>();
   q->inputScale = static_cast<float>(inScale);
   q->inputZero = static_cast<uint8_t>(inZero);
   // The addend is read where the result is written: an in-place addend
@@ -458,6 +514,15 @@ absl::StatusOr<PreparedStep> prepareQuantizedConv(const KernelContext &c) {
     if (q->dnn && !q->dnn->direct && q->inputZero) q->countCorrections();
   }
 #endif
+  // A uint8 result not stored by oneDNN: the f32 result staged, then rounded.
+  if (q->outQ
+#ifdef DS_GEMM_ONEDNN
+      && !(q->dnn && q->dnn->direct)
+#endif
+  ) {
+    q->staged.resize(static_cast<size_t>(y.numel));
+    q->out = q->staged.data();
+  }
   return PreparedStep([q] { return q->run(); });
 }
 

@@ -155,6 +155,7 @@ struct QuantizedMatmul {
   ActQuant aq = ActQuant::None;
   float inputScale = 0;    // static: the activations' scale
   uint8_t inputZero = 0;   // and zero point
+  float roundScale = 0, roundZero = 0; // the result's uint8 grid (0: none)
   float *out = nullptr;
   std::shared_ptr<const Epilogue> e;
   bool aliasedAddend = false; // the addend shares the result's bytes
@@ -188,6 +189,16 @@ struct QuantizedMatmul {
   /// The epilogue over columns [c0, c1) of the product `p` into `out`.
   void finish(const float *p, int64_t c0, int64_t c1) const {
     if (e) e->apply(p, out, e->addend, n, 0, rows, c0, c1);
+    round(0, rows, c0, c1);
+  }
+
+  /// The stored result's rows [r0, r1) x columns [c0, c1) rounded to the
+  /// uint8 grid of round_scale and back (a QDQ model's QuantizeLinear /
+  /// DequantizeLinear after the product), when the step asks.
+  void round(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
+    if (roundScale == 0) return;
+    for (int64_t r = r0; r < r1; ++r)
+      roundToUint8(out + r * n + c0, c1 - c0, roundScale, roundZero, nullptr, out + r * n + c0);
   }
 
   absl::Status run() const {
@@ -288,6 +299,7 @@ struct QuantizedMatmul {
           }
         }
         if (e) e->apply(p, out, e->addend, n, r0, r1, 0, n);
+        round(r0, r1, 0, n);
       });
       return absl::OkStatus();
     }
@@ -438,6 +450,14 @@ absl::StatusOr<PreparedStep> prepareQuantizedMatmul(const KernelContext &c) {
   q->aliasedAddend = e->addend && e->addend < q->out + numel && q->out < e->addend + numel;
   const bool plain = e->alpha == 1.0f && !e->bias && !e->addend && e->act == Epilogue::Act::None;
   if (!plain) q->e = e;
+  if (c.hasAttr("round_scale")) {
+    DS_ASSIGN_OR_RETURN(double rs, c.floatAttr("round_scale"));
+    DS_ASSIGN_OR_RETURN(int64_t rz, c.intAttr("round_zero_point"));
+    if (!(rs > 0) || !std::isfinite(static_cast<float>(rs)) || rz < 0 || rz > 255)
+      return c.error("round_scale must be positive and finite and round_zero_point in [0, 255]");
+    q->roundScale = static_cast<float>(rs);
+    q->roundZero = static_cast<float>(rz);
+  }
   // Int8 activations per row on int8 dot products where the CPU has them:
   // the streaming kernel for a few rows, and for many when the weight is
   // group-wise or int4 (oneDNN's int8 product takes per-channel int8 only).

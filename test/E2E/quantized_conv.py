@@ -118,6 +118,52 @@ for name, xshape, m, k, group, strides, pads, dil, per_channel, xz in cases:
             tag, "f32 convolution" if weight_input else "quantized_conv", int((diff == 0).sum()),
             diff.size))
 
+# Two QLinearConvs back to back: the first hands the second its uint8
+# output as it is (ds-keep-activations-quantized), stored by oneDNN
+# (channels-last) or rounded from the f32 result after the int32 path
+# (channels-first, --disable-fusion=channels-last).
+x = rng.integers(0, 256, (1, 4, 10, 10)).astype(np.uint8)
+w1 = rng.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8)
+w2 = rng.integers(-127, 128, (6, 8, 3, 3)).astype(np.int8)
+ws1, ws2 = rng.uniform(0.002, 0.01, 8).astype(np.float32), rng.uniform(0.002, 0.01, 6).astype(np.float32)
+b1, b2 = rng.integers(-3000, 3000, 8).astype(np.int32), rng.integers(-3000, 3000, 6).astype(np.int32)
+(xs, xz), (ms, mz), (ys, yz) = (0.02, 119), (0.08, 7), (0.05, 100)
+mid = np.clip(np.rint((conv_int(x.astype(np.int64) - xz, w1, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+                       + b1[None, :, None, None]) * (xs * ws1.astype(np.float64))[None, :, None, None]
+                      / ms) + mz, 0, 255)
+want = np.clip(np.rint((conv_int(mid.astype(np.int64) - mz, w2, (2, 2), (1, 1, 1, 1), (1, 1), 1)
+                        + b2[None, :, None, None]) * (ms * ws2.astype(np.float64))[None, :, None, None]
+                       / ys) + yz, 0, 255).astype(np.uint8)
+consts = [numpy_helper.from_array(np.array(v, t), name) for v, t, name in (
+    (xs, np.float32, "xs"), (xz, np.uint8, "xz"), (ms, np.float32, "ms"), (mz, np.uint8, "mz"),
+    (ys, np.float32, "ys"), (yz, np.uint8, "yz"))] + [
+    numpy_helper.from_array(v, name) for v, name in (
+        (w1, "w1"), (w2, "w2"), (ws1, "ws1"), (ws2, "ws2"), (b1, "b1"), (b2, "b2"),
+        (np.zeros(8, np.int8), "wz1"), (np.zeros(6, np.int8), "wz2"))]
+nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws1", "wz1", "ms", "mz", "b1"],
+                          ["m"], pads=[1, 1, 1, 1]),
+         helper.make_node("QLinearConv", ["m", "ms", "mz", "w2", "ws2", "wz2", "ys", "yz", "b2"],
+                          ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x.shape))],
+                      [helper.make_tensor_value_info("y", TensorProto.UINT8, list(want.shape))], consts)
+chain = os.path.join(args.workdir, "chain.onnx")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), chain)
+np.save(os.path.join(args.workdir, "chain_x.npy"), x)
+for flags in ([], ["--disable-fusion=channels-last"]):
+    plan = os.path.join(args.workdir, "chain.dsplan")
+    run(["ds-opt", chain, "-o", plan] + flags)
+    dump = run(["ds-run", plan, "--dump"])
+    if dump.count("quantized_conv(") != 2 or "output_zero_point=7" not in dump:
+        sys.exit("the QLinearConv chain did not keep its activations in uint8:\n" + dump)
+    out = os.path.join(args.workdir, "chain_out.npy")
+    run(["ds-run", plan, "--inputs", os.path.join(args.workdir, "chain_x.npy"), "--outputs", out])
+    diff = np.abs(np.load(out).astype(np.int32) - want.astype(np.int32))
+    if diff.max() > 1 or (diff > 0).mean() > 0.01:
+        sys.exit("QLinearConv chain %s: %d of %d outputs differ from the definition (max %d)" % (
+            flags, int((diff > 0).sum()), diff.size, diff.max()))
+    print("QLinearConv chain%s: uint8 between the layers, %d of %d outputs equal to the definition"
+          % (" (channels-first)" if flags else "", int((diff == 0).sum()), diff.size))
+
 # ds.quantized_conv alone, its weight an argument: the direct loops.
 x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
 w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)

@@ -251,3 +251,19 @@ func.func @pre_activation_read_first(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %
   %a = ds.gelu %h : tensor<6x8xf32>
   return %a, %d : tensor<6x8xf32>, tensor<6x8xf32>
 }
+
+// -----
+
+// A quantized product (a QDQ model's) takes its bias and then the
+// QuantizeLinear/DequantizeLinear of its result (ds.fake_quantize): the
+// result is rounded to that uint8 grid as it is stored.
+// CHECK-LABEL: func.func @quantized_round
+// CHECK: %[[Y:.+]] = ds.quantized_matmul %arg0, %arg1, %arg2 bias %arg3 {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 5.000000e-01 : f64, input_zero_point = 3 : i64, round_scale = 2.500000e-01 : f64, round_zero_point = 7 : i64}
+// CHECK-NOT: ds.fake_quantize
+// CHECK: return %[[Y]]
+func.func @quantized_round(%x: tensor<4x8xf32>, %w: tensor<6x8xi8>, %s: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<4x6xf32> {
+  %p = ds.quantized_matmul %x, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.5 : f64, input_zero_point = 3 : i64} : (tensor<4x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<4x6xf32>
+  %a = ds.add %p, %b : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %y = ds.fake_quantize %a {scale = 0.25 : f64, zero_point = 7 : i64} : tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}

@@ -164,16 +164,16 @@ func.func @integer_input(%q: tensor<4x3xi8>) -> tensor<4x2xf32> {
 // A QDQ convolution (per-output-channel weight scales laid [M, 1, 1, 1],
 // the int32 bias already dequantized): ds.quantized_conv on x with the
 // activations' scale and zero point, the geometry and bias carried over.
-// The output's QuantizeLinear/DequantizeLinear pair stays in f32 (its casts
-// of clamped, rounded values are exact), for one fused elementwise pass.
+// The output's QuantizeLinear/DequantizeLinear pair becomes one
+// ds.fake_quantize (uint8 grid: scale 0.25, zero point 0).
 // CHECK-LABEL: func.func @qdq_conv
 // CHECK-SAME: (%[[X:.+]]: tensor<1x2x4x4xf32>, %[[B:.+]]: tensor<2xf32>)
 // CHECK-DAG: %[[W:.+]] = ds.constant dense<{{.+}}> : tensor<2x2x3x3xi8>
 // CHECK-DAG: %[[S:.+]] = ds.constant dense<[1.000000e-01, 2.000000e-01]> : tensor<2xf32>
 // CHECK: %[[Y:.+]] = ds.quantized_conv %[[X]], %[[W]], %[[S]] bias %[[B]] {dilations = array<i64: 1, 1>, group = 1 : i64, input_scale = 5.000000e-01 : f64, input_zero_point = 128 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
-// CHECK: %[[N:.+]] = ds.min
-// CHECK-NOT: ds.cast
-// CHECK: ds.sub %[[N]]
+// CHECK: %[[F:.+]] = ds.fake_quantize %[[Y]] {scale = 2.500000e-01 : f64, zero_point = 0 : i64} : tensor<1x2x2x2xf32>
+// CHECK-NOT: ds.round
+// CHECK: return %[[F]]
 func.func @qdq_conv(%x: tensor<1x2x4x4xf32>, %b: tensor<2xf32>) -> tensor<1x2x2x2xf32> {
   %s = ds.constant dense<0.5> : tensor<f32>
   %z = ds.constant dense<0.0> : tensor<f32>
@@ -223,4 +223,26 @@ func.func @asymmetric_weight(%q: tensor<1x2x4x4xui8>) -> tensor<1x2x2x2xf32> {
   %w = ds.mul %wc, %ws : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
   %y = ds.conv %xd, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x2x2xf32>
   return %y : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+// A pair with one scale per channel is no ds.fake_quantize (which takes
+// one): it stays f32 ops, its exact casts elided.
+// CHECK-LABEL: func.func @per_channel_pair
+// CHECK-NOT: ds.fake_quantize
+// CHECK-NOT: ds.cast
+// CHECK: ds.round
+func.func @per_channel_pair(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %s = ds.constant dense<[0.5, 0.25, 0.125]> : tensor<3xf32>
+  %lo = ds.constant dense<0.0> : tensor<f32>
+  %hi = ds.constant dense<255.0> : tensor<f32>
+  %d = ds.div %x, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %r = ds.round %d : tensor<2x3xf32>
+  %m = ds.max %r, %lo : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %n = ds.min %m, %hi : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %q = ds.cast %n : tensor<2x3xf32> -> tensor<2x3xui8>
+  %qf = ds.cast %q : tensor<2x3xui8> -> tensor<2x3xf32>
+  %y = ds.mul %qf, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
 }

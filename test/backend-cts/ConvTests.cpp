@@ -312,7 +312,7 @@ CTS_TEST(MaxPoolIndices, "max_pool_indices") {
 
 namespace {
 
-/// [N, C, d...] <-> [N, d..., C] of a host tensor (f32 values).
+/// [N, C, d...] <-> [N, d..., C] of a host tensor (its values, its type).
 HostTensor moveChannels(const HostTensor &t, bool toLast) {
   Shape s = t.shape, o = s;
   if (toLast) std::rotate(o.begin() + 1, o.begin() + 2, o.end());
@@ -327,7 +327,7 @@ HostTensor moveChannels(const HostTensor &t, bool toLast) {
         if (toLast) r[last] = v[first];
         else r[first] = v[last];
       }
-  return f32(o, r);
+  return HostTensor::of(t.dtype, o, r);
 }
 
 } // namespace
@@ -467,4 +467,98 @@ CTS_TEST(ConvAddend, "conv") {
                    f32({1, 2, 2, 3}, sample(12, -1, 1, 206))},
                   outs),
               "addend");
+}
+
+// quantized_conv: activations rounded to uint8 with a fixed scale and zero
+// point (or a uint8 input taken as it is), an int8 weight with per-channel
+// scales, ds.conv's epilogue, an f32 or a uint8 result; against the integer
+// sums over the windows (the padding a real zero). Every convolution case,
+// channels-first and channels-last, with the weight the plan's own (packed
+// once: oneDNN) or not (read at each run: direct loops), zero point 0 and
+// not.
+CTS_TEST(QuantizedConv, "quantized_conv") {
+  unsigned seed = 300;
+  for (const ConvCase &c : kConvCases)
+    for (int variant = 0; variant < 3; ++variant) {
+      // 0: f32 in and out, zero point 0, a clamp; 1: zero point 77, a
+      // residual; 2: uint8 in and out, zero point 77.
+      const Geometry &g = c.g;
+      const int64_t cg = c.c / c.group, mg = c.m / c.group, inSize = numel(g.in),
+                    outSize = numel(g.out()), kSize = numel(g.kernel);
+      const Shape xs = cat({c.n, c.c}, g.in), ws = cat({c.m, cg}, g.kernel),
+                  ys = cat({c.n, c.m}, g.out());
+      const float sIn = 0.01f;
+      const int zIn = variant == 0 ? 0 : 77;
+      std::vector<double> xv = sample(numel(xs), -1, 1, seed++), q(xv.size());
+      for (size_t i = 0; i < xv.size(); ++i)
+        q[i] = std::min(std::max(std::nearbyint(static_cast<float>(xv[i]) / sIn) + zIn, 0.0f), 255.0f);
+      std::vector<double> wv = sample(numel(ws), -127, 127, seed++);
+      for (double &v : wv) v = std::round(v);
+      std::vector<double> sc = sample(c.m, 0.001, 0.003, seed++), bias = sample(c.m, -1, 1, seed++),
+                          add = sample(numel(ys), -1, 1, seed++);
+      for (double &v : sc) v = static_cast<float>(v);
+      std::vector<double> want(numel(ys));
+      for (int64_t n = 0; n < c.n; ++n)
+        for (int64_t m = 0; m < c.m; ++m) {
+          const int64_t grp = m / mg;
+          std::vector<int64_t> acc(outSize, 0);
+          for (int64_t ci = 0; ci < cg; ++ci)
+            g.forEach([&](int64_t p, int64_t k, int64_t off) {
+              if (off < 0) return;
+              acc[p] += static_cast<int64_t>(q[(n * c.c + grp * cg + ci) * inSize + off] - zIn) *
+                        static_cast<int64_t>(wv[(m * cg + ci) * kSize + k]);
+            });
+          for (int64_t p = 0; p < outSize; ++p) {
+            const int64_t i = (n * c.m + m) * outSize + p;
+            double v = sIn * sc[m] * static_cast<double>(acc[p]) + (c.bias ? bias[m] : 0);
+            if (variant == 0) v = std::min(std::max(v, -0.25), 0.5);
+            if (variant == 1) v += add[i];
+            if (variant == 2) v = std::min(std::max(std::nearbyint(v / 0.02) + 9, 0.0), 255.0);
+            want[i] = v;
+          }
+        }
+      HostTensor x = variant == 2 ? HostTensor::of(plan::U8, xs, q) : f32(xs, xv);
+      HostTensor addend = f32(ys, add);
+      const DType outType = variant == 2 ? plan::U8 : plan::F32;
+      for (bool last : {false, true})
+        for (bool constant : {true, false}) {
+          Step step = g.attrs("quantized_conv").i("group", c.group).f("input_scale", sIn).i("input_zero_point", zIn);
+          std::vector<HostTensor> ins{last ? moveChannels(x, true) : x,
+                                      HostTensor::of(plan::I8, ws, wv), f32({c.m}, sc)};
+          if (c.bias) {
+            step.i("bias", 1);
+            ins.push_back(f32({c.m}, bias));
+          }
+          if (variant == 0) step.f("clip_min", -0.25).f("clip_max", 0.5);
+          if (variant == 1) {
+            step.i("addend", 1);
+            ins.push_back(last ? moveChannels(addend, true) : addend);
+          }
+          if (variant == 2) step.f("output_scale", 0.02).i("output_zero_point", 9);
+          if (last) step.i("channels_last", 1);
+          if (constant) step.i("constant_weight", 1);
+          HostTensor y = run1(step, ins, outType, last ? moveChannels(HostTensor::result(outType, ys), true).shape : ys);
+          std::vector<double> got = (last ? moveChannels(y, false) : y).values();
+          const std::string what = "quantized_conv " + shapeStr(xs) + " * " + shapeStr(ws) + " group " +
+                                   std::to_string(c.group) + " variant " + std::to_string(variant) +
+                                   (last ? " channels-last" : "") + (constant ? " packed" : "");
+          if (variant == 2) // a requantization may land on a half and round the other way
+            expectClose(got, want, 0, 1.0, what);
+          else
+            expectClose(got, want, 1e-4, 1e-5, what);
+        }
+    }
+  // Errors: a uint8 result with an addend; a zero point past uint8.
+  Geometry g{{4, 4}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  HostTensor x = f32({1, 2, 4, 4}, sample(32, -1, 1, 390));
+  HostTensor w = HostTensor::of(plan::I8, {2, 2, 3, 3}, std::vector<double>(36, 1));
+  HostTensor s = f32({2}, {0.1, 0.1});
+  std::vector<HostTensor> outs{HostTensor::result(plan::U8, {1, 2, 2, 2})};
+  Step base = g.attrs("quantized_conv").i("group", 1).f("input_scale", 0.1);
+  expectError(run(Step(base).i("input_zero_point", 256), {x, w, s}, outs),
+              "input_zero_point in [0, 255]");
+  expectError(run(Step(base).i("input_zero_point", 0).f("output_scale", 0.1).i("output_zero_point", 0)
+                      .i("addend", 1),
+                  {x, w, s, f32({1, 2, 2, 2}, std::vector<double>(8, 0))}, outs),
+              "no addend or activation");
 }

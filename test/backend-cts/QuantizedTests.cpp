@@ -30,6 +30,7 @@ struct QCase {
   std::string act = "none"; // none, dynamic_per_row, dynamic_per_tensor
   bool zeroPoint = false, bias = false, addend = false, inPlace = false;
   std::string activation = "none";
+  bool round = false; // round_scale: the result rounded to a uint8 grid and back
 };
 
 void checkQuantized(BackendCts &t, const QCase &c, unsigned seed) {
@@ -63,6 +64,10 @@ void checkQuantized(BackendCts &t, const QCase &c, unsigned seed) {
       const float s = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / s;
       for (int64_t i = 0; i < c.k; ++i) xd[r * c.k + i] = std::nearbyint(x[r * c.k + i] * inv) * s;
     }
+  } else if (c.act == "static_per_tensor") { // QuantizeLinear to uint8: scale 1/64, zero point 100
+    for (size_t i = 0; i < x.size(); ++i)
+      xd[i] = (std::min(std::max(std::nearbyint(x[i] / 0.015625f) + 100, 0.0f), 255.0f) - 100) *
+              0.015625;
   } else if (c.act == "dynamic_per_tensor") {
     std::vector<double> q;
     float s;
@@ -83,7 +88,11 @@ void checkQuantized(BackendCts &t, const QCase &c, unsigned seed) {
       }
       double v = acc + (c.bias ? bias[col] : 0);
       if (c.activation == "relu") v = std::max(v, 0.0);
-      want[r * c.n + col] = c.addend ? v + add[r * c.n + col] : v;
+      v = c.addend ? v + add[r * c.n + col] : v;
+      if (c.round) // round_scale 1/8, round_zero_point 128
+        v = (std::min(std::max(std::nearbyint(static_cast<float>(v) / 0.125f) + 128, 0.0f), 255.0f) -
+             128) * 0.125;
+      want[r * c.n + col] = v;
     }
   // Repacked at load (constant_weight: a plan's own weight) and read as it
   // is (a weight fetched from host memory each run).
@@ -93,6 +102,8 @@ void checkQuantized(BackendCts &t, const QCase &c, unsigned seed) {
     step.i("bits", c.bits);
     if (c.group) step.i("group_size", c.group);
     if (c.act != "none") step.s("activation_quant", c.act);
+    if (c.act == "static_per_tensor") step.f("input_scale", 0.015625).i("input_zero_point", 100);
+    if (c.round) step.f("round_scale", 0.125).i("round_zero_point", 128);
     if (c.activation != "none") step.s("activation", c.activation);
     std::vector<HostTensor> ins{HostTensor::of(plan::F32, {c.rows, c.k}, xv), weight,
                                 HostTensor::of(plan::F32, scaleShape, scale)};
@@ -127,8 +138,12 @@ CTS_TEST(QuantizedMatmulWeightsAndActivations, "quantized_matmul") {
   // Rows taking each path: a decode step's few (1, 5, 16) and many (40).
   for (int64_t rows : {1, 5, 16, 40})
     for (int64_t n : {37, 64}) {
-      for (const char *act : {"none", "dynamic_per_row", "dynamic_per_tensor"})
+      for (const char *act : {"none", "dynamic_per_row", "dynamic_per_tensor", "static_per_tensor"})
         checkQuantized(*this, QCase{rows, 64, n, 8, 0, act}, seed++);
+      // A QDQ product: static activations, bias, the result rounded.
+      checkQuantized(*this, QCase{rows, 64, n, 8, 0, "static_per_tensor", false, true, false, false,
+                                  "none", true},
+                     seed++);
       checkQuantized(*this, QCase{rows, 64, n, 8, 16}, seed++);
       checkQuantized(*this, QCase{rows, 64, n, 8, 16, "none", true}, seed++);
       checkQuantized(*this, QCase{rows, 64, n, 4, 32}, seed++);
@@ -155,12 +170,36 @@ CTS_TEST(QuantizedMatmulErrors, "quantized_matmul") {
   expectError(run(base().i("group_size", 3), {x, w8, s}, outs), "group_size must be 0 or divide K");
   expectError(run(base().i("group_size", 4), {x, w8, s}, outs), "scale must have shape");
   expectError(run(base().s("activation_quant", "static"), {x, w8, s}, outs),
-              "activation_quant must be none, dynamic_per_row or dynamic_per_tensor");
+              "activation_quant must be none, dynamic_per_row, dynamic_per_tensor or "
+              "static_per_tensor");
+  expectError(run(base().s("activation_quant", "static_per_tensor").f("input_scale", 0)
+                      .i("input_zero_point", 0),
+                  {x, w8, s}, outs),
+              "static_per_tensor needs a positive finite input_scale");
   HostTensor zp = HostTensor::of(plan::I8, {4}, std::vector<double>(4, 0));
   expectError(run(base().i("zero_point", 1).s("activation_quant", "dynamic_per_row"), {x, w8, s, zp},
                   outs),
               "quantized activations take a weight without zero points");
   checkQuantized(*this, QCase{2, 8, 4}, 90);
+}
+
+// fake_quantize: QuantizeLinear to uint8 then DequantizeLinear; values
+// past both ends saturate, halves round to even.
+CTS_TEST(FakeQuantize, "fake_quantize") {
+  std::vector<double> x = sample(3000, -3, 3, 95);
+  x[0] = 0.125 * 2.5, x[1] = 0.125 * 3.5, x[2] = -100, x[3] = 100; // halves, saturation
+  std::vector<double> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    want[i] = (std::min(std::max(std::nearbyint(static_cast<float>(x[i]) / 0.125f) + 20, 0.0f),
+                        255.0f) -
+               20) *
+              0.125;
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {3000})};
+  ASSERT_TRUE(run(Step("fake_quantize").f("scale", 0.125).i("zero_point", 20), {f32({3000}, x)}, outs)
+                  .ok());
+  expectEqualValues(outs[0].values(), want, "fake_quantize");
+  expectError(run(Step("fake_quantize").f("scale", 0.125).i("zero_point", 300), {f32({3000}, x)}, outs),
+              "zero_point in [0, 255]");
 }
 
 CTS_TEST(DynamicQuantizeLinear, "dynamic_quantize") {

@@ -10,6 +10,7 @@
 // the operand's shape (`unbroadcast`).
 //
 //===----------------------------------------------------------------------===//
+#include "llvm/Support/Format.h"
 #include "dialects/ds/ops/OpFacts.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -394,6 +395,11 @@ void GeluOp::describeKernelStep(KernelStep &s) {
 /// (comma-separated), `args` lists their operand registers in order, and
 /// `result` is the register the body yields. Casts are named by their
 /// target (`cast_bool`, `cast_<type>`), GELU by its form (`gelu_tanh`).
+void FakeQuantizeOp::describeKernelStep(KernelStep &s) {
+  s.setFloat("scale", getScale().convertToDouble());
+  s.setInt("zero_point", getZeroPoint());
+}
+
 void FusedElementwiseOp::describeKernelStep(KernelStep &s) {
   Block &body = getBody().front();
   llvm::DenseMap<Value, int64_t> reg;
@@ -407,6 +413,12 @@ void FusedElementwiseOp::describeKernelStep(KernelStep &s) {
     std::string name = inner.kernel;
     if (auto gelu = dyn_cast<GeluOp>(op)) {
       if (gelu.getApproximate() == GeluApproximation::Tanh) name = "gelu_tanh";
+    } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {
+      // Its parameters in the name (the program's ops take no attributes):
+      // the scale as the f32 it computes with, exactly.
+      llvm::raw_string_ostream(name)
+          << ":" << llvm::format("%.9g", static_cast<float>(fq.getScale().convertToDouble()))
+          << ":" << fq.getZeroPoint();
     } else if (isa<CastOp>(op)) {
       Type e = typeOf(op.getResult(0)).getElementType();
       name = "cast_bool";

@@ -86,6 +86,32 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Elementwise,
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
+def DS_FakeQuantizeOp : DS_Op<"fake_quantize", [Pure, SameOperandsAndResultType, DS_Elementwise],
+                               DS_OwnStep> {
+  let summary = "x rounded to uint8 and back: QuantizeLinear then DequantizeLinear";
+  let description = [{
+    `(clamp(round_half_even(x / scale) + zero_point, 0, 255) - zero_point)
+    * scale`: the values a QDQ model's QuantizeLinear/DequantizeLinear pair
+    hands on (an int8 pair is the same with its zero point plus 128).
+    ds-raise-quantized-matmul makes it of the pairs no int8 kernel takes
+    (before a residual add, a pooling), so that ds-fuse-elementwise fuses
+    one op, not seven. NaN rounds to what the clamp makes of it.
+
+    ```mlir
+    %y = ds.fake_quantize %x {scale = 0.02 : f64, zero_point = 128 : i64} : tensor<1x64x56x56xf32>
+    ```
+
+    **Constraints:**
+    - operand and result have the same f32 tensor type.
+    - `scale` is positive and finite (as an f32); `zero_point` is in
+      [0, 255].
+  }];
+  let arguments = (ins DS_F32Tensor:$operand, F64Attr:$scale, I64Attr:$zero_point);
+  let results = (outs DS_F32Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_BitcastOp : DS_Op<"bitcast", [Pure, SameOperandsAndResultShape]> {
   let summary = "the same bits read as another element type";
   let description = [{

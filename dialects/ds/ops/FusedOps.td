@@ -242,6 +242,10 @@ def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegm
       (ui8 for 4 bits); quantized activations take none.
     - `input_scale` (positive, finite) and `input_zero_point` (0 to 255)
       are present exactly with `static_per_tensor`.
+    - `round_scale` and `round_zero_point`, if present (together; the
+      same ranges), round the result to that uint8 grid and back as it is
+      stored (a QDQ model's QuantizeLinear/DequantizeLinear after the
+      product: `ds.fake_quantize`, which ds-fuse-matmul-epilogues folds in).
     - `bias`, if present, is f32 [N]; `addend`, if present, has the
       result's type.
     - `combine` is `add` or `mul`; `alpha` is finite.
@@ -256,7 +260,9 @@ def DS_QuantizedMatmulOp : DS_Op<"quantized_matmul", [Pure, AttrSizedOperandSegm
                    DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
                    DefaultValuedAttr<DS_CombineAttr, "Combine::Add">:$combine,
                    OptionalAttr<F64Attr>:$input_scale,
-                   OptionalAttr<I64Attr>:$input_zero_point);
+                   OptionalAttr<I64Attr>:$input_zero_point,
+                   OptionalAttr<F64Attr>:$round_scale,
+                   OptionalAttr<I64Attr>:$round_zero_point);
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $weight `,` $scale (`zero_point` $zero_point^)? (`bias` $bias^)? (`addend` $addend^)?
@@ -282,6 +288,13 @@ def DS_QuantizedConvOp : DS_Op<"quantized_conv", [Pure, AttrSizedOperandSegments
     int8 DequantizeLinear (onnxruntime's quantize_static), and from
     QLinearConv.
 
+    Activations may stay quantized between convolutions
+    (ds-keep-activations-quantized): a ui8 `input` is `q` itself (rounded
+    with `input_scale` and `input_zero_point` by its producer), and a ui8
+    result is the f32 result rounded the same way with `output_scale` and
+    `output_zero_point`, `clamp(round_half_even(y / output_scale) +
+    output_zero_point, 0, 255)`: a quarter of the bytes between layers.
+
     ```mlir
     %y = ds.quantized_conv %x, %w, %s bias %b {input_scale = 0.02 : f64, input_zero_point = 128 : i64,
              strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>,
@@ -290,15 +303,17 @@ def DS_QuantizedConvOp : DS_Op<"quantized_conv", [Pure, AttrSizedOperandSegments
     ```
 
     **Constraints:**
-    - `input` is f32 and `weight` i8 of the same rank >= 3, with ds.conv's
-      geometry (strides, dilations, pads, group, channels_last).
+    - `input` is f32 or ui8 and `weight` i8 of the same rank >= 3, with
+      ds.conv's geometry (strides, dilations, pads, group, channels_last).
+    - the result is f32, or ui8 with `output_scale` (positive, finite) and
+      `output_zero_point` (0 to 255) and neither `addend` nor `hard_swish`.
     - `scale` and `bias` (if present) are f32 [M]; `addend`, if present,
       has the result's type.
     - `input_scale` is positive and finite; `input_zero_point` is in
       [0, 255].
     - `clip_min` <= `clip_max`; `activation` is `none` or `hard_swish`.
   }];
-  let arguments = (ins DS_F32Tensor:$input, StaticShapeTensorOf<[I8]>:$weight,
+  let arguments = (ins StaticShapeTensorOf<[F32, UI8]>:$input, StaticShapeTensorOf<[I8]>:$weight,
                    DS_F32Tensor:$scale, Optional<DS_F32Tensor>:$bias,
                    Optional<DS_F32Tensor>:$addend,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
@@ -306,8 +321,10 @@ def DS_QuantizedConvOp : DS_Op<"quantized_conv", [Pure, AttrSizedOperandSegments
                    F64Attr:$input_scale, I64Attr:$input_zero_point,
                    OptionalAttr<F64Attr>:$clip_min, OptionalAttr<F64Attr>:$clip_max,
                    UnitAttr:$channels_last,
-                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation);
-  let results = (outs DS_F32Tensor:$result);
+                   DefaultValuedAttr<DS_ActivationAttr, "Activation::None">:$activation,
+                   OptionalAttr<F64Attr>:$output_scale,
+                   OptionalAttr<I64Attr>:$output_zero_point);
+  let results = (outs StaticShapeTensorOf<[F32, UI8]>:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $scale (`bias` $bias^)? (`addend` $addend^)?
     attr-dict `:` functional-type(operands, results)

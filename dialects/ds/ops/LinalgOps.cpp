@@ -189,6 +189,8 @@ void QuantizedMatmulOp::describeKernelStep(KernelStep &s) {
     s.setString("activation_quant", stringifyActivationQuant(getActivationQuant()));
   if (FloatAttr scale = getInputScaleAttr()) s.setFloat("input_scale", scale.getValueAsDouble());
   if (IntegerAttr zero = getInputZeroPointAttr()) s.setInt("input_zero_point", zero.getInt());
+  if (FloatAttr rs = getRoundScaleAttr()) s.setFloat("round_scale", rs.getValueAsDouble());
+  if (IntegerAttr rz = getRoundZeroPointAttr()) s.setInt("round_zero_point", rz.getInt());
   if (getZeroPoint()) s.setInt("zero_point", 1);
   if (getBias()) s.setInt("bias", 1);
   if (getAddend()) {
@@ -266,6 +268,8 @@ void QuantizedConvOp::describeKernelStep(KernelStep &s) {
   if (getActivation() != Activation::None)
     s.setString("activation", stringifyActivation(getActivation()));
   if (getChannelsLast()) s.setInt("channels_last", 1);
+  if (FloatAttr os = getOutputScaleAttr()) s.setFloat("output_scale", os.getValueAsDouble());
+  if (IntegerAttr oz = getOutputZeroPointAttr()) s.setInt("output_zero_point", oz.getInt());
 }
 
 //===----------------------------------------------------------------------===//

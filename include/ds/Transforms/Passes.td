@@ -518,6 +518,34 @@ def RaiseQuantizedMatmulPass : Pass<"ds-raise-quantized-matmul", "ModuleOp"> {
   ];
 }
 
+def KeepActivationsQuantizedPass : Pass<"ds-keep-activations-quantized", "ModuleOp"> {
+  let summary = "quantized convolutions hand uint8 activations to the quantized convolutions that read them";
+  let description = [{
+    A `ds.quantized_conv` whose every reader is another
+    `ds.quantized_conv` rounding it to uint8 with one scale and zero point
+    (a QDQ model's QuantizeLinear between two convolutions) writes those
+    uint8 values itself (`output_scale`, `output_zero_point`, a ui8
+    result, rounded as its result is stored) and its readers take them as
+    they are: the activations between the layers are a quarter of the
+    bytes, and the readers skip their rounding pass. A convolution with a
+    reader that needs the f32 values (a residual add, a pooling) keeps its
+    f32 result.
+
+    ```mlir
+    %a = ds.quantized_conv %x, %w1, %s1 {...} : (...) -> tensor<1x56x56x64xf32>
+    %b = ds.quantized_conv %a, %w2, %s2 {input_scale = 0.02 : f64, input_zero_point = 0 : i64, ...}
+    ```
+    becomes
+    ```mlir
+    %a = ds.quantized_conv %x, %w1, %s1 {output_scale = 0.02 : f64, output_zero_point = 0 : i64, ...} : (...) -> tensor<1x56x56x64xui8>
+    %b = ds.quantized_conv %a, %w2, %s2 {input_scale = 0.02 : f64, input_zero_point = 0 : i64, ...}
+    ```
+  }];
+  let statistics = [
+    Statistic<"numKept", "num-kept", "convolutions that write uint8 activations">
+  ];
+}
+
 def QuantizePass : Pass<"ds-quantize", "ModuleOp"> {
   let summary = "quantizes products with constant weights to int8 or int4";
   let description = [{

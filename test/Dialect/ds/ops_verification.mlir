@@ -1316,6 +1316,24 @@ func.func @quantized_conv_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xi8>,
 
 // -----
 
+// quantized_conv: a ui8 result says how it is rounded.
+func.func @quantized_conv_u8_result(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xi8>, %s: tensor<4xf32>) {
+  // expected-error@+1 {{output_scale and output_zero_point go with a ui8 result, and only with it}}
+  %0 = ds.quantized_conv %x, %w, %s {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, group = 1 : i64, input_scale = 0.5 : f64, input_zero_point = 0 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xi8>, tensor<4xf32>) -> tensor<1x4x8x8xui8>
+  return
+}
+
+// -----
+
+// fake_quantize: a uint8 grid of a positive scale.
+func.func @fake_quantize_scale(%x: tensor<4xf32>) {
+  // expected-error@+1 {{scale must be positive and finite as an f32, got -1}}
+  %0 = ds.fake_quantize %x {scale = -1.0 : f64, zero_point = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // quantized_matmul: quantized activations take no zero point.
 func.func @quantized_matmul_zero_dynamic(%x: tensor<2x8xf32>, %w: tensor<4x8xi8>, %s: tensor<4xf32>, %z: tensor<4xi8>) {
   // expected-error@+1 {{quantized activations take a weight without zero points}}

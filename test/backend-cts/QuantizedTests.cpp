@@ -186,19 +186,28 @@ CTS_TEST(QuantizedMatmulErrors, "quantized_matmul") {
 // fake_quantize: QuantizeLinear to uint8 then DequantizeLinear; values
 // past both ends saturate, halves round to even.
 CTS_TEST(FakeQuantize, "fake_quantize") {
+  // A scale whose reciprocal is inexact, and values at, one float below
+  // and one above every half (k + 0.5) * scale: where a rounding from a
+  // multiply by the reciprocal instead of ONNX's division would go wrong.
+  const float scale = 0.0123f;
   std::vector<double> x = sample(3000, -3, 3, 95);
-  x[0] = 0.125 * 2.5, x[1] = 0.125 * 3.5, x[2] = -100, x[3] = 100; // halves, saturation
+  for (int k = -140; k < 140; ++k) {
+    const float h = (k + 0.5f) * scale;
+    for (float v : {h, std::nextafter(h, -1e9f), std::nextafter(h, 1e9f)}) x.push_back(v);
+  }
+  x.push_back(-100), x.push_back(100); // saturation
+  const int64_t n = static_cast<int64_t>(x.size());
   std::vector<double> want(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    want[i] = (std::min(std::max(std::nearbyint(static_cast<float>(x[i]) / 0.125f) + 20, 0.0f),
-                        255.0f) -
-               20) *
-              0.125;
-  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {3000})};
-  ASSERT_TRUE(run(Step("fake_quantize").f("scale", 0.125).i("zero_point", 20), {f32({3000}, x)}, outs)
+    want[i] = static_cast<float>(
+        (std::min(std::max(std::nearbyint(static_cast<float>(x[i]) / scale) + 20, 0.0f), 255.0f) -
+         20) *
+        scale);
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {n})};
+  ASSERT_TRUE(run(Step("fake_quantize").f("scale", scale).i("zero_point", 20), {f32({n}, x)}, outs)
                   .ok());
   expectEqualValues(outs[0].values(), want, "fake_quantize");
-  expectError(run(Step("fake_quantize").f("scale", 0.125).i("zero_point", 300), {f32({3000}, x)}, outs),
+  expectError(run(Step("fake_quantize").f("scale", 0.125).i("zero_point", 300), {f32({n}, x)}, outs),
               "zero_point in [0, 255]");
 }
 

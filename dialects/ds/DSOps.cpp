@@ -115,6 +115,14 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   return {};
 }
 
+LogicalResult CastOp::verify() {
+  if (std::optional<StringRef> mode = getRoundMode();
+      mode && *mode != "up" && *mode != "down" && *mode != "nearest")
+    return emitOpError("round_mode must be \"up\", \"down\" or \"nearest\", got \"")
+           << *mode << "\"";
+  return success();
+}
+
 static LogicalResult inferBinary(std::optional<Location> loc, ValueRange operands,
                                  bool boolResult,
                                  SmallVectorImpl<Type> &inferred) {

@@ -18,7 +18,14 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Types
 //===----------------------------------------------------------------------===//
 
-def DS_ElementType : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
+// The narrow types (float8, float4, 4- and 2-bit integers) are storage
+// types: ONNX models carry them through Cast, QuantizeLinear and
+// DequantizeLinear and the data-movement ops; arithmetic widens first. A
+// plan keeps one element per byte (docs/plan-format.md).
+def DS_NarrowType : AnyTypeOf<[F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0FNU, F4E2M1FN,
+                               I<4>, UI<4>, I<2>, UI<2>]>;
+def DS_ElementType : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64,
+                                DS_NarrowType]>;
 def DS_Tensor : StaticShapeTensorOf<[DS_ElementType]>;
 def DS_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
 def DS_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16, I32, I64,

@@ -27,6 +27,7 @@ public:
   LogicalResult where(const onnx::NodeProto &n);
   LogicalResult castNode(const onnx::NodeProto &n);
   LogicalResult castLike(const onnx::NodeProto &n);
+  FailureOr<Value> castWithModes(const onnx::NodeProto &n, Value x, Type elem);
   LogicalResult clip(const onnx::NodeProto &n);
   LogicalResult mod(const onnx::NodeProto &n);
   LogicalResult div(const onnx::NodeProto &n);
@@ -97,13 +98,27 @@ LogicalResult ElementwiseImporter::where(const onnx::NodeProto &n) {
   return success();
 }
 
+/// Cast and CastLike: `saturate` (opset 19, float8 results) and
+/// `round_mode` (opset 24, float8e8m0 results) become ds.cast's attributes.
+FailureOr<Value> ElementwiseImporter::castWithModes(const onnx::NodeProto &n, Value x, Type elem) {
+  DS_TRY(saturate, intAttr(n, "saturate", 1));
+  DS_TRY(mode, stringAttr(n, "round_mode", "up"));
+  if (mode != "up" && mode != "down" && mode != "nearest")
+    return FailureOr<Value>(nodeError(n) << "round_mode must be \"up\", \"down\" or "
+                                         << "\"nearest\", got \"" << mode << "\"");
+  SmallVector<NamedAttribute> attrs;
+  if (!saturate) attrs.push_back(attr("saturate", b_.getBoolAttr(false)));
+  if (mode != "up") attrs.push_back(attr("round_mode", b_.getStringAttr(mode)));
+  return buildTyped<CastOp>(RankedTensorType::get(typeOf(x).getShape(), elem), x, attrs);
+}
+
 LogicalResult ElementwiseImporter::castNode(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(to, intAttr(n, "to"));
   FailureOr<Type> elem = elementType(static_cast<int32_t>(to));
   if (failed(elem))
     return nodeError(n) << "cannot cast to " << onnxTypeName(static_cast<int32_t>(to));
-  DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(typeOf(x).getShape(), *elem), x));
+  DS_TRY(y, castWithModes(n, x, *elem));
   setOutput(n, 0, y);
   return success();
 }
@@ -111,8 +126,7 @@ LogicalResult ElementwiseImporter::castNode(const onnx::NodeProto &n) {
 LogicalResult ElementwiseImporter::castLike(const onnx::NodeProto &n) {
   DS_TRY(x, required(n, 0));
   DS_TRY(like, required(n, 1));
-  DS_TRY(y, buildTyped<CastOp>(
-                RankedTensorType::get(typeOf(x).getShape(), typeOf(like).getElementType()), x));
+  DS_TRY(y, castWithModes(n, x, typeOf(like).getElementType()));
   setOutput(n, 0, y);
   return success();
 }

@@ -387,6 +387,17 @@ protected:
     case onnx::TensorProto_DataType_UINT32: return b_.getIntegerType(32, false);
     case onnx::TensorProto_DataType_UINT64: return b_.getIntegerType(64, false);
     case onnx::TensorProto_DataType_BOOL: return b_.getI1Type();
+    // The narrow types: storage for Cast, QuantizeLinear and DequantizeLinear.
+    case kOnnxFloat8E4M3FN: return Float8E4M3FNType::get(b_.getContext());
+    case kOnnxFloat8E4M3FNUZ: return Float8E4M3FNUZType::get(b_.getContext());
+    case kOnnxFloat8E5M2: return Float8E5M2Type::get(b_.getContext());
+    case kOnnxFloat8E5M2FNUZ: return Float8E5M2FNUZType::get(b_.getContext());
+    case kOnnxFloat8E8M0: return Float8E8M0FNUType::get(b_.getContext());
+    case kOnnxFloat4E2M1: return Float4E2M1FNType::get(b_.getContext());
+    case kOnnxInt4: return b_.getIntegerType(4);
+    case kOnnxUint4: return b_.getIntegerType(4, false);
+    case kOnnxInt2: return b_.getIntegerType(2);
+    case kOnnxUint2: return b_.getIntegerType(2, false);
     default: return failure();
     }
   }
@@ -578,6 +589,7 @@ void registerAttentionHandlers(HandlerTable &table);
 void registerResizeHandlers(HandlerTable &table);
 void registerControlFlowHandlers(HandlerTable &table);
 void registerRecurrentHandlers(HandlerTable &table);
+void registerSpectralHandlers(HandlerTable &table);
 
 } // namespace mlir::ds::importer
 

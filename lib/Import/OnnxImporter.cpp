@@ -179,7 +179,13 @@ private:
           return failure();
         }
     }
-    return cast<TypedAttr>(denseFromBytes(type, arr->data));
+    std::vector<uint8_t> normalized; // a 4-/2-bit array given as int8 values
+    auto bytes = ::ds::rt::npyBytesAs(*arr, *dt, normalized);
+    if (!bytes.ok()) {
+      emitError(loc) << path << ": " << std::string(bytes.status().message());
+      return failure();
+    }
+    return cast<TypedAttr>(denseFromBytes(type, ArrayRef<uint8_t>(*bytes, arr->data.size())));
   }
 
   // ---- graph ------------------------------------------------------------------------
@@ -880,6 +886,7 @@ const HandlerTable &OnnxImporter::handlers() {
     registerSequenceHandlers(t);
     registerAttentionHandlers(t);
     registerResizeHandlers(t);
+    registerSpectralHandlers(t);
     registerControlFlowHandlers(t);
     registerRecurrentHandlers(t);
     return t;

@@ -299,11 +299,44 @@ size_t mlir::ds::onnxElementBytes(int32_t t) {
   case onnx::TensorProto_DataType_UINT64: return 8;
   case onnx::TensorProto_DataType_INT64: return 8;
   case onnx::TensorProto_DataType_BOOL: return 1;
+  case kOnnxFloat8E4M3FN:
+  case kOnnxFloat8E4M3FNUZ:
+  case kOnnxFloat8E5M2:
+  case kOnnxFloat8E5M2FNUZ:
+  case kOnnxFloat8E8M0: return 1;
+  default: return 0; // the packed types too (onnxPackedBits)
+  }
+}
+
+int mlir::ds::onnxPackedBits(int32_t t) {
+  switch (t) {
+  case kOnnxUint4:
+  case kOnnxInt4:
+  case kOnnxFloat4E2M1: return 4;
+  case kOnnxUint2:
+  case kOnnxInt2: return 2;
   default: return 0;
   }
 }
 
 std::string mlir::ds::onnxTypeName(int32_t t) {
+  // Debian's onnx schema (1.12) stops at BFLOAT16; data types are plain
+  // int32 fields, so the newer ones arrive intact and are named here.
+  switch (t) {
+  case kOnnxFloat8E4M3FN: return "FLOAT8E4M3FN";
+  case kOnnxFloat8E4M3FNUZ: return "FLOAT8E4M3FNUZ";
+  case kOnnxFloat8E5M2: return "FLOAT8E5M2";
+  case kOnnxFloat8E5M2FNUZ: return "FLOAT8E5M2FNUZ";
+  case kOnnxUint4: return "UINT4";
+  case kOnnxInt4: return "INT4";
+  case kOnnxFloat4E2M1: return "FLOAT4E2M1";
+  case kOnnxFloat8E8M0: return "FLOAT8E8M0";
+  case kOnnxUint2: return "UINT2";
+  case kOnnxInt2: return "INT2";
+  case kOnnxFloat6E2M3: return "FLOAT6E2M3";
+  case kOnnxFloat6E3M2: return "FLOAT6E3M2";
+  default: break;
+  }
   if (onnx::TensorProto_DataType_IsValid(t))
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t));
   return "type #" + std::to_string(t);
@@ -478,7 +511,10 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
                                                   const std::string &modelDir) {
   TensorPayload p;
   p.dataType = t.data_type();
-  size_t eb = onnxElementBytes(p.dataType);
+  // 4- and 2-bit types travel packed, low bits first; the payload holds
+  // one element per byte (MLIR's and the plan's storage).
+  const int packedBits = onnxPackedBits(p.dataType);
+  size_t eb = packedBits ? 1 : onnxElementBytes(p.dataType);
   if (eb == 0)
     return err("tensor '" + t.name() + "' has unsupported element type " +
                onnxTypeName(p.dataType));
@@ -497,6 +533,16 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
   if (n > (uint64_t(1) << 62) / eb)
     return err("tensor '" + t.name() + "' is too large");
   uint64_t want = n * eb;
+  const uint64_t packedBytes = packedBits ? (n * packedBits + 7) / 8 : want;
+  // The packed stream's elements, one per byte (padding bits dropped).
+  auto unpack = [&](const std::string &packed) {
+    std::string out(n, '\0');
+    const unsigned perByte = 8 / packedBits, mask = (1u << packedBits) - 1;
+    for (uint64_t i = 0; i < n; ++i)
+      out[i] = static_cast<char>(
+          (static_cast<uint8_t>(packed[i / perByte]) >> (packedBits * (i % perByte))) & mask);
+    return out;
+  };
   // One source of values: ONNX's checker refuses a second, and reading one
   // would silently drop the other.
   int typedFields = (t.float_data_size() > 0) + (t.int32_data_size() > 0) +
@@ -508,20 +554,21 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
     return err("tensor '" + t.name() + "' holds its values in more than one of raw_data, "
                "the typed *_data fields and external data");
   if (external) {
-    auto bytes = readExternal(t, modelDir, want);
+    auto bytes = readExternal(t, modelDir, packedBytes);
     if (!bytes)
       return err("tensor '" + t.name() + "': " + llvm::toString(bytes.takeError()));
-    p.bytes = std::move(*bytes);
+    p.bytes = packedBits ? unpack(*bytes) : std::move(*bytes);
     return p;
   }
   if (t.external_data_size() > 0)
     return err("tensor '" + t.name() + "' has external_data but is not marked EXTERNAL");
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != want)
+    if (t.raw_data().size() != packedBytes)
       return err(llvm::formatv("tensor '{0}' has {1} bytes of raw_data but its shape and "
                                "type need {2}",
-                               t.name(), t.raw_data().size(), want).str());
-    if (owner) p.bytes.swap(*owner->mutable_raw_data());
+                               t.name(), t.raw_data().size(), packedBytes).str());
+    if (packedBits) p.bytes = unpack(t.raw_data());
+    else if (owner) p.bytes.swap(*owner->mutable_raw_data());
     else p.bytes.assign(t.raw_data().begin(), t.raw_data().end());
     if (p.dataType == onnx::TensorProto_DataType_BOOL)
       for (char &c : p.bytes) c = c ? 1 : 0;
@@ -539,7 +586,9 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
     for (auto v : values)
       if (static_cast<int64_t>(v) < lo || static_cast<int64_t>(v) > hi)
         return err(llvm::formatv("tensor '{0}' holds {1}, outside its {2} range [{3}, {4}]",
-                                 t.name(), static_cast<int64_t>(v), onnxTypeName(p.dataType),
+                                 t.name(), static_cast<int64_t>(v),
+                                 onnxTypeName(p.dataType) +
+                                     (packedBits ? " (packed bytes)" : ""),
                                  lo, hi).str());
     return llvm::Error::success();
   };
@@ -552,7 +601,14 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
         case onnx::TensorProto_DataType_FLOAT16:
         case onnx::TensorProto_DataType_BFLOAT16: return fits(t.int32_data(), 0, 65535);
         case onnx::TensorProto_DataType_UINT32: return fits(t.uint64_data(), 0, 4294967295LL);
-        default: return llvm::Error::success();
+        case kOnnxFloat8E4M3FN:
+        case kOnnxFloat8E4M3FNUZ:
+        case kOnnxFloat8E5M2:
+        case kOnnxFloat8E5M2FNUZ:
+        case kOnnxFloat8E8M0: return fits(t.int32_data(), 0, 255); // bit patterns
+        default:
+          return packedBits ? fits(t.int32_data(), 0, 255) // packed bytes
+                            : llvm::Error::success();
         }
       }())
     return std::move(e);
@@ -603,6 +659,29 @@ static llvm::Expected<TensorPayload> decodeTensor(const onnx::TensorProto &t,
     if (auto e = count(t.int32_data_size())) return std::move(e);
     for (int32_t v : t.int32_data()) p.bytes.push_back(v ? 1 : 0);
     break;
+  case kOnnxFloat8E4M3FN:
+  case kOnnxFloat8E4M3FNUZ:
+  case kOnnxFloat8E5M2:
+  case kOnnxFloat8E5M2FNUZ:
+  case kOnnxFloat8E8M0:
+    if (auto e = count(t.int32_data_size())) return std::move(e);
+    appendAs<decltype(t.int32_data()), uint8_t>(p.bytes, t.int32_data());
+    break;
+  case kOnnxUint4:
+  case kOnnxInt4:
+  case kOnnxFloat4E2M1:
+  case kOnnxUint2:
+  case kOnnxInt2: {
+    // One packed byte per int32.
+    if (static_cast<uint64_t>(t.int32_data_size()) != packedBytes)
+      return err(llvm::formatv("tensor '{0}' holds {1} packed bytes in int32_data but its "
+                               "shape and type need {2}",
+                               t.name(), t.int32_data_size(), packedBytes).str());
+    std::string packed;
+    appendAs<decltype(t.int32_data()), uint8_t>(packed, t.int32_data());
+    p.bytes = unpack(packed);
+    break;
+  }
   default:
     return err("tensor '" + t.name() + "' has unsupported element type " +
                onnxTypeName(p.dataType));

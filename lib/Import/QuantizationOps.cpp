@@ -35,7 +35,8 @@ private:
   FailureOr<Value> blocked(const onnx::NodeProto &n, Value v, Value x, int64_t axis, int64_t block);
   LogicalResult divisorScale(const onnx::NodeProto &n, Value scale, StringRef name);
   LogicalResult integerOperands(const onnx::NodeProto &n, Value x, Value xz, Value w, Value wz);
-  FailureOr<Value> quantize(const onnx::NodeProto &n, Value y, Value zeroPoint, Type qType);
+  FailureOr<Value> quantize(const onnx::NodeProto &n, Value y, Value zeroPoint, Type qType,
+                            bool saturate = true);
   FailureOr<Value> centered(const onnx::NodeProto &n, Value x, Value zeroPoint, bool rowwise);
 };
 
@@ -106,12 +107,30 @@ FailureOr<Value> QuantizationImporter::blocked(const onnx::NodeProto &n, Value v
 /// round-half-even(y) + zero point, saturated to qType (ONNX's QuantizeLinear
 /// after the division by the scale).
 FailureOr<Value> QuantizationImporter::quantize(const onnx::NodeProto &n, Value y, Value zeroPoint,
-                                                Type qType) {
+                                                Type qType, bool saturate) {
+  Type f = typeOf(y).getElementType();
+  // float8: y rounded to nearest even by the cast itself, saturating unless
+  // `saturate` is 0; ONNX's reference adds no zero point (it must be 0).
+  // float4 e2m1 (always saturating) adds its zero point first.
+  if (isa<Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2Type, Float8E5M2FNUZType>(qType)) {
+    SmallVector<NamedAttribute> attrs;
+    if (!saturate) attrs.push_back(attr("saturate", b_.getBoolAttr(false)));
+    return buildTyped<CastOp>(RankedTensorType::get(typeOf(y).getShape(), qType), y, attrs);
+  }
+  if (isa<Float4E2M1FNType>(qType)) {
+    Value v = y;
+    if (zeroPoint) {
+      DS_TRY(zp, castTo(zeroPoint, f));
+      DS_TRY(shifted, build<AddOp>({y, zp}));
+      v = shifted;
+    }
+    return castTo(v, qType);
+  }
   auto it = dyn_cast<IntegerType>(qType);
   if (!it || it.getWidth() == 1 || it.getWidth() > 16)
     return FailureOr<Value>(nodeError(n) << "quantizes to " << qType
-                                         << "; 8- and 16-bit integers are supported");
-  Type f = typeOf(y).getElementType();
+                                         << "; 2-, 4-, 8- and 16-bit integers, float8 and "
+                                         << "float4 are supported");
   DS_TRY(rounded, build<RoundOp>({y}));
   Value q = rounded;
   if (zeroPoint) {
@@ -133,8 +152,7 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
   Value zp0 = input(n, 2);
   DS_TRY(axis, intAttr(n, "axis", 1));
   DS_TRY(block, intAttr(n, "block_size", 0));
-  DS_TRY(saturate, intAttr(n, "saturate", 1));
-  (void)saturate; // only meaningful for float8 outputs, which ds rejects below
+  DS_TRY(saturate, intAttr(n, "saturate", 1)); // float8 outputs only
   Type qType = zp0 ? typeOf(zp0).getElementType() : b_.getIntegerType(8, false);
   DS_TRY(outType, intAttr(n, "output_dtype", 0));
   if (outType != 0) {
@@ -156,7 +174,7 @@ LogicalResult QuantizationImporter::quantizeLinear(const onnx::NodeProto &n) {
     zp = z;
   }
   DS_TRY(scaled, build<DivOp>({x, scale}));
-  DS_TRY(y, quantize(n, scaled, zp, qType));
+  DS_TRY(y, quantize(n, scaled, zp, qType, saturate != 0));
   setOutput(n, 0, y);
   return success();
 }

@@ -31,6 +31,16 @@ FailureOr<plan::DType> mlir::ds::planDType(Type t, Location loc) {
   if (t.isSignlessInteger(16)) return plan::I16;
   if (t.isSignlessInteger(32)) return plan::I32;
   if (t.isSignlessInteger(64)) return plan::I64;
+  if (isa<Float8E4M3FNType>(t)) return plan::F8E4M3FN;
+  if (isa<Float8E4M3FNUZType>(t)) return plan::F8E4M3FNUZ;
+  if (isa<Float8E5M2Type>(t)) return plan::F8E5M2;
+  if (isa<Float8E5M2FNUZType>(t)) return plan::F8E5M2FNUZ;
+  if (isa<Float8E8M0FNUType>(t)) return plan::F8E8M0;
+  if (isa<Float4E2M1FNType>(t)) return plan::F4E2M1;
+  if (t.isSignlessInteger(4)) return plan::I4;
+  if (t.isUnsignedInteger(4)) return plan::U4;
+  if (t.isSignlessInteger(2)) return plan::I2;
+  if (t.isUnsignedInteger(2)) return plan::U2;
   return emitError(loc) << "element type " << t << " has no plan dtype";
 }
 

@@ -7,6 +7,7 @@
 #include "runtime/cpu/KernelFamilies.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/kernels/ElementMath.h"
+#include "runtime/kernels/NarrowTypes.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -470,9 +471,10 @@ PreparedStep halfCastF16C(const TensorView &x, const TensorView &o, bool toHalf)
 #endif
 
 /// Casts that involve a 16-bit float go through f32: in.f16 -> f32 -> out.
+absl::StatusOr<PreparedStep> castViaDouble(const KernelContext &c);
+
 absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
   const TensorView x = c.in[0], o = c.out[0];
-  int64_t n = o.numel;
 #if defined(DS_CPU_ISA_AVX512)
   if (x.dtype == plan::F32 && o.dtype == plan::F16) return halfCastF16C(x, o, true);
   if (x.dtype == plan::F16 && o.dtype == plan::F32) return halfCastF16C(x, o, false);
@@ -485,10 +487,49 @@ absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
     return castLoop<float, uint16_t, math::floatToHalf>(x, o);
   if (x.dtype == plan::F16 && o.dtype == plan::F32)
     return castLoop<uint16_t, float, math::halfToFloat>(x, o);
-  // The rest (16-bit floats with f64, integers or bools) through double,
-  // where every source value is exact (integers beyond 2^53 round once).
+  return castViaDouble(c);
+}
+
+/// The narrow float formats by plan dtype (e8m0 is not one: it has no
+/// mantissa and its own rounding modes).
+const math::NarrowFloat *narrowFloatFormat(DType t) {
+  switch (t) {
+  case plan::F8E4M3FN: return &math::kF8E4M3FN;
+  case plan::F8E4M3FNUZ: return &math::kF8E4M3FNUZ;
+  case plan::F8E5M2: return &math::kF8E5M2;
+  case plan::F8E5M2FNUZ: return &math::kF8E5M2FNUZ;
+  case plan::F4E2M1: return &math::kF4E2M1;
+  default: return nullptr;
+  }
+}
+
+/// Bits and signedness of the 4- and 2-bit integers (0 bits otherwise).
+std::pair<int, bool> narrowIntFormat(DType t) {
+  switch (t) {
+  case plan::I4: return {4, true};
+  case plan::U4: return {4, false};
+  case plan::I2: return {2, true};
+  case plan::U2: return {2, false};
+  default: return {0, false};
+  }
+}
+
+/// Every cast the typed loops do not cover (16-bit floats with f64,
+/// integers or bools; anything to or from a narrow type) through double,
+/// where every source value is exact (integers beyond 2^53 round once;
+/// integer -> 4-/2-bit integer keeps every bit through int64).
+absl::StatusOr<PreparedStep> castViaDouble(const KernelContext &c) {
+  const TensorView x = c.in[0], o = c.out[0];
+  const int64_t n = o.numel;
   auto toDouble = [&]() -> std::function<double(int64_t)> {
+    if (const math::NarrowFloat *f = narrowFloatFormat(x.dtype))
+      return [p = x.as<uint8_t>(), f](int64_t i) { return math::narrowToFloat(p[i], *f); };
+    if (auto [bits, isSigned] = narrowIntFormat(x.dtype); bits)
+      return [p = x.as<uint8_t>(), bits, isSigned](int64_t i) {
+        return math::narrowIntValue(p[i], bits, isSigned);
+      };
     switch (x.dtype) {
+    case plan::F8E8M0: return [p = x.as<uint8_t>()](int64_t i) { return math::e8m0ToDouble(p[i]); };
     case plan::F16: return [p = x.as<uint16_t>()](int64_t i) { return math::halfToFloat(p[i]); };
     case plan::BF16: return [p = x.as<uint16_t>()](int64_t i) { return math::bf16ToFloat(p[i]); };
     case plan::F32: return [p = x.as<float>()](int64_t i) { return p[i]; };
@@ -567,14 +608,66 @@ absl::StatusOr<PreparedStep> prepareHalfCast(const KernelContext &c) {
   case plan::U16: return integral(o.as<uint16_t>());
   case plan::U32: return integral(o.as<uint32_t>());
   case plan::U64: return integral(o.as<uint64_t>());
-  default:
-    return c.error(absl::StrCat("cannot cast ", dtypeName(x.dtype), " to ", dtypeName(o.dtype)));
+  default: break;
   }
+  // To a narrow type. Cast-19's `saturate` (absent: true) and Cast-24's
+  // `round_mode` for e8m0 (absent: "up").
+  bool saturate = true;
+  if (c.hasAttr("saturate")) {
+    DS_ASSIGN_OR_RETURN(saturate, c.flagAttr("saturate"));
+  }
+  auto p = o.as<uint8_t>();
+  if (const math::NarrowFloat *f = narrowFloatFormat(o.dtype))
+    return PreparedStep([=] {
+      for (int64_t i = 0; i < n; ++i) p[i] = math::floatToNarrow(toDouble(i), *f, saturate);
+      return absl::OkStatus();
+    });
+  if (o.dtype == plan::F8E8M0) {
+    std::string mode = "up";
+    if (c.hasAttr("round_mode")) {
+      DS_ASSIGN_OR_RETURN(mode, c.stringAttr("round_mode"));
+    }
+    if (mode != "up" && mode != "down" && mode != "nearest")
+      return c.error(absl::StrCat("round_mode must be up, down or nearest, got '", mode, "'"));
+    const math::E8M0Rounding r = mode == "up"     ? math::E8M0Rounding::Up
+                                 : mode == "down" ? math::E8M0Rounding::Down
+                                                  : math::E8M0Rounding::Nearest;
+    // ONNX rounds to float32 first (its reference converts with numpy).
+    return PreparedStep([=] {
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = math::floatToE8M0(static_cast<float>(toDouble(i)), saturate, r);
+      return absl::OkStatus();
+    });
+  }
+  if (auto [bits, isSigned] = narrowIntFormat(o.dtype); bits) {
+    (void)isSigned; // the low bits are the same either way
+    // Integers wrap with every bit kept; floats truncate toward zero first
+    // (NaN is 0, beyond int64 saturates), as numpy's astype does.
+    std::function<int64_t(int64_t)> toInt;
+    switch (x.dtype) {
+    case plan::I64: toInt = [q = x.as<int64_t>()](int64_t i) { return q[i]; }; break;
+    case plan::U64: toInt = [q = x.as<uint64_t>()](int64_t i) { return int64_t(q[i]); }; break;
+    default:
+      toInt = [toDouble](int64_t i) -> int64_t {
+        const double v = toDouble(i);
+        if (!(v == v)) return 0;
+        if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+        if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+        return static_cast<int64_t>(v);
+      };
+    }
+    return PreparedStep([=] {
+      for (int64_t i = 0; i < n; ++i) p[i] = math::narrowIntBits(toInt(i), bits);
+      return absl::OkStatus();
+    });
+  }
+  return c.error(absl::StrCat("cannot cast ", dtypeName(x.dtype), " to ", dtypeName(o.dtype)));
 }
 
 absl::StatusOr<PreparedStep> prepareCast(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
   DS_RETURN_IF_ERROR(c.expectShape(c.out[0], c.in[0].shape, "result"));
+  if (isNarrowDType(c.in[0].dtype) || isNarrowDType(c.out[0].dtype)) return castViaDouble(c);
   auto half = [](DType t) { return t == plan::F16 || t == plan::BF16; };
   if (half(c.in[0].dtype) || half(c.out[0].dtype)) return prepareHalfCast(c);
   switch (c.in[0].dtype) {

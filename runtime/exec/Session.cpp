@@ -397,7 +397,12 @@ absl::StatusOr<NamedArrays> Session::run(const std::string &name,
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", b.io_name(), "' must have shape [", shapeToString(views_[id].shape),
           "], got [", shapeToString(a.shape), "] (plans have static shapes: recompile with ds-opt --inputs FILE or --input-shape)"));
-    DS_RETURN_IF_ERROR(backend_.copyFromHost(views_[id].data, a.data.data(), b.size_bytes()));
+    std::vector<uint8_t> normalized; // a 4-/2-bit input given as int8 values
+    auto bytes = npyBytesAs(a, b.dtype(), normalized);
+    if (!bytes.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", b.io_name(), "': ", bytes.status().message()));
+    DS_RETURN_IF_ERROR(backend_.copyFromHost(views_[id].data, *bytes, b.size_bytes()));
   }
   profile_.clear();
   const auto runStart = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 #include "runtime/plan/TempPath.h"
 #include "runtime/plan/NpzNames.h"
 #include "runtime/io/Files.h"
+#include "runtime/kernels/NarrowTypes.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -183,6 +184,13 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
       a.dtype = d.dtype;
       found = true;
     }
+  // ml_dtypes' float8/float4/int4/int2 arrays: numpy saves them as 1-byte
+  // void ('<V1'; '<f1' for float8_e5m2). Their bytes are the elements.
+  for (const char *raw : {"|V1", "<V1", "|f1", "<f1"})
+    if (!found && sameType(raw)) {
+      a.dtype = plan::U8;
+      found = true;
+    }
   if (!found)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": unsupported dtype '", absl::CHexEscape(descr.substr(0, 64)),
@@ -206,10 +214,49 @@ absl::StatusOr<HostArray> parseNpy(const uint8_t *data, size_t size, const std::
 }
 
 bool npyHolds(DType read, DType wanted) {
-  return read == wanted || (read == plan::U16 && wanted == plan::BF16);
+  return read == wanted || (read == plan::U16 && wanted == plan::BF16) ||
+         (read == plan::U8 && isNarrowDType(wanted)) ||
+         (read == plan::I8 && (wanted == plan::I4 || wanted == plan::I2));
+}
+
+absl::StatusOr<const uint8_t *> npyBytesAs(const HostArray &a, DType wanted,
+                                           std::vector<uint8_t> &scratch) {
+  int bits = 0;
+  switch (wanted) {
+  case plan::F4E2M1:
+  case plan::I4:
+  case plan::U4: bits = 4; break;
+  case plan::I2:
+  case plan::U2: bits = 2; break;
+  default: return a.data.data();
+  }
+  const bool values = a.dtype == plan::I8; // int8 values, not bit patterns
+  const int lo = values ? -(1 << (bits - 1)) : 0, hi = values ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+  scratch.resize(a.data.size());
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    const int v = values ? int(static_cast<int8_t>(a.data[i])) : int(a.data[i]);
+    if (v < lo || v > hi)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "element ", i, " is ", v, ", which ", dtypeName(wanted), " cannot hold (",
+          values ? "int8 values" : "uint8 bit patterns", " must be in [", lo, ", ", hi, "])"));
+    scratch[i] = static_cast<uint8_t>(v & ((1 << bits) - 1));
+  }
+  return scratch.data();
 }
 
 std::vector<uint8_t> serializeNpy(const HostArray &a) {
+  // The narrow types as numpy can read them: 4-/2-bit signed integers as
+  // int8 values, the rest (float8/float4 bit patterns, unsigned) as uint8.
+  if (isNarrowDType(a.dtype)) {
+    HostArray bytes = a;
+    bytes.dtype = a.dtype == plan::I4 || a.dtype == plan::I2 ? plan::I8 : plan::U8;
+    if (bytes.dtype == plan::I8) {
+      const int bits = a.dtype == plan::I4 ? 4 : 2;
+      for (uint8_t &b : bytes.data)
+        b = static_cast<uint8_t>(math::narrowIntValue(b, bits, /*isSigned=*/true));
+    }
+    return serializeNpy(bytes);
+  }
   const char *descr = "<f4";
   for (const auto &d : kDescrs)
     if (d.dtype == a.dtype) descr = d.descr;

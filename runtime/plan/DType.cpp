@@ -20,6 +20,16 @@ size_t dtypeSize(DType t) {
   case plan::U32: return 4;
   case plan::U64: return 8;
   case plan::BOOL: return 1;
+  case plan::F8E4M3FN:
+  case plan::F8E4M3FNUZ:
+  case plan::F8E5M2:
+  case plan::F8E5M2FNUZ:
+  case plan::F8E8M0:
+  case plan::F4E2M1:
+  case plan::I4:
+  case plan::U4:
+  case plan::I2:
+  case plan::U2: return 1; // one element per byte
   default: return 0;
   }
 }
@@ -39,6 +49,16 @@ std::string dtypeName(DType t) {
   case plan::U32: return "u32";
   case plan::U64: return "u64";
   case plan::BOOL: return "bool";
+  case plan::F8E4M3FN: return "f8e4m3fn";
+  case plan::F8E4M3FNUZ: return "f8e4m3fnuz";
+  case plan::F8E5M2: return "f8e5m2";
+  case plan::F8E5M2FNUZ: return "f8e5m2fnuz";
+  case plan::F8E8M0: return "f8e8m0";
+  case plan::F4E2M1: return "f4e2m1";
+  case plan::I4: return "i4";
+  case plan::U4: return "u4";
+  case plan::I2: return "i2";
+  case plan::U2: return "u2";
   default: return absl::StrCat("dtype#", static_cast<int>(t));
   }
 }
@@ -74,6 +94,8 @@ absl::StatusOr<uint64_t> checkedByteSize(const std::vector<int64_t> &shape,
     return absl::InvalidArgumentError("byte size overflows");
   return static_cast<uint64_t>(*n) * es;
 }
+
+bool isNarrowDType(DType t) { return t >= plan::F8E4M3FN && t <= plan::U2; }
 
 std::string shapeToString(const std::vector<int64_t> &shape) {
   if (shape.empty())

@@ -18,6 +18,9 @@ size_t dtypeSize(DType t);
 /// Short lower-case name: "f32", "i64", "bool", ...
 std::string dtypeName(DType t);
 
+/// The float8/float4 and 4-/2-bit integer types (one element per byte).
+bool isNarrowDType(DType t);
+
 /// Product of `shape`, checked: negative dims, ranks over kMaxRank and
 /// products over 2^62 are errors, never wrapped integers.
 absl::StatusOr<int64_t> checkedElementCount(const std::vector<int64_t> &shape);

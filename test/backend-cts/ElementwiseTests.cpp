@@ -533,3 +533,111 @@ CTS_TEST(Cast, "cast") {
   std::vector<HostTensor> outs{HostTensor::result(plan::I32, {3})};
   expectError(run(Step("cast"), {f32({2}, {1, 2})}, outs), "result must have shape [2], got [3]");
 }
+
+namespace {
+/// Bytes as a tensor of a narrow type (one element per byte).
+HostTensor narrow(DType dtype, const std::vector<uint8_t> &bytes) {
+  return HostTensor{dtype, {static_cast<int64_t>(bytes.size())}, bytes};
+}
+} // namespace
+
+CTS_TEST(CastNarrowFloats, "cast") {
+  auto castBytes = [&](const Step &step, const HostTensor &in, DType to) {
+    return run1(step, {in}, to, in.shape).as<uint8_t>();
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Format {
+    DType dtype;
+    int maxCode;                       // the largest finite positive code
+    std::vector<std::pair<uint8_t, double>> known; // codes and their values (NaN: nan)
+  };
+  const double nan = std::nan("");
+  const std::vector<Format> formats = {
+      {plan::F8E4M3FN, 0x7E, {{0x38, 1}, {0xB8, -1}, {0x7E, 448}, {0x01, std::ldexp(1, -9)},
+                              {0x08, std::ldexp(1, -6)}, {0x7F, nan}, {0x80, -0.0}}},
+      {plan::F8E4M3FNUZ, 0x7F, {{0x40, 1}, {0x7F, 240}, {0x01, std::ldexp(1, -10)}, {0x80, nan}}},
+      {plan::F8E5M2, 0x7B, {{0x3C, 1}, {0x7B, 57344}, {0x7C, inf}, {0xFC, -inf}, {0x7E, nan},
+                            {0x01, std::ldexp(1, -16)}}},
+      {plan::F8E5M2FNUZ, 0x7F, {{0x40, 1}, {0x7F, 57344}, {0x80, nan}, {0x01, std::ldexp(1, -17)}}},
+      {plan::F4E2M1, 0x7, {{0, 0}, {1, 0.5}, {2, 1}, {3, 1.5}, {4, 2}, {5, 3}, {6, 4}, {7, 6}, {0xF, -6}}},
+  };
+  for (const Format &f : formats) {
+    SCOPED_TRACE(ds::rt::dtypeName(f.dtype));
+    std::vector<uint8_t> codes;
+    std::vector<double> want;
+    for (auto [c, v] : f.known) codes.push_back(c), want.push_back(v);
+    expectEqualValues(run1(Step("cast"), {narrow(f.dtype, codes)}, plan::F64, {int64_t(codes.size())}).values(),
+                      want, "known codes");
+    // Every positive code decodes and encodes back to itself; the midpoint
+    // of two neighbours goes to the even one (nearest even), a hair either
+    // side to the nearer.
+    std::vector<uint8_t> all;
+    for (int c = 0; c <= f.maxCode; ++c) all.push_back(uint8_t(c));
+    std::vector<double> v = run1(Step("cast"), {narrow(f.dtype, all)}, plan::F64, {int64_t(all.size())}).values();
+    EXPECT_EQ(castBytes(Step("cast"), f64({int64_t(v.size())}, v), f.dtype), all);
+    std::vector<double> probes;
+    std::vector<uint8_t> expected;
+    for (int c = 0; c < f.maxCode; ++c) {
+      const double mid = (v[c] + v[c + 1]) / 2, eps = (v[c + 1] - v[c]) / 64;
+      probes.insert(probes.end(), {mid, mid - eps, mid + eps, -(mid - eps)});
+      const bool fnuzZero = c == 0 && (f.dtype == plan::F8E4M3FNUZ || f.dtype == plan::F8E5M2FNUZ);
+      const uint8_t sign = f.dtype == plan::F4E2M1 ? 0x8 : 0x80;
+      expected.insert(expected.end(), {uint8_t(c % 2 ? c + 1 : c), uint8_t(c), uint8_t(c + 1),
+                                       uint8_t(fnuzZero ? 0 : (c | sign))});
+    }
+    EXPECT_EQ(castBytes(Step("cast"), f64({int64_t(probes.size())}, probes), f.dtype), expected);
+  }
+  // Beyond the largest finite value: saturate (the default) gives it,
+  // saturate=false infinity (e5m2) or NaN (the rest); e2m1 always saturates.
+  auto sat = [&](DType t, std::vector<double> x, bool saturate) {
+    Step s("cast");
+    if (!saturate) s.i("saturate", 0);
+    return castBytes(s, f32({int64_t(x.size())}, x), t);
+  };
+  EXPECT_EQ(sat(plan::F8E4M3FN, {464, 465, inf, -1e9, nan}, true), (std::vector<uint8_t>{0x7E, 0x7E, 0x7E, 0xFE, 0x7F}));
+  EXPECT_EQ(sat(plan::F8E4M3FN, {464, 465, inf, -1e9}, false), (std::vector<uint8_t>{0x7E, 0x7F, 0x7F, 0xFF}));
+  EXPECT_EQ(sat(plan::F8E5M2, {61439, 61440, inf, -inf}, true), (std::vector<uint8_t>{0x7B, 0x7B, 0x7B, 0xFB}));
+  EXPECT_EQ(sat(plan::F8E5M2, {61439, 61440, inf, -inf}, false), (std::vector<uint8_t>{0x7B, 0x7C, 0x7C, 0xFC}));
+  EXPECT_EQ(sat(plan::F8E4M3FNUZ, {1e6, -0.0, nan}, false), (std::vector<uint8_t>{0x80, 0x00, 0x80}));
+  EXPECT_EQ(sat(plan::F4E2M1, {7, 1e9, -inf}, false), (std::vector<uint8_t>{0x7, 0x7, 0xF}));
+}
+
+CTS_TEST(CastE8M0AndNarrowIntegers, "cast") {
+  auto castBytes = [&](const Step &step, const HostTensor &in, DType to) {
+    return run1(step, {in}, to, in.shape).as<uint8_t>();
+  };
+  const double nan = std::nan("");
+  // e8m0: 2^(code - 127), rounded up (default), down or to nearest.
+  const std::vector<double> x = {1.0, 1.1, 1.5, 0.75, 3.0, 0.0, nan};
+  auto e8m0 = [&](const char *mode) {
+    Step s("cast");
+    if (mode) s.s("round_mode", mode);
+    return castBytes(s, f32({int64_t(x.size())}, x), plan::F8E8M0);
+  };
+  EXPECT_EQ(e8m0(nullptr), (std::vector<uint8_t>{127, 128, 128, 127, 129, 0, 0xFF}));
+  EXPECT_EQ(e8m0("down"), (std::vector<uint8_t>{127, 127, 127, 126, 128, 0, 0xFF}));
+  EXPECT_EQ(e8m0("nearest"), (std::vector<uint8_t>{127, 127, 128, 127, 129, 0, 0xFF}));
+  expectEqualValues(run1(Step("cast"), {narrow(plan::F8E8M0, {127, 130, 0})}, plan::F64, {3}).values(),
+                    {1, 8, std::ldexp(1, -127)}, "e8m0 -> f64");
+  std::vector<HostTensor> outs{HostTensor::result(plan::F8E8M0, {1})};
+  expectError(run(Step("cast").s("round_mode", "sideways"), {f32({1}, {1})}, outs), "round_mode");
+  // 4- and 2-bit integers keep the low bits (ONNX's wrap-around): floats
+  // truncate toward zero first, integers wrap with every bit kept.
+  EXPECT_EQ(castBytes(Step("cast"), f32({7}, {-9, -8, 7, 8, 2.7, -2.7, nan}), plan::I4),
+            (std::vector<uint8_t>{0x7, 0x8, 0x7, 0x8, 0x2, 0xE, 0x0}));
+  EXPECT_EQ(castBytes(Step("cast"), i64({2}, {-1, 4}), plan::U2), (std::vector<uint8_t>{3, 0}));
+  // 2^60 + 3: through double it would lose the 3.
+  const int64_t big = (int64_t(1) << 60) + 3;
+  HostTensor bigI64{plan::I64, {1}, std::vector<uint8_t>(8)};
+  std::memcpy(bigI64.bytes.data(), &big, 8);
+  EXPECT_EQ(castBytes(Step("cast"), bigI64, plan::U2), (std::vector<uint8_t>{3}));
+  expectEqualValues(run1(Step("cast"), {narrow(plan::I4, {0x8, 0xF, 0x7})}, plan::F32, {3}).values(), {-8, -1, 7},
+                    "i4 -> f32");
+  expectEqualValues(run1(Step("cast"), {narrow(plan::I2, {0x2, 0x3, 0x1})}, plan::I8, {3}).values(), {-2, -1, 1},
+                    "i2 -> i8");
+  expectEqualValues(run1(Step("cast"), {narrow(plan::U4, {0xF, 0x0})}, plan::F16, {2}).values(), {15, 0},
+                    "u4 -> f16");
+  // Narrow float to narrow integer goes through the value.
+  EXPECT_EQ(castBytes(Step("cast"), narrow(plan::F8E4M3FN, {0x40, 0xC0, 0x48}), plan::I4),
+            (std::vector<uint8_t>{0x2, 0xE, 0x4})); // 2, -2 and 4
+}

@@ -386,6 +386,11 @@ LogicalResult CastOp::buildGradients(GradientBuilder &gb, ArrayRef<Value> dres,
 // Kernel steps
 //===----------------------------------------------------------------------===//
 
+void CastOp::describeKernelStep(KernelStep &s) {
+  if (std::optional<bool> saturate = getSaturate()) s.setInt("saturate", *saturate);
+  if (std::optional<StringRef> mode = getRoundMode()) s.setString("round_mode", mode->str());
+}
+
 void GeluOp::describeKernelStep(KernelStep &s) {
   s.setString("approximate", stringifyGeluApproximation(getApproximate()));
 }

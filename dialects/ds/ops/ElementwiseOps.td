@@ -128,19 +128,29 @@ def DS_BitcastOp : DS_Op<"bitcast", [Pure, SameOperandsAndResultShape]> {
 }
 
 def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape, DS_Elementwise,
-                                DS_Differentiable]> {
+                                DS_Differentiable], DS_OwnStep> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Float to integer conversion truncates toward zero and saturates; any
-    non-zero value converts to `true` (i1).
+    non-zero value converts to `true` (i1). Conversion to a 4- or 2-bit
+    integer keeps the low bits of the integer value (ONNX's wrap-around).
+
+    Conversion to a narrow float rounds to nearest even. `saturate` (ONNX
+    Cast-19's attribute; absent means true) decides what a value beyond the
+    type's largest finite one becomes: that largest value, or infinity (NaN
+    for the float8 types without one). float4 (e2m1) always saturates.
+    Conversion to f8E8M0FNU (a power of two) rounds as `round_mode` says:
+    "up" (the default), "down" or "nearest".
 
     **Constraints:**
     - operand and result have the same shape.
   }];
-  let arguments = (ins DS_Tensor:$operand);
+  let arguments = (ins DS_Tensor:$operand, OptionalAttr<BoolAttr>:$saturate,
+                       OptionalAttr<StrAttr>:$round_mode);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -49,8 +49,26 @@ struct TensorPayload {
   std::string bytes;
 };
 
-/// Bytes per element of an ONNX data type ds can hold, or 0.
+/// ONNX data types newer than Debian's onnx schema (1.12) knows by name.
+enum : int32_t {
+  kOnnxFloat8E4M3FN = 17,
+  kOnnxFloat8E4M3FNUZ = 18,
+  kOnnxFloat8E5M2 = 19,
+  kOnnxFloat8E5M2FNUZ = 20,
+  kOnnxUint4 = 21,
+  kOnnxInt4 = 22,
+  kOnnxFloat4E2M1 = 23,
+  kOnnxFloat8E8M0 = 24,
+  kOnnxUint2 = 25,
+  kOnnxInt2 = 26,
+  kOnnxFloat6E2M3 = 27,
+  kOnnxFloat6E3M2 = 28,
+};
+
+/// Bytes per element of an ONNX data type ds can hold unpacked, or 0.
 size_t onnxElementBytes(int32_t dataType);
+/// Bits per element of the types ONNX packs (4 or 2), or 0.
+int onnxPackedBits(int32_t dataType);
 /// "FLOAT", "INT64", ... for messages.
 std::string onnxTypeName(int32_t dataType);
 

@@ -733,6 +733,27 @@ static LogicalResult verifyInputQuantization(Operation *op, double scale, int64_
   return success();
 }
 
+bool mlir::ds::isOnUint8Grid(Value v, double scale, int64_t zeroPoint) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto fq = dyn_cast<FakeQuantizeOp>(def))
+      return fq.getScale().convertToDouble() == scale && fq.getZeroPoint() == zeroPoint;
+    if (auto q = dyn_cast<QuantizedMatmulOp>(def))
+      return q.getRoundScale() && q.getRoundScale()->convertToDouble() == scale &&
+             q.getRoundZeroPoint() && static_cast<int64_t>(*q.getRoundZeroPoint()) == zeroPoint;
+    if (!isa<ReshapeOp, TransposeOp, SliceOp, ExpandOp>(def)) return false;
+    v = def->getOperand(0);
+  }
+  return false;
+}
+
+// fake_quantize is idempotent: (q - z) * s divided by s is within an ulp
+// of the integer q - z, which rounds back to it.
+OpFoldResult FakeQuantizeOp::fold(FoldAdaptor) {
+  if (isOnUint8Grid(getOperand(), getScale().convertToDouble(), getZeroPoint()))
+    return getOperand();
+  return {};
+}
+
 LogicalResult FakeQuantizeOp::verify() {
   return verifyInputQuantization(*this, getScale().convertToDouble(), getZeroPoint(), "scale",
                                  "zero_point");

@@ -24,6 +24,12 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<ArrayRef<int64_t>> shap
 /// exporter writes literals as initializers; a parameter still in the IR
 /// after ds-build-train-step is not trained). NaN and anything else: none.
 std::optional<double> knownFloatSplat(Value v);
+/// Whether every element of `v` is already on the uint8 grid (scale,
+/// zeroPoint): v is a ds.fake_quantize, or a quantized product rounded as
+/// it stores (round_scale), with those parameters, seen through ops that
+/// move values without changing them (reshape, transpose, slice, expand).
+/// Rounding such a value to the same grid again changes nothing.
+bool isOnUint8Grid(Value v, double scale, int64_t zeroPoint);
 /// Keys per tile of ds.cached_attention's key cache ([Bc, Hkv, M / 16, D, 16]).
 constexpr int64_t kCachedKeyTile = 16;
 /// An optimizer's update of one parameter: operands (param, grad, its

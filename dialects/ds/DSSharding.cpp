@@ -218,10 +218,25 @@ LogicalResult BroadcastOp::verify() {
 }
 
 LogicalResult AllGatherOp::verify() {
+  if (std::optional<uint64_t> block = getQuantizeBlock()) {
+    Type e = getOperand().getType().getElementType();
+    if (static_cast<int64_t>(*block) <= 0 || getOuter() != 1 ||
+        !(e.isF32() || e.isF16() || e.isBF16()))
+      return emitOpError("quantize_block needs a positive block, outer 1 and an f32, f16 or "
+                         "bf16 operand");
+  }
   return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), true,
                        getOuter());
 }
 LogicalResult ReduceScatterOp::verify() {
+  if (std::optional<uint64_t> block = getQuantizeBlock()) {
+    Type e = getOperand().getType().getElementType();
+    CollectiveReduction r = getReduction();
+    if (static_cast<int64_t>(*block) <= 0 || getOuter() != 1 ||
+        !(e.isF32() || e.isF16() || e.isBF16()) || r != CollectiveReduction::Sum)
+      return emitOpError("quantize_block needs a positive block, outer 1, an f32, f16 or bf16 "
+                         "operand and a sum");
+  }
   return verifyResplit(*this, getOperand().getType(), getType(), getDim(), getAxes(), false,
                        getOuter());
 }

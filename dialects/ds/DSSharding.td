@@ -166,9 +166,18 @@ def DS_AllGatherOp : DS_CollectiveOp<"all_gather"> {
       blocks are of the second factor, as in a sharding's `outer`).
     - global view: the shapes agree and `dim` divides by outer times the group size;
       `ds.spmd`: the result's `dim` is the operand's times the group size.
+
+    `quantize_block` (ZeRO++'s qwZ, set by ds-schedule-zero on stage 3's
+    parameter gathers): each rank sends its float slice as int8 in blocks
+    of that many elements, each with an f32 scale (symmetric, absmax / 127),
+    and every rank dequantizes what it receives: about a quarter of the
+    bytes of f32. The values gathered are then within half a step
+    (absmax / 254) of each block's own.
+    - with `quantize_block`: a float element type, `outer` 1, the block > 0.
   }];
   let arguments = (ins DS_Tensor:$operand, StrArrayAttr:$axes, I64Attr:$dim,
-                   DefaultValuedAttr<I64Attr, "1">:$outer);
+                   DefaultValuedAttr<I64Attr, "1">:$outer,
+                   OptionalAttr<I64Attr>:$quantize_block);
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -187,11 +196,20 @@ def DS_ReduceScatterOp : DS_CollectiveOp<"reduce_scatter"> {
       blocks are of the second factor, as in a sharding's `outer`).
     - global view: the shapes agree and `dim` divides by outer times the group size;
       `ds.spmd`: the result's `dim` is the operand's divided by the group size.
+
+    `quantize_block` (ZeRO++'s qgZ, set by ds-schedule-zero on the
+    gradient reductions of the training step): each rank sends every other
+    rank's block as int8 in blocks of that many elements with an f32 scale
+    each (symmetric, absmax / 127), one all-to-all, and sums what it
+    receives in f32: about a quarter of the bytes of f32.
+    - with `quantize_block`: an f32, f16 or bf16 operand, `outer` 1, the
+      block > 0, a sum.
   }];
   let arguments = (ins DS_NumericTensor:$operand, StrArrayAttr:$axes, I64Attr:$dim,
                    DefaultValuedAttr<I64Attr, "1">:$outer,
                    DefaultValuedAttr<DS_CollectiveReductionAttr,
-                                     "CollectiveReduction::Sum">:$reduction);
+                                     "CollectiveReduction::Sum">:$reduction,
+                   OptionalAttr<I64Attr>:$quantize_block);
   let results = (outs DS_NumericTensor:$result);
   let assemblyFormat = "$operand attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -939,6 +939,38 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
       return flag(k, ignored);
     }
     if (k == "offload_param") return readOffloadParam(*zo, r.file(), c);
+    // ZeRO++ (arXiv 2306.10209). qwZ: int8 blocks in the stage-3 parameter
+    // all-gathers.
+    // qgZ: int8 blocks in the gradient reduce-scatters.
+    if (k == "zero_quantized_weights" || k == "zero_quantized_gradients") {
+      bool &on = k == "zero_quantized_weights" ? c.zeroQuantizedWeights : c.zeroQuantizedGradients;
+      if (llvm::Error e = flag(k, on)) return e;
+      if (on && c.zeroStage != 3)
+        return r.error(llvm::Twine("zero_optimization.") + k,
+                       k == "zero_quantized_weights"
+                           ? "quantizes the parameter all-gathers of stage 3; set "
+                             "zero_optimization.stage to 3"
+                           : "quantizes the gradient reduce-scatters of stage 3 (as DeepSpeed's "
+                             "ZeRO++); set zero_optimization.stage to 3");
+      return llvm::Error::success();
+    }
+    // hpZ and qgZ are not built yet: their neutral values are accepted.
+    if (k == "zero_hpz_partition_size") {
+      int64_t size = 1;
+      if (llvm::Error e = count(k, size)) return e;
+      if (size <= 1) return llvm::Error::success();
+      return r.error("zero_optimization.zero_hpz_partition_size",
+                     "above 1 (hpZ's secondary partition) is not supported yet; every rank "
+                     "gathers from the whole data-parallel group");
+    }
+    if (k == "zero_quantized_nontrainable_weights") {
+      bool on = false;
+      if (llvm::Error e = flag(k, on)) return e;
+      if (!on) return llvm::Error::success();
+      return r.error("zero_optimization.zero_quantized_nontrainable_weights",
+                     "true is not supported (ds trains every parameter it gathers); "
+                     "zero_quantized_weights (qwZ) is");
+    }
     // DeepSpeed orders the ranks' gradient copies to the host with it (a
     // run-time scheduling choice); ds's transfers are planned, and the
     // result is the same either way.
@@ -950,8 +982,9 @@ llvm::Error readZeroOptimization(Reader &r, TrainingConfig &c) {
     return r.error(llvm::Twine("zero_optimization.") + k,
                    "is not supported yet (ds supports stage, reduce_bucket_size, "
                    "allgather_bucket_size, overlap_comm, contiguous_gradients, reduce_scatter, "
-                   "offload_optimizer, offload_param, sub_group_size and the stage3_* "
-                   "prefetch, persistence, live and reuse knobs)");
+                   "offload_optimizer, offload_param, sub_group_size, zero_quantized_weights, "
+                   "zero_quantized_gradients and the stage3_* prefetch, persistence, live and "
+                   "reuse knobs)");
   };
   for (const auto &kv : *zo)
     if (llvm::Error e = knob(kv.first)) return e;

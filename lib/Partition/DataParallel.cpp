@@ -89,7 +89,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
     auto bt = RankedTensorType::get({blockOf(t.getNumElements())}, t.getElementType());
     Value rs = ReduceScatterOp::create(
         b, loc, bt, flatPadded(b, loc, g), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1),
-        CollectiveReductionAttr::get(b.getContext(), CollectiveReduction::Sum));
+        CollectiveReductionAttr::get(b.getContext(), CollectiveReduction::Sum),
+        /*quantize_block=*/nullptr);
     OpBuilder &at = late ? *late : b;
     Value inv = ConstantOp::create(
         at, loc, DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
@@ -200,7 +201,7 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
           int64_t n = pt.getNumElements(), padded = bt.getDimSize(0) * worldSize;
           Value all = AllGatherOp::create(b, loc, RankedTensorType::get({padded}, pt.getElementType()),
                                           l.getResult(), axes, b.getI64IntegerAttr(0),
-                                          b.getI64IntegerAttr(1));
+                                          b.getI64IntegerAttr(1), /*quantize_block=*/nullptr);
           if (padded != n)
             all = SliceOp::create(b, loc, RankedTensorType::get({n}, pt.getElementType()), all,
                                   b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
@@ -232,7 +233,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
         Location loc = s.getLoc();
         int64_t n = whole.getNumElements(), padded = bt.getDimSize(0) * worldSize;
         Value all = AllGatherOp::create(b, loc, RankedTensorType::get({padded}, half), c.getResult(),
-                                        axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+                                        axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1),
+                                        /*quantize_block=*/nullptr);
         if (padded != n)
           all = SliceOp::create(b, loc, RankedTensorType::get({n}, half), all,
                                 b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
@@ -380,7 +382,8 @@ struct DataParallelPass : public mlir::ds::impl::DataParallelPassBase<DataParall
       int64_t n = pt.getNumElements();
       Value all = AllGatherOp::create(
           b, loc, RankedTensorType::get({bt.getDimSize(0) * worldSize}, pt.getElementType()),
-          nu->getResult(0), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1));
+          nu->getResult(0), axes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(1),
+          /*quantize_block=*/nullptr);
       if (bt.getDimSize(0) * worldSize != n)
         all = SliceOp::create(b, loc, RankedTensorType::get({n}, pt.getElementType()), all,
                               b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));

@@ -51,7 +51,8 @@ struct InsertCollectivesPass
         next.dims[*scatterDim] = to.dims[*scatterDim];
         auto rs = ReduceScatterOp::create(b, loc, type, v, axesAttr(ctx, from.partial),
                                           i64(*scatterDim), i64(to.dims[*scatterDim].outer),
-                                          CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum));
+                                          CollectiveReductionAttr::get(ctx, CollectiveReduction::Sum),
+                                          /*quantize_block=*/nullptr);
         done(rs, next);
       } else {
         auto ar = AllReduceOp::create(b, loc, type, v, axesAttr(ctx, from.partial),
@@ -68,7 +69,7 @@ struct InsertCollectivesPass
         Sharding next = from;
         next.dims[d] = DimSharding();
         auto g = AllGatherOp::create(b, loc, type, v, axesAttr(ctx, from.dims[d].axes), i64(d),
-                                     i64(from.dims[d].outer));
+                                     i64(from.dims[d].outer), /*quantize_block=*/nullptr);
         done(g, next);
         ++numCollectives;
       }

@@ -68,6 +68,11 @@ struct ParamGather {
   Operation *anchor; // the first op that reads the gather
 };
 
+/// qwZ's block: elements per int8 block and f32 scale (DeepSpeed's CUDA
+/// quantizer takes groups of a few thousand; smaller blocks keep each
+/// step finer, at 4 bytes of scale per 256 of codes).
+constexpr int64_t kQuantizedGatherBlock = 256;
+
 struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedulePass> {
   using ZeroSchedulePassBase::ZeroSchedulePassBase;
 
@@ -195,7 +200,8 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
         if (bucket.size() == 1) {
           return SmallVector<Value>{ReduceScatterOp::create(
               b, loc, first.getResult().getType(), first.getOperand(), first.getAxes(),
-              first.getDimAttr(), first.getOuterAttr(), first.getReductionAttr())};
+              first.getDimAttr(), first.getOuterAttr(), first.getReductionAttr(),
+              first.getQuantizeBlockAttr())};
         }
         SmallVector<Value> pieces;
         int64_t total = 0;
@@ -210,7 +216,8 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
         Value flat = ReshapeOp::create(b, loc, RankedTensorType::get({ranks * total}, et), side);
         Value mine = ReduceScatterOp::create(b, loc, RankedTensorType::get({total}, et), flat,
                                              first.getAxes(), first.getDimAttr(),
-                                             first.getOuterAttr(), first.getReductionAttr());
+                                             first.getOuterAttr(), first.getReductionAttr(),
+                                             first.getQuantizeBlockAttr());
         SmallVector<Value> out;
         int64_t off = 0;
         for (ReduceScatterOp m : bucket) {
@@ -295,7 +302,8 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
         Value mine = ConcatOp::create(b, loc, RankedTensorType::get({total}, et), blocks,
                                       b.getI64IntegerAttr(0));
         Value all = AllGatherOp::create(b, loc, RankedTensorType::get({ranks * total}, et), mine,
-                                        first.getAxes(), first.getDimAttr(), first.getOuterAttr());
+                                        first.getAxes(), first.getDimAttr(), first.getOuterAttr(),
+                                        /*quantize_block=*/nullptr);
         Value grid = ReshapeOp::create(b, loc, RankedTensorType::get({ranks, total}, et), all);
         SmallVector<Value> out;
         int64_t off = 0;
@@ -474,6 +482,10 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
     int64_t prefetch = knob(module, prefetchBucketSize, "stage3_prefetch_bucket_size", 50000000);
     int64_t maxLive = knob(module, maxLiveParameters, "stage3_max_live_parameters", 1000000000);
     int64_t reuse = knob(module, maxReuseDistance, "stage3_max_reuse_distance", 1000000000);
+    const bool quantizedWeights =
+        knob(module, zeroQuantizedWeights, "zero_quantized_weights", 0) != 0;
+    const bool quantizedGradients =
+        knob(module, zeroQuantizedGradients, "zero_quantized_gradients", 0) != 0;
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal() || !f.getBody().hasOneBlock()) continue;
       bool optimizer = f.getSymName() == "optimizer_step";
@@ -484,6 +496,22 @@ struct ZeroSchedulePass : public mlir::ds::impl::ZeroSchedulePassBase<ZeroSchedu
       bucketReduceScatters(f, reduceBucket, overlap, *ranks);
       if (optimizer) bucketAllGathers(f, gatherBucket, *ranks);
       else if (z >= 3) scheduleParamGathers(f, prefetch, maxLive, reuse);
+      // ZeRO++'s qgZ: the step's gradient reductions send int8 blocks
+      // (after bucketing: a bucket is one quantized all-to-all).
+      if (!optimizer && z >= 3 && quantizedGradients)
+        for (ReduceScatterOp rs : flatOverDp<ReduceScatterOp>(f))
+          if (Type e = cast<RankedTensorType>(rs.getOperand().getType()).getElementType();
+              (e.isF32() || e.isF16() || e.isBF16()) && rs.getOuter() == 1 &&
+              rs.getReduction() == CollectiveReduction::Sum)
+            rs.setQuantizeBlockAttr(
+                IntegerAttr::get(IntegerType::get(f.getContext(), 64), kQuantizedGatherBlock));
+      // ZeRO++'s qwZ: stage 3's parameter gathers send int8 blocks.
+      if (!optimizer && z >= 3 && quantizedWeights)
+        for (ParamGather &g : paramGathers(f))
+          if (Type e = cast<RankedTensorType>(g.op.getOperand().getType()).getElementType();
+              e.isF32() || e.isF16() || e.isBF16())
+            g.op.setQuantizeBlockAttr(
+                IntegerAttr::get(IntegerType::get(f.getContext(), 64), kQuantizedGatherBlock));
     }
   }
 };

@@ -141,12 +141,28 @@ FailureOr<MemoryReport> mlir::ds::computeMemoryReport(ModuleOp module) {
   // reduce-scatter plus an all-gather). Stage 0 moves 2 Psi per step,
   // stages 1-2 Psi + Psi, stage 3 3 Psi. 1-bit Adam's all-reduce sends a
   // bit per element of the padded tensor twice (the workers' all-to-all,
-  // the servers' all-gather): 1/32 of an fp32 all-reduce.
+  // the servers' all-gather): 1/32 of an fp32 all-reduce. ZeRO++'s
+  // quantized all-gather (qwZ) and reduce-scatter (qgZ) send a byte per
+  // element and a 4-byte scale per block of each rank's piece.
+  auto quantizedGather = [](Operation *op) -> int64_t {
+    std::optional<uint64_t> block;
+    int64_t whole = 0, piece = 0;
+    auto count = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
+    if (auto g = dyn_cast<AllGatherOp>(op)) {
+      block = g.getQuantizeBlock(), whole = count(g.getResult()), piece = count(g.getOperand());
+    } else if (auto r = dyn_cast<ReduceScatterOp>(op)) {
+      block = r.getQuantizeBlock(), whole = count(r.getOperand()), piece = count(r.getResult());
+    }
+    if (!block || *block == 0 || piece == 0) return -1;
+    const int64_t b = static_cast<int64_t>(*block);
+    return whole + 4 * (whole / piece) * ((piece + b - 1) / b);
+  };
   for (auto f : module.getOps<func::FuncOp>())
     f.walk([&](Operation *op) {
       if (!isCollective(op) || isa<ShardSliceOp>(op)) return;
       int64_t whole = isa<CompressedAllReduceOp>(op)
                           ? 2 * (bytesOf(op->getOperand(1).getType()) / 32)
+                      : quantizedGather(op) >= 0 ? quantizedGather(op)
                       : isa<AllGatherOp>(op) ? bytesOf(op->getResult(0).getType())
                       : isa<AllReduceOp>(op) ? 2 * bytesOf(op->getOperand(0).getType())
                                              : bytesOf(op->getOperand(0).getType());

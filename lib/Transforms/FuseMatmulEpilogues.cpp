@@ -154,8 +154,34 @@ struct FuseMatmulEpiloguesPass
       if (!e.bias && !e.addend && !e.hasActivation() && e.alpha == 1.0 && !e.roundScale) continue;
       replace(e);
     }
+    // A quantized product between reshapes to and from 2-D (onnxruntime's
+    // Gemm-based linear layers flatten the batch) takes the batched operand
+    // itself: no copy when its result is a graph output (a view cannot be).
+    SmallVector<QuantizedMatmulOp> flattened;
+    getOperation().walk([&](QuantizedMatmulOp q) { flattened.push_back(q); });
+    for (QuantizedMatmulOp q : flattened) unflatten(q);
     for (Operation *mul : scales)
       if (mul->use_empty()) mul->erase();
+  }
+
+  void unflatten(QuantizedMatmulOp q) {
+    auto in = q.getLhs().getDefiningOp<ReshapeOp>();
+    if (!in || q.getAddend() || !q.getResult().hasOneUse()) return;
+    auto out = dyn_cast<ReshapeOp>(*q.getResult().getUsers().begin());
+    if (!out) return;
+    ArrayRef<int64_t> x = tensorType(in.getOperand()).getShape();
+    ArrayRef<int64_t> y = tensorType(out.getResult()).getShape();
+    if (x.empty() || y.size() != x.size() || x.back() != tensorType(q.getLhs()).getShape().back() ||
+        x.drop_back() != y.drop_back())
+      return;
+    OpBuilder b(q);
+    Operation *batched = b.clone(*q);
+    batched->setOperand(0, in.getOperand());
+    batched->getResult(0).setType(out.getResult().getType());
+    out.getResult().replaceAllUsesWith(batched->getResult(0));
+    out->erase();
+    q->erase();
+    if (in->use_empty()) in->erase();
   }
 
   /// An operand `x * c` (c a known scalar, Scales.h's movableScale) read only by

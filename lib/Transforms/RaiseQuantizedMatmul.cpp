@@ -241,6 +241,23 @@ struct RaiseQuantizedMatmulPass
       m->erase();
       eraseIfDead(chain);
     }
+    // A round trip of a value already on its grid (onnxruntime quantizes a
+    // reshape's output again with its input's parameters) is the identity.
+    // So is one whose every reader is a quantized product that rounds its
+    // input to that same grid anyway (static_per_tensor with the same
+    // parameters): the product rounds the unrounded value to the same
+    // integers.
+    SmallVector<FakeQuantizeOp> roundTrips;
+    getOperation().walk([&](FakeQuantizeOp fq) { roundTrips.push_back(fq); });
+    for (FakeQuantizeOp fq : roundTrips) {
+      const double scale = fq.getScale().convertToDouble();
+      const int64_t zero = fq.getZeroPoint();
+      if (isOnUint8Grid(fq.getOperand(), scale, zero) ||
+          onlyRequantized(fq.getResult(), scale, zero)) {
+        fq.getResult().replaceAllUsesWith(fq.getOperand());
+        fq->erase();
+      }
+    }
     // A gather of a dequantized table (a QDQ model's token embedding, the
     // LM head's weight tied to it) gathers the int8 rows and dequantizes
     // those: not the whole table at every run.
@@ -253,6 +270,26 @@ struct RaiseQuantizedMatmulPass
     SmallVector<CastOp> casts;
     getOperation().walk([&](CastOp c) { casts.push_back(c); });
     for (CastOp c : casts) elideIntegerRoundTrip(c);
+  }
+
+  /// Whether every reader of `v` (through reshapes) is the left operand
+  /// of a quantized product that rounds it to the uint8 grid (scale, zero).
+  static bool onlyRequantized(Value v, double scale, int64_t zero) {
+    if (v.use_empty()) return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *u = use.getOwner();
+      if (auto r = dyn_cast<ReshapeOp>(u)) {
+        if (!onlyRequantized(r.getResult(), scale, zero)) return false;
+        continue;
+      }
+      auto q = dyn_cast<QuantizedMatmulOp>(u);
+      if (!q || use.getOperandNumber() != 0 ||
+          q.getActivationQuant() != ActivationQuant::StaticPerTensor ||
+          !q.getInputScale() || q.getInputScale()->convertToDouble() != scale ||
+          !q.getInputZeroPoint() || static_cast<int64_t>(*q.getInputZeroPoint()) != zero)
+        return false;
+    }
+    return true;
   }
 
   /// gather(((cast(q) [- z]) * s), idx) -> (cast(gather(q, idx)) [-

@@ -169,6 +169,7 @@ struct QuantizedMatmul {
     dnnl::matmul matmul;
     dnnl::memory src, weights, dst, scratchpad;
     std::vector<int32_t> columnSums; // per tensor: sum_k W[n, k], for the zero point
+    int64_t blockRows = 0; // rows per execution: their int32 sums stay in cache for the epilogue
   };
   std::shared_ptr<Int8> int8;
 #endif
@@ -266,41 +267,45 @@ struct QuantizedMatmul {
       // The exact int32 sums of q x W; the scales and the zero point
       // (sum_k (q - z) w = sum_k q w - z sum_k w) after.
       thread_local std::vector<int32_t> acc;
-      acc.resize(static_cast<size_t>(rows * n));
       Int8 &q = *int8;
-      q.src.set_data_handle(xq.data());
-      q.dst.set_data_handle(acc.data());
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, q.src},
-                                                 {DNNL_ARG_WEIGHTS, q.weights},
-                                                 {DNNL_ARG_DST, q.dst},
-                                                 {DNNL_ARG_SCRATCHPAD, q.scratchpad}};
-      try {
-        q.matmul.execute(q.stream, args);
-        q.stream.wait();
-      } catch (const dnnl::error &err) {
-        return absl::InternalError(std::string("oneDNN int8 matmul failed: ") + err.what());
-      }
-      // Each row's scale (per tensor: the tensor's) times each column's,
-      // then the epilogue.
-      const int32_t *sums = acc.data(), *colSums = q.columnSums.data();
+      acc.resize(static_cast<size_t>(q.blockRows * n));
+      const int32_t *colSums = q.columnSums.data();
       const int32_t z = perTensor(aq) ? zp : 0;
-      parallelFor(rows, 8, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          float *pr = p + r * n;
-          const int32_t *ar = sums + r * n;
-          const float s = rowScales[r];
-          if (z) {
-#pragma omp simd
-            for (int64_t c = 0; c < n; ++c)
-              pr[c] = s * scale[c] * static_cast<float>(ar[c] - z * colSums[c]);
-          } else {
-#pragma omp simd
-            for (int64_t c = 0; c < n; ++c) pr[c] = s * scale[c] * static_cast<float>(ar[c]);
-          }
+      for (int64_t b0 = 0; b0 < rows; b0 += q.blockRows) {
+        q.src.set_data_handle(xq.data() + b0 * k);
+        q.dst.set_data_handle(acc.data());
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, q.src},
+                                                   {DNNL_ARG_WEIGHTS, q.weights},
+                                                   {DNNL_ARG_DST, q.dst},
+                                                   {DNNL_ARG_SCRATCHPAD, q.scratchpad}};
+        try {
+          q.matmul.execute(q.stream, args);
+          q.stream.wait();
+        } catch (const dnnl::error &err) {
+          return absl::InternalError(std::string("oneDNN int8 matmul failed: ") + err.what());
         }
-        if (e) e->apply(p, out, e->addend, n, r0, r1, 0, n);
-        round(r0, r1, 0, n);
-      });
+        // Each row's scale (per tensor: the tensor's) times each column's,
+        // then the epilogue and the rounding, a row at a time while the
+        // block's sums are in cache.
+        const int32_t *block = acc.data(); // (acc named in a worker would be the worker's)
+        parallelFor(q.blockRows, 8, [&](int64_t i0, int64_t i1) {
+          for (int64_t r = b0 + i0; r < b0 + i1; ++r) {
+            float *pr = p + r * n;
+            const int32_t *ar = block + (r - b0) * n;
+            const float s = rowScales[r];
+            if (z) {
+#pragma omp simd
+              for (int64_t c = 0; c < n; ++c)
+                pr[c] = s * scale[c] * static_cast<float>(ar[c] - z * colSums[c]);
+            } else {
+#pragma omp simd
+              for (int64_t c = 0; c < n; ++c) pr[c] = s * scale[c] * static_cast<float>(ar[c]);
+            }
+            if (e) e->apply(p, out, e->addend, n, r, r + 1, 0, n);
+            round(r, r + 1, 0, n);
+          }
+        });
+      }
       return absl::OkStatus();
     }
 #endif
@@ -338,7 +343,18 @@ std::shared_ptr<QuantizedMatmul::Int8> makeInt8(const QuantizedMatmul &q) {
   using dt = memory::data_type;
   try {
     auto r = std::make_shared<QuantizedMatmul::Int8>();
-    const memory::dims src{q.rows, q.k}, wdims{q.k, q.n}, dst{q.rows, q.n};
+    // Blocks of rows whose int32 sums fit in 512 KB (L2): a [512 x 4096]
+    // product's 8 MB of sums would otherwise go to memory and back before
+    // the epilogue. A divisor of the rows, at least an AMX tile's 16, so
+    // one primitive serves every block; else all rows at once.
+    r->blockRows = q.rows;
+    const int64_t fit = (int64_t(512) << 10) / (4 * q.n);
+    for (int64_t b = std::min(fit, q.rows); b >= 16; --b)
+      if (q.rows % b == 0) {
+        r->blockRows = b;
+        break;
+      }
+    const memory::dims src{r->blockRows, q.k}, wdims{q.k, q.n}, dst{r->blockRows, q.n};
     memory::desc srcMd(src, perTensor(q.aq) ? dt::u8 : dt::s8, memory::format_tag::ab);
     // The weight [N, K] row-major is [K, N] column-major ("ba").
     memory::desc wUser(wdims, dt::s8, memory::format_tag::ba);

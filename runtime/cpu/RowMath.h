@@ -160,35 +160,42 @@ inline void roundToUint8(const float *x, int64_t n, float scale, float zero, uin
                          float *dequant) {
   constexpr int64_t kBlock = 256;
   const float s = scale, z = zero, inv = 1.0f / scale;
-  float r[kBlock]; // the rounded quotients of one block
+  // One block's results from its rounded quotients (`Quotient(v)`), each
+  // written once (the block is in cache; `dequant` may overwrite `x`).
+  auto store = [&](const float *xb, int64_t len, uint8_t *qb, float *db, auto quotient) {
+    if (qb && db) {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) {
+        const float r = std::min(std::max(std::nearbyint(quotient(xb[i])) + z, 0.0f), 255.0f);
+        qb[i] = static_cast<uint8_t>(static_cast<int32_t>(r));
+        db[i] = (r - z) * s;
+      }
+    } else if (qb) {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i)
+        qb[i] = static_cast<uint8_t>(static_cast<int32_t>(
+            std::min(std::max(std::nearbyint(quotient(xb[i])) + z, 0.0f), 255.0f)));
+    } else if (db) {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i)
+        db[i] = (std::min(std::max(std::nearbyint(quotient(xb[i])) + z, 0.0f), 255.0f) - z) * s;
+    }
+  };
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const int64_t len = std::min(kBlock, n - i0);
     const float *xb = x + i0;
     int near = 0;
 #pragma omp simd reduction(| : near)
     for (int64_t i = 0; i < len; ++i) {
-      const float t = xb[i] * inv, rt = std::nearbyint(t);
-      near |= std::fabs(std::fabs(t - rt) - 0.5f) <= 3e-7f * std::fabs(t);
-      r[i] = rt;
+      const float t = xb[i] * inv;
+      near |= std::fabs(std::fabs(t - std::nearbyint(t)) - 0.5f) <= 3e-7f * std::fabs(t);
     }
-    if (near)
-      for (int64_t i = 0; i < len; ++i) {
-        const float t = xb[i] * inv;
-        if (std::fabs(std::fabs(t - std::nearbyint(t)) - 0.5f) <= 3e-7f * std::fabs(t))
-          r[i] = std::nearbyint(xb[i] / s);
-      }
-#pragma omp simd
-    for (int64_t i = 0; i < len; ++i) r[i] = std::min(std::max(r[i] + z, 0.0f), 255.0f);
-    if (q) {
-      uint8_t *qb = q + i0;
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) qb[i] = static_cast<uint8_t>(static_cast<int32_t>(r[i]));
-    }
-    if (dequant) {
-      float *db = dequant + i0;
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) db[i] = (r[i] - z) * s;
-    }
+    uint8_t *qb = q ? q + i0 : nullptr;
+    float *db = dequant ? dequant + i0 : nullptr;
+    // A block with a lane near a half takes the division for every lane
+    // (elsewhere both give the same integer).
+    if (near) store(xb, len, qb, db, [s](float v) { return v / s; });
+    else store(xb, len, qb, db, [inv](float v) { return v * inv; });
   }
 }
 

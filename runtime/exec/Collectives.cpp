@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/kernels/ElementMath.h"
 
 namespace ds::rt {
 namespace {
@@ -132,6 +133,114 @@ absl::StatusOr<PreparedStep> prepareCompressedAllReduce(const plan::Step &s,
   });
 }
 
+// ---- ZeRO++'s quantized collectives (qwZ, qgZ) ---------------------------
+// A float buffer travels as int8 blocks of `block` elements, each with its
+// f32 scale (symmetric: absmax / 127): `n` codes, then the scales.
+
+uint64_t packedBytes(int64_t n, int64_t block) {
+  return static_cast<uint64_t>(n) + 4 * static_cast<uint64_t>((n + block - 1) / block);
+}
+
+float loadFloat(DType dt, const void *p, int64_t i) {
+  if (dt == plan::F32) return static_cast<const float *>(p)[i];
+  const uint16_t h = static_cast<const uint16_t *>(p)[i];
+  return dt == plan::BF16 ? math::bf16ToFloat(h) : math::halfToFloat(h);
+}
+
+void storeFloat(DType dt, void *p, int64_t i, float v) {
+  if (dt == plan::F32) static_cast<float *>(p)[i] = v;
+  else static_cast<uint16_t *>(p)[i] = dt == plan::BF16 ? math::floatToBf16(v) : math::floatToHalf(v);
+}
+
+/// x[0, n) of `dt` packed into `packed` (packedBytes(n, block) bytes).
+void packInt8Blocks(DType dt, const void *x, int64_t n, int64_t block, uint8_t *packed) {
+  auto *codes = reinterpret_cast<int8_t *>(packed);
+  for (int64_t b = 0, lo = 0; lo < n; ++b, lo += block) {
+    const int64_t hi = std::min(n, lo + block);
+    float absmax = 0;
+    for (int64_t i = lo; i < hi; ++i) absmax = std::max(absmax, std::fabs(loadFloat(dt, x, i)));
+    const float scale = absmax > 0 ? absmax / 127.0f : 1.0f;
+    for (int64_t i = lo; i < hi; ++i)
+      codes[i] = static_cast<int8_t>(std::nearbyint(loadFloat(dt, x, i) / scale));
+    std::memcpy(packed + n + 4 * b, &scale, 4);
+  }
+}
+
+/// The values of a packed buffer, added to (or stored in) f32 `acc`.
+void unpackInt8Blocks(const uint8_t *packed, int64_t n, int64_t block, float *acc, bool add) {
+  const auto *codes = reinterpret_cast<const int8_t *>(packed);
+  for (int64_t b = 0, lo = 0; lo < n; ++b, lo += block) {
+    float scale;
+    std::memcpy(&scale, packed + n + 4 * b, 4);
+    const int64_t hi = std::min(n, lo + block);
+    for (int64_t i = lo; i < hi; ++i) acc[i] = (add ? acc[i] : 0.0f) + codes[i] * scale;
+  }
+}
+
+absl::Status checkQuantizable(const plan::Step &s, const TensorView &in, int64_t block,
+                              int64_t outer) {
+  if (block < 0 || outer != 1)
+    return stepError(s, "quantize_block needs a positive block and outer 1");
+  if (in.dtype != plan::F32 && in.dtype != plan::F16 && in.dtype != plan::BF16)
+    return stepError(s, absl::StrCat("quantize_block needs f32, f16 or bf16, got ",
+                                     dtypeName(in.dtype)));
+  return absl::OkStatus();
+}
+
+/// qwZ's all-gather: each rank's slice packed, the packed slices gathered
+/// as bytes, every one unpacked into the result.
+absl::StatusOr<PreparedStep> prepareQuantizedAllGather(const plan::Step &s, const TensorView in,
+                                                       const TensorView out, Comm &g,
+                                                       std::vector<std::vector<uint8_t>> &scratch,
+                                                       int64_t block, int64_t outer) {
+  DS_RETURN_IF_ERROR(checkQuantizable(s, in, block, outer));
+  const int64_t numel = in.numel, n = g.size();
+  const uint64_t part = packedBytes(numel, block);
+  scratch.emplace_back(part);
+  uint8_t *send = scratch.back().data();
+  scratch.emplace_back(part * static_cast<uint64_t>(n));
+  uint8_t *recv = scratch.back().data();
+  scratch.emplace_back(static_cast<size_t>(numel) * sizeof(float));
+  auto *values = reinterpret_cast<float *>(scratch.back().data());
+  return PreparedStep([=, &g]() -> absl::Status {
+    packInt8Blocks(in.dtype, in.data, numel, block, send);
+    DS_RETURN_IF_ERROR(g.allGather(send, recv, static_cast<int64_t>(part), plan::U8));
+    for (int64_t r = 0; r < n; ++r) {
+      unpackInt8Blocks(recv + r * part, numel, block, values, /*add=*/false);
+      for (int64_t i = 0; i < numel; ++i) storeFloat(out.dtype, out.data, r * numel + i, values[i]);
+    }
+    return absl::OkStatus();
+  });
+}
+
+/// qgZ's reduce-scatter: each rank packs the block every other rank owns,
+/// one all-to-all of the packed blocks, and each rank sums the blocks it
+/// received in f32 (in rank order).
+absl::StatusOr<PreparedStep> prepareQuantizedReduceScatter(
+    const plan::Step &s, const TensorView in, const TensorView out, Comm &g,
+    std::vector<std::vector<uint8_t>> &scratch, int64_t block, int64_t outer, ReduceOp op) {
+  DS_RETURN_IF_ERROR(checkQuantizable(s, in, block, outer));
+  if (op != ReduceOp::Sum) return stepError(s, "quantize_block reduces by sum only");
+  const int64_t chunk = out.numel, n = g.size();
+  const uint64_t part = packedBytes(chunk, block);
+  scratch.emplace_back(part * static_cast<uint64_t>(n));
+  uint8_t *send = scratch.back().data();
+  scratch.emplace_back(part * static_cast<uint64_t>(n));
+  uint8_t *recv = scratch.back().data();
+  scratch.emplace_back(static_cast<size_t>(chunk) * sizeof(float));
+  auto *sum = reinterpret_cast<float *>(scratch.back().data());
+  const size_t es = dtypeSize(in.dtype);
+  return PreparedStep([=, &g]() -> absl::Status {
+    for (int64_t d = 0; d < n; ++d)
+      packInt8Blocks(in.dtype, static_cast<const uint8_t *>(in.data) + d * chunk * es, chunk, block,
+                     send + d * part);
+    DS_RETURN_IF_ERROR(g.allToAll(send, recv, static_cast<int64_t>(part), plan::U8));
+    for (int64_t r = 0; r < n; ++r) unpackInt8Blocks(recv + r * part, chunk, block, sum, r > 0);
+    for (int64_t i = 0; i < chunk; ++i) storeFloat(out.dtype, out.data, i, sum[i]);
+    return absl::OkStatus();
+  });
+}
+
 } // namespace
 
 bool isCollective(const std::string &k) {
@@ -191,6 +300,8 @@ absl::StatusOr<PreparedStep> prepareCollective(const plan::Step &s,
   if (k == "all_gather") {
     int64_t outer = 0, blk = 0;
     DS_RETURN_IF_ERROR(geometry(out, in, attrInt(s, "dim", 0), outer, blk));
+    if (const int64_t block = attrInt(s, "quantize_block", 0); block != 0)
+      return prepareQuantizedAllGather(s, in, out, g, scratch, block, outer);
     if (outer == 1)
       return PreparedStep([=, &g] { return g.allGather(in.data, out.data, in.numel, in.dtype); });
     scratch.emplace_back(out.bytes());
@@ -214,6 +325,8 @@ absl::StatusOr<PreparedStep> prepareCollective(const plan::Step &s,
       });
     }
     DS_ASSIGN_OR_RETURN(ReduceOp op, reduction(s));
+    if (const int64_t block = attrInt(s, "quantize_block", 0); block != 0)
+      return prepareQuantizedReduceScatter(s, in, out, g, scratch, block, outer, op);
     if (outer == 1)
       return PreparedStep(
           [=, &g] { return g.reduceScatter(in.data, out.data, out.numel, out.dtype, op); });

@@ -230,9 +230,20 @@ absl::Status Session::bind() {
       // (shard_slice, which only copies) runs in order like a kernel.
       comm.push_back(collective && step.stream() == 1);
       // A collective's bytes are its input's; the 1-bit all-reduce sends
-      // one bit per element of its padded buffer (the worker error's).
+      // one bit per element of its padded buffer (the worker error's); a
+      // quantized all-gather or reduce-scatter (ZeRO++) a byte per element
+      // of its input and a 4-byte scale per block of each rank's piece.
+      auto block = step.attrs().find("quantize_block");
+      const int64_t qBlock = block == step.attrs().end() ? 0 : block->second.i();
+      auto quantizedBytes = [&]() -> uint64_t {
+        const int64_t piece = std::max<int64_t>(std::min(ins[0].numel, outs[0].numel), 1);
+        const int64_t pieces = ins[0].numel / piece; // the input's: 1 gathered, n scattered
+        return static_cast<uint64_t>(ins[0].numel) +
+               4 * static_cast<uint64_t>(pieces * ((piece + qBlock - 1) / qBlock));
+      };
       bytes.push_back(step.kernel() == "compressed_all_reduce" && ins.size() > 1
                           ? p.buffers(step.inputs(1)).size_bytes() / 32
+                      : collective && qBlock > 0 && !ins.empty() && !outs.empty() ? quantizedBytes()
                       : collective && !ins.empty() ? p.buffers(step.inputs(0)).size_bytes()
                                                    : touched);
       absl::StatusOr<PreparedStep> ps = absl::UnknownError("");

@@ -16,6 +16,8 @@
 // RUN: ds-opt %s --ds-schedule-zero="stage=3 prefetch-bucket-size=8 max-reuse-distance=0" | FileCheck %s --check-prefix=PREFETCH
 // ... unless that would make more than 7 gathered elements live at once.
 // RUN: ds-opt %s --ds-schedule-zero="stage=3 prefetch-bucket-size=8 max-reuse-distance=0 max-live-parameters=7" | FileCheck %s --check-prefix=EACH
+// ZeRO++'s qwZ: every parameter gather of the step sends int8 blocks of 256.
+// RUN: ds-opt %s --ds-schedule-zero="stage=3 prefetch-bucket-size=0 max-reuse-distance=0 quantized-weights=1" | FileCheck %s --check-prefix=QWZ
 
 module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
   ml_program.global private mutable @"param:a" : tensor<2xf32>
@@ -51,6 +53,9 @@ module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
   // PREFETCH-NEXT: %[[A2:.+]] = ds.all_gather %param3Aa
   // PREFETCH-NEXT: %[[D:.+]] = ds.mul %[[O]], %[[B2]]
   // PREFETCH-NEXT: ds.mul %[[D]], %[[A2]]
+  //
+  // QWZ-COUNT-4: ds.all_gather %param3A{{a|b}} {axes = ["dp"], dim = 0 : i64, quantize_block = 256 : i64}
+  // QWZ-NOT: ds.all_gather
   func.func @train_step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {ds.spmd} {
     %a = ml_program.global_load @"param:a" : tensor<2xf32>
     %b = ml_program.global_load @"param:b" : tensor<2xf32>

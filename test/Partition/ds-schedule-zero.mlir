@@ -15,6 +15,8 @@
 // RUN: ds-opt %s --ds-schedule-zero="stage=1 allgather-bucket-size=3" | FileCheck %s --check-prefix=AGSMALL
 // Stage 0: the gradient all_reduces, flattened and joined.
 // RUN: ds-opt %s --ds-schedule-zero="stage=0" | FileCheck %s --check-prefix=AR
+// ZeRO++'s qgZ at stage 3: the bucket's one reduce_scatter sends int8 blocks.
+// RUN: ds-opt %s --ds-schedule-zero="stage=3 overlap-comm=1 quantized-gradients=1" | FileCheck %s --check-prefix=QGZ
 
 module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
   ml_program.global private mutable @"grad:a" : tensor<4xf32>
@@ -22,6 +24,9 @@ module attributes {ds.mesh = #ds.mesh<[<"dp" = 2>]>} {
   ml_program.global private mutable @"param:a" : tensor<4xf32>
   ml_program.global private mutable @"param:b" : tensor<2xf32>
 
+  // QGZ-LABEL: func.func @train_step
+  // QGZ: ds.reduce_scatter %{{.+}} {axes = ["dp"], dim = 0 : i64, quantize_block = 256 : i64} : (tensor<12xf32>) -> tensor<6xf32>
+  // QGZ-NOT: ds.reduce_scatter
   // CHECK-LABEL: func.func @train_step
   // CHECK: %[[GA:.+]] = ds.mul %arg0, %arg0
   // CHECK: %[[GB:.+]] = ds.mul %arg1, %arg1

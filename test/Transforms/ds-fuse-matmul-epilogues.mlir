@@ -267,3 +267,18 @@ func.func @quantized_round(%x: tensor<4x8xf32>, %w: tensor<6x8xi8>, %s: tensor<6
   %y = ds.fake_quantize %a {scale = 0.25 : f64, zero_point = 7 : i64} : tensor<4x6xf32>
   return %y : tensor<4x6xf32>
 }
+
+// -----
+
+// A quantized product between reshapes to and from 2-D (onnxruntime's
+// Gemm-based linear layers flatten the batch) takes the batched operand
+// itself: a graph output then needs no copy out of a view.
+// CHECK-LABEL: func.func @quantized_unflatten
+// CHECK-NEXT: %[[Y:.+]] = ds.quantized_matmul %arg0, %arg1, %arg2 {{.+}} : (tensor<2x3x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<2x3x6xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @quantized_unflatten(%x: tensor<2x3x8xf32>, %w: tensor<6x8xi8>, %s: tensor<6xf32>) -> tensor<2x3x6xf32> {
+  %f = ds.reshape %x : (tensor<2x3x8xf32>) -> tensor<6x8xf32>
+  %p = ds.quantized_matmul %f, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.5 : f64, input_zero_point = 3 : i64} : (tensor<6x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<6x6xf32>
+  %y = ds.reshape %p : (tensor<6x6xf32>) -> tensor<2x3x6xf32>
+  return %y : tensor<2x3x6xf32>
+}

@@ -246,3 +246,25 @@ func.func @per_channel_pair(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %y = ds.mul %qf, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// A round trip read only by quantized products that round their input to
+// the same grid themselves (static_per_tensor, the same scale and zero
+// point), here through a reshape, goes: the products round the unrounded
+// value to the same integers. One with another reader stays.
+// CHECK-LABEL: func.func @requantized_round_trip
+// CHECK-NOT: ds.fake_quantize %arg0
+// CHECK: %[[R:.+]] = ds.reshape %arg0
+// CHECK: ds.quantized_matmul %[[R]]
+// CHECK: %[[K:.+]] = ds.fake_quantize %arg1 {scale = 1.250000e-01 : f64, zero_point = 3 : i64}
+// CHECK: ds.quantized_matmul %[[K]]
+// CHECK: return
+func.func @requantized_round_trip(%x: tensor<2x2x8xf32>, %v: tensor<4x8xf32>, %w: tensor<6x8xi8>, %s: tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x8xf32>) {
+  %g = ds.fake_quantize %x {scale = 0.125 : f64, zero_point = 3 : i64} : tensor<2x2x8xf32>
+  %r = ds.reshape %g : (tensor<2x2x8xf32>) -> tensor<4x8xf32>
+  %y = ds.quantized_matmul %r, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.125 : f64, input_zero_point = 3 : i64} : (tensor<4x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<4x6xf32>
+  %k = ds.fake_quantize %v {scale = 0.125 : f64, zero_point = 3 : i64} : tensor<4x8xf32>
+  %z = ds.quantized_matmul %k, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.125 : f64, input_zero_point = 3 : i64} : (tensor<4x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<4x6xf32>
+  return %y, %z, %k : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x8xf32>
+}

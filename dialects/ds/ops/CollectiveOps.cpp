@@ -15,7 +15,7 @@ static void describeCollective(Operation *op, ArrayAttr axesAttr, KernelStep &s)
   for (Attribute a : axesAttr) axes += (axes.empty() ? "" : ",") + cast<StringAttr>(a).str();
   s.setString("axes", axes);
   s.stream = isa<ShardSliceOp>(op) ? 0 : 1;
-  for (const char *name : {"dim", "outer", "root", "split_dim", "concat_dim"})
+  for (const char *name : {"dim", "outer", "root", "split_dim", "concat_dim", "quantize_block"})
     if (auto v = op->getAttrOfType<IntegerAttr>(name)) s.setInt(name, v.getInt());
   if (auto r = op->getAttrOfType<CollectiveReductionAttr>("reduction"))
     s.setString("reduction", stringifyCollectiveReduction(r.getValue()));

@@ -110,6 +110,7 @@ def DS_FakeQuantizeOp : DS_Op<"fake_quantize", [Pure, SameOperandsAndResultType,
   let results = (outs DS_F32Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def DS_BitcastOp : DS_Op<"bitcast", [Pure, SameOperandsAndResultShape]> {

@@ -175,6 +175,12 @@ struct TrainingConfig {
   bool contiguousGradients = true;
   int64_t stage3PrefetchBucketSize = 50000000, stage3MaxLiveParameters = 1000000000,
           stage3MaxReuseDistance = 1000000000;
+  /// ZeRO++'s qwZ (zero_optimization.zero_quantized_weights, stage 3): the
+  /// parameter all-gathers send int8 blocks with a scale each, not f32.
+  bool zeroQuantizedWeights = false;
+  /// qgZ (zero_quantized_gradients, stage 3): the gradient reduce-scatters
+  /// send int8 blocks in one all-to-all and sum in f32.
+  bool zeroQuantizedGradients = false;
   /// zero_optimization.offload_optimizer: "cpu" puts optimizer state and
   /// gradient accumulators in host memory (ZeRO-Offload); "nvme" swaps the
   /// optimizer state to files under nvme_path (ZeRO-Infinity), gradient

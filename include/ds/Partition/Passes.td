@@ -232,6 +232,12 @@ def ZeroSchedulePass : Pass<"ds-schedule-zero", "ModuleOp"> {
     Option<"maxReuseDistance", "max-reuse-distance", "int64_t", /*default=*/"-1",
            "stage 3: keep a gathered parameter for a next use this close (elements); "
            "-1: ds.training's (1e9)">,
+    Option<"zeroQuantizedWeights", "quantized-weights", "int64_t", /*default=*/"-1",
+           "stage 3: 1 gathers parameters as int8 blocks of 256 with a scale each "
+           "(ZeRO++'s qwZ); -1: ds.training's zero_quantized_weights (0)">,
+    Option<"zeroQuantizedGradients", "quantized-gradients", "int64_t", /*default=*/"-1",
+           "stage 3: 1 reduces gradients as int8 blocks of 256 with a scale each in one "
+           "all-to-all (ZeRO++'s qgZ); -1: ds.training's zero_quantized_gradients (0)">,
     Option<"axis", "axis", "std::string", /*default=*/"\"dp\"", "name of the mesh axis">
   ];
   let statistics = [

@@ -134,3 +134,27 @@ func.func @transpose_pairs(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<
   %c = ds.transpose %a {permutation = array<i64: 1, 0, 2>} : (tensor<2x4x3xf32>) -> tensor<4x2x3xf32>
   return %b, %c : tensor<2x3x4xf32>, tensor<4x2x3xf32>
 }
+
+// -----
+
+// Rounding to a uint8 grid twice is rounding once: a fake_quantize of a
+// value already on its grid (a fake_quantize, or a quantized product that
+// rounds as it stores, with the same scale and zero point, seen through
+// reshapes and transposes) folds away. Another grid is another rounding.
+// CHECK-LABEL: func.func @fake_quantize_twice
+// CHECK-NEXT: %[[A:.+]] = ds.fake_quantize %arg0 {scale = 2.500000e-01 : f64, zero_point = 7 : i64}
+// CHECK-NEXT: %[[R:.+]] = ds.reshape %[[A]]
+// CHECK-NEXT: %[[C:.+]] = ds.fake_quantize %[[R]] {scale = 5.000000e-01 : f64, zero_point = 7 : i64}
+// CHECK-NEXT: %[[P:.+]] = ds.quantized_matmul
+// CHECK-NEXT: %[[T:.+]] = ds.transpose %[[P]]
+// CHECK-NEXT: return %[[R]], %[[C]], %[[T]]
+func.func @fake_quantize_twice(%x: tensor<2x8xf32>, %h: tensor<4x8xf32>, %w: tensor<6x8xi8>, %s: tensor<6xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<6x4xf32>) {
+  %a = ds.fake_quantize %x {scale = 0.25 : f64, zero_point = 7 : i64} : tensor<2x8xf32>
+  %r = ds.reshape %a : (tensor<2x8xf32>) -> tensor<4x4xf32>
+  %b = ds.fake_quantize %r {scale = 0.25 : f64, zero_point = 7 : i64} : tensor<4x4xf32>
+  %c = ds.fake_quantize %r {scale = 0.5 : f64, zero_point = 7 : i64} : tensor<4x4xf32>
+  %p = ds.quantized_matmul %h, %w, %s {activation_quant = #ds<activation_quant static_per_tensor>, input_scale = 0.5 : f64, input_zero_point = 3 : i64, round_scale = 0.125 : f64, round_zero_point = 9 : i64} : (tensor<4x8xf32>, tensor<6x8xi8>, tensor<6xf32>) -> tensor<4x6xf32>
+  %t = ds.transpose %p {permutation = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %u = ds.fake_quantize %t {scale = 0.125 : f64, zero_point = 9 : i64} : tensor<6x4xf32>
+  return %b, %c, %u : tensor<4x4xf32>, tensor<4x4xf32>, tensor<6x4xf32>
+}

@@ -157,3 +157,13 @@ module attributes {ds.mesh = #ds.mesh<[#ds.axis<"tp" = 2>]>} {
     return
   }
 }
+
+// -----
+
+module attributes {ds.mesh = #ds.mesh<[#ds.axis<"dp" = 2>]>} {
+  func.func @quantized_gather_of_integers(%x: tensor<8xi64>) attributes {ds.spmd} {
+    // expected-error@+1 {{quantize_block needs a positive block, outer 1 and an f32, f16 or bf16 operand}}
+    %g = ds.all_gather %x {axes = ["dp"], dim = 0 : i64, quantize_block = 256 : i64} : (tensor<8xi64>) -> tensor<16xi64>
+    return
+  }
+}

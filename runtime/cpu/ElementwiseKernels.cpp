@@ -524,8 +524,9 @@ absl::StatusOr<PreparedStep> castViaDouble(const KernelContext &c) {
   auto toDouble = [&]() -> std::function<double(int64_t)> {
     if (const math::NarrowFloat *f = narrowFloatFormat(x.dtype))
       return [p = x.as<uint8_t>(), f](int64_t i) { return math::narrowToFloat(p[i], *f); };
-    if (auto [bits, isSigned] = narrowIntFormat(x.dtype); bits)
-      return [p = x.as<uint8_t>(), bits, isSigned](int64_t i) {
+    // (Not structured bindings: clang before 16 cannot capture those.)
+    if (const std::pair<int, bool> fmt = narrowIntFormat(x.dtype); fmt.first)
+      return [p = x.as<uint8_t>(), bits = fmt.first, isSigned = fmt.second](int64_t i) {
         return math::narrowIntValue(p[i], bits, isSigned);
       };
     switch (x.dtype) {
@@ -639,8 +640,7 @@ absl::StatusOr<PreparedStep> castViaDouble(const KernelContext &c) {
       return absl::OkStatus();
     });
   }
-  if (auto [bits, isSigned] = narrowIntFormat(o.dtype); bits) {
-    (void)isSigned; // the low bits are the same either way
+  if (const int bits = narrowIntFormat(o.dtype).first; bits) { // (signedness: same low bits)
     // Integers wrap with every bit kept; floats truncate toward zero first
     // (NaN is 0, beyond int64 saturates), as numpy's astype does.
     std::function<int64_t(int64_t)> toInt;

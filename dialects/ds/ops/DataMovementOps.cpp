@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/ds/ops/OpFacts.h"
+#include "dialects/ds/ops/Verifiers.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -274,3 +275,318 @@ void RandomMaskOp::describeKernelStep(KernelStep &s) {
 }
 
 void FillOp::describeKernelStep(KernelStep &s) { s.setFloat("value", getValue().convertToDouble()); }
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement (moved from DSOps.cpp): type inference, verifiers, folders
+//===----------------------------------------------------------------------===//
+
+using namespace mlir::ds::verifiers;
+
+LogicalResult TriluOp::verify() {
+  if (getOperand().getType().getRank() < 2)
+    return emitOpError("needs an operand of rank >= 2");
+  return success();
+}
+
+LogicalResult CumProdOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
+}
+
+LogicalResult CumSumOp::verify() {
+  int64_t rank = getOperand().getType().getRank();
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type from ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << in << " (" << in.getNumElements() << " elements) to " << out << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getOperand()))
+    return dense.reshape(getType());
+  // reshape(reshape(x)) = reshape(x)
+  if (auto inner = getOperand().getDefiningOp<ReshapeOp>()) {
+    getOperandMutable().assign(inner.getOperand());
+    return getResult();
+  }
+  return {};
+}
+
+static LogicalResult inferSqueezeLike(std::optional<Location> loc, RankedTensorType t,
+                                      ArrayRef<int64_t> axes, bool squeeze,
+                                      SmallVectorImpl<Type> &inferred) {
+  SmallVector<int64_t> shape;
+  if (squeeze) {
+    if (failed(checkAxes(loc, axes, t.getRank(), "squeeze")))
+      return failure();
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      bool drop = llvm::is_contained(axes, d);
+      if (drop && t.getDimSize(d) != 1)
+        return emitOptionalError(loc, "cannot squeeze dimension ", d, " of extent ",
+                                 t.getDimSize(d));
+      if (!drop)
+        shape.push_back(t.getDimSize(d));
+    }
+  } else {
+    int64_t outRank = t.getRank() + static_cast<int64_t>(axes.size());
+    if (failed(checkAxes(loc, axes, outRank, "unsqueeze")))
+      return failure();
+    auto src = t.getShape().begin();
+    for (int64_t d = 0; d < outRank; ++d)
+      shape.push_back(llvm::is_contained(axes, d) ? 1 : *src++);
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          ValueRange operands, DictionaryAttr attrs,
+                                          OpaqueProperties props, RegionRange regions,
+                                          SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  return inferSqueezeLike(loc, rankedType(operands[0]), adaptor.getAxes(), true, inferred);
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attrs,
+                                            OpaqueProperties props, RegionRange regions,
+                                            SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  return inferSqueezeLike(loc, rankedType(operands[0]), adaptor.getAxes(), false,
+                          inferred);
+}
+
+namespace {
+/// squeeze and unsqueeze are reshapes with a checked story; after import
+/// only the reshape remains, so later passes see one op.
+template <typename OpTy> struct AxesReshapeToReshape : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getOperand());
+    return success();
+  }
+};
+} // namespace
+
+void SqueezeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *ctx) {
+  results.add<AxesReshapeToReshape<SqueezeOp>>(ctx);
+}
+void UnsqueezeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *ctx) {
+  results.add<AxesReshapeToReshape<UnsqueezeOp>>(ctx);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            ValueRange operands, DictionaryAttr attrs,
+                                            OpaqueProperties props, RegionRange regions,
+                                            SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto t = rankedType(operands[0]);
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != t.getRank())
+    return emitOptionalError(loc, "permutation has ", perm.size(),
+                             " entries for an operand of rank ", t.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= t.getRank() || seen[p])
+      return emitOptionalError(loc, "permutation is not a permutation of [0, ",
+                               t.getRank(), ")");
+    seen[p] = true;
+    shape.push_back(t.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // transpose(transpose(x, p), q) reads x with the permutation p[q[i]].
+  if (auto inner = getOperand().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> composed;
+    for (int64_t q : getPermutation()) composed.push_back(inner.getPermutation()[q]);
+    setPermutation(composed);
+    getOperandMutable().assign(inner.getOperand());
+    if (llvm::equal(composed, llvm::seq<int64_t>(0, composed.size()))) return getOperand();
+    return getResult();
+  }
+  for (auto [i, p] : llvm::enumerate(getPermutation()))
+    if (static_cast<int64_t>(i) != p)
+      return {};
+  return getOperand();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  int64_t rank = in.getRank();
+  if (static_cast<int64_t>(getStarts().size()) != rank ||
+      static_cast<int64_t>(getSteps().size()) != rank)
+    return emitOpError("needs one start and one step per dimension (rank ")
+           << rank << ")";
+  if (out.getRank() != rank || out.getElementType() != in.getElementType())
+    return emitOpError("result must have the operand's rank and element type");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d], n = out.getDimSize(d);
+    if (step == 0)
+      return emitOpError("step of dimension ") << d << " is zero";
+    if (n == 0)
+      continue;
+    int64_t last = start + (n - 1) * step;
+    if (start < 0 || start >= in.getDimSize(d) || last < 0 || last >= in.getDimSize(d))
+      return emitOpError("dimension ")
+             << d << " reads indices " << start << " to " << last
+             << ", outside [0, " << in.getDimSize(d) << ")";
+  }
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getOperand().getType() != getType())
+    return {};
+  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
+    if (start != 0 || step != 1)
+      return {};
+  return getOperand();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange regions,
+                                         SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  if (operands.empty())
+    return emitOptionalError(loc, "needs at least one operand");
+  auto first = rankedType(operands[0]);
+  int64_t rank = first.getRank(), axis = adaptor.getAxis();
+  if (rank < 1)
+    return emitOptionalError(loc, "operands must have rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "axis ", axis, " is out of range [0, ", rank, ")");
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : operands) {
+    auto t = rankedType(v);
+    if (t.getElementType() != first.getElementType() || t.getRank() != rank)
+      return emitOptionalError(loc, "operands must share element type and rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "operands ", shapeStr(first.getShape()), " and ",
+                                 shapeStr(t.getShape()), " differ off axis ", axis);
+    shape[axis] += t.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = getOperand().getType();
+  int64_t rank = in.getRank(), axis = getAxis();
+  if (getNumResults() == 0)
+    return emitOpError("needs at least one result");
+  if (rank < 1)
+    return emitOpError("needs an operand of rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " is out of range [0, " << rank << ")";
+  int64_t sum = 0;
+  for (Value r : getResults()) {
+    auto t = rankedType(r);
+    if (t.getElementType() != in.getElementType() || t.getRank() != rank)
+      return emitOpError("results must share the operand's element type and rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && t.getDimSize(d) != in.getDimSize(d))
+        return emitOpError("result ") << t << " differs from the operand off axis " << axis;
+    sum += t.getDimSize(axis);
+  }
+  if (sum != in.getDimSize(axis))
+    return emitOpError("result extents add up to ")
+           << sum << " along axis " << axis << ", not " << in.getDimSize(axis);
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         ValueRange operands, DictionaryAttr attrs,
+                                         OpaqueProperties props, RegionRange regions,
+                                         SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto data = rankedType(operands[0]), idx = rankedType(operands[1]);
+  int64_t rank = data.getRank(), axis = adaptor.getAxis();
+  if (rank < 1)
+    return emitOptionalError(loc, "data must have rank >= 1");
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "axis ", axis, " is out of range [0, ", rank, ")");
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, idx.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsOp::verify() {
+  auto data = getData().getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (idx.getRank() != data.getRank())
+    return emitOpError("indices must have the data's rank");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOpError("indices are larger than the data off the axis");
+  if (getType().getShape() != idx.getShape() || getType().getElementType() != data.getElementType())
+    return emitOpError("result must have the indices' shape and the data's element type");
+  return success();
+}
+
+LogicalResult ScatterElementsOp::verify() {
+  auto data = getData().getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (idx.getRank() != data.getRank() || getUpdates().getType().getShape() != idx.getShape())
+    return emitOpError("indices and updates must share one shape of the data's rank");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOpError("indices are larger than the data off the axis");
+  if (getUpdates().getType().getElementType() != data.getElementType() || getType() != data)
+    return emitOpError("updates and result must have the data's type");
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto out = getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), out.getRank())))
+    return failure();
+  if (idx.getRank() != out.getRank() || getDy().getType().getShape() != idx.getShape() ||
+      getDy().getType().getElementType() != out.getElementType())
+    return emitOpError("indices and dy must share a shape of the result's rank");
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  auto in = getOperand().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  auto b = broadcastShapes({in.getShape(), out.getShape()});
+  if (failed(b) || ArrayRef<int64_t>(*b) != out.getShape())
+    return emitOpError("cannot broadcast ") << in << " to " << out;
+  return success();
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "llvm/Support/Format.h"
 #include "dialects/ds/ops/OpFacts.h"
+#include "dialects/ds/ops/Verifiers.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -440,4 +441,164 @@ void FusedElementwiseOp::describeKernelStep(KernelStep &s) {
   s.setString("ops", ops);
   s.setInts("args", args);
   s.setInt("result", reg.lookup(body.getTerminator()->getOperand(0)));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops (moved from DSOps.cpp): type inference, verifiers, folders
+//===----------------------------------------------------------------------===//
+
+using namespace mlir::ds::verifiers;
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}
+
+LogicalResult CastOp::verify() {
+  if (std::optional<StringRef> mode = getRoundMode();
+      mode && *mode != "up" && *mode != "down" && *mode != "nearest")
+    return emitOpError("round_mode must be \"up\", \"down\" or \"nearest\", got \"")
+           << *mode << "\"";
+  return success();
+}
+
+static LogicalResult inferBinary(std::optional<Location> loc, ValueRange operands,
+                                 bool boolResult,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto lhs = rankedType(operands[0]), rhs = rankedType(operands[1]);
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "operands have different element types: ",
+                             lhs.getElementType(), " and ", rhs.getElementType());
+  auto shape = broadcastShapes({lhs.getShape(), rhs.getShape()});
+  if (failed(shape))
+    return emitOptionalError(loc, "operand shapes ", shapeStr(lhs.getShape()),
+                             " and ", shapeStr(rhs.getShape()),
+                             " do not broadcast");
+  Type elem = boolResult ? IntegerType::get(lhs.getContext(), 1)
+                         : lhs.getElementType();
+  inferred.push_back(RankedTensorType::get(*shape, elem));
+  return success();
+}
+
+#define DS_INFER_BINARY(OP, BOOL_RESULT)                                       \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr, OpaqueProperties, RegionRange,                           \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferBinary(loc, operands, BOOL_RESULT, inferred);                  \
+  }
+DS_INFER_BINARY(AddOp, false)
+DS_INFER_BINARY(SubOp, false)
+DS_INFER_BINARY(MulOp, false)
+DS_INFER_BINARY(DivOp, false)
+DS_INFER_BINARY(PowOp, false)
+DS_INFER_BINARY(MinOp, false)
+DS_INFER_BINARY(MaxOp, false)
+DS_INFER_BINARY(ModOp, false)
+DS_INFER_BINARY(EqualOp, true)
+DS_INFER_BINARY(LessOp, true)
+DS_INFER_BINARY(GreaterOp, true)
+DS_INFER_BINARY(LessEqualOp, true)
+DS_INFER_BINARY(GreaterEqualOp, true)
+DS_INFER_BINARY(AndOp, true)
+DS_INFER_BINARY(OrOp, true)
+DS_INFER_BINARY(XorOp, true)
+DS_INFER_BINARY(BitwiseAndOp, false)
+DS_INFER_BINARY(BitwiseOrOp, false)
+DS_INFER_BINARY(BitwiseXorOp, false)
+DS_INFER_BINARY(ShiftLeftOp, false)
+DS_INFER_BINARY(ShiftRightOp, false)
+#undef DS_INFER_BINARY
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        ValueRange operands, DictionaryAttr,
+                                        OpaqueProperties, RegionRange,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto c = rankedType(operands[0]), t = rankedType(operands[1]),
+       f = rankedType(operands[2]);
+  if (t.getElementType() != f.getElementType())
+    return emitOptionalError(loc, "branches have different element types: ",
+                             t.getElementType(), " and ", f.getElementType());
+  auto shape = broadcastShapes({c.getShape(), t.getShape(), f.getShape()});
+  if (failed(shape))
+    return emitOptionalError(loc, "operand shapes ", shapeStr(c.getShape()), ", ",
+                             shapeStr(t.getShape()), " and ",
+                             shapeStr(f.getShape()), " do not broadcast");
+  inferred.push_back(RankedTensorType::get(*shape, t.getElementType()));
+  return success();
+}
+
+namespace {
+/// pow(x, n) with a constant integral exponent n in [1, 4] on floats is
+/// x * ... * x: a few multiplies instead of one libm pow per element (GPT-2's
+/// GELU writes x^3); within 2 ulp of pow. Only when the result has x's
+/// type (the exponent does not broadcast x to a larger shape).
+struct PowToMultiplies : OpRewritePattern<PowOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PowOp op, PatternRewriter &rewriter) const override {
+    Value x = op.getLhs();
+    if (op.getType() != x.getType() || !isa<FloatType>(op.getType().getElementType()))
+      return failure();
+    std::optional<double> exponent = knownFloatSplat(op.getRhs());
+    if (!exponent) return failure();
+    double n = *exponent;
+    if (n != 1.0 && n != 2.0 && n != 3.0 && n != 4.0) return failure();
+    Location loc = op.getLoc();
+    Value y = x;
+    if (n == 2.0 || n == 3.0) y = MulOp::create(rewriter, loc, x, x);
+    if (n == 3.0) y = MulOp::create(rewriter, loc, y, x);
+    if (n == 4.0) {
+      Value x2 = MulOp::create(rewriter, loc, x, x);
+      y = MulOp::create(rewriter, loc, x2, x2);
+    }
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+} // namespace
+
+void PowOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<PowToMultiplies>(context);
+}
+
+bool mlir::ds::isOnUint8Grid(Value v, double scale, int64_t zeroPoint) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto fq = dyn_cast<FakeQuantizeOp>(def))
+      return fq.getScale().convertToDouble() == scale && fq.getZeroPoint() == zeroPoint;
+    if (auto q = dyn_cast<QuantizedMatmulOp>(def))
+      return q.getRoundScale() && q.getRoundScale()->convertToDouble() == scale &&
+             q.getRoundZeroPoint() && static_cast<int64_t>(*q.getRoundZeroPoint()) == zeroPoint;
+    if (!isa<ReshapeOp, TransposeOp, SliceOp, ExpandOp>(def)) return false;
+    v = def->getOperand(0);
+  }
+  return false;
+}
+
+// fake_quantize is idempotent: (q - z) * s divided by s is within an ulp
+// of the integer q - z, which rounds back to it.
+OpFoldResult FakeQuantizeOp::fold(FoldAdaptor) {
+  if (isOnUint8Grid(getOperand(), getScale().convertToDouble(), getZeroPoint()))
+    return getOperand();
+  return {};
+}
+
+LogicalResult FakeQuantizeOp::verify() {
+  return verifyInputQuantization(*this, getScale().convertToDouble(), getZeroPoint(), "scale",
+                                 "zero_point");
+}
+
+LogicalResult BitcastOp::verify() {
+  auto bits = [](Type t) {
+    unsigned w = t.getIntOrFloatBitWidth();
+    return w == 1 ? 8u : w; // i1 occupies a byte
+  };
+  Type from = getOperand().getType().getElementType(), to = getType().getElementType();
+  if (bits(from) != bits(to))
+    return emitOpError("needs element types of one width, got ") << from << " and " << to;
+  return success();
 }

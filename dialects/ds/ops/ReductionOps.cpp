@@ -1,5 +1,6 @@
 //===- ReductionOps.cpp - facts of reductions, arg/top-k and scans --------===//
 #include "dialects/ds/ops/OpFacts.h"
+#include "dialects/ds/ops/Verifiers.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -181,4 +182,123 @@ void CumSumOp::describeKernelStep(KernelStep &s) {
   s.setInt("axis", getAxis());
   s.setInt("exclusive", getExclusive());
   s.setInt("reverse", getReverse());
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, softmax and layer norm (moved from DSOps.cpp): type inference, verifiers, folders
+//===----------------------------------------------------------------------===//
+
+using namespace mlir::ds::verifiers;
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalization
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult inferReduce(std::optional<Location> loc, ValueRange operands,
+                                 DictionaryAttr attrs, OpaqueProperties props,
+                                 RegionRange regions, SmallVectorImpl<Type> &inferred) {
+  typename ReduceOp::Adaptor adaptor(operands, attrs, props, regions);
+  auto t = rankedType(operands[0]);
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  if (failed(checkAxes(loc, axes, t.getRank(), "reduction")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (!llvm::is_contained(axes, d))
+      shape.push_back(t.getDimSize(d));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  return success();
+}
+
+#define DS_REDUCE(OP)                                                          \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,       \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferReduce<OP>(loc, operands, attrs, props, regions, inferred);    \
+  }                                                                            \
+  OpFoldResult OP::fold(FoldAdaptor) {                                         \
+    if (getAxes().empty() && getOperand().getType() == getType())              \
+      return getOperand();                                                     \
+    return {};                                                                 \
+  }
+DS_REDUCE(ReduceSumOp)
+DS_REDUCE(ReduceMeanOp)
+DS_REDUCE(ReduceMaxOp)
+DS_REDUCE(ReduceMinOp)
+DS_REDUCE(ReduceProdOp)
+#undef DS_REDUCE
+
+template <typename ArgOp> static LogicalResult verifyArg(ArgOp op) {
+  auto t = op.getOperand().getType();
+  if (failed(verifyAxis(op, op.getAxis(), t.getRank())))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    if (d != op.getAxis()) shape.push_back(t.getDimSize(d));
+    else if (op.getKeepdims()) shape.push_back(1);
+  }
+  if (op.getType().getShape() != ArrayRef<int64_t>(shape))
+    return op.emitOpError("result must have shape ") << shapeStr(shape);
+  return success();
+}
+LogicalResult ArgMaxOp::verify() { return verifyArg(*this); }
+LogicalResult ArgMinOp::verify() { return verifyArg(*this); }
+
+LogicalResult TopKOp::verify() {
+  auto t = getOperand().getType();
+  if (failed(verifyAxis(*this, getAxis(), t.getRank())))
+    return failure();
+  int64_t dim = t.getDimSize(getAxis());
+  if (getK() < 0 || getK() > dim)
+    return emitOpError("k = ") << getK() << " is outside [0, " << dim << "]";
+  SmallVector<int64_t> shape(t.getShape());
+  shape[getAxis()] = getK();
+  if (getValues().getType().getShape() != ArrayRef<int64_t>(shape) ||
+      getIndices().getType().getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("results must have shape ") << shapeStr(shape);
+  if (getValues().getType().getElementType() != t.getElementType())
+    return emitOpError("values must have the operand's element type");
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
+}
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getOperand().getType().getRank());
+}
+
+LogicalResult MaskedSoftmaxOp::verify() {
+  RankedTensorType t = getOperand().getType();
+  if (t.getRank() < 1 || getAxis() != t.getRank() - 1)
+    return emitOpError("axis must be the last dimension (") << t.getRank() - 1 << "), got "
+                                                            << getAxis();
+  Type e = cast<RankedTensorType>(getMask().getType()).getElementType();
+  if (getMaskFillAttr() ? !e.isInteger(1) : !e.isF32())
+    return emitOpError("mask must be ") << (getMaskFillAttr() ? "i1 with mask_fill" : "f32")
+                                        << ", got " << getMask().getType();
+  return verifyMaskBroadcasts(*this, getMask(), t.getShape());
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto t = getOperand().getType();
+  int64_t rank = t.getRank();
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
+  ArrayRef<int64_t> norm = t.getShape().drop_front(getAxis());
+  for (auto [v, name] : {std::pair<Value, StringRef>{getScale(), "scale"},
+                         std::pair<Value, StringRef>{getBias(), "bias"}}) {
+    if (!v)
+      continue;
+    auto vt = rankedType(v);
+    if (vt.getShape() != norm || vt.getElementType() != t.getElementType())
+      return emitOpError() << name << " must be " << shapeStr(norm) << " of "
+                           << t.getElementType() << ", got " << vt;
+  }
+  return success();
 }

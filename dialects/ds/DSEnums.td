@@ -15,6 +15,18 @@ def DS_GeluApproximation : I32EnumAttr<"GeluApproximation",
 }
 def DS_GeluApproximationAttr : EnumAttr<DS_Dialect, DS_GeluApproximation, "gelu_approximation">;
 
+def DS_Distribution : I32EnumAttr<"Distribution",
+    "what ds.random draws from", [
+      // uniform on [a, b)
+      I32EnumAttrCase<"Uniform", 0, "uniform">,
+      // normal with mean a and standard deviation b
+      I32EnumAttrCase<"Normal", 1, "normal">
+    ]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
+def DS_DistributionAttr : EnumAttr<DS_Dialect, DS_Distribution, "distribution">;
+
 def DS_ScatterReduction : I32EnumAttr<"ScatterReduction",
     "how a scattered update combines with the element it lands on", [
       I32EnumAttrCase<"None", 0, "none">, I32EnumAttrCase<"Add", 1, "add">,

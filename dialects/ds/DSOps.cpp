@@ -81,6 +81,17 @@ LogicalResult RandomMaskOp::verify() {
   return success();
 }
 
+LogicalResult RandomOp::verify() {
+  double a = getA().convertToDouble(), b = getB().convertToDouble();
+  if (!std::isfinite(a) || !std::isfinite(b))
+    return emitOpError("needs finite parameters, got ") << a << " and " << b;
+  if (getDistribution() == Distribution::Uniform && a > b)
+    return emitOpError("needs low <= high, got ") << a << " and " << b;
+  if (getDistribution() == Distribution::Normal && b < 0)
+    return emitOpError("needs a non-negative scale, got ") << b;
+  return success();
+}
+
 
 #define GET_OP_CLASSES
 #include "dialects/ds/DSOps.cpp.inc"

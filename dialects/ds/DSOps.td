@@ -111,6 +111,32 @@ def DS_RandomMaskOp : DS_Op<"random_mask", [Pure], DS_OwnStep> {
   let hasVerifier = 1;
 }
 
+def DS_RandomOp : DS_Op<"random", [Pure], DS_OwnStep> {
+  let summary = "samples of a uniform or normal distribution from a counter-based generator";
+  let description = [{
+    ONNX's RandomUniform, RandomNormal, their -Like forms and Bernoulli
+    (a uniform sample compared with the probabilities). Element i is a pure
+    function of (`key`, `stream`, i), as ds.random_mask's are: uniform
+    samples take the top 53 bits of SplitMix64's output of the element's
+    counter; normal ones are Box-Muller of two such samples. `key` is the
+    plan's `rng_key` input (fed by ds-run from `--seed`) or, for a node
+    with a `seed` attribute, a constant made from the seed.
+
+    ```mlir
+    %u = ds.random %key {distribution = #ds<distribution uniform>, a = 0.0 : f64, b = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4x8xf32>
+    ```
+
+    **Constraints:**
+    - `key` is a scalar i64 tensor;
+    - uniform: `a` <= `b`, both finite; normal: `b` >= 0, both finite.
+  }];
+  let arguments = (ins 0DTensorOf<[I64]>:$key, DS_DistributionAttr:$distribution, F64Attr:$a,
+                       F64Attr:$b, I64Attr:$stream);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$key attr-dict `:` type($key) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_ParameterOp : DS_DataOp<"parameter",
     [Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "a named model parameter (an ONNX initializer)";

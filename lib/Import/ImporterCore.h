@@ -84,10 +84,10 @@ struct ImportState {
   /// (SplitToSequence, SequenceConstruct), so the importer keeps each as
   /// the list of its tensors, and the sequence ops resolve at import.
   llvm::StringMap<SmallVector<Value>> sequences;
-  /// Training-mode Dropout: main's "dropout_key" argument (made by the
-  /// first one) and the streams handed out, one per Dropout.
-  Value dropoutKey;
-  int64_t dropoutStreams = 0;
+  /// Training-mode Dropout and the random generators: main's "rng_key"
+  /// argument (made by the first) and the streams handed out, one per node.
+  Value rngKey;
+  int64_t randomStreams = 0;
   /// Which initializers are parameters, by the exporter's records.
   const ParameterRecovery *recovery = nullptr;
   /// The model is the importer's own (read from a file): initializers'
@@ -111,8 +111,8 @@ class NodeImporter {
 public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
-        loc_(s.loc), values_(s.values), sequences_(s.sequences), dropoutKey_(s.dropoutKey),
-        dropoutStreams_(s.dropoutStreams), consumeModel_(s.consumeModel),
+        loc_(s.loc), values_(s.values), sequences_(s.sequences), rngKey_(s.rngKey),
+        randomStreams_(s.randomStreams), consumeModel_(s.consumeModel),
         inputsRead_(s.inputsRead), importSubgraph_(s.importSubgraph) {}
 
   // ---- generic handlers (any family may register them) ---------------------------
@@ -498,8 +498,8 @@ protected:
   Location &loc_;
   llvm::StringMap<Value> &values_;
   llvm::StringMap<SmallVector<Value>> &sequences_;
-  Value &dropoutKey_;
-  int64_t &dropoutStreams_;
+  Value &rngKey_;
+  int64_t &randomStreams_;
   bool consumeModel_;
   std::vector<bool> &inputsRead_;
   const std::function<FailureOr<SmallVector<Value>>(const onnx::GraphProto &, ArrayRef<Value>)>

@@ -7,7 +7,9 @@
 // existing ops, so they run and differentiate with no kernel of their own.
 //
 //===----------------------------------------------------------------------===//
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "ImporterCore.h"
 
@@ -37,9 +39,12 @@ public:
   LogicalResult hardmax(const onnx::NodeProto &n);
   LogicalResult dropout(const onnx::NodeProto &n);
   LogicalResult dropoutIdentity(const onnx::NodeProto &n, Value x);
-  Value dropoutKey();
+  LogicalResult random(const onnx::NodeProto &n);
+  LogicalResult bernoulli(const onnx::NodeProto &n);
+  Value rngKey();
 
 private:
+  FailureOr<Value> randomKey(const onnx::NodeProto &n);
   FailureOr<Value> perChannel(const onnx::NodeProto &n, Value v, Value x);
   /// A pooling window's geometry: attributes, pads and the output shape.
   struct Window {
@@ -712,10 +717,10 @@ LogicalResult NNImporter::dropout(const onnx::NodeProto &n) {
   if (!type || !(type.getElementType().isF32() || type.getElementType().isF64()))
     return nodeError(n) << "training-mode Dropout supports f32 and f64 inputs, got "
                         << x.getType();
-  DS_TRY(mask, buildTyped<RandomMaskOp>(type, dropoutKey(),
+  DS_TRY(mask, buildTyped<RandomMaskOp>(type, rngKey(),
                                         {b_.getNamedAttr("ratio", b_.getF64FloatAttr(ratio)),
                                          b_.getNamedAttr("stream",
-                                                         b_.getI64IntegerAttr(dropoutStreams_++))}));
+                                                         b_.getI64IntegerAttr(randomStreams_++))}));
   DS_TRY(y, build<MulOp>({x, mask}));
   setOutput(n, 0, y);
   if (n.output_size() > 1 && !n.output(1).empty()) {
@@ -737,10 +742,11 @@ LogicalResult NNImporter::dropoutIdentity(const onnx::NodeProto &n, Value x) {
   return success();
 }
 
-// main's "dropout_key" argument: one i64 per micro-step and rank, which
-// ds-run derives from --seed; made when the first Dropout needs it.
-Value NNImporter::dropoutKey() {
-  if (dropoutKey_) return dropoutKey_;
+// main's "rng_key" argument: one i64 per run (ds-run derives it from
+// --seed; in training, per micro-step and rank), made when the first
+// Dropout or random generator needs it.
+Value NNImporter::rngKey() {
+  if (rngKey_) return rngKey_;
   Operation *parent = b_.getInsertionBlock()->getParentOp();
   auto main = isa<func::FuncOp>(parent) ? cast<func::FuncOp>(parent)
                                         : parent->getParentOfType<func::FuncOp>();
@@ -748,11 +754,103 @@ Value NNImporter::dropoutKey() {
   auto keyType = RankedTensorType::get({}, b_.getI64Type());
   (void)main.insertArgument(
       idx, keyType,
-      b_.getDictionaryAttr({b_.getNamedAttr("ds.name", b_.getStringAttr("dropout_key")),
+      b_.getDictionaryAttr({b_.getNamedAttr("ds.name", b_.getStringAttr("rng_key")),
                             b_.getNamedAttr("ds.rng_key", b_.getUnitAttr())}),
       main.getLoc());
-  dropoutKey_ = main.getArgument(idx);
-  return dropoutKey_;
+  rngKey_ = main.getArgument(idx);
+  return rngKey_;
+}
+
+// A random generator's key: the node's `seed` (a float, taken bit for bit)
+// as a constant, so the node draws the same values on every run, as
+// onnxruntime does for a seeded node in a new session; without a seed,
+// the plan's rng_key.
+FailureOr<Value> NNImporter::randomKey(const onnx::NodeProto &n) {
+  if (!findAttr(n, "seed")) return rngKey();
+  DS_TRY(seed, floatAttr(n, "seed", 0.0f));
+  uint32_t bits;
+  std::memcpy(&bits, &seed, sizeof bits);
+  return constant(DenseElementsAttr::get(RankedTensorType::get({}, b_.getI64Type()),
+                                         APInt(64, static_cast<uint64_t>(bits) | (1ull << 32))));
+}
+
+// RandomUniform, RandomNormal and their -Like forms: one ds.random. The
+// -Like forms take the input's shape (and its type unless `dtype` says).
+LogicalResult NNImporter::random(const onnx::NodeProto &n) {
+  const bool like = StringRef(n.op_type()).ends_with("Like");
+  const bool normal = StringRef(n.op_type()).starts_with("RandomNormal");
+  SmallVector<int64_t> shape;
+  Type elem = b_.getF32Type();
+  if (like) {
+    DS_TRY(x, required(n, 0));
+    auto t = dyn_cast<RankedTensorType>(x.getType());
+    if (!t || !t.hasStaticShape())
+      return nodeError(n) << "needs an input of static shape, got " << x.getType();
+    shape.assign(t.getShape().begin(), t.getShape().end());
+    elem = t.getElementType();
+  } else {
+    DS_TRY(s, intsAttr(n, "shape"));
+    if (!s) return nodeError(n) << "needs the attribute 'shape'";
+    for (int64_t d : *s)
+      if (d < 0) return nodeError(n) << "shape has a negative dimension " << d;
+    shape.assign(s->begin(), s->end());
+  }
+  if (findAttr(n, "dtype")) {
+    DS_TRY(dt, intAttr(n, "dtype"));
+    FailureOr<Type> e = elementType(static_cast<int32_t>(dt));
+    if (failed(e)) return nodeError(n) << "dtype " << dt << " is not supported";
+    elem = *e;
+  }
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32() || elem.isF64()))
+    return nodeError(n) << "draws float16, bfloat16, float or double values, not " << elem;
+  DS_TRY(a, floatAttr(n, normal ? "mean" : "low", 0.0f));
+  DS_TRY(b, floatAttr(n, normal ? "scale" : "high", 1.0f));
+  if (!std::isfinite(a) || !std::isfinite(b) || (normal ? b < 0 : a > b))
+    return nodeError(n) << (normal ? "needs a finite mean and a finite scale >= 0"
+                                   : "needs finite low <= high")
+                        << ", got " << shortest(a) << " and " << shortest(b);
+  DS_TRY(key, randomKey(n));
+  auto type = RankedTensorType::get(shape, elem);
+  DS_TRY(y, buildTyped<RandomOp>(
+                type, key,
+                {b_.getNamedAttr("distribution",
+                                 DistributionAttr::get(b_.getContext(), normal
+                                                                            ? Distribution::Normal
+                                                                            : Distribution::Uniform)),
+                 b_.getNamedAttr("a", b_.getF64FloatAttr(a)),
+                 b_.getNamedAttr("b", b_.getF64FloatAttr(b)),
+                 b_.getNamedAttr("stream", b_.getI64IntegerAttr(randomStreams_++))}));
+  setOutput(n, 0, y);
+  return success();
+}
+
+// Bernoulli: 1 where a uniform sample on [0, 1) is below the probability,
+// so P(1) = p (numpy.random.binomial(1, p), the reference's draw), in
+// `dtype` (the input's type by default).
+LogicalResult NNImporter::bernoulli(const onnx::NodeProto &n) {
+  DS_TRY(p, required(n, 0));
+  auto t = dyn_cast<RankedTensorType>(p.getType());
+  if (!t || !t.hasStaticShape() || !isa<FloatType>(t.getElementType()))
+    return nodeError(n) << "needs float probabilities of static shape, got " << p.getType();
+  Type elem = t.getElementType();
+  if (findAttr(n, "dtype")) {
+    DS_TRY(dt, intAttr(n, "dtype"));
+    FailureOr<Type> e = elementType(static_cast<int32_t>(dt));
+    if (failed(e)) return nodeError(n) << "dtype " << dt << " is not supported";
+    elem = *e;
+  }
+  DS_TRY(key, randomKey(n));
+  DS_TRY(u, buildTyped<RandomOp>(
+                t, key,
+                {b_.getNamedAttr("distribution",
+                                 DistributionAttr::get(b_.getContext(), Distribution::Uniform)),
+                 b_.getNamedAttr("a", b_.getF64FloatAttr(0.0)),
+                 b_.getNamedAttr("b", b_.getF64FloatAttr(1.0)),
+                 b_.getNamedAttr("stream", b_.getI64IntegerAttr(randomStreams_++))}));
+  DS_TRY(hit, build<LessOp>({u, p}));
+  DS_TRY(y, buildTyped<CastOp>(RankedTensorType::get(t.getShape(), elem), hit));
+  setOutput(n, 0, y);
+  return success();
 }
 
 } // namespace
@@ -777,4 +875,7 @@ void mlir::ds::importer::registerNNHandlers(HandlerTable &t) {
   t.add<I, &I::softmax<LogSoftmaxOp>>("LogSoftmax");
   t.add<I, &I::hardmax>("Hardmax");
   t.add<I, &I::dropout>("Dropout");
+  for (const char *op : {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike"})
+    t.add<I, &I::random>(op);
+  t.add<I, &I::bernoulli>("Bernoulli");
 }

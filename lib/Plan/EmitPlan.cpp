@@ -183,6 +183,7 @@ public:
       FailureOr<uint32_t> id = newBuffer(arg, plan::Buffer::INPUT, func.getLoc(), name);
       if (failed(id)) return failure();
       prog_->add_inputs(*id);
+      if (func.getArgAttr(arg.getArgNumber(), "ds.rng_key")) prog_->set_rng_input(name);
     }
     Operation *ret = block.getTerminator();
     // The first time a returned value is produced it goes straight into its

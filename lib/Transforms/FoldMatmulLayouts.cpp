@@ -97,6 +97,28 @@ std::optional<Layout> resultLayout(Value result) {
   return l;
 }
 
+/// Whether reading the left operand through `a` would cost more than the
+/// transpose it saves: a view whose batch dimensions cannot merge into the
+/// rows splits one GEMM against a shared 2-D weight into one per batch
+/// entry, each streaming the whole weight (an LSTM's time-major outputs read
+/// batch-first by the head: 4 x 32 rows re-reading 16 MB four times, where
+/// copying the 256 KB operand lets one GEMM read it once). Weights under
+/// 1 MB stay in cache between the batch's GEMMs: their views stay.
+bool splitsSharedWeight(const Layout &a, Value rhs) {
+  RankedTensorType w = tensorType(rhs);
+  size_t r = a.shape.size();
+  if (w.getRank() != 2 || r < 3 || w.getNumElements() < (1 << 18)) return false;
+  int64_t batch = 1;
+  bool merges = true;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    batch *= a.shape[i];
+    merges = merges && (a.shape[i] == 1 || a.strides[i] == a.shape[i + 1] * a.strides[i + 1]);
+  }
+  if (batch <= 1 || merges) return false;
+  int64_t lhsElements = batch * a.shape[r - 2] * a.shape[r - 1];
+  return w.getNumElements() * (batch - 1) > lhsElements;
+}
+
 struct FoldMatmulLayoutsPass
     : public mlir::ds::impl::FoldMatmulLayoutsPassBase<FoldMatmulLayoutsPass> {
   void runOnOperation() override {
@@ -120,6 +142,7 @@ struct FoldMatmulLayoutsPass
     bool ta = matmul ? matmul.getTransposeLhs() : fused.getTransposeLhs();
     bool tb = matmul ? matmul.getTransposeRhs() : fused.getTransposeRhs();
     std::optional<Layout> a = operandLayout(lhs, ta), b = operandLayout(rhs, tb);
+    if (a && !b && splitsSharedWeight(*a, rhs)) a.reset();
     std::optional<Layout> c;
     // Row epilogues (softmax) normalize the product's rows as stored: no result view.
     if (!fused || (!fused.getBias() && !fused.getAddend() && !fused.getSoftmax() && !fused.getMask()))

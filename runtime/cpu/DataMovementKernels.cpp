@@ -597,6 +597,76 @@ absl::StatusOr<PreparedStep> prepareRandomMask(const KernelContext &c) {
   return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
 }
 
+/// ds.random: uniform or normal samples (math::RandomDraw), rounded once
+/// to the result's type; a uniform sample that rounds up to `high` is
+/// stepped back below it, so results stay in [low, high).
+absl::StatusOr<PreparedStep> prepareRandom(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(1, 1, 1));
+  if (c.in[0].dtype != plan::I64 || c.in[0].numel != 1)
+    return c.error("key must be one i64");
+  DS_ASSIGN_OR_RETURN(std::string dist, c.stringAttr("distribution"));
+  DS_ASSIGN_OR_RETURN(double a, c.floatAttr("a"));
+  DS_ASSIGN_OR_RETURN(double b, c.floatAttr("b"));
+  DS_ASSIGN_OR_RETURN(int64_t stream, c.intAttr("stream"));
+  if (dist != "uniform" && dist != "normal")
+    return c.error(absl::StrCat("distribution must be uniform or normal, got '", dist, "'"));
+  if (!std::isfinite(a) || !std::isfinite(b) || (dist == "uniform" ? a > b : b < 0))
+    return c.error(absl::StrCat("bad parameters ", a, " and ", b, " for a ", dist,
+                                " distribution"));
+  const TensorView key = c.in[0], o = c.out[0];
+  const bool uniform = dist == "uniform";
+  auto step = [=](auto encode, auto below) {
+    return PreparedStep([=] {
+      math::RandomDraw draw{math::DropoutKeep::baseOf(static_cast<uint64_t>(*key.as<int64_t>()),
+                                                      static_cast<uint64_t>(stream))};
+      using T = decltype(encode(0.0));
+      T *out = o.as<T>();
+      parallelFor(o.numel, 8192, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          const auto u = static_cast<uint64_t>(i);
+          out[i] = uniform ? below(draw.uniform(u, a, b)) : encode(draw.normal(u, a, b));
+        }
+      });
+      return absl::OkStatus();
+    });
+  };
+  // A 16-bit sample that rounded up to `high` steps one unit down (the bit
+  // patterns are sign-magnitude), and not below `low`.
+  auto belowHigh = [a, b](auto encode, auto decode) {
+    return [=](double v) {
+      uint16_t e = encode(v);
+      if (!(decode(e) >= b && a < b)) return e;
+      uint16_t down = (e & 0x7fff) == 0 ? uint16_t(0x8001) : (e & 0x8000) ? uint16_t(e + 1)
+                                                                             : uint16_t(e - 1);
+      return decode(down) >= a ? down : encode(a);
+    };
+  };
+  switch (o.dtype) {
+  case plan::F64: {
+    auto enc = [](double v) { return v; };
+    return step(enc, [=](double v) { return v >= b && a < b ? std::nextafter(b, a) : v; });
+  }
+  case plan::F32: {
+    auto enc = [](double v) { return static_cast<float>(v); };
+    return step(enc, [=](double v) {
+      float f = static_cast<float>(v);
+      return f >= static_cast<float>(b) && a < b ? std::nextafter(static_cast<float>(b), static_cast<float>(a)) : f;
+    });
+  }
+  case plan::F16: {
+    auto enc = [](double v) { return ds::math::floatToHalf(static_cast<float>(v)); };
+    auto dec = [](uint16_t h) { return ds::math::halfToFloat(h); };
+    return step(enc, belowHigh(enc, dec));
+  }
+  case plan::BF16: {
+    auto enc = [](double v) { return ds::math::floatToBf16(static_cast<float>(v)); };
+    auto dec = [](uint16_t h) { return ds::math::bf16ToFloat(h); };
+    return step(enc, belowHigh(enc, dec));
+  }
+  default: return c.error(absl::StrCat("does not support element type ", dtypeName(o.dtype)));
+  }
+}
+
 absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(0, 0, 1));
   DS_ASSIGN_OR_RETURN(double value, c.floatAttr("value"));
@@ -624,6 +694,7 @@ absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
 void registerDataMovementKernels(KernelRegistry &r) {
   r.add("fill", prepareFill);
   r.add("random_mask", prepareRandomMask);
+  r.add("random", prepareRandom);
   r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
   r.add("offload", prepareTransfer);

@@ -7,6 +7,9 @@
 // P weight vectors fit the 32 registers; the weight is read exactly once
 // per pass over the rows (rows past 8 take another pass).
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #if defined(DS_CPU_ISA_AVX512)
 #include <immintrin.h>
 #endif
@@ -87,7 +90,7 @@ constexpr RowsFn kRows[kMaxBlockRows + 1] = {nullptr, rows<1>, rows<2>, rows<3>,
 
 } // namespace
 
-SkinnyWeight packSkinny(const float *b, int64_t k, int64_t n, bool transposed) {
+static SkinnyWeight packSkinnyCopy(const float *b, int64_t k, int64_t n, bool transposed) {
   SkinnyWeight w;
   w.k = k, w.n = n, w.panels = (n + kPanel - 1) / kPanel;
   const size_t bytes = static_cast<size_t>(w.panels * k * kPanel) * sizeof(float);
@@ -105,6 +108,25 @@ SkinnyWeight packSkinny(const float *b, int64_t k, int64_t n, bool transposed) {
       }
     }
   });
+  return w;
+}
+
+SkinnyWeight packSkinny(const float *b, int64_t k, int64_t n, bool transposed) {
+  // One packed copy per weight, however many steps read it: a recurrent
+  // net's 32 time steps read one matrix, and 32 copies would each come from
+  // memory instead of one staying in cache. Keyed by the constant's
+  // address, alive while a step holds it.
+  static std::mutex mu;
+  static std::map<std::tuple<const float *, int64_t, int64_t, bool>, std::weak_ptr<float>> packed;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(b, k, n, transposed);
+  if (auto it = packed.find(key); it != packed.end())
+    if (std::shared_ptr<float> data = it->second.lock())
+      return SkinnyWeight{k, n, (n + kPanel - 1) / kPanel, std::move(data)};
+  for (auto it = packed.begin(); it != packed.end();)
+    it = it->second.expired() ? packed.erase(it) : std::next(it);
+  SkinnyWeight w = packSkinnyCopy(b, k, n, transposed);
+  packed[key] = w.data;
   return w;
 }
 

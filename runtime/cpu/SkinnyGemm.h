@@ -26,7 +26,8 @@ struct SkinnyWeight {
 /// Rows at most this many take the skinny kernel.
 constexpr int64_t kSkinnyMaxRows = 16;
 
-/// Packs `b` ([k, n] row-major, or [n, k] when `transposed`).
+/// Packs `b` ([k, n] row-major, or [n, k] when `transposed`): one copy per
+/// constant, shared by every step that reads it.
 SkinnyWeight packSkinny(const float *b, int64_t k, int64_t n, bool transposed);
 
 /// C[m, n] = alpha * A[m, k] x B on the backend's threads, for m <=

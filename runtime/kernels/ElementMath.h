@@ -288,4 +288,26 @@ struct DropoutKeep {
   }
 };
 
+/// ds.random's samples: element i of stream `stream` under `key`, a pure
+/// function of its counters as DropoutKeep's decisions are. A uniform
+/// sample is the top 53 bits of mix64 of counter 2i (in [0, 1)); a normal
+/// one is Box-Muller of counters 2i and 2i + 1.
+struct RandomDraw {
+  uint64_t base;  // DropoutKeep::baseOf(key, stream)
+  DS_HOST_DEVICE double unit(uint64_t counter) const {
+    return static_cast<double>(mix64(base + counter * 0x9e3779b97f4a7c15ull) >> 11) *
+           0x1.0p-53;
+  }
+  DS_HOST_DEVICE double uniform(uint64_t i, double low, double high) const {
+    // One fused multiply-add, written out: compilers that contract and
+    // those that do not then agree on the bits.
+    return std::fma(high - low, unit(2 * i), low);
+  }
+  DS_HOST_DEVICE double normal(uint64_t i, double mean, double scale) const {
+    // 1 - u is in (0, 1]: the logarithm is finite.
+    double r = std::sqrt(-2.0 * std::log(1.0 - unit(2 * i)));
+    return std::fma(scale * r, std::cos(6.283185307179586 * unit(2 * i + 1)), mean);
+  }
+};
+
 } // namespace ds::math

@@ -84,7 +84,7 @@ for p in (0.1, 0.5):
     masks = []
     for key in (11, 12):
         inp = os.path.join(d, "in%d.npz" % key)
-        np.savez(inp, x=np.ones((64, 1024), np.float32), dropout_key=np.array(key, np.int64))
+        np.savez(inp, x=np.ones((64, 1024), np.float32), rng_key=np.array(key, np.int64))
         state = os.path.join(d, "state%d.npz" % key)
         run(["ds-run", plan, "--program", "train_step", "--inputs", inp, "--save-state", state])
         masks.append(np.load(state)["grad:w"])

@@ -43,7 +43,8 @@ func.func @mask() -> tensor<3x3xi1> {
 
 // -----
 
-// Parameters are trainable: ops on them are never folded.
+// Arithmetic on parameters stays (a dequantized int8 weight keeps the
+// int8 form the quantized products take).
 // CHECK-LABEL: func.func @parameters_stay
 // CHECK: ds.parameter
 // CHECK: ds.exp
@@ -51,6 +52,36 @@ func.func @parameters_stay() -> tensor<2xf32> {
   %p = ds.parameter "w" = dense<[1.0, 2.0]> : tensor<2xf32>
   %0 = ds.exp %p : tensor<2xf32>
   return %0 : tensor<2xf32>
+}
+
+// -----
+
+// A parameter rearranged by the exporter (PyTorch's LSTM gates reordered
+// as slices and a concat) folds whatever its size: only such ops read it,
+// so it dies and the plan holds the rearranged bytes instead.
+// LIMIT-LABEL: func.func @rearranged_weight
+// LIMIT-NEXT: %[[C:.+]] = ds.constant dense<[3.000000e+00, 4.000000e+00, 1.000000e+00, 2.000000e+00]> : tensor<4xf32>
+// LIMIT-NEXT: return %[[C]]
+func.func @rearranged_weight() -> tensor<4xf32> {
+  %p = ds.parameter "lstm.weight" = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %a = ds.slice %p {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
+  %b = ds.slice %p {starts = array<i64: 2>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
+  %c = ds.concat %b, %a {axis = 0 : i64} : (tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+// A parameter another op also reads stays whole: folding its slice would
+// store its bytes twice.
+// LIMIT-LABEL: func.func @shared_weight
+// LIMIT: ds.parameter
+// LIMIT: ds.slice
+func.func @shared_weight() -> (tensor<2xf32>, tensor<4xf32>) {
+  %p = ds.parameter "w" = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %a = ds.slice %p {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
+  %e = ds.exp %p : tensor<4xf32>
+  return %a, %e : tensor<2xf32>, tensor<4xf32>
 }
 
 // -----

@@ -41,6 +41,20 @@ func.func @epilogue(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>) -> (tensor<3x2x5
 
 // -----
 
+// A view whose batch cannot merge into its rows would run one GEMM per
+// batch entry, each streaming the shared weight (here 2 MB, 4 times): the
+// transpose stays, and one GEMM of 4 x 8 rows reads the weight once.
+// CHECK-LABEL: func.func @shared_weight
+// CHECK: %[[T:.+]] = ds.transpose %arg0
+// CHECK: ds.fused_matmul %[[T]], %arg1 :
+func.func @shared_weight(%x: tensor<8x4x512xf32>, %w: tensor<512x1024xf32>) -> tensor<4x8x1024xf32> {
+  %t = ds.transpose %x {permutation = array<i64: 1, 0, 2>} : (tensor<8x4x512xf32>) -> tensor<4x8x512xf32>
+  %p = ds.fused_matmul %t, %w : (tensor<4x8x512xf32>, tensor<512x1024xf32>) -> tensor<4x8x1024xf32>
+  return %p : tensor<4x8x1024xf32>
+}
+
+// -----
+
 // A merged result whose unit steps run down its columns (the transpose
 // puts the product's rows last) is written as C^T; a product with a bias
 // or addend keeps its result transpose (the epilogue's columns would move).

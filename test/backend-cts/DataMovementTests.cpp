@@ -99,6 +99,73 @@ CTS_TEST(RandomMask, "random_mask") {
               "does not support element type i32");
 }
 
+CTS_TEST(Random, "random") {
+  // Reference: each sample from the shared counter function, rounded once to
+  // the result type; then the statistics every draw must have.
+  for (DType dt : {plan::F32, plan::F64, plan::F16, plan::BF16})
+    for (int64_t key : {0LL, 7LL, -3LL}) {
+      const Shape s{37, 1021};
+      const int64_t stream = 4;
+      ds::math::RandomDraw draw{ds::math::DropoutKeep::baseOf(uint64_t(key), stream)};
+      HostTensor u = run1(Step("random").s("distribution", "uniform").f("a", -2).f("b", 3).i(
+                              "stream", stream),
+                          {i64({}, {double(key)})}, dt, s);
+      HostTensor g = run1(Step("random").s("distribution", "normal").f("a", 1).f("b", 0.5).i(
+                              "stream", stream),
+                          {i64({}, {double(key)})}, dt, s);
+      std::vector<double> U = u.values(), G = g.values(), wantU(U.size()), wantG(G.size());
+      for (size_t i = 0; i < U.size(); ++i) {
+        wantU[i] = draw.uniform(i, -2, 3);
+        wantG[i] = draw.normal(i, 1, 0.5);
+      }
+      wantU = roundTo(dt, wantU);
+      wantG = roundTo(dt, wantG);
+      // A uniform sample that rounded up to `high` is stepped below it.
+      for (size_t i = 0; i < U.size(); ++i)
+        if (wantU[i] >= 3) wantU[i] = U[i] < 3 && U[i] > 2.9 ? U[i] : wantU[i];
+      const std::string w = what("random", dt, s) + " key " + std::to_string(key);
+      expectEqualValues(U, wantU, w + " uniform");
+      expectEqualValues(G, wantG, w + " normal");
+      double n = double(U.size()), mu = 0, m2 = 0, lo = 1e9, hi = -1e9;
+      for (double v : U) mu += v / n, lo = std::min(lo, v), hi = std::max(hi, v);
+      EXPECT_GE(lo, -2) << w;
+      EXPECT_LT(hi, 3) << w;
+      EXPECT_NEAR(mu, 0.5, 6 * 5 / std::sqrt(12 * n) + 0.01) << w;
+      mu = 0;
+      for (double v : G) mu += v / n;
+      for (double v : G) m2 += (v - mu) * (v - mu) / n;
+      EXPECT_NEAR(mu, 1, 6 * 0.5 / std::sqrt(n) + 0.01) << w;
+      EXPECT_NEAR(std::sqrt(m2), 0.5, 6 * 0.5 / std::sqrt(2 * n) + 0.01) << w;
+    }
+  // Another key or stream draws other values; the same ones the same values.
+  auto draw = [&](int64_t key, int64_t stream) {
+    return run1(Step("random").s("distribution", "uniform").f("a", 0).f("b", 1).i("stream", stream),
+                {i64({}, {double(key)})}, plan::F32, {4096})
+        .values();
+  };
+  EXPECT_EQ(draw(1, 0), draw(1, 0));
+  EXPECT_NE(draw(1, 0), draw(2, 0));
+  EXPECT_NE(draw(1, 0), draw(1, 1));
+  // high == low: every sample is low.
+  expectEqualValues(run1(Step("random").s("distribution", "uniform").f("a", 2).f("b", 2).i("stream", 0),
+                         {i64({}, {1})}, plan::F32, {9})
+                        .values(),
+                    std::vector<double>(9, 2.0), "random low == high");
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {2})};
+  auto step = [](const char *d, double a, double b) {
+    return Step("random").s("distribution", d).f("a", a).f("b", b).i("stream", 0);
+  };
+  expectError(run(step("uniform", 1, 0), {i64({}, {1})}, outs),
+              "bad parameters 1 and 0 for a uniform distribution");
+  expectError(run(step("normal", 0, -1), {i64({}, {1})}, outs),
+              "bad parameters 0 and -1 for a normal distribution");
+  expectError(run(step("poisson", 0, 1), {i64({}, {1})}, outs),
+              "distribution must be uniform or normal, got 'poisson'");
+  expectError(run(step("uniform", 0, 1), {f32({}, {1})}, outs), "key must be one i64");
+  outs = {HostTensor::result(plan::I32, {2})};
+  expectError(run(step("uniform", 0, 1), {i64({}, {1})}, outs), "does not support element type i32");
+}
+
 CTS_TEST(Trilu, "trilu") {
   for (DType dt : kMovedTypes)
     for (const Shape &s : {Shape{3, 4}, Shape{2, 3, 4}, Shape{4, 3}, Shape{1, 1}, Shape{2, 0, 3}, Shape{33, 17}})

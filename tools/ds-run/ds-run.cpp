@@ -77,7 +77,7 @@ ABSL_FLAG(bool, resume_fallback, false,
           "train: with --resume, when the latest checkpoint is damaged (a file's size or CRC-32 "
           "differs from its metadata) resume from the newest older intact one instead of failing");
 ABSL_FLAG(bool, shuffle, false, "train: shuffle samples each epoch (with --seed)");
-ABSL_FLAG(uint64_t, seed, 0, "train: seed of the data order (--shuffle) and of Dropout masks; generate: of the sampling");
+ABSL_FLAG(uint64_t, seed, 0, "train: seed of the data order (--shuffle) and of Dropout masks; run: of the random generators (RandomUniform, RandomNormal, Bernoulli); generate: of the sampling");
 ABSL_FLAG(std::string, export_onnx, "", "write the source ONNX model with the trained weights (of the latest checkpoint in --checkpoint-dir, if given)");
 ABSL_FLAG(std::string, zero_to_fp32, "", "write the trained weights of the latest checkpoint in --checkpoint-dir, whole (ZeRO blocks of every rank joined), to this .npz keyed by ONNX initializer name; one process, any world size");
 ABSL_FLAG(std::string, comm, "auto", "communicator: auto (mpi under mpirun, else local), local, mpi, or nccl (with --backend=cuda)");
@@ -118,7 +118,8 @@ absl::StatusOr<std::map<std::string, HostArray>> loadInputs(const std::string &p
                                                             const ds::plan::Plan &p) {
   std::map<std::string, HostArray> inputs;
   if (path.empty()) {
-    if (prog.inputs_size() != 0)
+    // (ds-run feeds the random generators' key itself.)
+    if (prog.inputs_size() != (prog.rng_input().empty() ? 0 : 1))
       return absl::InvalidArgumentError("the model has inputs: pass --inputs FILE.npz");
     return inputs;
   }
@@ -585,7 +586,10 @@ absl::Status loadTrainedState(Session &session) {
     if (!absl::GetFlag(FLAGS_data).empty()) given.push_back("--data");
     if (absl::GetFlag(FLAGS_checkpoint_every) != 0) given.push_back("--checkpoint-every");
     if (absl::GetFlag(FLAGS_shuffle)) given.push_back("--shuffle");
-    if (absl::GetFlag(FLAGS_seed) != 0) given.push_back("--seed");
+    // A program with random generators draws from --seed.
+    const plan::Program *prog = session.program(absl::GetFlag(FLAGS_program));
+    if (absl::GetFlag(FLAGS_seed) != 0 && !(prog && !prog->rng_input().empty()))
+      given.push_back("--seed");
     if (absl::GetFlag(FLAGS_progress) != "auto") given.push_back("--progress");
     if (!given.empty())
       return absl::InvalidArgumentError(absl::StrCat(
@@ -766,6 +770,15 @@ int inferCommand(Session &session, const LoadedPlan &loaded, unsigned long long 
   if (!prog) return fail(session.run(program, {}).status());
   auto inputs = loadInputs(absl::GetFlag(FLAGS_inputs), *prog, loaded.plan());
   if (!inputs.ok()) return fail(inputs.status());
+  // The random generators' key, from --seed unless --inputs gives one.
+  if (!prog->rng_input().empty() && !inputs->count(prog->rng_input())) {
+    const int64_t key = static_cast<int64_t>(ds::math::mix64(absl::GetFlag(FLAGS_seed)));
+    HostArray k;
+    k.dtype = plan::I64;
+    k.data.resize(sizeof key);
+    std::memcpy(k.data.data(), &key, sizeof key);
+    (*inputs)[prog->rng_input()] = std::move(k);
+  }
   // Tensor-parallel ranks compute one result from one input: a rank given
   // other arrays would silently make it wrong.
   {

@@ -274,6 +274,13 @@ void RandomMaskOp::describeKernelStep(KernelStep &s) {
   s.setInt("stream", getStream());
 }
 
+void RandomOp::describeKernelStep(KernelStep &s) {
+  s.setString("distribution", stringifyDistribution(getDistribution()));
+  s.setFloat("a", getA().convertToDouble());
+  s.setFloat("b", getB().convertToDouble());
+  s.setInt("stream", getStream());
+}
+
 void FillOp::describeKernelStep(KernelStep &s) { s.setFloat("value", getValue().convertToDouble()); }
 
 //===----------------------------------------------------------------------===//

@@ -9,9 +9,13 @@ def FoldConstantsPass : Pass<"ds-fold-constants", "ModuleOp"> {
   let description = [{
     Runs each ds op whose operands are all `ds.constant` on the runtime's
     CPU kernels and replaces it with a `ds.constant` of the result, so a
-    folded value is exactly what ds-run would have computed. Parameters are
-    never folded (they are trainable), and results larger than
-    `max-elements` stay as ops so the IR does not balloon.
+    folded value is exactly what ds-run would have computed. Results larger
+    than `max-elements` stay as ops so the IR does not balloon, with one
+    exception: slices, concatenations and transposes of constants or
+    parameters that only such ops read (a weight rearranged by the
+    exporter, as PyTorch reorders an LSTM's gates) fold at any size, since
+    their inputs then die and the plan holds as many bytes as before. A
+    training step's trained parameters are globals, never folded.
 
     ```mlir
     %a = ds.constant dense<[1, 2]> : tensor<2xi64>

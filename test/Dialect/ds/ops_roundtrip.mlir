@@ -110,6 +110,10 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %an = ds.arg_min %h8 {axis = 0 : i64, select_last_index = true} : (tensor<2x3xf32>) -> tensor<1x3xi64>
   // CHECK: ds.random_mask %{{.*}} {ratio = 1.000000e-01 : f64, stream = 3 : i64} : tensor<i64> -> tensor<2x3xf32>
   %rm = ds.random_mask %key {ratio = 0.1 : f64, stream = 3 : i64} : tensor<i64> -> tensor<2x3xf32>
+  // CHECK: ds.random %{{.*}} {a = -1.000000e+00 : f64, b = 2.000000e+00 : f64, distribution = #ds<distribution uniform>, stream = 4 : i64} : tensor<i64> -> tensor<2x3xbf16>
+  %ru = ds.random %key {distribution = #ds<distribution uniform>, a = -1.0 : f64, b = 2.0 : f64, stream = 4 : i64} : tensor<i64> -> tensor<2x3xbf16>
+  // CHECK: ds.random %{{.*}} {a = 0.000000e+00 : f64, b = 1.000000e+00 : f64, distribution = #ds<distribution normal>, stream = 5 : i64} : tensor<i64> -> tensor<7xf64>
+  %rn = ds.random %key {distribution = #ds<distribution normal>, a = 0.0 : f64, b = 1.0 : f64, stream = 5 : i64} : tensor<i64> -> tensor<7xf64>
   // CHECK: ds.trilu %{{.*}} {k = 1 : i64, upper = false} : tensor<2x3xf32>
   %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
   // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>

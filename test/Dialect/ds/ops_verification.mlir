@@ -1385,3 +1385,30 @@ func.func @optimization_barrier_type(%x: tensor<2x8xf32>) {
   %0 = "ds.optimization_barrier"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf16>
   return
 }
+
+// -----
+
+// A uniform draw's low is at most its high.
+func.func @random_uniform_bounds(%k: tensor<i64>) -> tensor<4xf32> {
+  // expected-error@+1 {{needs low <= high, got 2.000000e+00 and 1.000000e+00}}
+  %0 = ds.random %k {distribution = #ds<distribution uniform>, a = 2.0 : f64, b = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// A normal draw's scale is not negative.
+func.func @random_normal_scale(%k: tensor<i64>) -> tensor<4xf32> {
+  // expected-error@+1 {{needs a non-negative scale, got -1.000000e+00}}
+  %0 = ds.random %k {distribution = #ds<distribution normal>, a = 0.0 : f64, b = -1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Draws are floats.
+func.func @random_result_type(%k: tensor<i64>) -> tensor<4xi32> {
+  // expected-error@+1 {{result #0 must be statically shaped tensor of}}
+  %0 = ds.random %k {distribution = #ds<distribution uniform>, a = 0.0 : f64, b = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}

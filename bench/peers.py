@@ -3,6 +3,7 @@
     bash bench/peers.sh [--threads 2] [--iters 20] [--models gpt2,bert,llama,resnet18,mobilenet_v2]
     bash bench/peers.sh --models gpt2_768,bert_384,llama_768,resnet50,efficientnet_b0  # other models
     bash bench/peers.sh --models qwen2,mistral,phi,gpt_neox,opt,roberta,distilbert  # other architectures
+    bash bench/peers.sh --models unet,unet_nearest,lraspp_mobilenet_v3_large,lstm_lm  # segmentation, recurrent
 
 (peers.sh makes bench/.venv with PyTorch 2.x, onnxruntime, transformers and
 torchvision from PyPI and runs this file in it; Debian's PyTorch 1.13 is the
@@ -145,6 +146,33 @@ def build(name):
                 return self.head(self.rnn(self.emb(ids))[0])
         ids = torch.from_numpy(np.random.default_rng(0).integers(0, 8192, (4, 32)).astype(np.int64))
         return LSTMLM().eval(), (ids,), ["ids"], "lstm_lm 4x32 tokens (2x512 LSTM)"
+    if name in ("unet", "unet_nearest"):  # a U-Net: 4 levels, 2x upsampling, skip concatenations
+        mode = "nearest" if name == "unet_nearest" else "bilinear"
+
+        def block(cin, cout):
+            return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(cout, cout, 3, padding=1), torch.nn.ReLU())
+
+        class UNet(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                w = [32, 64, 128, 256]
+                self.down = torch.nn.ModuleList([block(3, w[0])] + [block(w[i], w[i + 1]) for i in range(3)])
+                self.up = torch.nn.ModuleList([block(w[i + 1] + w[i], w[i]) for i in range(3)])
+                self.head = torch.nn.Conv2d(w[0], 8, 1)
+
+            def forward(self, x):
+                skips = []
+                for i, d in enumerate(self.down):
+                    x = d(x if i == 0 else torch.nn.functional.max_pool2d(x, 2))
+                    skips.append(x)
+                for i in reversed(range(3)):
+                    x = torch.nn.functional.interpolate(
+                        x, scale_factor=2.0, mode=mode, **({"align_corners": False} if mode == "bilinear" else {}))
+                    x = self.up[i](torch.cat([x, skips[i]], 1))
+                return self.head(x)
+        x = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 3, 256, 256)).astype(np.float32))
+        return UNet().eval(), (x,), ["x"], "%s 1x3x256x256 (%s)" % (name, mode)
     import torchvision
     if name.startswith(("lraspp", "fcn_", "deeplabv3")):  # segmentation: the "out" map
         class Segment(torch.nn.Module):

@@ -8,8 +8,10 @@
 // exclude_outside, tf_crop_and_resize's extrapolation), and imports one
 // axis as `sum_t gather(x, tap_t, axis) * weight_t` (nearest: one gather;
 // a short last or second-last axis: one product with the taps' matrix).
-// So Resize needs no kernel and no gradient rule of its own: the gathers'
-// and products' serve training (a U-Net's upsampling trains).
+// So Resize needs no gradient rule of its own: the gathers' and products'
+// serve training (a U-Net's upsampling trains). Inference plans resample
+// one or two f32 axes with the same tables in one ds.resample step, which
+// reads the input once and works in any layout (channels-last too).
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterCore.h"
@@ -147,6 +149,8 @@ private:
                            ArrayRef<double> roi);
   LogicalResult resizeByScales(const onnx::NodeProto &n, Value x, const ResizeAttrs &a,
                                ArrayRef<double> scales, ArrayRef<double> roi);
+  FailureOr<Value> resample(Value x, ArrayRef<std::pair<int64_t, AxisSampling>> axes,
+                            ArrayRef<int64_t> outShape, const ResizeAttrs &a);
   FailureOr<Value> resizeAxis(Value x, int64_t axis, const AxisSampling &s, int64_t out,
                               const ResizeAttrs &a);
   FailureOr<SmallVector<double>> constantFloats(const onnx::NodeProto &n, int i,
@@ -257,6 +261,43 @@ FailureOr<Value> ResizeImporter::resizeAxis(Value x, int64_t axis, const AxisSam
   return y;
 }
 
+/// One ds.resample of the axes' tap tables (nearest: the one tap of
+/// weight 1, so an infinite neighbour does not become 0 * inf).
+FailureOr<Value> ResizeImporter::resample(Value x,
+                                          ArrayRef<std::pair<int64_t, AxisSampling>> axes,
+                                          ArrayRef<int64_t> outShape, const ResizeAttrs &a) {
+  SmallVector<int64_t> index, taps, axisList;
+  SmallVector<float> weight;
+  for (const auto &[d, s] : axes) {
+    const int64_t out = outShape[d];
+    const bool nearest = a.mode == "nearest";
+    axisList.push_back(d);
+    taps.push_back(nearest ? 1 : s.taps);
+    for (int64_t o = 0; o < out; ++o) {
+      if (nearest) {
+        int64_t best = 0;
+        for (int64_t t = 1; t < s.taps; ++t)
+          if (s.weight[o * s.taps + t] > s.weight[o * s.taps + best]) best = t;
+        index.push_back(s.index[o * s.taps + best]);
+        weight.push_back(1.0f);
+        continue;
+      }
+      for (int64_t t = 0; t < s.taps; ++t) {
+        index.push_back(s.index[o * s.taps + t]);
+        weight.push_back(static_cast<float>(s.weight[o * s.taps + t]));
+      }
+    }
+  }
+  const int64_t n = static_cast<int64_t>(index.size());
+  Value idx = constant(DenseElementsAttr::get(RankedTensorType::get({n}, b_.getI64Type()),
+                                              ArrayRef<int64_t>(index)));
+  Value w = constant(DenseElementsAttr::get(RankedTensorType::get({n}, b_.getF32Type()),
+                                            ArrayRef<float>(weight)));
+  return buildTyped<ResampleOp>(RankedTensorType::get(outShape, b_.getF32Type()), {x, idx, w},
+                                {b_.getNamedAttr("axes", b_.getDenseI64ArrayAttr(axisList)),
+                                 b_.getNamedAttr("taps", b_.getDenseI64ArrayAttr(taps))});
+}
+
 /// Output sizes floor(scale * input), as ONNX's scales input gives them.
 LogicalResult ResizeImporter::resizeByScales(const onnx::NodeProto &n, Value x,
                                              const ResizeAttrs &a, ArrayRef<double> scales,
@@ -308,6 +349,7 @@ LogicalResult ResizeImporter::resizeWith(const onnx::NodeProto &n, Value x,
     DS_TRY(w, castTo(x, b_.getF32Type()));
     h = w;
   }
+  SmallVector<std::pair<int64_t, AxisSampling>> axes;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t in = xt.getDimSize(d), out = outShape[d];
     double rs = roi.empty() ? 0.0 : roi[d], re = roi.empty() ? 1.0 : roi[d + rank];
@@ -315,8 +357,19 @@ LogicalResult ResizeImporter::resizeWith(const onnx::NodeProto &n, Value x,
     if (in == 0 || out == 0)
       return nodeError(n) << "axis " << d << " resizes from " << in << " to " << out
                           << " elements; both must be positive";
-    AxisSampling s = sampleAxis(a, in, out, scales[d], rs, re);
-    DS_TRY(r, resizeAxis(h, d, s, out, a));
+    axes.push_back({d, sampleAxis(a, in, out, scales[d], rs, re)});
+  }
+  // An inference plan resamples one or two f32 axes in one step.
+  bool extrapolates = llvm::any_of(
+      axes, [](const auto &ax) { return llvm::is_contained(ax.second.extrapolated, true); });
+  if (!opts_.training && typeOf(h).getElementType().isF32() && !extrapolates &&
+      (axes.size() == 1 || axes.size() == 2)) {
+    DS_TRY(r, resample(h, axes, outShape, a));
+    h = r;
+    axes.clear();
+  }
+  for (auto &[d, s] : axes) {
+    DS_TRY(r, resizeAxis(h, d, s, outShape[d], a));
     h = r;
   }
   DS_TRY(y, castTo(h, elem));

@@ -9,6 +9,7 @@
 // channels-last values is a channels-last add; a per-channel operand such
 // as a batch norm's scale [C, 1, 1] or a squeeze-excitation gate
 // [N, C, 1, 1] is reshaped to [1, 1, 1, C] / [N, 1, 1, C]), poolings,
+// resamplings (an inference Resize; upsamplings only toward a convolution),
 // concatenations (DenseNet, SqueezeNet) and reductions (a global mean)
 // until they meet the transposes of the next convolution and cancel
 // (TransposeOp's folder composes them). A transpose left that moves only
@@ -90,6 +91,9 @@ struct ConvChannelsLastPass
       SmallVector<PoolOp> pools;
       getOperation().walk([&](PoolOp p) { pools.push_back(p); });
       for (PoolOp p : pools) changed |= sinkThroughPool(p);
+      SmallVector<ResampleOp> resamples;
+      getOperation().walk([&](ResampleOp r) { resamples.push_back(r); });
+      for (ResampleOp r : resamples) changed |= sinkThroughResample(r);
       SmallVector<Operation *> others;
       getOperation().walk([&](Operation *op) {
         if (isa<ConcatOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReshapeOp,
@@ -426,6 +430,34 @@ struct ConvChannelsLastPass
     pool.getResult().replaceAllUsesWith(
         transpose(b, pool.getLoc(), moved->getResult(0), toFirst(type.getRank())));
     pool.erase();
+    return true;
+  }
+
+  /// resample(transpose(x, to-first)) -> transpose(resample(x) on the same
+  /// spatial axes, now channels-last, to-first): a U-Net's or FPN's 2x
+  /// upsampling between channels-last convolutions blends pixel vectors
+  /// instead of converting both sides. An upsampling moves only when a
+  /// convolution's transpose waits after it (to cancel): else the transpose
+  /// would go to the larger tensor.
+  bool sinkThroughResample(ResampleOp r) {
+    auto tr = r.getOperand().getDefiningOp<TransposeOp>();
+    RankedTensorType in = r.getOperand().getType(), out = r.getType();
+    int64_t rank = in.getRank();
+    if (!tr || tr.getPermutation() != ArrayRef<int64_t>(toFirst(rank))) return false;
+    if (out.getNumElements() > in.getNumElements() && !reachesChannelsLast(r.getResult(), 4))
+      return false;
+    ArrayRef<int64_t> perm = tr.getPermutation();
+    SmallVector<int64_t> axes;
+    for (int64_t a : r.getAxes()) axes.push_back(perm[a]);
+    if (axes.size() == 2 && axes[0] > axes[1]) return false; // tables in axis order
+    OpBuilder b(r);
+    SmallVector<int64_t> shape;
+    for (int64_t p : toLast(rank)) shape.push_back(out.getDimSize(p));
+    auto moved = ResampleOp::create(b, r.getLoc(), RankedTensorType::get(shape, out.getElementType()),
+                                    tr.getOperand(), r.getIndex(), r.getWeight(),
+                                    b.getDenseI64ArrayAttr(axes), r.getTapsAttr());
+    r.getResult().replaceAllUsesWith(transpose(b, r.getLoc(), moved, toFirst(rank)));
+    r.erase();
     return true;
   }
 

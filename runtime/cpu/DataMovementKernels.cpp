@@ -667,6 +667,108 @@ absl::StatusOr<PreparedStep> prepareRandom(const KernelContext &c) {
   }
 }
 
+/// ds.resample: out[o, y, m, x, i] = sum over taps of wy * wx *
+/// in[o, iy, m, ix, i], with the shape collapsed around the resampled axes
+/// (one axis: y is a unit axis). Each output element is computed once from
+/// input rows that stay in cache, so the output is written once and nothing
+/// else goes to memory (upsampling is bound by that write); channels-last
+/// data (i = C) blends whole pixel vectors.
+absl::StatusOr<PreparedStep> prepareResample(const KernelContext &c) {
+  DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
+  const TensorView x = c.in[0], index = c.in[1], weight = c.in[2], o = c.out[0];
+  DS_RETURN_IF_ERROR(c.expectDType(x, plan::F32, "operand"));
+  DS_RETURN_IF_ERROR(c.expectDType(index, plan::I64, "index"));
+  DS_RETURN_IF_ERROR(c.expectDType(weight, plan::F32, "weight"));
+  DS_RETURN_IF_ERROR(c.expectDType(o, plan::F32, "result"));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.intsAttr("axes"));
+  DS_ASSIGN_OR_RETURN(std::vector<int64_t> taps, c.intsAttr("taps"));
+  const int64_t rank = x.rank();
+  if (axes.empty() || axes.size() > 2 || taps.size() != axes.size() || o.rank() != rank)
+    return c.error("needs one or two axes with a tap count each, and a result of the operand's rank");
+  int64_t entries = 0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank || (i && axes[i] <= axes[i - 1]) || taps[i] < 1)
+      return c.error("axes must be increasing and in range, tap counts positive");
+    entries += o.shape[axes[i]] * taps[i];
+  }
+  if (index.numel != entries || weight.numel != entries)
+    return c.error(absl::StrCat("index and weight need ", entries, " entries each"));
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end() && x.shape[d] != o.shape[d])
+      return c.error(absl::StrCat("dimension ", d, " is not resampled but changes size"));
+  auto prod = [](const std::vector<int64_t> &s, int64_t lo, int64_t hi) {
+    int64_t p = 1;
+    for (int64_t d = lo; d < hi; ++d) p *= s[d];
+    return p;
+  };
+  // [outer, Y, mid, X, inner]; one axis is the X axis with Y = 1.
+  const bool two = axes.size() == 2;
+  const int64_t ax = axes.back(), ay = two ? axes[0] : ax;
+  const int64_t outer = prod(x.shape, 0, two ? ay : ax);
+  const int64_t yIn = two ? x.shape[ay] : 1, yOut = two ? o.shape[ay] : 1;
+  const int64_t mid = two ? prod(x.shape, ay + 1, ax) : 1;
+  const int64_t xIn = x.shape[ax], xOut = o.shape[ax], inner = prod(x.shape, ax + 1, rank);
+  const int64_t ty = two ? taps[0] : 1, tx = taps.back();
+  return PreparedStep([=]() -> absl::Status {
+    const int64_t *idx = index.as<int64_t>();
+    const float *w = weight.as<float>();
+    // Tables: y's first (two axes), then x's; one axis reads y as [0] of weight 1.
+    static const int64_t zero = 0;
+    static const float one = 1.0f;
+    const int64_t *iy = two ? idx : &zero, *ix = idx + (two ? yOut * ty : 0);
+    const float *wy = two ? w : &one, *wx = w + (two ? yOut * ty : 0);
+    for (int64_t e = 0; e < (two ? yOut * ty : 0); ++e)
+      if (iy[e] < 0 || iy[e] >= yIn)
+        return absl::OutOfRangeError(absl::StrCat("resample index ", iy[e], " outside [0, ", yIn, ")"));
+    for (int64_t e = 0; e < xOut * tx; ++e)
+      if (ix[e] < 0 || ix[e] >= xIn)
+        return absl::OutOfRangeError(absl::StrCat("resample index ", ix[e], " outside [0, ", xIn, ")"));
+    const float *in = x.as<float>();
+    float *out = o.as<float>();
+    const int64_t rowOut = mid * xOut * inner, rowIn = mid * xIn * inner;
+    parallelFor(outer * yOut, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, rowOut)),
+                [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t b = r / yOut, q = r % yOut;
+        const int64_t *tyi = iy + q * ty;
+        const float *tyw = wy + q * ty;
+        for (int64_t m = 0; m < mid; ++m)
+          for (int64_t p = 0; p < xOut; ++p) {
+            float *d = out + r * rowOut + (m * xOut + p) * inner;
+            const int64_t *txi = ix + p * tx;
+            const float *txw = wx + p * tx;
+            if (inner == 1) {
+              float acc = 0.0f;
+              for (int64_t a = 0; a < ty; ++a) {
+                const float *src = in + (b * yIn + tyi[a]) * rowIn + m * xIn;
+                float part = 0.0f;
+                for (int64_t t = 0; t < tx; ++t) part += txw[t] * src[txi[t]];
+                acc += tyw[a] * part;
+              }
+              *d = acc;
+              continue;
+            }
+            bool first = true;
+            for (int64_t a = 0; a < ty; ++a) {
+              const float *src = in + (b * yIn + tyi[a]) * rowIn + m * xIn * inner;
+              for (int64_t t = 0; t < tx; ++t) {
+                const float *s0 = src + txi[t] * inner;
+                const float wt = tyw[a] * txw[t];
+                if (first) {
+                  for (int64_t i = 0; i < inner; ++i) d[i] = wt * s0[i];
+                  first = false;
+                } else {
+                  for (int64_t i = 0; i < inner; ++i) d[i] += wt * s0[i];
+                }
+              }
+            }
+          }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<PreparedStep> prepareFill(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(0, 0, 1));
   DS_ASSIGN_OR_RETURN(double value, c.floatAttr("value"));
@@ -695,6 +797,7 @@ void registerDataMovementKernels(KernelRegistry &r) {
   r.add("fill", prepareFill);
   r.add("random_mask", prepareRandomMask);
   r.add("random", prepareRandom);
+  r.add("resample", prepareResample);
   r.add("trilu", prepareTrilu);
   r.add("copy", prepareCopy);
   r.add("offload", prepareTransfer);

@@ -4,7 +4,10 @@
 # compile-time taps, so it trains by ds's autodiff. Trained by ds and by
 # PyTorch from the same weights and batches (AdamW, clipping), the per-step
 # losses agree (relative error <= 1e-4 over 15 steps), for bilinear and
-# nearest upsampling.
+# nearest upsampling. Compiled for inference, the same export resamples in
+# one ds.resample per upsampling, channels-last between the channels-last
+# convolutions (one transpose, where the network enters them: the head's
+# permute to classes-last cancels the exit's), and matches PyTorch's output.
 # REQUIRES: torch, compiler
 # RUN: %python %s --workdir %t
 import copy
@@ -14,7 +17,7 @@ sys.path.insert(0, "%s/../lib" % __file__.rsplit("/", 1)[0])
 import numpy as np
 import torch
 import torch.nn.functional as F
-from e2e import parse_args
+from e2e import parse_args, run
 from train_reference import compare, train_ds, train_torch
 
 args = parse_args()
@@ -64,6 +67,7 @@ for mode in ("bilinear", "nearest"):
     work = os.path.join(args.workdir, mode)
     os.makedirs(work, exist_ok=True)
     onnx_path = os.path.join(work, "unet.onnx")
+    initial = copy.deepcopy(model)  # the exported weights (training changes model's)
     torch.onnx.export(copy.deepcopy(model), (torch.zeros(4, 3, size, size),), onnx_path,
                       input_names=["x"], output_names=["logits"], opset_version=17)
     ops = {n.op_type for n in __import__("onnx").load(onnx_path).graph.node}
@@ -71,3 +75,25 @@ for mode in ("bilinear", "nearest"):
     ds_losses = train_ds(onnx_path, cfg, data, 15, work)
     torch_losses = train_torch(model, cfg, data, 15, seg_loss)
     compare("unet " + mode, ds_losses, torch_losses)
+
+    # Inference: the trained export's upsampling as ds.resample, channels-last.
+    plan = os.path.join(work, "unet.dsplan")
+    run(["ds-opt", onnx_path, "-o", plan])
+    x = data["x"][:4]
+    np.save(os.path.join(work, "x.npy"), x)
+    run(["ds-run", plan, "--inputs", os.path.join(work, "x.npy"), "--outputs",
+         os.path.join(work, "y.npy")])
+    got = np.load(os.path.join(work, "y.npy"))
+    with torch.no_grad():
+        want = initial.eval()(torch.from_numpy(x)).numpy()
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    steps = run(["ds-run", plan, "--dump"]).splitlines()
+    resamples = [l for l in steps if "= resample(" in l]
+    transposes = [l for l in steps if "= transpose(" in l]
+    print("unet %s inference: relative error %.2e, %d resample steps (%s), %d transposes"
+          % (mode, err, len(resamples), "; ".join(l.split("{")[1].split("}")[0] for l in resamples),
+             len(transposes)))
+    assert err < 1e-5, err
+    assert len(resamples) == 2 and all("axes=[1,2]" in l for l in resamples), resamples
+    # (The head's permute to [N, H, W, classes] cancels the exit transpose.)
+    assert len(transposes) == 1, transposes

@@ -1,6 +1,7 @@
 // ds-conv-channels-last: inference convolutions compute channels-last; the
 // transposes around them sink through residual adds, per-channel scales,
-// poolings, concatenations and reductions and cancel between convolutions,
+// poolings, resamplings, concatenations and reductions and cancel between
+// convolutions,
 // leaving one at the entry and one at the exit.
 // RUN: ds-opt %s --ds-conv-channels-last | FileCheck %s
 
@@ -156,4 +157,27 @@ func.func @addend_argument(%x: tensor<1x2x2x2xf32>, %r: tensor<1x2x2x2xf32>) -> 
   %w = ds.constant dense<1.0> : tensor<2x2x1x1xf32>
   %c = ds.conv %x, %w addend %r {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x2x2xf32>, tensor<2x2x1x1xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
   return %c : tensor<1x2x2x2xf32>
+}
+
+// A U-Net's 2x upsampling between convolutions resamples channels-last
+// (axes H, W of [N, H, W, C]); an upsampling whose result no convolution
+// reads keeps its transpose before it (the smaller tensor).
+// CHECK-LABEL: func.func @upsample
+// CHECK: %[[C1:.+]] = ds.conv {{.*}} -> tensor<1x4x4x4xf32>
+// CHECK-NEXT: %[[U:.+]] = ds.resample %[[C1]], %{{.+}}, %{{.+}} {axes = array<i64: 1, 2>, taps = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<16xi64>, tensor<16xf32>) -> tensor<1x8x8x4xf32>
+// CHECK-NEXT: %[[C2:.+]] = ds.conv %[[U]]
+// CHECK-NEXT: %[[T:.+]] = ds.transpose %[[C2]] {permutation = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT: ds.resample %[[T]], %{{.+}}, %{{.+}} {axes = array<i64: 2, 3>, taps = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<32xi64>, tensor<32xf32>) -> tensor<1x4x16x16xf32>
+func.func @upsample(%x: tensor<1x3x4x4xf32>) -> tensor<1x4x16x16xf32> {
+  %w1 = ds.parameter "w1" = dense<0.1> : tensor<4x3x1x1xf32>
+  %w2 = ds.parameter "w2" = dense<0.2> : tensor<4x4x1x1xf32>
+  %i8 = ds.constant dense<[0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3]> : tensor<16xi64>
+  %w8 = ds.constant dense<1.0> : tensor<16xf32>
+  %i16 = ds.constant dense<[0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]> : tensor<32xi64>
+  %w16 = ds.constant dense<1.0> : tensor<32xf32>
+  %c1 = ds.conv %x, %w1 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x4x4xf32>, tensor<4x3x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %u = ds.resample %c1, %i8, %w8 {axes = array<i64: 2, 3>, taps = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<16xi64>, tensor<16xf32>) -> tensor<1x4x8x8xf32>
+  %c2 = ds.conv %u, %w2 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32>
+  %y = ds.resample %c2, %i16, %w16 {axes = array<i64: 2, 3>, taps = array<i64: 1, 1>} : (tensor<1x4x8x8xf32>, tensor<32xi64>, tensor<32xf32>) -> tensor<1x4x16x16xf32>
+  return %y : tensor<1x4x16x16xf32>
 }

@@ -166,6 +166,87 @@ CTS_TEST(Random, "random") {
   expectError(run(step("uniform", 0, 1), {i64({}, {1})}, outs), "does not support element type i32");
 }
 
+CTS_TEST(Resample, "resample") {
+  // Reference: the definition, element by element in double, over layouts
+  // where the resampled axes are inner (NCHW) or have the channels inside
+  // them (NHWC), one or two axes, 1 to 4 taps (nearest, linear, cubic).
+  struct Case {
+    Shape in;
+    std::vector<int64_t> axes, outSizes, taps;
+  };
+  const Case cases[] = {
+      {{2, 3, 5, 7}, {2, 3}, {10, 14}, {2, 2}},  // NCHW 2x bilinear
+      {{2, 5, 7, 3}, {1, 2}, {10, 14}, {2, 2}},  // NHWC 2x bilinear
+      {{1, 4, 9, 16}, {1, 2}, {4, 7}, {4, 4}},   // NHWC downsampling, cubic taps
+      {{3, 6, 4}, {1}, {13}, {1}},               // one axis, nearest, channels inside
+      {{3, 4, 6}, {2}, {5}, {3}},                // one axis, innermost
+      {{2, 3, 4, 5, 6}, {1, 3}, {5, 2}, {2, 1}}, // axes with a dimension between
+  };
+  uint64_t seed = 1;
+  auto next = [&] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(seed >> 40) / double(1 << 24);
+  };
+  for (const Case &k : cases) {
+    Shape out = k.in;
+    std::vector<std::vector<int64_t>> idx(k.axes.size());
+    std::vector<std::vector<double>> w(k.axes.size());
+    std::vector<double> flatIdx, flatW;
+    for (size_t a = 0; a < k.axes.size(); ++a) {
+      out[k.axes[a]] = k.outSizes[a];
+      for (int64_t e = 0; e < k.outSizes[a] * k.taps[a]; ++e) {
+        idx[a].push_back(static_cast<int64_t>(next() * k.in[k.axes[a]]));
+        w[a].push_back(std::ldexp(std::round(std::ldexp(next() - 0.25, 8)), -8));
+        flatIdx.push_back(double(idx[a].back()));
+        flatW.push_back(w[a].back());
+      }
+    }
+    std::vector<double> X(numel(k.in));
+    for (double &v : X) v = std::round(next() * 64) - 32;
+    std::vector<double> want(numel(out), 0.0);
+    const size_t rank = k.in.size();
+    std::vector<int64_t> pos(rank, 0);
+    for (int64_t e = 0; e < numel(out); ++e) {
+      int64_t rest = e;
+      for (size_t d = rank; d-- > 0;) pos[d] = rest % out[d], rest /= out[d];
+      // Every tap combination (one or two axes).
+      const int64_t t0 = k.taps[0], t1 = k.axes.size() > 1 ? k.taps[1] : 1;
+      for (int64_t a = 0; a < t0; ++a)
+        for (int64_t b = 0; b < t1; ++b) {
+          std::vector<int64_t> src = pos;
+          double weight = w[0][pos[k.axes[0]] * t0 + a];
+          src[k.axes[0]] = idx[0][pos[k.axes[0]] * t0 + a];
+          if (k.axes.size() > 1) {
+            weight *= w[1][pos[k.axes[1]] * t1 + b];
+            src[k.axes[1]] = idx[1][pos[k.axes[1]] * t1 + b];
+          }
+          int64_t flat = 0;
+          for (size_t d = 0; d < rank; ++d) flat = flat * k.in[d] + src[d];
+          want[e] += weight * X[flat];
+        }
+    }
+    Step step = Step("resample").ints("axes", k.axes).ints("taps", k.taps);
+    HostTensor y = run1(step,
+                        {f32(k.in, X), i64({int64_t(flatIdx.size())}, flatIdx),
+                         f32({int64_t(flatW.size())}, flatW)},
+                        plan::F32, out);
+    expectClose(y.values(), want, 1e-6, 1e-5, what("resample", plan::F32, k.in));
+  }
+  std::vector<HostTensor> outs{HostTensor::result(plan::F32, {1, 4})};
+  auto bad = [&](std::vector<double> index) {
+    return run(Step("resample").ints("axes", {1}).ints("taps", {1}),
+               {f32({1, 2}, {1, 2}), i64({4}, index), f32({4}, {1, 1, 1, 1})}, outs);
+  };
+  expectError(bad({0, 1, 2, 1}), "resample index 2 outside [0, 2)");
+  expectError(bad({0, 1, -1, 1}), "resample index -1 outside [0, 2)");
+  expectError(run(Step("resample").ints("axes", {1}).ints("taps", {2}),
+                  {f32({1, 2}, {1, 2}), i64({4}, {0, 1, 0, 1}), f32({4}, {1, 1, 1, 1})}, outs),
+              "index and weight need 8 entries each");
+  expectError(run(Step("resample").ints("axes", {1, 0}).ints("taps", {1, 1}),
+                  {f32({1, 2}, {1, 2}), i64({4}, {0, 1, 0, 1}), f32({4}, {1, 1, 1, 1})}, outs),
+              "axes must be increasing");
+}
+
 CTS_TEST(Trilu, "trilu") {
   for (DType dt : kMovedTypes)
     for (const Shape &s : {Shape{3, 4}, Shape{2, 3, 4}, Shape{4, 3}, Shape{1, 1}, Shape{2, 0, 3}, Shape{33, 17}})

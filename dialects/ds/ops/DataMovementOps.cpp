@@ -281,6 +281,36 @@ void RandomOp::describeKernelStep(KernelStep &s) {
   s.setInt("stream", getStream());
 }
 
+void ResampleOp::describeKernelStep(KernelStep &s) {
+  s.setInts("axes", getAxes());
+  s.setInts("taps", getTaps());
+}
+
+LogicalResult ResampleOp::verify() {
+  ArrayRef<int64_t> axes = getAxes(), taps = getTaps();
+  RankedTensorType in = getOperand().getType(), out = getResult().getType();
+  if (axes.empty() || axes.size() > 2 || taps.size() != axes.size())
+    return emitOpError("needs one or two axes, each with a tap count");
+  if (in.getRank() != out.getRank())
+    return emitOpError("result rank ") << out.getRank() << " differs from the operand's "
+                                       << in.getRank();
+  int64_t entries = 0;
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    if (a < 0 || a >= in.getRank() || (i > 0 && a <= axes[i - 1]))
+      return emitOpError("axes must be increasing and in [0, ") << in.getRank() << ")";
+    if (taps[i] < 1) return emitOpError("tap counts must be positive");
+    entries += out.getDimSize(a) * taps[i];
+  }
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (!llvm::is_contained(axes, d) && in.getDimSize(d) != out.getDimSize(d))
+      return emitOpError("dimension ") << d << " is not resampled but changes from "
+                                       << in.getDimSize(d) << " to " << out.getDimSize(d);
+  if (getIndex().getType().getDimSize(0) != entries ||
+      getWeight().getType().getDimSize(0) != entries)
+    return emitOpError("index and weight need ") << entries << " entries each";
+  return success();
+}
+
 void FillOp::describeKernelStep(KernelStep &s) { s.setFloat("value", getValue().convertToDouble()); }
 
 //===----------------------------------------------------------------------===//

@@ -65,6 +65,37 @@ def DS_TransposeOp : DS_Op<"transpose",
   let hasFolder = 1;
 }
 
+def DS_ResampleOp : DS_Op<"resample", [Pure], DS_OwnStep> {
+  let summary = "separable resampling of one or two axes by tap tables (an inference Resize)";
+  let description = [{
+    Output position `o` of resampled axis `a` is the weighted sum of
+    `taps[a]` input positions: `index[a][o][t]` with weight
+    `weight[a][o][t]`; with two axes the weights multiply. The importer
+    computes the tables from Resize's mode, coordinate transformation and
+    rounding (lib/Import/ResizeOps.cpp), so one kernel serves nearest,
+    linear and cubic, upsampling and antialiased downsampling, in any
+    layout: channels-last data (`axes = [1, 2]` of [N, H, W, C]) blends
+    whole pixel vectors. `index` and `weight` hold the axes' tables one
+    after the other, `[out_a, taps_a]` row-major each. Training plans
+    import Resize as gathers and products instead, which have gradients.
+
+    ```mlir
+    %y = ds.resample %x, %idx, %w {axes = array<i64: 2, 3>, taps = array<i64: 2, 2>} : (tensor<1x8x16x16xf32>, tensor<128xi64>, tensor<128xf32>) -> tensor<1x8x32x32xf32>
+    ```
+
+    **Constraints:**
+    - one or two increasing `axes`, each with a positive tap count in `taps`;
+    - `index` and `weight` have `sum(result.shape[a] * taps[a])` elements;
+    - the result has the operand's shape except on `axes`.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$operand, 1DTensorOf<[I64]>:$index,
+                       1DTensorOf<[F32]>:$weight, DenseI64ArrayAttr:$axes,
+                       DenseI64ArrayAttr:$taps);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$operand `,` $index `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def DS_SliceOp : DS_Op<"slice", [Pure, DS_Differentiable, DS_OwnShardingRule], DS_OwnStep> {
   let summary = "a strided window of a tensor";
   let description = [{

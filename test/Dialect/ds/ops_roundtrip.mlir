@@ -114,6 +114,10 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x3xi1
   %ru = ds.random %key {distribution = #ds<distribution uniform>, a = -1.0 : f64, b = 2.0 : f64, stream = 4 : i64} : tensor<i64> -> tensor<2x3xbf16>
   // CHECK: ds.random %{{.*}} {a = 0.000000e+00 : f64, b = 1.000000e+00 : f64, distribution = #ds<distribution normal>, stream = 5 : i64} : tensor<i64> -> tensor<7xf64>
   %rn = ds.random %key {distribution = #ds<distribution normal>, a = 0.0 : f64, b = 1.0 : f64, stream = 5 : i64} : tensor<i64> -> tensor<7xf64>
+  // CHECK: ds.resample %{{.*}}, %{{.*}}, %{{.*}} {axes = array<i64: 1>, taps = array<i64: 2>} : (tensor<2x3xf32>, tensor<12xi64>, tensor<12xf32>) -> tensor<2x6xf32>
+  %rsi = ds.constant dense<[0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2]> : tensor<12xi64>
+  %rsw = ds.constant dense<0.5> : tensor<12xf32>
+  %rs = ds.resample %s6, %rsi, %rsw {axes = array<i64: 1>, taps = array<i64: 2>} : (tensor<2x3xf32>, tensor<12xi64>, tensor<12xf32>) -> tensor<2x6xf32>
   // CHECK: ds.trilu %{{.*}} {k = 1 : i64, upper = false} : tensor<2x3xf32>
   %t0 = ds.trilu %s6 {k = 1 : i64, upper = false} : tensor<2x3xf32>
   // CHECK: ds.cumsum %{{.*}} {axis = 1 : i64, reverse = true} : tensor<2x3xf32>

@@ -1412,3 +1412,30 @@ func.func @random_result_type(%k: tensor<i64>) -> tensor<4xi32> {
   %0 = ds.random %k {distribution = #ds<distribution uniform>, a = 0.0 : f64, b = 1.0 : f64, stream = 0 : i64} : tensor<i64> -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
+
+// -----
+
+// The tables hold every resampled output position's taps.
+func.func @resample_tables(%x: tensor<2x3xf32>, %i: tensor<6xi64>, %w: tensor<6xf32>) -> tensor<2x6xf32> {
+  // expected-error@+1 {{index and weight need 12 entries each}}
+  %0 = ds.resample %x, %i, %w {axes = array<i64: 1>, taps = array<i64: 2>} : (tensor<2x3xf32>, tensor<6xi64>, tensor<6xf32>) -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+// Axes increase.
+func.func @resample_axes(%x: tensor<2x3xf32>, %i: tensor<10xi64>, %w: tensor<10xf32>) -> tensor<4x6xf32> {
+  // expected-error@+1 {{axes must be increasing and in [0, 2)}}
+  %0 = ds.resample %x, %i, %w {axes = array<i64: 1, 0>, taps = array<i64: 1, 1>} : (tensor<2x3xf32>, tensor<10xi64>, tensor<10xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// Other dimensions keep their size.
+func.func @resample_other_dims(%x: tensor<2x3xf32>, %i: tensor<6xi64>, %w: tensor<6xf32>) -> tensor<4x6xf32> {
+  // expected-error@+1 {{dimension 0 is not resampled but changes from 2 to 4}}
+  %0 = ds.resample %x, %i, %w {axes = array<i64: 1>, taps = array<i64: 1>} : (tensor<2x3xf32>, tensor<6xi64>, tensor<6xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}

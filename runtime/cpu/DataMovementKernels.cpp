@@ -672,7 +672,8 @@ absl::StatusOr<PreparedStep> prepareRandom(const KernelContext &c) {
 /// (one axis: y is a unit axis). Each output element is computed once from
 /// input rows that stay in cache, so the output is written once and nothing
 /// else goes to memory (upsampling is bound by that write); channels-last
-/// data (i = C) blends whole pixel vectors.
+/// data (i = C) blends whole pixel vectors. Channels-first data (x
+/// innermost) goes through a scratch of x-resampled rows instead.
 absl::StatusOr<PreparedStep> prepareResample(const KernelContext &c) {
   DS_RETURN_IF_ERROR(c.expectArity(3, 3, 1));
   const TensorView x = c.in[0], index = c.in[1], weight = c.in[2], o = c.out[0];
@@ -709,6 +710,10 @@ absl::StatusOr<PreparedStep> prepareResample(const KernelContext &c) {
   const int64_t mid = two ? prod(x.shape, ay + 1, ax) : 1;
   const int64_t xIn = x.shape[ax], xOut = o.shape[ax], inner = prod(x.shape, ax + 1, rank);
   const int64_t ty = two ? taps[0] : 1, tx = taps.back();
+  // Two axes with x innermost take two passes through scratch (below).
+  std::shared_ptr<std::vector<float>> scratch;
+  if (two && inner == 1)
+    scratch = std::make_shared<std::vector<float>>(static_cast<size_t>(outer * yIn * mid * xOut));
   return PreparedStep([=]() -> absl::Status {
     const int64_t *idx = index.as<int64_t>();
     const float *w = weight.as<float>();
@@ -726,6 +731,41 @@ absl::StatusOr<PreparedStep> prepareResample(const KernelContext &c) {
     const float *in = x.as<float>();
     float *out = o.as<float>();
     const int64_t rowOut = mid * xOut * inner, rowIn = mid * xIn * inner;
+    if (scratch) {
+      // Scalar x taps (channels-first: x is innermost): resample every input
+      // row along x once into scratch, then blend whole scratch rows along y
+      // (vectorized): a segmentation head's 8x upsampling reads each input
+      // row for eight output rows.
+      float *rows = scratch->data();
+      parallelFor(outer * yIn * mid, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, xOut)),
+                  [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const float *src = in + r * xIn;
+          float *dst = rows + r * xOut;
+          for (int64_t p = 0; p < xOut; ++p) {
+            float acc = 0.0f;
+            for (int64_t t = 0; t < tx; ++t) acc += wx[p * tx + t] * src[ix[p * tx + t]];
+            dst[p] = acc;
+          }
+        }
+      });
+      parallelFor(outer * yOut, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, rowOut)),
+                  [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t b = r / yOut, q = r % yOut;
+          float *d = out + r * rowOut;
+          const float *s0 = rows + (b * yIn + iy[q * ty]) * rowOut;
+          const float w0 = wy[q * ty];
+          for (int64_t i = 0; i < rowOut; ++i) d[i] = w0 * s0[i];
+          for (int64_t a = 1; a < ty; ++a) {
+            const float *st = rows + (b * yIn + iy[q * ty + a]) * rowOut;
+            const float wt = wy[q * ty + a];
+            for (int64_t i = 0; i < rowOut; ++i) d[i] += wt * st[i];
+          }
+        }
+      });
+      return absl::OkStatus();
+    }
     parallelFor(outer * yOut, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, rowOut)),
                 [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {

@@ -12,9 +12,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +21,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "runtime/cpu/CpuFeatures.h"
 #include "runtime/cpu/KernelFamilies.h"
 #include "runtime/kernels/ElementMath.h"
 #include "runtime/plan/StridedViews.h"
@@ -595,36 +593,9 @@ absl::StatusOr<PreparedStep> prepareMatmul(const KernelContext &c);
 
 #ifdef DS_GEMM_ONEDNN
 /// Whether oneDNN's native 16-bit GEMM of `t` beats the f32 GEMM on this
-/// CPU: 16-bit dot products run at twice the f32 FMA rate where the CPU
-/// has AMX (AMX-BF16, AMX-FP16) or is an AMD CPU with AVX512-BF16 (Zen 4
-/// and 5: ~1 TFLOP/s bf16 against ~0.5 f32 on 2 cores), and at half of it
-/// on an Intel CPU with AVX512-BF16 but no AMX (measured: 256x512x512 in
-/// 717-761 us bf16 against 381 us f32). Decided from CPUID, never by
-/// timing: a timed choice flipped under load, so one plan's bf16 training
-/// gave different bits from run to run. DS_GEMM_16BIT=native|widen
-/// overrides it.
+/// CPU (CpuFeatures.h), decided once per process.
 bool native16BitFaster(DType t) {
-  auto decide = [](DType t) {
-    if (const char *force = std::getenv("DS_GEMM_16BIT")) return std::string(force) == "native";
-#if defined(__x86_64__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool amxBf16 = d & (1u << 22), amxTile = d & (1u << 24);
-    __get_cpuid_count(7, 1, &a, &b, &c, &d);
-    const bool avx512Bf16 = a & (1u << 5), amxFp16 = a & (1u << 21);
-    // AMX state enabled by the OS (XCR0 bits 17 and 18: XTILECFG, XTILEDATA).
-    unsigned lo = 0, hi = 0;
-    __get_cpuid(1, &a, &b, &c, &d);
-    if (c & (1u << 27)) // OSXSAVE
-      __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    const bool amx = amxTile && (lo & (3u << 17)) == (3u << 17);
-    if (t == plan::BF16) return (amx && amxBf16) || (__builtin_cpu_is("amd") && avx512Bf16);
-    return amx && amxFp16;
-#else
-    (void)t;
-    return false;
-#endif
-  };
+  auto decide = [](DType t) { return ::ds::rt::cpu::native16BitProducts(t == plan::F16); };
   static const bool bf16 = decide(plan::BF16), f16 = decide(plan::F16);
   return t == plan::BF16 ? bf16 : f16;
 }

@@ -33,6 +33,7 @@
 #include "ds/BuildInfo.h"
 #include "ds/Support/TextLimits.h"
 #include "tools/OutOfMemory.h"
+#include "runtime/cpu/CpuFeatures.h"
 #include "llvm/Support/ErrorHandling.h"
 #include <csignal>
 #include <cstdio>
@@ -338,6 +339,21 @@ static void printDiagnostic(Diagnostic &diag) {
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "ds-opt: error: " << msg << "\n";
   return 1;
+}
+
+/// fp16 where this CPU widens 16-bit products to f32 (no AMX-FP16) runs
+/// slower than fp32: say so, and name bf16 (as DeepSpeed's docs do for
+/// hardware without fast fp16).
+static void noteHalfPrecisionSpeed(const std::string &precision, bool training) {
+  if (precision != "fp16" || ::ds::rt::cpu::native16BitProducts(/*fp16=*/true)) return;
+  const bool bf16 = ::ds::rt::cpu::native16BitProducts(/*fp16=*/false);
+  llvm::errs() << "ds-opt: note: this CPU has no AMX-FP16: fp16 matrix products (beyond a few "
+                  "rows) run as fp32 ones on converted copies, no faster than fp32 and slower by "
+                  "the conversions; "
+               << (bf16 ? "bf16 runs natively here and keeps fp32's range"
+                        : "bf16 keeps fp32's range (its products are widened here too)")
+               << " (" << (training ? "the config's \"bf16\": {\"enabled\": true}" : "--dtype bf16")
+               << ")\n";
 }
 
 /// ds-run's load-time kernel checks (runtime/exec/DryPrepare.h) on the
@@ -657,6 +673,7 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit, int64_t 
     if (!kind) return fail("--dtype: expected fp32, bf16 or fp16, got '" + dtypeName + "'");
     precision = mlir::ds::precisionName(*kind);
   }
+  noteHalfPrecisionSpeed(precision, /*training=*/false);
   bool training = !configPath.empty() || !lossKind.empty();
   // Training flags on an inference plan would be ignored silently.
   if (!training)
@@ -770,6 +787,7 @@ static int addDefaultPipeline(PassManager &pm, const std::string &emit, int64_t 
                                                    tensorParallel > 1 ? tensorParallel : 0,
                                                    configSet, modelBatch)) {
         t.inference.precision = mlir::ds::precisionName(cfg->precision.kind);
+        noteHalfPrecisionSpeed(t.inference.precision, /*training=*/true);
         t.tensorParallel = cfg->tensorParallel;
         if (worldSize > 1)
           t.inference.communication = mlir::ds::precisionName(cfg->precision.communication);

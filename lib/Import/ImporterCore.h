@@ -84,6 +84,11 @@ struct ImportState {
   /// (SplitToSequence, SequenceConstruct), so the importer keeps each as
   /// the list of its tensors, and the sequence ops resolve at import.
   llvm::StringMap<SmallVector<Value>> sequences;
+  /// ONNX optional values (Optional, If branches of optional type): whether
+  /// each holds a tensor is known at import, so the importer keeps the
+  /// tensor (null: empty) and OptionalHasElement/OptionalGetElement
+  /// resolve at import.
+  llvm::StringMap<Value> optionals;
   /// Training-mode Dropout and the random generators: main's "rng_key"
   /// argument (made by the first) and the streams handed out, one per node.
   Value rngKey;
@@ -111,7 +116,8 @@ class NodeImporter {
 public:
   explicit NodeImporter(ImportState &s)
       : ctx_(s.ctx), b_(s.b), opts_(s.opts), path_(s.path), dir_(s.dir), opset_(s.opset),
-        loc_(s.loc), values_(s.values), sequences_(s.sequences), rngKey_(s.rngKey),
+        loc_(s.loc), values_(s.values), sequences_(s.sequences), optionals_(s.optionals),
+        rngKey_(s.rngKey),
         randomStreams_(s.randomStreams), consumeModel_(s.consumeModel),
         inputsRead_(s.inputsRead), importSubgraph_(s.importSubgraph) {}
 
@@ -498,6 +504,7 @@ protected:
   Location &loc_;
   llvm::StringMap<Value> &values_;
   llvm::StringMap<SmallVector<Value>> &sequences_;
+  llvm::StringMap<Value> &optionals_;
   Value &rngKey_;
   int64_t &randomStreams_;
   bool consumeModel_;

@@ -409,6 +409,13 @@ LogicalResult OnnxImporter::addInput(const onnx::ValueInfoProto &vi, GraphInputs
     inputs.bound.push_back({vi.name(), *value});
     return define(vi.name(), loc);
   }
+  if (vi.type().has_optional_type() && vi.type().optional_type().elem_type().has_tensor_type()) {
+    // An optional tensor input is a tensor the caller gives: a plan's
+    // inputs are all present (OptionalHasElement of it is true).
+    onnx::ValueInfoProto t = vi;
+    *t.mutable_type() = vi.type().optional_type().elem_type();
+    return addInput(t, inputs);
+  }
   if (!vi.type().has_tensor_type())
     return emitError(loc) << "is not a tensor";
   const auto &tt = vi.type().tensor_type();
@@ -651,7 +658,8 @@ LogicalResult OnnxImporter::importNodes(const onnx::GraphProto &g) {
     const auto &n = g.node(i);
     loc_ = nodeLocation(n, i);
     for (const auto &in : n.input())
-      if (!in.empty() && !values_.count(in) && !state_.sequences.count(in))
+      if (!in.empty() && !values_.count(in) && !state_.sequences.count(in) &&
+          !state_.optionals.count(in))
         return emitError(loc_) << "input '" << in << "' is not defined before the node "
                                << "(undefined, or the graph is not topologically sorted / "
                                << "has a cycle)";
@@ -678,11 +686,13 @@ FailureOr<SmallVector<Value>> OnnxImporter::importSubgraph(const onnx::GraphProt
                                                           << "' has sparse initializers");
   llvm::StringMap<Value> savedValues = values_;
   llvm::StringMap<SmallVector<Value>> savedSequences = sequences_;
+  llvm::StringMap<Value> savedOptionals = state_.optionals;
   llvm::StringSet<> savedDefined = defined_;
   std::vector<bool> savedRead = state_.inputsRead;
   auto restore = [&] {
     values_ = std::move(savedValues);
     sequences_ = std::move(savedSequences);
+    state_.optionals = std::move(savedOptionals);
     defined_ = std::move(savedDefined);
     state_.inputsRead = std::move(savedRead);
     loc_ = outer;
@@ -865,7 +875,7 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &n, int index) {
                              << ": ds does not support that input";
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values_.count(n.output(i)) &&
-        !state_.sequences.count(n.output(i)))
+        !state_.sequences.count(n.output(i)) && !state_.optionals.count(n.output(i)))
       return emitError(loc_) << "output " << i << " ('" << n.output(i)
                              << "') is not supported by ds";
   return success();

@@ -6,6 +6,9 @@
 // keeps each sequence as the list of its tensors (ImportState::sequences),
 // so these ops become the tensor ops they amount to (slices, a concat) and
 // no sequence reaches the IR. Positions must be known at compile time.
+// Optionals likewise: whether one holds a tensor is known at import
+// (ImportState::optionals), so OptionalHasElement is a constant and
+// OptionalGetElement the tensor (or sequence) itself.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterCore.h"
@@ -28,6 +31,9 @@ public:
   LogicalResult insert(const onnx::NodeProto &n);
   LogicalResult erase(const onnx::NodeProto &n);
   LogicalResult concatFromSequence(const onnx::NodeProto &n);
+  LogicalResult optional(const onnx::NodeProto &n);
+  LogicalResult optionalHasElement(const onnx::NodeProto &n);
+  LogicalResult optionalGetElement(const onnx::NodeProto &n);
 
 private:
   FailureOr<SmallVector<Value>> sequence(const onnx::NodeProto &n, int i) {
@@ -196,6 +202,56 @@ LogicalResult SequenceImporter::concatFromSequence(const onnx::NodeProto &n) {
   return success();
 }
 
+// Optional: holds its input, or nothing (an input left out; `type` then
+// names what it would hold). Optional sequences are not kept.
+LogicalResult SequenceImporter::optional(const onnx::NodeProto &n) {
+  markRead(0);
+  if (n.input_size() == 0 || n.input(0).empty()) {
+    if (n.output_size() > 0 && !n.output(0).empty()) optionals_[n.output(0)] = Value();
+    return success();
+  }
+  if (sequences_.count(n.input(0)) || optionals_.count(n.input(0)))
+    return nodeError(n) << "an optional holding a sequence or an optional is not supported";
+  DS_TRY(v, required(n, 0));
+  if (n.output_size() > 0 && !n.output(0).empty()) optionals_[n.output(0)] = v;
+  return success();
+}
+
+// OptionalHasElement: false for a left-out input or an empty optional,
+// true for a tensor, a sequence or an optional holding one (opset 18 takes
+// plain tensors and sequences too).
+LogicalResult SequenceImporter::optionalHasElement(const onnx::NodeProto &n) {
+  markRead(0);
+  bool has = false;
+  if (n.input_size() > 0 && !n.input(0).empty()) {
+    const std::string &in = n.input(0);
+    if (auto it = optionals_.find(in); it != optionals_.end()) has = static_cast<bool>(it->second);
+    else has = values_.count(in) || sequences_.count(in);
+  }
+  setOutput(n, 0, constant(DenseElementsAttr::get(RankedTensorType::get({}, b_.getI1Type()), has)));
+  return success();
+}
+
+// OptionalGetElement: the tensor an optional holds (an error when it is
+// empty), or a tensor or sequence given directly, unchanged.
+LogicalResult SequenceImporter::optionalGetElement(const onnx::NodeProto &n) {
+  markRead(0);
+  if (n.input_size() == 0 || n.input(0).empty()) return nodeError(n) << "needs input 0";
+  const std::string &in = n.input(0);
+  if (auto it = optionals_.find(in); it != optionals_.end()) {
+    if (!it->second) return nodeError(n) << "input '" << in << "' is an empty optional";
+    setOutput(n, 0, it->second);
+    return success();
+  }
+  if (auto it = sequences_.find(in); it != sequences_.end()) {
+    if (n.output_size() > 0 && !n.output(0).empty()) sequences_[n.output(0)] = it->second;
+    return success();
+  }
+  DS_TRY(v, required(n, 0));
+  setOutput(n, 0, v);
+  return success();
+}
+
 } // namespace
 
 void mlir::ds::importer::registerSequenceHandlers(HandlerTable &t) {
@@ -208,4 +264,7 @@ void mlir::ds::importer::registerSequenceHandlers(HandlerTable &t) {
   t.add<I, &I::insert>("SequenceInsert");
   t.add<I, &I::erase>("SequenceErase");
   t.add<I, &I::concatFromSequence>("ConcatFromSequence");
+  t.add<I, &I::optional>("Optional");
+  t.add<I, &I::optionalHasElement>("OptionalHasElement");
+  t.add<I, &I::optionalGetElement>("OptionalGetElement");
 }

@@ -25,6 +25,7 @@ public:
 
   LogicalResult conv(const onnx::NodeProto &n);
   LogicalResult convTranspose(const onnx::NodeProto &n);
+  LogicalResult deformConv(const onnx::NodeProto &n);
   LogicalResult pool(const onnx::NodeProto &n);
   LogicalResult lpPool(const onnx::NodeProto &n);
   LogicalResult lpNormalization(const onnx::NodeProto &n);
@@ -58,6 +59,143 @@ LogicalResult NNImporter::conv(const onnx::NodeProto &n) {
   DS_TRY(w, required(n, 1));
   DS_TRY(y, convolution(n, x, w, input(n, 2)));
   setOutput(n, 0, y);
+  return success();
+}
+
+// DeformConv (2-D): each kernel tap samples X bilinearly at its place in
+// the window moved by the tap's offset (zero outside X), times the mask;
+// the samples of all taps are the columns of an im2col, so the convolution
+// is one batched product with the weight. Offsets and masks are data, so
+// the taps' positions, weights and indices are computed in the graph (as
+// GridSample's are) and the gathers, products and their gradients are
+// ds's own.
+LogicalResult NNImporter::deformConv(const onnx::NodeProto &n) {
+  DS_TRY(x, required(n, 0));
+  DS_TRY(w, required(n, 1));
+  DS_TRY(offset, required(n, 2));
+  Value bias = input(n, 3), mask = input(n, 4);
+  RankedTensorType xt = typeOf(x), wt = typeOf(w), ot = typeOf(offset);
+  if (xt.getRank() != 4 || wt.getRank() != 4 || ot.getRank() != 4 ||
+      !isa<FloatType>(xt.getElementType()))
+    return nodeError(n) << "supports 2-D inputs: X [N, C, H, W] (float), W [oC, C/group, kH, "
+                           "kW] and offset [N, offset_group * kH * kW * 2, oH, oW]";
+  DS_TRY(group, intAttr(n, "group", 1));
+  DS_TRY(offsetGroup, intAttr(n, "offset_group", 1));
+  DS_TRY(padsA, intsAttr(n, "pads"));
+  DS_TRY(stridesA, intsAttr(n, "strides"));
+  DS_TRY(dilationsA, intsAttr(n, "dilations"));
+  const int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1), height = xt.getDimSize(2),
+                width = xt.getDimSize(3), outC = wt.getDimSize(0), kh = wt.getDimSize(2),
+                kw = wt.getDimSize(3), oh = ot.getDimSize(2), ow = ot.getDimSize(3);
+  SmallVector<int64_t> pads = padsA ? *padsA : SmallVector<int64_t>{0, 0, 0, 0};
+  SmallVector<int64_t> strides = stridesA ? *stridesA : SmallVector<int64_t>{1, 1};
+  SmallVector<int64_t> dil = dilationsA ? *dilationsA : SmallVector<int64_t>{1, 1};
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2)
+    return nodeError(n) << "pads needs 4 values, strides and dilations 2";
+  if (group < 1 || offsetGroup < 1 || channels % group || outC % group ||
+      wt.getDimSize(1) * group != channels || channels % offsetGroup)
+    return nodeError(n) << "channels (" << channels << "), group (" << group
+                        << ") and offset_group (" << offsetGroup << ") do not divide, or W "
+                        << wt << " does not take C / group channels";
+  if (ot.getDimSize(0) != batch || ot.getDimSize(1) != offsetGroup * kh * kw * 2)
+    return nodeError(n) << "offset must be [N, offset_group * kH * kW * 2, oH, oW], got " << ot;
+  if (oh != (height + pads[0] + pads[2] - (kh - 1) * dil[0] - 1) / strides[0] + 1 ||
+      ow != (width + pads[1] + pads[3] - (kw - 1) * dil[1] - 1) / strides[1] + 1)
+    return nodeError(n) << "offset's spatial size " << oh << "x" << ow
+                        << " is not the output size the pads, strides and dilations give";
+  if (mask && typeOf(mask) != RankedTensorType::get({batch, offsetGroup * kh * kw, oh, ow},
+                                                     ot.getElementType()))
+    return nodeError(n) << "mask must be [N, offset_group * kH * kW, oH, oW], got "
+                        << typeOf(mask);
+  Type f = b_.getF32Type(), i64 = b_.getI64Type();
+  auto c = [&](double v) { return scalar(f, v); };
+  const int64_t g = offsetGroup, taps = kh * kw, points = taps * oh * ow, cg = channels / g;
+  DS_TRY(off32, castTo(offset, f));
+  DS_TRY(off, reshape(off32, {batch, g, kh, kw, 2, oh, ow}));
+  // The window's tap positions before the offsets: [kh, 1, oh, 1] and [1, kw, 1, ow].
+  SmallVector<float> baseH, baseW;
+  for (int64_t a = 0; a < kh; ++a)
+    for (int64_t i = 0; i < oh; ++i) baseH.push_back(float(-pads[0] + strides[0] * i + dil[0] * a));
+  for (int64_t b = 0; b < kw; ++b)
+    for (int64_t j = 0; j < ow; ++j) baseW.push_back(float(-pads[1] + strides[1] * j + dil[1] * b));
+  Value bh = constant(DenseElementsAttr::get(RankedTensorType::get({kh, 1, oh, 1}, f),
+                                             ArrayRef<float>(baseH)));
+  Value bw = constant(DenseElementsAttr::get(RankedTensorType::get({1, kw, 1, ow}, f),
+                                             ArrayRef<float>(baseW)));
+  // Per axis: the two taps' clamped indices and weights (0 outside X).
+  struct Tap { Value index, weight; };
+  auto axisTaps = [&](int64_t comp, Value base, int64_t size) -> FailureOr<SmallVector<Tap>> {
+    DS_TRY(o1, sliceAxis(off, 4, comp, 1, 1));
+    DS_TRY(o, reshape(o1, {batch, g, kh, kw, oh, ow}));
+    DS_TRY(pos, build<AddOp>({o, base}));
+    DS_TRY(lo, buildTyped<FloorOp>(typeOf(pos), pos));
+    DS_TRY(frac, build<SubOp>({pos, lo}));
+    DS_TRY(hi, build<AddOp>({lo, c(1)}));
+    DS_TRY(wLo, build<SubOp>({c(1), frac}));
+    SmallVector<Tap> out;
+    for (auto [p, wgt] : {std::pair<Value, Value>{lo, wLo}, std::pair<Value, Value>{hi, frac}}) {
+      DS_TRY(ge, build<GreaterEqualOp>({p, c(0)}));
+      DS_TRY(lt, build<LessOp>({p, c(double(size))}));
+      DS_TRY(in, build<AndOp>({ge, lt}));
+      DS_TRY(wz, build<WhereOp>({in, wgt, c(0)}));
+      DS_TRY(pc0, build<MaxOp>({p, c(0)}));
+      DS_TRY(pc, build<MinOp>({pc0, c(size - 1.0)}));
+      DS_TRY(idx, castTo(pc, i64));
+      out.push_back({idx, wz});
+    }
+    return out;
+  };
+  DS_TRY(tapsH, axisTaps(0, bh, height));
+  DS_TRY(tapsW, axisTaps(1, bw, width));
+  Value m;
+  if (mask) {
+    DS_TRY(m32, castTo(mask, f));
+    DS_TRY(mr, reshape(m32, {batch, g, kh, kw, oh, ow}));
+    m = mr;
+  }
+  DS_TRY(x32, castTo(x, f));
+  DS_TRY(flat, reshape(x32, {batch, g, cg, height * width}));
+  Value cols;
+  for (const Tap &th : tapsH)
+    for (const Tap &tw : tapsW) {
+      DS_TRY(row, build<MulOp>({th.index, scalar(i64, double(width))}));
+      DS_TRY(idx, build<AddOp>({row, tw.index}));
+      DS_TRY(weight, build<MulOp>({th.weight, tw.weight}));
+      if (m) {
+        DS_TRY(wm, build<MulOp>({weight, m}));
+        weight = wm;
+      }
+      DS_TRY(i4, reshape(idx, {batch, g, 1, points}));
+      DS_TRY(iAll, buildTyped<ExpandOp>(RankedTensorType::get({batch, g, cg, points}, i64), i4));
+      DS_TRY(vals, buildTyped<GatherElementsOp>(RankedTensorType::get({batch, g, cg, points}, f),
+                                                ValueRange{flat, iAll}, {i64Attr("axis", 3)}));
+      DS_TRY(w4, reshape(weight, {batch, g, 1, points}));
+      DS_TRY(term, build<MulOp>({vals, w4}));
+      if (!cols) {
+        cols = term;
+      } else {
+        DS_TRY(sum, build<AddOp>({cols, term}));
+        cols = sum;
+      }
+    }
+  // Columns [N, group, C/group * kH * kW, oH * oW] against W [group, oC/group, C/group * kH * kW].
+  const int64_t k = channels / group * taps, ocg = outC / group;
+  DS_TRY(colsG, reshape(cols, {batch, group, k, oh * ow}));
+  DS_TRY(w32, castTo(w, f));
+  DS_TRY(wg, reshape(w32, {group, ocg, k}));
+  DS_TRY(prod, build<MatmulOp>({wg, colsG}));
+  DS_TRY(y4, reshape(prod, {batch, outC, oh, ow}));
+  Value y = y4;
+  if (bias) {
+    if (typeOf(bias).getRank() != 1 || typeOf(bias).getDimSize(0) != outC)
+      return nodeError(n) << "B must be [oC], got " << typeOf(bias);
+    DS_TRY(b32, castTo(bias, f));
+    DS_TRY(b4, reshape(b32, {1, outC, 1, 1}));
+    DS_TRY(yb, build<AddOp>({y, b4}));
+    y = yb;
+  }
+  DS_TRY(out, castTo(y, xt.getElementType()));
+  setOutput(n, 0, out);
   return success();
 }
 
@@ -875,6 +1013,7 @@ void mlir::ds::importer::registerNNHandlers(HandlerTable &t) {
   t.add<I, &I::softmax<LogSoftmaxOp>>("LogSoftmax");
   t.add<I, &I::hardmax>("Hardmax");
   t.add<I, &I::dropout>("Dropout");
+  t.add<I, &I::deformConv>("DeformConv");
   for (const char *op : {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike"})
     t.add<I, &I::random>(op);
   t.add<I, &I::bernoulli>("Bernoulli");
